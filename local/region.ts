@@ -1,0 +1,147 @@
+/**
+ * A local region: the emulators of one AWS region plus its resources, provisioned from the same
+ * description the CDK stack uses (`shared/region/resources.ts`).
+ */
+import { CreateTableCommand, type DynamoDBClient, ResourceInUseException } from '@aws-sdk/client-dynamodb';
+import { CreateStreamCommand, type KinesisClient, waitUntilStreamExists } from '@aws-sdk/client-kinesis';
+import { PutParameterCommand, type SSMClient } from '@aws-sdk/client-ssm';
+import {
+  type AwsEndpoints,
+  dynamoDbClient,
+  endpointsToEnv,
+  kinesisClient,
+  ssmClient,
+} from '../shared/aws/clients.js';
+import {
+  type FunctionKey,
+  functionEnvironment,
+  parameterPrefix,
+  physicalName,
+  regionResources,
+  type StreamKey,
+  type TableKey,
+} from '../shared/region/resources.js';
+import { type RunningEmulator, startDynalite, startKinesalite } from './emulators/aws.js';
+import { type RunningRedis, startRedis } from './emulators/redis.js';
+import { type RunningSsm, startSsmServer } from './emulators/ssm-server.js';
+
+/** Options of {@link startLocalRegion}. */
+export interface LocalRegionOptions {
+  /** AWS region name this local region stands for. @default 'us-east-1' */
+  readonly region?: string;
+  /** Redis deployment. @default 'standalone' */
+  readonly redisMode?: 'standalone' | 'cluster';
+}
+
+/** A running local region. */
+export interface LocalRegion {
+  readonly region: string;
+  readonly endpoints: Required<AwsEndpoints>;
+  readonly redis: RunningRedis;
+  readonly dynamodb: DynamoDBClient;
+  readonly kinesis: KinesisClient;
+  readonly ssm: SSMClient;
+  tableName(key: TableKey): string;
+  streamName(key: StreamKey): string;
+  /** The complete environment of a function instance: resources, Redis, endpoints, credentials. */
+  functionEnv(key: FunctionKey): Record<string, string>;
+  /** Environment that points any SDK client (CLIs, tests) at this region's emulators. */
+  readonly clientEnv: Record<string, string>;
+  stop(): Promise<void>;
+}
+
+/** Starts the emulators of one region and creates its tables, streams and parameters. */
+export async function startLocalRegion(options: LocalRegionOptions = {}): Promise<LocalRegion> {
+  const region = options.region ?? 'us-east-1';
+  const started: { stop(): Promise<void> }[] = [];
+  try {
+    const redis = await startRedis({ mode: options.redisMode ?? 'standalone' });
+    started.push(redis);
+    const [dynamo, kinesis, ssm] = (await Promise.all([startDynalite(), startKinesalite(), startSsmServer({ region })])) as [
+      RunningEmulator,
+      RunningEmulator,
+      RunningSsm,
+    ];
+    started.push(dynamo, kinesis, ssm);
+    const endpoints = { region, dynamodb: dynamo.url, kinesis: kinesis.url, ssm: ssm.url };
+    const clients = { dynamodb: dynamoDbClient(endpoints), kinesis: kinesisClient(endpoints), ssm: ssmClient(endpoints) };
+    await provisionRegion(region, clients);
+    const clientEnv = {
+      ...endpointsToEnv(endpoints),
+      AWS_ACCESS_KEY_ID: 'local',
+      AWS_SECRET_ACCESS_KEY: 'local',
+    };
+    const tableName = (key: TableKey) => physicalName(regionResources.tables[key].suffix);
+    const streamName = (key: StreamKey) => physicalName(regionResources.streams[key].suffix);
+    return {
+      region,
+      endpoints,
+      redis,
+      ...clients,
+      tableName,
+      streamName,
+      clientEnv,
+      functionEnv: (key) => ({
+        ...clientEnv,
+        ...functionEnvironment(regionResources.functions[key], {
+          region,
+          tableName,
+          streamName,
+          redis: { nodes: redis.nodesEnv, mode: redis.mode, tls: false },
+        }),
+      }),
+      async stop() {
+        for (const c of Object.values(clients)) c.destroy();
+        await Promise.all(started.map((s) => s.stop()));
+      },
+    };
+  } catch (error) {
+    await Promise.all(started.map((s) => s.stop().catch(() => {})));
+    throw error;
+  }
+}
+
+/** Creates the region's tables, streams and initial parameters (idempotent). */
+export async function provisionRegion(
+  region: string,
+  clients: { dynamodb: DynamoDBClient; kinesis: KinesisClient; ssm: SSMClient },
+): Promise<void> {
+  await Promise.all(
+    Object.values(regionResources.tables).map(async (t) => {
+      const keys = [t.partitionKey, ...('sortKey' in t && t.sortKey ? [t.sortKey] : [])];
+      try {
+        await clients.dynamodb.send(
+          new CreateTableCommand({
+            TableName: physicalName(t.suffix),
+            BillingMode: 'PAY_PER_REQUEST',
+            AttributeDefinitions: keys.map((k) => ({ AttributeName: k.name, AttributeType: k.type })),
+            KeySchema: keys.map((k, i) => ({ AttributeName: k.name, KeyType: i === 0 ? 'HASH' : 'RANGE' })),
+          }),
+        );
+      } catch (error) {
+        if (!(error instanceof ResourceInUseException)) throw error;
+      }
+    }),
+  );
+  await Promise.all(
+    Object.values(regionResources.streams).map(async (s) => {
+      const StreamName = physicalName(s.suffix);
+      try {
+        await clients.kinesis.send(new CreateStreamCommand({ StreamName, ShardCount: s.shardCount }));
+      } catch (error) {
+        if ((error as { name?: string }).name !== 'ResourceInUseException') throw error;
+      }
+      await waitUntilStreamExists({ client: clients.kinesis, maxWaitTime: 30, minDelay: 0.05 }, { StreamName });
+    }),
+  );
+  const prefix = parameterPrefix(region);
+  await Promise.all(
+    Object.values(regionResources.parameters).map((p) =>
+      clients.ssm
+        .send(new PutParameterCommand({ Name: `${prefix}${p.path}`, Value: p.initial(region), Type: 'String' }))
+        .catch((error: { name?: string }) => {
+          if (error.name !== 'ParameterAlreadyExists') throw error;
+        }),
+    ),
+  );
+}

@@ -1,0 +1,79 @@
+/**
+ * AWS SDK v3 clients for handlers, tools and the local runner. In AWS the endpoints are the
+ * defaults; locally the standard service-specific variables (`AWS_ENDPOINT_URL_DYNAMODB`,
+ * `AWS_ENDPOINT_URL_KINESIS`, `AWS_ENDPOINT_URL_SSM`) point the *same* clients at the emulators.
+ */
+import http from 'node:http';
+import https from 'node:https';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { KinesisClient } from '@aws-sdk/client-kinesis';
+import { SSMClient } from '@aws-sdk/client-ssm';
+import { NodeHttpHandler } from '@smithy/node-http-handler';
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/** Where each service lives; `undefined` means the AWS default endpoint of `region`. */
+export interface AwsEndpoints {
+  readonly region: string;
+  readonly dynamodb?: string;
+  readonly kinesis?: string;
+  readonly ssm?: string;
+}
+
+/** Reads the region and service endpoints from the standard SDK variables. */
+export function endpointsFromEnv(env: Env = process.env): AwsEndpoints {
+  const region = env.AWS_REGION ?? env.AWS_DEFAULT_REGION ?? env.PACELINE_REGION ?? 'us-east-1';
+  return {
+    region,
+    dynamodb: env.AWS_ENDPOINT_URL_DYNAMODB || undefined,
+    kinesis: env.AWS_ENDPOINT_URL_KINESIS || undefined,
+    ssm: env.AWS_ENDPOINT_URL_SSM || undefined,
+  };
+}
+
+/** Environment variables that point a process's SDK clients at `endpoints`. */
+export function endpointsToEnv(endpoints: AwsEndpoints): Record<string, string> {
+  const env: Record<string, string> = { AWS_REGION: endpoints.region };
+  if (endpoints.dynamodb) env.AWS_ENDPOINT_URL_DYNAMODB = endpoints.dynamodb;
+  if (endpoints.kinesis) env.AWS_ENDPOINT_URL_KINESIS = endpoints.kinesis;
+  if (endpoints.ssm) env.AWS_ENDPOINT_URL_SSM = endpoints.ssm;
+  return env;
+}
+
+/** Keep-alive HTTP/1.1 handler: fast against emulators and required by kinesalite (no HTTP/2). */
+function http1Handler(): NodeHttpHandler {
+  return new NodeHttpHandler({
+    httpAgent: new http.Agent({ keepAlive: true, maxSockets: 64 }),
+    httpsAgent: new https.Agent({ keepAlive: true, maxSockets: 64 }),
+  });
+}
+
+/** Emulators accept any credentials; give them fixed ones so no credential chain is searched. */
+const localCredentials = { accessKeyId: 'local', secretAccessKey: 'local' };
+
+/** A DynamoDB client for `endpoints`. */
+export function dynamoDbClient(endpoints: AwsEndpoints = endpointsFromEnv()): DynamoDBClient {
+  return new DynamoDBClient({
+    region: endpoints.region,
+    requestHandler: http1Handler(),
+    ...(endpoints.dynamodb ? { endpoint: endpoints.dynamodb, credentials: localCredentials } : {}),
+  });
+}
+
+/** A Kinesis client for `endpoints` (always the HTTP/1.1 handler: kinesalite fails on HTTP/2). */
+export function kinesisClient(endpoints: AwsEndpoints = endpointsFromEnv()): KinesisClient {
+  return new KinesisClient({
+    region: endpoints.region,
+    requestHandler: http1Handler(),
+    ...(endpoints.kinesis ? { endpoint: endpoints.kinesis, credentials: localCredentials } : {}),
+  });
+}
+
+/** An SSM client for `endpoints`. */
+export function ssmClient(endpoints: AwsEndpoints = endpointsFromEnv()): SSMClient {
+  return new SSMClient({
+    region: endpoints.region,
+    requestHandler: http1Handler(),
+    ...(endpoints.ssm ? { endpoint: endpoints.ssm, credentials: localCredentials } : {}),
+  });
+}

@@ -1,0 +1,154 @@
+/**
+ * The one way Paceline's Kinesis-triggered functions process a batch, so every such function
+ * has the same guarantees (DESIGN.md requirement 4):
+ *
+ * - KPL-aggregated records are de-aggregated (real producers aggregate; Lambda does not undo it);
+ * - each user record is handled; a {@link MalformedRecordError} quarantines *that user record*
+ *   in the dead-letter store with its reason and counts it, and the batch moves on;
+ * - any other error fails the Kinesis record, reported through `batchItemFailures`
+ *   (ReportBatchItemFailures) so Lambda retries from it; a batch where everything failed throws,
+ *   letting bisect-on-error isolate it;
+ * - a failure to write the dead-letter store is itself a transient failure (retried), so a
+ *   record is never lost between "rejected" and "quarantined".
+ *
+ * Handlers must be idempotent per user record: a retried Kinesis record is handled again whole.
+ */
+import type { Logger } from '@aws-lambda-powertools/logger';
+import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
+import { type Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
+import { logMetrics } from '@aws-lambda-powertools/metrics/middleware';
+import { BatchProcessor, EventType, processPartialResponse } from '@aws-lambda-powertools/batch';
+import middy from '@middy/core';
+import type { KinesisStreamBatchResponse, KinesisStreamEvent, KinesisStreamRecord } from 'aws-lambda';
+import { deaggregateSync, type UserRecord } from 'aws-kinesis-agg';
+import type { DeadLetterStore } from '../quarantine/dead-letter-store.js';
+import { MalformedRecordError } from '../quarantine/quarantine.js';
+import type { Clock } from '../time/clock.js';
+
+/** One user record (after de-aggregation) as handed to a record handler. */
+export interface UserRecordInput {
+  readonly data: Buffer;
+  readonly partitionKey: string;
+  readonly shardId: string;
+  readonly sequenceNumber: string;
+  /** Position inside a KPL aggregate; 0 for plain records. */
+  readonly subSequenceNumber: number;
+  /** Approximate arrival on the stream, epoch ms. */
+  readonly arrivedAt: number;
+}
+
+/** Options of {@link kinesisBatchHandler}. */
+export interface KinesisBatchHandlerOptions {
+  /** Function name; recorded as the dead letters' source. */
+  readonly source: string;
+  readonly deadLetters: DeadLetterStore;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly metrics: Metrics;
+  /** Handles one user record; throws {@link MalformedRecordError} for bad content. Must be idempotent. */
+  readonly handleRecord: (record: UserRecordInput) => Promise<void>;
+  /**
+   * Handle a batch's records concurrently. Safe for idempotent, commutative effects (counts,
+   * deduplicated spend); with ioredis auto-pipelining the whole batch then costs a few round trips.
+   * @default true
+   */
+  readonly processInParallel?: boolean;
+}
+
+/** Splits a Kinesis record into its user records (KPL de-aggregation; plain records pass through). */
+export function userRecordsOf(record: KinesisStreamRecord): UserRecordInput[] {
+  const shardId = record.eventID.split(':')[0] ?? 'unknown';
+  const arrivedAt = Math.round(record.kinesis.approximateArrivalTimestamp * 1000);
+  let out: UserRecord[] = [];
+  let failure: Error | undefined;
+  deaggregateSync(record.kinesis, true, (err, userRecords) => {
+    if (err) failure = err;
+    else out = userRecords ?? [];
+  });
+  if (failure) {
+    throw new MalformedRecordError(
+      'kpl.corrupt-aggregate',
+      `Record ${record.kinesis.sequenceNumber} looks KPL-aggregated but could not be de-aggregated ` +
+        `(${failure.message}); re-send it from a KPL-compatible producer.`,
+      { cause: failure },
+    );
+  }
+  return out.map((u) => ({
+    data: Buffer.from(u.data, 'base64'),
+    partitionKey: u.partitionKey,
+    shardId,
+    sequenceNumber: record.kinesis.sequenceNumber,
+    subSequenceNumber: u.subSequenceNumber ?? 0,
+    arrivedAt,
+  }));
+}
+
+/** Builds a middy handler for a Kinesis event source with Paceline's batch semantics. */
+export function kinesisBatchHandler(options: KinesisBatchHandlerOptions) {
+  const processor = new BatchProcessor(EventType.KinesisDataStreams);
+
+  const quarantine = async (input: UserRecordInput, error: MalformedRecordError): Promise<void> => {
+    await options.deadLetters.put({
+      source: options.source,
+      shardId: input.shardId,
+      // Sub-records of an aggregate share a sequence number: keep them apart.
+      sequenceNumber: `${input.sequenceNumber}.${input.subSequenceNumber}`,
+      partitionKey: input.partitionKey,
+      data: input.data,
+      reasonCode: error.reasonCode,
+      reason: error.message,
+      arrivedAt: input.arrivedAt,
+      quarantinedAt: options.clock.now(),
+    });
+    options.metrics.addMetric('RecordsQuarantined', MetricUnit.Count, 1);
+    options.logger.warn('record quarantined', {
+      reasonCode: error.reasonCode,
+      reason: error.message,
+      shardId: input.shardId,
+      sequenceNumber: input.sequenceNumber,
+    });
+  };
+
+  const handleKinesisRecord = async (record: KinesisStreamRecord): Promise<void> => {
+    let inputs: UserRecordInput[];
+    try {
+      inputs = userRecordsOf(record);
+    } catch (error) {
+      if (!(error instanceof MalformedRecordError)) throw error;
+      const shardId = record.eventID.split(':')[0] ?? 'unknown';
+      await quarantine(
+        {
+          data: Buffer.from(record.kinesis.data, 'base64'),
+          partitionKey: record.kinesis.partitionKey,
+          shardId,
+          sequenceNumber: record.kinesis.sequenceNumber,
+          subSequenceNumber: 0,
+          arrivedAt: Math.round(record.kinesis.approximateArrivalTimestamp * 1000),
+        },
+        error,
+      );
+      return;
+    }
+    await Promise.all(
+      inputs.map(async (input) => {
+        try {
+          await options.handleRecord(input);
+        } catch (error) {
+          if (error instanceof MalformedRecordError) await quarantine(input, error);
+          else throw error;
+        }
+      }),
+    );
+    options.metrics.addMetric('RecordsProcessed', MetricUnit.Count, inputs.length);
+  };
+
+  return middy<KinesisStreamEvent, KinesisStreamBatchResponse>()
+    .use(injectLambdaContext(options.logger))
+    .use(logMetrics(options.metrics))
+    .handler(async (event, context) =>
+      processPartialResponse(event, handleKinesisRecord, processor, {
+        context,
+        processInParallel: options.processInParallel ?? true,
+      }),
+    );
+}

@@ -1,0 +1,131 @@
+/**
+ * Redis (ElastiCache) connections and cluster-safe pipelines.
+ *
+ * ElastiCache runs in cluster mode with TLS; locally a standalone `redis-server` or a real
+ * 3-node cluster. ioredis rejects a cluster pipeline whose keys live on different nodes, so
+ * every batched operation goes through {@link pipelineByNode}, which splits by owning node.
+ */
+import calculateSlot from 'cluster-key-slot';
+import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
+import { boolEnv, InvalidEnvError, requireEnv } from '../config/env.js';
+import { redisEnv } from '../region/resources.js';
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/** A standalone or cluster client. */
+export type RedisClient = Redis | Cluster;
+
+/** How to reach Redis. */
+export interface RedisConfig {
+  readonly mode: 'standalone' | 'cluster';
+  /** Seed nodes (cluster) or the single server (standalone). */
+  readonly nodes: readonly { readonly host: string; readonly port: number }[];
+  /** Use TLS (ElastiCache in-transit encryption). @default false */
+  readonly tls: boolean;
+}
+
+/** Parses `host:port[,host:port…]`. */
+export function parseNodes(value: string, variable = redisEnv.nodes): RedisConfig['nodes'] {
+  return value.split(',').map((part) => {
+    const trimmed = part.trim();
+    const idx = trimmed.lastIndexOf(':');
+    const port = Number(trimmed.slice(idx + 1));
+    if (idx <= 0 || !Number.isInteger(port) || port <= 0 || port > 65_535) {
+      throw new InvalidEnvError(variable, value, 'comma-separated host:port pairs');
+    }
+    return { host: trimmed.slice(0, idx), port };
+  });
+}
+
+/** Reads {@link RedisConfig} from `REDIS_NODES`, `REDIS_MODE`, `REDIS_TLS`. */
+export function redisConfigFromEnv(env: Env = process.env): RedisConfig {
+  const mode = requireEnv(redisEnv.mode, env);
+  if (mode !== 'standalone' && mode !== 'cluster') {
+    throw new InvalidEnvError(redisEnv.mode, mode, '"standalone" or "cluster"');
+  }
+  return { mode, nodes: parseNodes(requireEnv(redisEnv.nodes, env)), tls: boolEnv(redisEnv.tls, false, env) };
+}
+
+/** Options for {@link connectRedis}. */
+export interface ConnectOptions {
+  /**
+   * Batch concurrent commands issued in the same tick into one round trip. Handlers that
+   * process a batch's records concurrently get pipelining for free.
+   * @default true
+   */
+  readonly autoPipelining?: boolean;
+  /** Fail commands fast while disconnected instead of queueing them forever. @default 1 */
+  readonly maxRetriesPerRequest?: number;
+  /** Extra ioredis options. */
+  readonly redisOptions?: RedisOptions;
+}
+
+/** Opens a client for `config`. */
+export function connectRedis(config: RedisConfig, options: ConnectOptions = {}): RedisClient {
+  const base: RedisOptions = {
+    maxRetriesPerRequest: options.maxRetriesPerRequest ?? 1,
+    enableAutoPipelining: options.autoPipelining ?? true,
+    ...(config.tls ? { tls: {} } : {}),
+    ...options.redisOptions,
+  };
+  const first = config.nodes[0];
+  if (!first) throw new Error('RedisConfig.nodes is empty: give at least one host:port.');
+  if (config.mode === 'standalone') return new Redis({ host: first.host, port: first.port, ...base });
+  const clusterOptions: ClusterOptions = {
+    enableAutoPipelining: base.enableAutoPipelining ?? true,
+    redisOptions: base,
+    // ElastiCache's TLS certificates name the configuration endpoint, not each node's IP.
+    ...(config.tls ? { dnsLookup: (address, callback) => callback(null, address) } : {}),
+  };
+  return new Cluster(
+    config.nodes.map((n) => ({ host: n.host, port: n.port })),
+    clusterOptions,
+  );
+}
+
+/** The Redis hash slot of a key (honours `{hash tags}`). */
+export function slotOf(key: string): number {
+  return calculateSlot(key);
+}
+
+/** A pipeline-capable command builder (what `client.pipeline()` returns). */
+export type Pipeline = ReturnType<Redis['pipeline']>;
+
+/**
+ * Runs one command per item, pipelined, grouping items by the node that owns their key so a
+ * cluster pipeline never spans nodes. Returns the results in item order; a command error is
+ * returned in its slot (not thrown) so the caller can fail just that item.
+ *
+ * @param keyOf the key the item's command touches (its hash slot decides the node)
+ * @param add   adds exactly one command for the item to the pipeline
+ */
+export async function pipelineByNode<T>(
+  client: RedisClient,
+  items: readonly T[],
+  keyOf: (item: T) => string,
+  add: (pipeline: Pipeline, item: T) => void,
+): Promise<Array<[Error | null, unknown]>> {
+  const results: Array<[Error | null, unknown]> = new Array(items.length);
+  const groups = new Map<string, number[]>();
+  if (client instanceof Cluster) {
+    for (let i = 0; i < items.length; i++) {
+      const node = client.slots[slotOf(keyOf(items[i] as T))]?.[0] ?? 'unknown';
+      let group = groups.get(node);
+      if (!group) groups.set(node, (group = []));
+      group.push(i);
+    }
+  } else {
+    groups.set('single', items.map((_, i) => i));
+  }
+  await Promise.all(
+    [...groups.values()].map(async (indexes) => {
+      const pipeline = client.pipeline() as Pipeline;
+      for (const i of indexes) add(pipeline, items[i] as T);
+      const out = (await pipeline.exec()) ?? [];
+      indexes.forEach((itemIndex, j) => {
+        results[itemIndex] = out[j] ?? [new Error('pipeline returned no result'), null];
+      });
+    }),
+  );
+  return results;
+}

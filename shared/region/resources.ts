@@ -1,0 +1,263 @@
+/**
+ * THE description of one Paceline region's resources. Both the CDK stack (`cdk/`) and the local
+ * runner (`local/`) are built from this object, so names, keys, shard counts, event-source
+ * settings and function environments cannot drift between the cloud and a laptop.
+ *
+ * Nothing here touches AWS: it is data plus pure functions over it.
+ */
+
+/** DynamoDB attribute type of a key attribute. */
+export type KeyType = 'S' | 'N' | 'B';
+
+/** A DynamoDB table. Every table uses generic `pk`/`sk` names so domains own their key design. */
+export interface TableSpec {
+  /** Environment variable that carries the table's physical name into functions. */
+  readonly envVar: string;
+  /** Physical-name suffix; the full name is `paceline-<suffix>` (see {@link physicalName}). */
+  readonly suffix: string;
+  readonly partitionKey: { readonly name: string; readonly type: KeyType };
+  readonly sortKey?: { readonly name: string; readonly type: KeyType };
+  /** Attribute holding an epoch-seconds expiry; DynamoDB TTL only reclaims storage, code checks expiry. */
+  readonly ttlAttribute?: string;
+  /** What the table is for (shown in docs and the runner's banner). */
+  readonly purpose: string;
+}
+
+/** A Kinesis data stream. */
+export interface StreamSpec {
+  readonly envVar: string;
+  readonly suffix: string;
+  /** Provisioned shard count (the local emulator creates the same number). */
+  readonly shardCount: number;
+  /** Retention; 24 h is the Kinesis minimum and covers a day of replay for reconciliation. */
+  readonly retentionHours: number;
+  readonly purpose: string;
+}
+
+/**
+ * Lambda's Kinesis event-source-mapping settings. The same values configure the CDK
+ * `KinesisEventSource` and the local poller (`local/esm/`), whose job is to reproduce
+ * Lambda's semantics for them.
+ */
+export interface KinesisSourceSpec {
+  readonly stream: StreamKey;
+  /** Records per invocation. @default 100 */
+  readonly batchSize: number;
+  /** How long to gather records before invoking, seconds. @default 0 */
+  readonly maxBatchingWindowSeconds: number;
+  /** Split a failing batch in two and retry each half, isolating a poison record. */
+  readonly bisectBatchOnFunctionError: boolean;
+  /** Retries of a failing batch before it goes to the on-failure destination (-1 = until expiry). */
+  readonly retryAttempts: number;
+  /** Records older than this are sent to the on-failure destination instead of the function. */
+  readonly maxRecordAgeSeconds: number;
+  /** Always true: handlers return `batchItemFailures` so only the failed tail is retried. */
+  readonly reportBatchItemFailures: true;
+  readonly startingPosition: 'TRIM_HORIZON' | 'LATEST';
+}
+
+/** An EventBridge schedule that invokes a function (e.g. the pacer) with a fixed input. */
+export interface ScheduleSpec {
+  /** EventBridge rate; EventBridge cannot fire more often than once a minute. */
+  readonly rateMinutes: number;
+  /** One rule per instance; each rule's input carries its instance id (e.g. shard × replica). */
+  readonly instances: readonly { readonly id: string; readonly input: Readonly<Record<string, unknown>> }[];
+}
+
+/** Access a function needs to a table. */
+export type TableAccess = 'read' | 'write' | 'readwrite';
+
+/** A Lambda function: where its code is, what it reads and writes, what triggers it. */
+export interface FunctionSpec {
+  /** Function name suffix and folder under `functions/`. */
+  readonly name: string;
+  /** Handler module, relative to the repository root; it must export `handler`. */
+  readonly entry: string;
+  readonly memoryMb: number;
+  readonly timeoutSeconds: number;
+  readonly source?: KinesisSourceSpec;
+  readonly schedule?: ScheduleSpec;
+  readonly tables: Readonly<Partial<Record<TableKey, TableAccess>>>;
+  /** Streams the function writes to (e.g. replaying quarantined records). */
+  readonly writesStreams: readonly StreamKey[];
+  readonly usesRedis: boolean;
+  /** Reads SSM parameters under the region's prefix (failover switch, leader overrides). */
+  readonly readsParameters: boolean;
+  readonly purpose: string;
+}
+
+/** An SSM parameter the region owns; the value is a plain string. */
+export interface ParameterSpec {
+  /** Path below the region's prefix, e.g. `publisher-region`. */
+  readonly path: string;
+  /** Initial value for the region; operators change it, deploys do not. */
+  readonly initial: (region: string) => string;
+  readonly purpose: string;
+}
+
+const tables = {
+  budgets: {
+    envVar: 'BUDGETS_TABLE',
+    suffix: 'budgets',
+    partitionKey: { name: 'pk', type: 'S' },
+    sortKey: { name: 'sk', type: 'S' },
+    purpose: 'The ads database: accounts, campaigns, budget plans (integer micros, time zone, pacing mode).',
+  },
+  spendLedger: {
+    envVar: 'SPEND_LEDGER_TABLE',
+    suffix: 'spend-ledger',
+    partitionKey: { name: 'pk', type: 'S' },
+    sortKey: { name: 'sk', type: 'S' },
+    ttlAttribute: 'expiresAt',
+    purpose: 'Durable exactly-once ledger of confirmed spend, one item per bid; source of truth for reconcile.',
+  },
+  deadLetters: {
+    envVar: 'DEAD_LETTER_TABLE',
+    suffix: 'dead-letters',
+    partitionKey: { name: 'pk', type: 'S' },
+    sortKey: { name: 'sk', type: 'S' },
+    purpose: 'Quarantined (malformed / poison) records with their reason; listable and replayable.',
+  },
+  leases: {
+    envVar: 'LEASES_TABLE',
+    suffix: 'leases',
+    partitionKey: { name: 'pk', type: 'S' },
+    sortKey: { name: 'sk', type: 'S' },
+    purpose: 'Leader leases of pacer shards (conditional writes, expiry, monotonically increasing epoch).',
+  },
+} as const satisfies Record<string, TableSpec>;
+
+const streams = {
+  actions: {
+    envVar: 'ACTIONS_STREAM',
+    suffix: 'actions',
+    shardCount: 2,
+    retentionHours: 24,
+    purpose: 'User-action events (impressions, clicks, …) from ad servers, for counting.',
+  },
+  spend: {
+    envVar: 'SPEND_STREAM',
+    suffix: 'spend',
+    shardCount: 2,
+    retentionHours: 24,
+    purpose: 'Bid, win (billing) and loss notices, for spend tracking.',
+  },
+} as const satisfies Record<string, StreamSpec>;
+
+/** Keys of the region's tables. */
+export type TableKey = keyof typeof tables;
+/** Keys of the region's streams. */
+export type StreamKey = keyof typeof streams;
+
+/**
+ * Safe stream defaults (aws-solutions-constructs style): bisect on error, bounded retries, a
+ * maximum record age, partial batch responses. A record can therefore neither block a shard
+ * forever nor vanish: after the retries it lands in the on-failure destination with its metadata.
+ */
+export const safeKinesisDefaults = {
+  batchSize: 100,
+  maxBatchingWindowSeconds: 1,
+  bisectBatchOnFunctionError: true,
+  retryAttempts: 5,
+  maxRecordAgeSeconds: 3600,
+  reportBatchItemFailures: true,
+  startingPosition: 'TRIM_HORIZON',
+} as const satisfies Omit<KinesisSourceSpec, 'stream'>;
+
+const functions = {
+  ingestActions: {
+    name: 'ingest-actions',
+    entry: 'functions/ingest-actions/handler.ts',
+    memoryMb: 1024,
+    timeoutSeconds: 60,
+    source: { ...safeKinesisDefaults, stream: 'actions', batchSize: 500 },
+    tables: { deadLetters: 'write' },
+    writesStreams: [],
+    usesRedis: true,
+    readsParameters: false,
+    purpose: 'Decode, validate, deduplicate and store user-action events for counting.',
+  },
+  trackSpend: {
+    name: 'track-spend',
+    entry: 'functions/track-spend/handler.ts',
+    memoryMb: 1024,
+    timeoutSeconds: 60,
+    source: { ...safeKinesisDefaults, stream: 'spend', batchSize: 200 },
+    tables: { budgets: 'read', spendLedger: 'readwrite', deadLetters: 'write' },
+    writesStreams: [],
+    usesRedis: true,
+    readsParameters: false,
+    purpose: 'Exactly-once confirmed spend (ledger + live counters), release of in-flight amounts.',
+  },
+} as const satisfies Record<string, FunctionSpec>;
+
+const parameters = {
+  publisherRegion: {
+    path: 'publisher-region',
+    initial: (region: string) => region,
+    purpose: "Which region's pacer publishes into this region's cache (cross-region failover switch).",
+  },
+} as const satisfies Record<string, ParameterSpec>;
+
+/** The whole description of a region. */
+export const regionResources = { tables, streams, functions, parameters } as const;
+
+/** Keys of the region's functions. */
+export type FunctionKey = keyof typeof functions;
+
+/** Regions Paceline deploys to; the local runner starts the same ones side by side. */
+export const defaultRegions = ['us-east-1', 'us-west-2'] as const;
+
+/** Physical name of a table or stream (the same in every region: names are regional in AWS). */
+export function physicalName(suffix: string): string {
+  return `paceline-${suffix}`;
+}
+
+/** SSM path prefix of a region's parameters, e.g. `/paceline/us-east-1/`. */
+export function parameterPrefix(region: string): string {
+  return `/paceline/${region}/`;
+}
+
+/** Environment variables naming Redis; filled from the ElastiCache endpoint or the local server. */
+export const redisEnv = {
+  /** `host:port[,host:port…]`: the configuration endpoint (cluster) or the primary (standalone). */
+  nodes: 'REDIS_NODES',
+  /** `cluster` or `standalone`. */
+  mode: 'REDIS_MODE',
+  /** `true` when the connection must use TLS (always in AWS). */
+  tls: 'REDIS_TLS',
+} as const;
+
+/**
+ * How a function's environment refers to resources. The CDK passes CloudFormation tokens, the
+ * local runner plain strings; the mapping itself lives only here.
+ */
+export interface EnvironmentInputs {
+  readonly region: string;
+  readonly tableName: (key: TableKey) => string;
+  readonly streamName: (key: StreamKey) => string;
+  readonly redis?: { readonly nodes: string; readonly mode: 'cluster' | 'standalone'; readonly tls: boolean };
+}
+
+/** The environment of one function, derived from what its spec says it uses. */
+export function functionEnvironment(spec: FunctionSpec, inputs: EnvironmentInputs): Record<string, string> {
+  const env: Record<string, string> = {
+    PACELINE_REGION: inputs.region,
+    POWERTOOLS_SERVICE_NAME: spec.name,
+    POWERTOOLS_METRICS_NAMESPACE: 'Paceline',
+  };
+  for (const key of Object.keys(spec.tables) as TableKey[]) {
+    env[tables[key].envVar] = inputs.tableName(key);
+  }
+  const streamKeys = new Set<StreamKey>(spec.writesStreams);
+  if (spec.source) streamKeys.add(spec.source.stream);
+  for (const key of streamKeys) env[streams[key].envVar] = inputs.streamName(key);
+  if (spec.readsParameters) env.PARAMETER_PREFIX = parameterPrefix(inputs.region);
+  if (spec.usesRedis) {
+    if (!inputs.redis) throw new Error(`Function ${spec.name} uses Redis but no Redis endpoint was given.`);
+    env[redisEnv.nodes] = inputs.redis.nodes;
+    env[redisEnv.mode] = inputs.redis.mode;
+    env[redisEnv.tls] = String(inputs.redis.tls);
+  }
+  return env;
+}

@@ -1,0 +1,36 @@
+import { defineConfig } from 'vitest/config';
+
+/**
+ * Three tiers, each its own project so CI can run them as separate steps:
+ * - unit: pure logic, no network, no child processes;
+ * - integration: real redis-server, dynalite, kinesalite and the local SSM endpoint,
+ *   each test file starting the servers it needs on free loopback ports;
+ * - synth: the CDK app synthesized once per file (esbuild bundling costs seconds).
+ */
+export default defineConfig({
+  test: {
+    projects: [
+      { test: { name: 'unit', include: ['test/unit/**/*.test.ts'], environment: 'node' } },
+      {
+        test: {
+          name: 'integration',
+          include: ['test/integration/**/*.test.ts'],
+          environment: 'node',
+          testTimeout: 60_000,
+          hookTimeout: 60_000,
+          // Two cores: servers + test bodies compete for CPU; keep files from starving each other.
+          maxWorkers: 2,
+        },
+      },
+      {
+        test: {
+          name: 'synth',
+          include: ['test/synth/**/*.test.ts'],
+          environment: 'node',
+          testTimeout: 180_000,
+          hookTimeout: 180_000,
+        },
+      },
+    ],
+  },
+});
