@@ -57,14 +57,18 @@ export async function startLocalRegion(options: LocalRegionOptions = {}): Promis
   try {
     const redis = await startRedis({ mode: options.redisMode ?? 'standalone' });
     started.push(redis);
-    const [dynamo, kinesis, ssm] = (await Promise.all([startDynalite(), startKinesalite(), startSsmServer({ region })])) as [
-      RunningEmulator,
-      RunningEmulator,
-      RunningSsm,
-    ];
+    const [dynamo, kinesis, ssm] = (await Promise.all([
+      startDynalite(),
+      startKinesalite(),
+      startSsmServer({ region }),
+    ])) as [RunningEmulator, RunningEmulator, RunningSsm];
     started.push(dynamo, kinesis, ssm);
     const endpoints = { region, dynamodb: dynamo.url, kinesis: kinesis.url, ssm: ssm.url };
-    const clients = { dynamodb: dynamoDbClient(endpoints), kinesis: kinesisClient(endpoints), ssm: ssmClient(endpoints) };
+    const clients = {
+      dynamodb: dynamoDbClient(endpoints),
+      kinesis: kinesisClient(endpoints),
+      ssm: ssmClient(endpoints),
+    };
     await provisionRegion(region, clients);
     const clientEnv = {
       ...endpointsToEnv(endpoints),
@@ -131,14 +135,19 @@ export async function provisionRegion(
       } catch (error) {
         if ((error as { name?: string }).name !== 'ResourceInUseException') throw error;
       }
-      await waitUntilStreamExists({ client: clients.kinesis, maxWaitTime: 30, minDelay: 0.05 }, { StreamName });
+      await waitUntilStreamExists(
+        { client: clients.kinesis, maxWaitTime: 30, minDelay: 0.05 },
+        { StreamName },
+      );
     }),
   );
   const prefix = parameterPrefix(region);
   await Promise.all(
     Object.values(regionResources.parameters).map((p) =>
       clients.ssm
-        .send(new PutParameterCommand({ Name: `${prefix}${p.path}`, Value: p.initial(region), Type: 'String' }))
+        .send(
+          new PutParameterCommand({ Name: `${prefix}${p.path}`, Value: p.initial(region), Type: 'String' }),
+        )
         .catch((error: { name?: string }) => {
           if (error.name !== 'ParameterAlreadyExists') throw error;
         }),

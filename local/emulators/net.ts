@@ -17,7 +17,9 @@ export async function freePort(): Promise<number> {
 }
 
 /** Starts an http server on a free loopback port; returns its base URL. */
-export async function listenLoopback(server: import('node:http').Server): Promise<{ url: string; port: number }> {
+export async function listenLoopback(
+  server: import('node:http').Server,
+): Promise<{ url: string; port: number }> {
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(0, '127.0.0.1', () => resolve());

@@ -130,10 +130,12 @@ export class ParameterStore {
     let start = 0;
     if (typeof input.NextToken === 'string') {
       start = Number(Buffer.from(input.NextToken, 'base64url').toString());
-      if (!Number.isInteger(start) || start < 0) throw new SsmError('ValidationException', 'Invalid NextToken');
+      if (!Number.isInteger(start) || start < 0)
+        throw new SsmError('ValidationException', 'Invalid NextToken');
     }
     const page = matches.slice(start, start + max);
-    const next = start + max < matches.length ? Buffer.from(String(start + max)).toString('base64url') : undefined;
+    const next =
+      start + max < matches.length ? Buffer.from(String(start + max)).toString('base64url') : undefined;
     return { Parameters: page.map((p) => this.render(p)), ...(next ? { NextToken: next } : {}) };
   }
 
@@ -169,7 +171,8 @@ function normalize(name: string): string {
 
 function str(input: Record<string, unknown>, field: string): string {
   const value = input[field];
-  if (typeof value !== 'string') throw new SsmError('ValidationException', `${field} is required and must be a string`);
+  if (typeof value !== 'string')
+    throw new SsmError('ValidationException', `${field} is required and must be a string`);
   return value;
 }
 

@@ -1,6 +1,7 @@
 // dynalite and kinesalite ship no types; they return a node:http(s) Server.
 declare module 'dynalite' {
   import type { Server } from 'node:http';
+
   interface DynaliteOptions {
     createTableMs?: number;
     deleteTableMs?: number;
@@ -11,6 +12,7 @@ declare module 'dynalite' {
 }
 declare module 'kinesalite' {
   import type { Server } from 'node:http';
+
   interface KinesaliteOptions {
     createStreamMs?: number;
     deleteStreamMs?: number;

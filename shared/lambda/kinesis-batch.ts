@@ -13,14 +13,15 @@
  *
  * Handlers must be idempotent per user record: a retried Kinesis record is handled again whole.
  */
+
+import { BatchProcessor, EventType, processPartialResponse } from '@aws-lambda-powertools/batch';
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { injectLambdaContext } from '@aws-lambda-powertools/logger/middleware';
 import { type Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { logMetrics } from '@aws-lambda-powertools/metrics/middleware';
-import { BatchProcessor, EventType, processPartialResponse } from '@aws-lambda-powertools/batch';
 import middy from '@middy/core';
-import type { KinesisStreamBatchResponse, KinesisStreamEvent, KinesisStreamRecord } from 'aws-lambda';
 import { deaggregateSync, type UserRecord } from 'aws-kinesis-agg';
+import type { KinesisStreamBatchResponse, KinesisStreamEvent, KinesisStreamRecord } from 'aws-lambda';
 import type { DeadLetterStore } from '../quarantine/dead-letter-store.js';
 import { MalformedRecordError } from '../quarantine/quarantine.js';
 import type { Clock } from '../time/clock.js';

@@ -110,12 +110,15 @@ export async function pipelineByNode<T>(
   if (client instanceof Cluster) {
     for (let i = 0; i < items.length; i++) {
       const node = client.slots[slotOf(keyOf(items[i] as T))]?.[0] ?? 'unknown';
-      let group = groups.get(node);
-      if (!group) groups.set(node, (group = []));
-      group.push(i);
+      const group = groups.get(node);
+      if (group) group.push(i);
+      else groups.set(node, [i]);
     }
   } else {
-    groups.set('single', items.map((_, i) => i));
+    groups.set(
+      'single',
+      items.map((_, i) => i),
+    );
   }
   await Promise.all(
     [...groups.values()].map(async (indexes) => {

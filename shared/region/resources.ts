@@ -109,7 +109,8 @@ const tables = {
     partitionKey: { name: 'pk', type: 'S' },
     sortKey: { name: 'sk', type: 'S' },
     ttlAttribute: 'expiresAt',
-    purpose: 'Durable exactly-once ledger of confirmed spend, one item per bid; source of truth for reconcile.',
+    purpose:
+      'Durable exactly-once ledger of confirmed spend, one item per bid; source of truth for reconcile.',
   },
   deadLetters: {
     envVar: 'DEAD_LETTER_TABLE',

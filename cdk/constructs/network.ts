@@ -1,0 +1,54 @@
+import { RemovalPolicy } from 'aws-cdk-lib';
+import * as ec2 from 'aws-cdk-lib/aws-ec2';
+import type * as kms from 'aws-cdk-lib/aws-kms';
+import * as logs from 'aws-cdk-lib/aws-logs';
+import { Construct } from 'constructs';
+
+/** Props of {@link PrivateNetwork}. */
+export interface PrivateNetworkProps {
+  /** Availability zones to span. @default 3 */
+  readonly maxAzs?: number;
+  /** Key that encrypts the flow-log group. */
+  readonly key: kms.IKey;
+  /** Interface endpoints the functions need (DynamoDB always gets a gateway endpoint). @default [SSM] */
+  readonly interfaceEndpoints?: readonly ec2.InterfaceVpcEndpointAwsService[];
+}
+
+/**
+ * A VPC with isolated subnets only: no internet gateway, no NAT, so nothing in it has a public
+ * endpoint. Functions reach AWS APIs through VPC endpoints; flow logs are kept.
+ */
+export class PrivateNetwork extends Construct {
+  /** The VPC. */
+  readonly vpc: ec2.Vpc;
+  /** Security group of the functions (clients of the cache). */
+  readonly functionSecurityGroup: ec2.SecurityGroup;
+
+  constructor(scope: Construct, id: string, props: PrivateNetworkProps) {
+    super(scope, id);
+    this.vpc = new ec2.Vpc(this, 'Vpc', {
+      maxAzs: props.maxAzs ?? 3,
+      natGateways: 0,
+      subnetConfiguration: [{ name: 'isolated', subnetType: ec2.SubnetType.PRIVATE_ISOLATED, cidrMask: 22 }],
+    });
+    const flowLogGroup = new logs.LogGroup(this, 'FlowLogs', {
+      retention: logs.RetentionDays.ONE_MONTH,
+      encryptionKey: props.key,
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
+    this.vpc.addFlowLog('FlowLog', { destination: ec2.FlowLogDestination.toCloudWatchLogs(flowLogGroup) });
+    this.vpc.addGatewayEndpoint('DynamoDb', { service: ec2.GatewayVpcEndpointAwsService.DYNAMODB });
+    this.functionSecurityGroup = new ec2.SecurityGroup(this, 'Functions', {
+      vpc: this.vpc,
+      description: 'Paceline functions (cache and VPC-endpoint clients)',
+      allowAllOutbound: true,
+    });
+    for (const service of props.interfaceEndpoints ?? [ec2.InterfaceVpcEndpointAwsService.SSM]) {
+      this.vpc.addInterfaceEndpoint(service.shortName, {
+        service,
+        privateDnsEnabled: true,
+        subnets: { subnetType: ec2.SubnetType.PRIVATE_ISOLATED },
+      });
+    }
+  }
+}

@@ -1,0 +1,159 @@
+import { fileURLToPath } from 'node:url';
+import { Duration, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
+import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import * as kinesis from 'aws-cdk-lib/aws-kinesis';
+import * as kms from 'aws-cdk-lib/aws-kms';
+import * as sns from 'aws-cdk-lib/aws-sns';
+import * as ssm from 'aws-cdk-lib/aws-ssm';
+import type { Construct } from 'constructs';
+import {
+  type FunctionKey,
+  functionEnvironment,
+  parameterPrefix,
+  physicalName,
+  regionResources,
+  type StreamKey,
+  type TableKey,
+} from '../shared/region/resources.js';
+import { LiveStateCache } from './constructs/cache.js';
+import { PrivateNetwork } from './constructs/network.js';
+import { PacelineFunction } from './constructs/stream-function.js';
+import { acknowledgeFindings } from './nag.js';
+
+const projectRoot = fileURLToPath(new URL('..', import.meta.url)).replace(/\/$/, '');
+
+/** Props of {@link RegionalStack}. */
+export interface RegionalStackProps extends StackProps {
+  /** Cache node type. @default 'cache.r7g.large' */
+  readonly cacheNodeType?: string;
+}
+
+/**
+ * One Paceline region. Everything it contains is enumerated from `shared/region/resources.ts`,
+ * the same description the local runner provisions, so the two cannot drift.
+ */
+export class RegionalStack extends Stack {
+  readonly tables: Record<TableKey, dynamodb.Table>;
+  readonly streams: Record<StreamKey, kinesis.Stream>;
+  readonly functions: Record<FunctionKey, PacelineFunction>;
+
+  constructor(scope: Construct, id: string, props: RegionalStackProps) {
+    super(scope, id, props);
+    const key = new kms.Key(this, 'Key', {
+      description: 'Paceline regional data key (tables, streams, cache, queues, logs)',
+      enableKeyRotation: true,
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
+    // CloudWatch Logs must be allowed to use the key for the encrypted log groups.
+    key.addToResourcePolicy(
+      new iam.PolicyStatement({
+        principals: [new iam.ServicePrincipal(`logs.${this.region}.amazonaws.com`)],
+        actions: ['kms:Encrypt*', 'kms:Decrypt*', 'kms:ReEncrypt*', 'kms:GenerateDataKey*', 'kms:Describe*'],
+        resources: ['*'],
+      }),
+    );
+    const network = new PrivateNetwork(this, 'Network', { key });
+    const cache = new LiveStateCache(this, 'Cache', {
+      vpc: network.vpc,
+      clientSecurityGroup: network.functionSecurityGroup,
+      key,
+      ...(props.cacheNodeType ? { nodeType: props.cacheNodeType } : {}),
+    });
+    const alarmTopic = new sns.Topic(this, 'Alarms', {
+      displayName: 'Paceline alarms',
+      masterKey: key,
+      enforceSSL: true,
+    });
+
+    const tables = {} as Record<TableKey, dynamodb.Table>;
+    for (const [tableKey, spec] of Object.entries(regionResources.tables) as [
+      TableKey,
+      (typeof regionResources.tables)[TableKey],
+    ][]) {
+      tables[tableKey] = new dynamodb.Table(this, `Table-${tableKey}`, {
+        tableName: physicalName(spec.suffix),
+        partitionKey: { name: spec.partitionKey.name, type: dynamodb.AttributeType.STRING },
+        sortKey: { name: spec.sortKey.name, type: dynamodb.AttributeType.STRING },
+        billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
+        encryption: dynamodb.TableEncryption.CUSTOMER_MANAGED,
+        encryptionKey: key,
+        pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+        deletionProtection: true,
+        removalPolicy: RemovalPolicy.RETAIN,
+        ...('ttlAttribute' in spec ? { timeToLiveAttribute: spec.ttlAttribute } : {}),
+      });
+    }
+    this.tables = tables;
+
+    const streams = {} as Record<StreamKey, kinesis.Stream>;
+    for (const [streamKey, spec] of Object.entries(regionResources.streams) as [
+      StreamKey,
+      (typeof regionResources.streams)[StreamKey],
+    ][]) {
+      streams[streamKey] = new kinesis.Stream(this, `Stream-${streamKey}`, {
+        streamName: physicalName(spec.suffix),
+        shardCount: spec.shardCount,
+        retentionPeriod: Duration.hours(spec.retentionHours),
+        encryption: kinesis.StreamEncryption.KMS,
+        encryptionKey: key,
+        removalPolicy: RemovalPolicy.RETAIN,
+      });
+    }
+    this.streams = streams;
+
+    const prefix = parameterPrefix(this.region);
+    for (const [paramKey, spec] of Object.entries(regionResources.parameters)) {
+      new ssm.StringParameter(this, `Parameter-${paramKey}`, {
+        parameterName: `${prefix}${spec.path}`,
+        stringValue: spec.initial(this.region),
+        description: spec.purpose,
+      });
+    }
+
+    const functions = {} as Record<FunctionKey, PacelineFunction>;
+    for (const [fnKey, spec] of Object.entries(regionResources.functions) as [
+      FunctionKey,
+      (typeof regionResources.functions)[FunctionKey],
+    ][]) {
+      const fn = new PacelineFunction(this, `Function-${fnKey}`, {
+        spec,
+        entry: `${projectRoot}/${spec.entry}`,
+        projectRoot,
+        environment: functionEnvironment(spec, {
+          region: this.region,
+          tableName: (k) => tables[k].tableName,
+          streamName: (k) => streams[k].streamName,
+          redis: { nodes: cache.endpoint, mode: 'cluster', tls: true },
+        }),
+        vpc: network.vpc,
+        securityGroup: network.functionSecurityGroup,
+        key,
+        alarmTopic,
+        ...('source' in spec && spec.source ? { stream: streams[spec.source.stream] } : {}),
+      });
+      // Least privilege: exactly the access the description declares.
+      for (const [tableKey, access] of Object.entries(spec.tables) as [TableKey, string][]) {
+        const table = tables[tableKey];
+        if (access === 'read') table.grantReadData(fn.function);
+        else if (access === 'write') table.grantWriteData(fn.function);
+        else table.grantReadWriteData(fn.function);
+      }
+      for (const streamKey of spec.writesStreams as readonly StreamKey[])
+        streams[streamKey].grantWrite(fn.function);
+      if (spec.readsParameters) {
+        fn.function.addToRolePolicy(
+          new iam.PolicyStatement({
+            actions: ['ssm:GetParameter', 'ssm:GetParameters', 'ssm:GetParametersByPath'],
+            resources: [
+              this.formatArn({ service: 'ssm', resource: 'parameter', resourceName: prefix.slice(1) + '*' }),
+            ],
+          }),
+        );
+      }
+      functions[fnKey] = fn;
+    }
+    this.functions = functions;
+    acknowledgeFindings(this);
+  }
+}

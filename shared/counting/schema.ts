@@ -1,0 +1,373 @@
+/**
+ * The user-action event: a fixed-length byte layout declared once, here (the Aperture idea: the
+ * store is oblivious to dimensions, the client owns the schema). Everything else — encoder,
+ * decoder, validation, the Redis member bytes, filter/group-by offsets, docs/counting.md — is
+ * derived from {@link EVENT_LAYOUTS}.
+ *
+ * Wire record (Kinesis data), all integers big-endian:
+ *
+ * ```
+ * [version u8][timestamp u64 ms][insertionId 16 bytes][action u8][viewType u8]
+ * [ad u64][adGroup u64][campaign u64][advertiser u64]   ← v1 dimensions
+ * [userId u64]                                          ← the key, always last
+ * ```
+ *
+ * The stored member is the wire record without the trailing user id (the user id is the Redis
+ * key), so dedup on the member is dedup on the full event bytes.
+ *
+ * Extending: add a layout version whose field list is the previous one plus the new dimension(s)
+ * (appended before the user id). Old records keep decoding; readers give a dimension an event's
+ * version lacks its zero value.
+ */
+import { MalformedRecordError } from '../quarantine/quarantine.js';
+
+/** How a field's bytes are interpreted. */
+export type FieldKind =
+  /** u8 code with optional names (action, view type). */
+  | 'code'
+  /** u64 entity or user id; rendered as a decimal string. */
+  | 'id'
+  /** u64 epoch milliseconds (≤ 2^53 − 1). */
+  | 'timestamp'
+  /** Opaque bytes rendered as lowercase hex (insertion id). */
+  | 'bytes';
+
+/** One field of a layout. */
+export interface FieldSpec {
+  readonly name: string;
+  readonly kind: FieldKind;
+  /** Bytes: 1 for codes, 8 for ids/timestamp, any for `bytes`. */
+  readonly width: number;
+  /** Whether an all-zero value is rejected (zero means "the producer forgot to set it"). */
+  readonly required: boolean;
+  /** Names of codes (`code` fields only). */
+  readonly names?: Readonly<Record<string, number>>;
+}
+
+/** Known action codes; any other code 1–255 is accepted and rendered as its number. */
+export const ACTIONS = { impression: 1, click: 2, save: 3, hide: 4, conversion: 5 } as const;
+/** Known view types (0 = unknown / not given). */
+export const VIEW_TYPES = { unknown: 0, home: 1, search: 2, related: 3, profile: 4 } as const;
+
+/** An action name from {@link ACTIONS}. */
+export type ActionName = keyof typeof ACTIONS;
+/** A view type name from {@link VIEW_TYPES}. */
+export type ViewTypeName = keyof typeof VIEW_TYPES;
+
+const v1Fields: readonly FieldSpec[] = [
+  { name: 'timestamp', kind: 'timestamp', width: 8, required: true },
+  { name: 'insertionId', kind: 'bytes', width: 16, required: true },
+  { name: 'action', kind: 'code', width: 1, required: true, names: ACTIONS },
+  { name: 'viewType', kind: 'code', width: 1, required: false, names: VIEW_TYPES },
+  { name: 'ad', kind: 'id', width: 8, required: true },
+  { name: 'adGroup', kind: 'id', width: 8, required: true },
+  { name: 'campaign', kind: 'id', width: 8, required: true },
+  { name: 'advertiser', kind: 'id', width: 8, required: true },
+];
+
+/** The key field, always the last 8 bytes of a wire record and not part of the stored member. */
+export const USER_ID_FIELD: FieldSpec = { name: 'userId', kind: 'id', width: 8, required: true };
+
+/** A compiled layout: fields with their offsets inside the record (byte 0 is the version). */
+export interface Layout {
+  readonly version: number;
+  readonly fields: readonly (FieldSpec & { readonly offset: number })[];
+  /** Field offsets by name. */
+  readonly byName: ReadonlyMap<string, FieldSpec & { readonly offset: number }>;
+  /** Length of the stored member (version byte + fields). */
+  readonly memberLength: number;
+  /** Length of the wire record (member + user id). */
+  readonly recordLength: number;
+}
+
+/** Compiles a version's field list into offsets. */
+export function compileLayout(version: number, fields: readonly FieldSpec[]): Layout {
+  if (!Number.isInteger(version) || version < 1 || version > 255) {
+    throw new RangeError(`Layout version ${version} must be an integer 1..255 (it is the record's first byte).`);
+  }
+  let offset = 1;
+  const out: (FieldSpec & { offset: number })[] = [];
+  for (const f of fields) {
+    out.push({ ...f, offset });
+    offset += f.width;
+  }
+  return {
+    version,
+    fields: out,
+    byName: new Map(out.map((f) => [f.name, f])),
+    memberLength: offset,
+    recordLength: offset + USER_ID_FIELD.width,
+  };
+}
+
+/** A set of layout versions; the highest is what encoders write. */
+export class EventSchema {
+  readonly layouts: ReadonlyMap<number, Layout>;
+  readonly current: Layout;
+  /** Every dimension name of any version (timestamp excluded: it is the time axis, not a dimension). */
+  readonly dimensions: readonly string[];
+
+  constructor(versions: Readonly<Record<number, readonly FieldSpec[]>>) {
+    const layouts = new Map<number, Layout>();
+    for (const [v, fields] of Object.entries(versions)) layouts.set(Number(v), compileLayout(Number(v), fields));
+    const current = [...layouts.values()].sort((a, b) => b.version - a.version)[0];
+    if (!current) throw new RangeError('An event schema needs at least one layout version.');
+    for (const layout of layouts.values()) {
+      if (layout.fields[0]?.name !== 'timestamp' || layout.fields[0].width !== 8) {
+        throw new RangeError(`Layout v${layout.version}: the first field must be the u64 timestamp.`);
+      }
+    }
+    this.layouts = layouts;
+    this.current = current;
+    const dims = new Set<string>();
+    for (const l of layouts.values()) for (const f of l.fields) if (f.kind !== 'timestamp') dims.add(f.name);
+    this.dimensions = [...dims];
+  }
+
+  /** Adds a version with extra dimensions appended (the way to extend the schema). */
+  extend(version: number, added: readonly FieldSpec[]): EventSchema {
+    const versions: Record<number, readonly FieldSpec[]> = {};
+    for (const [v, l] of this.layouts) versions[v] = l.fields;
+    versions[version] = [...this.current.fields.map(({ offset: _o, ...f }) => f), ...added];
+    return new EventSchema(versions);
+  }
+
+  /** The spec of a dimension (from the newest layout that has it), or undefined. */
+  dimension(name: string): FieldSpec | undefined {
+    if (name === 'timestamp') return undefined;
+    const sorted = [...this.layouts.values()].sort((a, b) => b.version - a.version);
+    for (const l of sorted) {
+      const f = l.byName.get(name);
+      if (f) return f;
+    }
+    return undefined;
+  }
+}
+
+/** The action-event schema Paceline uses (v1). */
+export const EVENT_LAYOUTS: Readonly<Record<number, readonly FieldSpec[]>> = { 1: v1Fields };
+/** The schema built from {@link EVENT_LAYOUTS}. */
+export const actionEventSchema = new EventSchema(EVENT_LAYOUTS);
+
+/** Stable reason codes of {@link ActionEventError}. */
+export type ActionEventReason =
+  | 'counting.empty-record'
+  | 'counting.unknown-version'
+  | 'counting.wrong-length'
+  | 'counting.invalid-field'
+  | 'counting.timestamp-in-future';
+
+/** A record that is not a valid action event; quarantined by the ingest function. */
+export class ActionEventError extends MalformedRecordError {
+  override readonly name = 'ActionEventError';
+  constructor(
+    override readonly reasonCode: ActionEventReason,
+    /** The offending field, when one is to blame. */
+    readonly field: string | undefined,
+    message: string,
+  ) {
+    super(reasonCode, message);
+  }
+}
+
+/** An entity/user id as callers may give it. */
+export type Id = bigint | number | string;
+
+/** An event as producers build it. */
+export interface ActionEvent {
+  readonly userId: Id;
+  /** Epoch milliseconds. */
+  readonly timestamp: number;
+  /** 16 bytes, or 32 hex characters (a UUID with or without dashes). */
+  readonly insertionId: string | Uint8Array;
+  readonly action: ActionName | number;
+  /** @default 'unknown' (0) */
+  readonly viewType?: ViewTypeName | number;
+  readonly ad: Id;
+  readonly adGroup: Id;
+  readonly campaign: Id;
+  readonly advertiser: Id;
+  /** Extra dimensions of newer layouts, by name. */
+  readonly [extra: string]: unknown;
+}
+
+const U64_MAX = (1n << 64n) - 1n;
+
+function fail(field: string, problem: string): never {
+  throw new RangeError(`Action event field "${field}" ${problem}`);
+}
+
+function toU64(field: string, value: unknown): bigint {
+  let v: bigint;
+  if (typeof value === 'bigint') v = value;
+  else if (typeof value === 'number') {
+    if (!Number.isSafeInteger(value)) fail(field, `is ${value}: expected a safe integer (use a bigint or string above 2^53).`);
+    v = BigInt(value);
+  } else if (typeof value === 'string' && /^\d{1,20}$/.test(value)) v = BigInt(value);
+  else fail(field, `is ${JSON.stringify(value)}: expected an unsigned 64-bit integer (bigint, number or decimal string).`);
+  if (v < 0n || v > U64_MAX) fail(field, `is ${v}: expected 0..2^64-1.`);
+  return v;
+}
+
+/**
+ * Encodes a field value to its raw bytes (as a latin1 string, the form filters compare against).
+ * Throws RangeError naming the field for values that cannot be encoded.
+ */
+export function rawValue(spec: FieldSpec, value: unknown): string {
+  const buf = Buffer.alloc(spec.width);
+  writeField(buf, 0, spec, value);
+  return buf.latin1Slice(0, spec.width);
+}
+
+function writeField(buf: Buffer, offset: number, spec: FieldSpec, value: unknown): void {
+  switch (spec.kind) {
+    case 'code': {
+      let code: unknown = value;
+      if (typeof value === 'string' && spec.names && value in spec.names) code = spec.names[value];
+      if (typeof code !== 'number' || !Number.isInteger(code) || code < 0 || code > 255) {
+        const names = spec.names ? ` or one of ${Object.keys(spec.names).join(', ')}` : '';
+        fail(spec.name, `is ${JSON.stringify(value)}: expected a code 0..255${names}.`);
+      }
+      buf[offset] = code;
+      return;
+    }
+    case 'id':
+      buf.writeBigUInt64BE(toU64(spec.name, value), offset);
+      return;
+    case 'timestamp': {
+      if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
+        fail(spec.name, `is ${JSON.stringify(value)}: expected epoch milliseconds as a non-negative safe integer.`);
+      }
+      buf.writeBigUInt64BE(BigInt(value), offset);
+      return;
+    }
+    case 'bytes': {
+      let bytes: Uint8Array;
+      if (value instanceof Uint8Array) bytes = value;
+      else if (typeof value === 'string' && /^[0-9a-fA-F-]+$/.test(value)) {
+        bytes = Buffer.from(value.replaceAll('-', ''), 'hex');
+      } else fail(spec.name, `is ${JSON.stringify(value)}: expected ${spec.width} bytes or ${spec.width * 2} hex characters.`);
+      if (bytes.length !== spec.width) {
+        fail(spec.name, `has ${bytes.length} bytes: expected exactly ${spec.width} (${spec.width * 2} hex characters).`);
+      }
+      buf.set(bytes, offset);
+      return;
+    }
+  }
+}
+
+/** Encodes an event in the schema's current layout. Throws RangeError naming the bad field. */
+export function encodeActionEvent(event: ActionEvent, schema: EventSchema = actionEventSchema): Buffer {
+  const layout = schema.current;
+  const buf = Buffer.alloc(layout.recordLength);
+  buf[0] = layout.version;
+  for (const f of layout.fields) {
+    const value = (event as Record<string, unknown>)[f.name] ?? (f.required ? undefined : 0);
+    if (value === undefined) fail(f.name, 'is missing.');
+    writeField(buf, f.offset, f, value);
+  }
+  writeField(buf, layout.memberLength, USER_ID_FIELD, event.userId);
+  const error = validateRecord(buf, layout);
+  if (error) throw new RangeError(error.message);
+  return buf;
+}
+
+/** What ingest needs from a record, without materialising every field. */
+export interface DecodedRecord {
+  readonly version: number;
+  /** Decimal user id (the Redis key's hash tag). */
+  readonly userId: string;
+  readonly timestamp: number;
+  /** The stored member: the record minus the trailing user id. */
+  readonly member: Buffer;
+}
+
+function isZero(buf: Buffer, offset: number, width: number): boolean {
+  for (let i = offset; i < offset + width; i++) if (buf[i] !== 0) return false;
+  return true;
+}
+
+const advice = 'Fix the producer (encodeActionEvent validates before sending) and replay the dead letter.';
+
+function validateRecord(buf: Buffer, layout: Layout): ActionEventError | undefined {
+  for (const f of [...layout.fields, { ...USER_ID_FIELD, offset: layout.memberLength }]) {
+    if (f.required && isZero(buf, f.offset, f.width)) {
+      return new ActionEventError(
+        'counting.invalid-field',
+        f.name,
+        `Action event v${layout.version} field "${f.name}" (bytes ${f.offset}..${f.offset + f.width - 1}) is zero: ` +
+          `it is required. ${advice}`,
+      );
+    }
+    if (f.kind === 'timestamp' && (buf[f.offset] !== 0 || (buf[f.offset + 1] ?? 0) > 0x1f)) {
+      return new ActionEventError(
+        'counting.invalid-field',
+        f.name,
+        `Action event v${layout.version} field "${f.name}" exceeds 2^53-1 ms: expected epoch milliseconds. ${advice}`,
+      );
+    }
+  }
+  return undefined;
+}
+
+/**
+ * Decodes and validates a wire record. Throws {@link ActionEventError} (a MalformedRecordError:
+ * the ingest function quarantines it) with a message naming the field and the problem.
+ */
+export function decodeRecord(data: Buffer, schema: EventSchema = actionEventSchema): DecodedRecord {
+  if (data.length === 0) {
+    throw new ActionEventError('counting.empty-record', undefined, `Action event record is empty. ${advice}`);
+  }
+  const version = data[0] as number;
+  const layout = schema.layouts.get(version);
+  if (!layout) {
+    throw new ActionEventError(
+      'counting.unknown-version',
+      'version',
+      `Action event field "version" (byte 0) is ${version}: this consumer knows layout versions ` +
+        `${[...schema.layouts.keys()].join(', ')}. Deploy a consumer that knows v${version}, then replay.`,
+    );
+  }
+  if (data.length !== layout.recordLength) {
+    throw new ActionEventError(
+      'counting.wrong-length',
+      undefined,
+      `Action event v${version} record has ${data.length} bytes: layout v${version} is exactly ` +
+        `${layout.recordLength} bytes. ${advice}`,
+    );
+  }
+  const error = validateRecord(data, layout);
+  if (error) throw error;
+  return {
+    version,
+    userId: data.readBigUInt64BE(layout.memberLength).toString(),
+    timestamp: data.readUIntBE(3, 6),
+    member: data.subarray(0, layout.memberLength),
+  };
+}
+
+/** Renders a field's bytes for humans and group-by keys: ids decimal, codes by name, bytes hex. */
+export function formatValue(spec: FieldSpec, raw: Buffer, offset: number): string {
+  switch (spec.kind) {
+    case 'code': {
+      const code = raw[offset] as number;
+      if (spec.names) for (const [name, c] of Object.entries(spec.names)) if (c === code) return name;
+      return String(code);
+    }
+    case 'id':
+      return raw.readBigUInt64BE(offset).toString();
+    case 'timestamp':
+      return String(raw.readUIntBE(offset + 2, 6));
+    case 'bytes':
+      return raw.toString('hex', offset, offset + spec.width);
+  }
+}
+
+/** A fully decoded member (tools, tests, the reference implementation). */
+export function decodeMember(member: Buffer, schema: EventSchema = actionEventSchema): Record<string, string> {
+  const layout = schema.layouts.get(member[0] as number);
+  if (!layout) throw new RangeError(`Unknown action event layout version ${member[0]}.`);
+  const out: Record<string, string> = { version: String(layout.version) };
+  for (const f of layout.fields) out[f.name] = formatValue(f, member, f.offset);
+  return out;
+}

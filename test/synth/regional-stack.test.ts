@@ -1,0 +1,154 @@
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { App, Stack, Validations } from 'aws-cdk-lib';
+import { Match, Template } from 'aws-cdk-lib/assertions';
+import * as sqs from 'aws-cdk-lib/aws-sqs';
+import { AwsSolutionsChecks } from 'cdk-nag';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { buildApp } from '../../cdk/app.js';
+import type { RegionalStack } from '../../cdk/regional-stack.js';
+import { physicalName, regionResources } from '../../shared/region/resources.js';
+
+const cdkJson = JSON.parse(readFileSync(new URL('../../cdk.json', import.meta.url), 'utf8')) as {
+  context: Record<string, unknown>;
+};
+
+/** Builds and synthesizes the real app once (esbuild bundling costs seconds per function). */
+let stacks: RegionalStack[];
+let templates: Template[];
+beforeAll(() => {
+  const app = new App({ context: cdkJson.context, outdir: mkdtempSync(join(tmpdir(), 'paceline-synth-')) });
+  ({ stacks } = buildApp(app));
+  // Runs the cdk-nag validation plugin: throws if any unacknowledged AwsSolutions finding exists.
+  app.synth();
+  templates = stacks.map((s) => Template.fromStack(s));
+});
+
+describe('regional stacks', () => {
+  it('synthesizes one stack per configured region, offline, with cdk-nag passing', () => {
+    expect(stacks.map((s) => s.region)).toEqual(cdkJson.context['paceline:regions']);
+  });
+
+  it('creates every table of the region description, encrypted, with PITR', () => {
+    for (const t of templates) {
+      for (const spec of Object.values(regionResources.tables)) {
+        t.hasResourceProperties('AWS::DynamoDB::Table', {
+          TableName: physicalName(spec.suffix),
+          PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true },
+          SSESpecification: Match.objectLike({ SSEEnabled: true, SSEType: 'KMS' }),
+          KeySchema: [
+            { AttributeName: spec.partitionKey.name, KeyType: 'HASH' },
+            { AttributeName: spec.sortKey.name, KeyType: 'RANGE' },
+          ],
+        });
+      }
+      t.resourceCountIs('AWS::DynamoDB::Table', Object.keys(regionResources.tables).length);
+    }
+  });
+
+  it('creates every stream with the described shard count and KMS encryption', () => {
+    for (const t of templates) {
+      for (const spec of Object.values(regionResources.streams)) {
+        t.hasResourceProperties('AWS::Kinesis::Stream', {
+          Name: physicalName(spec.suffix),
+          ShardCount: spec.shardCount,
+          StreamEncryption: Match.objectLike({ EncryptionType: 'KMS' }),
+        });
+      }
+    }
+  });
+
+  it('maps every Kinesis source with the safe defaults of the description', () => {
+    for (const t of templates) {
+      for (const spec of Object.values(regionResources.functions)) {
+        const s = spec.source;
+        t.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
+          BatchSize: s.batchSize,
+          MaximumBatchingWindowInSeconds: s.maxBatchingWindowSeconds,
+          BisectBatchOnFunctionError: true,
+          MaximumRetryAttempts: s.retryAttempts,
+          MaximumRecordAgeInSeconds: s.maxRecordAgeSeconds,
+          FunctionResponseTypes: ['ReportBatchItemFailures'],
+          StartingPosition: s.startingPosition,
+          DestinationConfig: { OnFailure: { Destination: Match.anyValue() } },
+        });
+      }
+    }
+  });
+
+  it('runs functions on a current Node runtime inside the VPC with env derived from the description', () => {
+    for (const t of templates) {
+      for (const spec of Object.values(regionResources.functions)) {
+        t.hasResourceProperties('AWS::Lambda::Function', {
+          FunctionName: `paceline-${spec.name}`,
+          Runtime: 'nodejs24.x',
+          VpcConfig: Match.objectLike({ SubnetIds: Match.anyValue() }),
+          Environment: {
+            Variables: Match.objectLike({
+              POWERTOOLS_SERVICE_NAME: spec.name,
+              REDIS_MODE: 'cluster',
+              REDIS_TLS: 'true',
+            }),
+          },
+        });
+      }
+    }
+  });
+
+  it('has no public network path and an encrypted, TLS-only cache', () => {
+    for (const t of templates) {
+      t.resourceCountIs('AWS::EC2::InternetGateway', 0);
+      t.resourceCountIs('AWS::EC2::NatGateway', 0);
+      t.hasResourceProperties('AWS::ElastiCache::ReplicationGroup', {
+        Engine: 'valkey',
+        ClusterMode: 'enabled',
+        TransitEncryptionEnabled: true,
+        TransitEncryptionMode: 'required',
+        AtRestEncryptionEnabled: true,
+      });
+    }
+  });
+
+  it('alarms on iterator age, on-failure messages, dead letters and errors for every stream function', () => {
+    for (const t of templates) {
+      const alarms = Object.values(t.findResources('AWS::CloudWatch::Alarm'));
+      const metrics = alarms.map((a) => (a.Properties as { MetricName?: string }).MetricName);
+      const streamFunctions = Object.values(regionResources.functions).filter((f) => f.source).length;
+      expect(metrics.filter((m) => m === 'IteratorAge')).toHaveLength(streamFunctions);
+      expect(metrics.filter((m) => m === 'RecordsQuarantined')).toHaveLength(streamFunctions);
+      expect(metrics.filter((m) => m === 'ApproximateNumberOfMessagesVisible')).toHaveLength(streamFunctions);
+      expect(metrics.filter((m) => m === 'Errors')).toHaveLength(
+        Object.keys(regionResources.functions).length,
+      );
+    }
+  });
+
+  it('grants each function only the tables its description lists', () => {
+    const stack = stacks[0] as RegionalStack;
+    const t = templates[0] as Template;
+    const policies = t.findResources('AWS::IAM::Policy');
+    for (const [fnKey, fn] of Object.entries(stack.functions)) {
+      const spec = regionResources.functions[fnKey as keyof typeof regionResources.functions];
+      const roleLogicalId = stack.getLogicalId(fn.function.role?.node.defaultChild as never);
+      const docs = Object.values(policies)
+        .filter((p) => JSON.stringify(p.Properties.Roles).includes(roleLogicalId))
+        .map((p) => JSON.stringify(p.Properties.PolicyDocument));
+      const text = docs.join('\n');
+      for (const tableKey of Object.keys(regionResources.tables)) {
+        const logicalId = stack.getLogicalId(stack.tables[tableKey as 'budgets'].node.defaultChild as never);
+        expect(text.includes(logicalId), `${fnKey} access to ${tableKey}`).toBe(tableKey in spec.tables);
+      }
+    }
+  });
+});
+
+describe('cdk-nag', () => {
+  it('fails synthesis on an unacknowledged finding (the check is live)', () => {
+    const app = new App({ outdir: mkdtempSync(join(tmpdir(), 'paceline-nag-')) });
+    const stack = new Stack(app, 'Bad');
+    new sqs.Queue(stack, 'Unencrypted', { encryption: sqs.QueueEncryption.UNENCRYPTED });
+    Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
+    expect(() => app.synth()).toThrow();
+  });
+});
