@@ -18,7 +18,7 @@ import {
 } from '../shared/region/resources.js';
 import { LiveStateCache } from './constructs/cache.js';
 import { PrivateNetwork } from './constructs/network.js';
-import { PacelineFunction } from './constructs/stream-function.js';
+import { PacelineFunction } from './constructs/paceline-function.js';
 import { acknowledgeFindings } from './nag.js';
 
 const projectRoot = fileURLToPath(new URL('..', import.meta.url)).replace(/\/$/, '');

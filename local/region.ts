@@ -110,11 +110,20 @@ export async function provisionRegion(
   region: string,
   clients: { dynamodb: DynamoDBClient; kinesis: KinesisClient; ssm: SSMClient },
 ): Promise<void> {
+  await Promise.all([
+    provisionTables(clients.dynamodb),
+    provisionStreams(clients.kinesis),
+    provisionParameters(region, clients.ssm),
+  ]);
+}
+
+/** Creates the described tables (idempotent). */
+export async function provisionTables(dynamodb: DynamoDBClient): Promise<void> {
   await Promise.all(
     Object.values(regionResources.tables).map(async (t) => {
-      const keys = [t.partitionKey, ...('sortKey' in t && t.sortKey ? [t.sortKey] : [])];
+      const keys = [t.partitionKey, t.sortKey];
       try {
-        await clients.dynamodb.send(
+        await dynamodb.send(
           new CreateTableCommand({
             TableName: physicalName(t.suffix),
             BillingMode: 'PAY_PER_REQUEST',
@@ -127,24 +136,29 @@ export async function provisionRegion(
       }
     }),
   );
+}
+
+/** Creates the described streams and waits until they are ACTIVE (idempotent). */
+export async function provisionStreams(kinesis: KinesisClient): Promise<void> {
   await Promise.all(
     Object.values(regionResources.streams).map(async (s) => {
       const StreamName = physicalName(s.suffix);
       try {
-        await clients.kinesis.send(new CreateStreamCommand({ StreamName, ShardCount: s.shardCount }));
+        await kinesis.send(new CreateStreamCommand({ StreamName, ShardCount: s.shardCount }));
       } catch (error) {
         if ((error as { name?: string }).name !== 'ResourceInUseException') throw error;
       }
-      await waitUntilStreamExists(
-        { client: clients.kinesis, maxWaitTime: 30, minDelay: 0.05 },
-        { StreamName },
-      );
+      await waitUntilStreamExists({ client: kinesis, maxWaitTime: 30, minDelay: 0.05 }, { StreamName });
     }),
   );
+}
+
+/** Writes the described parameters' initial values where they do not exist yet. */
+export async function provisionParameters(region: string, ssm: SSMClient): Promise<void> {
   const prefix = parameterPrefix(region);
   await Promise.all(
     Object.values(regionResources.parameters).map((p) =>
-      clients.ssm
+      ssm
         .send(
           new PutParameterCommand({ Name: `${prefix}${p.path}`, Value: p.initial(region), Type: 'String' }),
         )

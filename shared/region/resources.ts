@@ -16,7 +16,7 @@ export interface TableSpec {
   /** Physical-name suffix; the full name is `paceline-<suffix>` (see {@link physicalName}). */
   readonly suffix: string;
   readonly partitionKey: { readonly name: string; readonly type: KeyType };
-  readonly sortKey?: { readonly name: string; readonly type: KeyType };
+  readonly sortKey: { readonly name: string; readonly type: KeyType };
   /** Attribute holding an epoch-seconds expiry; DynamoDB TTL only reclaims storage, code checks expiry. */
   readonly ttlAttribute?: string;
   /** What the table is for (shown in docs and the runner's banner). */

@@ -2,6 +2,8 @@ import { Duration, RemovalPolicy } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as actions from 'aws-cdk-lib/aws-cloudwatch-actions';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
+import * as events from 'aws-cdk-lib/aws-events';
+import * as targets from 'aws-cdk-lib/aws-events-targets';
 import type * as kinesis from 'aws-cdk-lib/aws-kinesis';
 import type * as kms from 'aws-cdk-lib/aws-kms';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
@@ -34,8 +36,8 @@ export interface PacelineFunctionProps {
 }
 
 /**
- * A Paceline Lambda function in the VPC, bundled with esbuild (no Docker), and — when the spec
- * has a Kinesis source — its event-source mapping with the safe defaults from the spec (bisect,
+ * A Paceline Lambda function in the VPC, bundled with esbuild (no Docker); when the spec has a
+ * schedule, one EventBridge rule per instance; when it has a Kinesis source, its event-source mapping with the safe defaults from the spec (bisect,
  * bounded retries, max record age, partial batch responses), an encrypted on-failure queue, and
  * alarms on iterator age, on-failure messages, quarantined records and errors.
  */
@@ -94,6 +96,24 @@ export class PacelineFunction extends Construct {
         treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
       }),
     );
+    if (spec.schedule) {
+      // One rule per instance (e.g. shard × replica), each with its constant input. EventBridge
+      // fires at most once a minute; the handler runs the sub-minute ticks itself. A late
+      // scheduled run is worthless (the next minute's run supersedes it), so no retries.
+      for (const instance of spec.schedule.instances) {
+        new events.Rule(this, `Schedule-${instance.id}`, {
+          description: `${spec.name} instance ${instance.id}`,
+          schedule: events.Schedule.rate(Duration.minutes(spec.schedule.rateMinutes)),
+          targets: [
+            new targets.LambdaFunction(this.function, {
+              event: events.RuleTargetInput.fromObject(instance.input),
+              retryAttempts: 0,
+              maxEventAge: Duration.minutes(1),
+            }),
+          ],
+        });
+      }
+    }
     if (!spec.source) return;
     if (!props.stream) throw new Error(`${spec.name} has a Kinesis source but no stream was given`);
     this.onFailureQueue = new sqs.Queue(this, 'OnFailure', {

@@ -1,0 +1,68 @@
+import { describe, expect, it } from 'vitest';
+import {
+  functionEnvironment,
+  parameterPrefix,
+  physicalName,
+  regionResources,
+  type TableKey,
+} from '../../../shared/region/resources.js';
+
+const inputs = {
+  region: 'eu-west-1',
+  tableName: (k: string) => `T-${k}`,
+  streamName: (k: string) => `S-${k}`,
+  redis: { nodes: 'h:6380', mode: 'cluster' as const, tls: true },
+};
+
+describe('region description', () => {
+  it('gives every resource a unique physical name', () => {
+    const names = [
+      ...Object.values(regionResources.tables).map((t) => physicalName(t.suffix)),
+      ...Object.values(regionResources.streams).map((s) => physicalName(s.suffix)),
+    ];
+    expect(new Set(names).size).toBe(names.length);
+  });
+
+  it('references only streams and tables it defines', () => {
+    for (const fn of Object.values(regionResources.functions)) {
+      expect(regionResources.streams).toHaveProperty(fn.source.stream);
+      for (const t of Object.keys(fn.tables)) expect(regionResources.tables).toHaveProperty(t);
+    }
+  });
+
+  it('derives exactly the environment a function declares it uses', () => {
+    for (const fn of Object.values(regionResources.functions)) {
+      const env = functionEnvironment(fn, inputs);
+      expect(env.POWERTOOLS_SERVICE_NAME).toBe(fn.name);
+      expect(env.PACELINE_REGION).toBe('eu-west-1');
+      for (const [key, spec] of Object.entries(regionResources.tables)) {
+        expect(env[spec.envVar]).toBe(key in fn.tables ? `T-${key}` : undefined);
+      }
+      const stream = regionResources.streams[fn.source.stream];
+      expect(env[stream.envVar]).toBe(`S-${fn.source.stream}`);
+      expect(env.REDIS_NODES).toBe('h:6380');
+      expect(env.REDIS_TLS).toBe('true');
+      expect(env.PARAMETER_PREFIX).toBe(fn.readsParameters ? parameterPrefix('eu-west-1') : undefined);
+    }
+  });
+
+  it('refuses to build the environment of a Redis function without a Redis endpoint', () => {
+    const fn = regionResources.functions.ingestActions;
+    expect(() => functionEnvironment(fn, { ...inputs, redis: undefined })).toThrow(/uses Redis/);
+  });
+
+  it('keeps the safe stream defaults on every source', () => {
+    for (const fn of Object.values(regionResources.functions)) {
+      expect(fn.source.bisectBatchOnFunctionError).toBe(true);
+      expect(fn.source.retryAttempts).toBeGreaterThanOrEqual(0);
+      expect(fn.source.retryAttempts).toBeLessThanOrEqual(10);
+      expect(fn.source.maxRecordAgeSeconds).toBeGreaterThan(0);
+      expect(fn.source.reportBatchItemFailures).toBe(true);
+    }
+  });
+
+  it('gives only write access to the dead-letter table where quarantine is all a function does there', () => {
+    const access: TableKey = 'deadLetters';
+    expect(regionResources.functions.ingestActions.tables[access]).toBe('write');
+  });
+});
