@@ -59,7 +59,7 @@ export async function startLocalRegion(options: LocalRegionOptions = {}): Promis
     started.push(redis);
     const [dynamo, kinesis, ssm] = (await Promise.all([
       startDynalite(),
-      startKinesalite(),
+      startKinesalite({ region }),
       startSsmServer({ region }),
     ])) as [RunningEmulator, RunningEmulator, RunningSsm];
     started.push(dynamo, kinesis, ssm);

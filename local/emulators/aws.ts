@@ -24,7 +24,22 @@ export function startDynalite(): Promise<RunningEmulator> {
   return start(dynalite({ createTableMs: 0, deleteTableMs: 0, updateTableMs: 0 }));
 }
 
+/** Options of {@link startKinesalite}. */
+export interface KinesaliteOptions {
+  /** Region written into stream ARNs (`eventSourceARN` of the events). @default 'us-east-1' */
+  readonly region?: string;
+}
+
 /** kinesalite, in memory, streams ACTIVE immediately (`MillisBehindLatest` is always 0 there). */
-export function startKinesalite(): Promise<RunningEmulator> {
-  return start(kinesalite({ createStreamMs: 0, deleteStreamMs: 0, updateStreamMs: 0, shardLimit: 1000 }));
+export function startKinesalite(options: KinesaliteOptions = {}): Promise<RunningEmulator> {
+  // kinesalite reads the ARN region from AWS_REGION once, synchronously, when it is created: set
+  // it for that call only, so two local regions in one process get their own ARNs.
+  const saved = process.env.AWS_REGION;
+  process.env.AWS_REGION = options.region ?? 'us-east-1';
+  try {
+    return start(kinesalite({ createStreamMs: 0, deleteStreamMs: 0, updateStreamMs: 0, shardLimit: 1000 }));
+  } finally {
+    if (saved === undefined) delete process.env.AWS_REGION;
+    else process.env.AWS_REGION = saved;
+  }
 }

@@ -1,0 +1,51 @@
+/**
+ * Per-shard checkpoints of an event-source mapping: the sequence number of the last record that
+ * is done (processed, or handed to the on-failure destination). A restarted poller resumes
+ * after it, as Lambda resumes a mapping after a redeploy.
+ */
+
+/** Where a mapping keeps its per-shard position. */
+export interface CheckpointStore {
+  /** Last completed sequence number of `shardId`, or undefined when the shard was never checkpointed. */
+  get(shardId: string): Promise<string | undefined>;
+  /** Records that every record of `shardId` up to and including `sequenceNumber` is done. */
+  set(shardId: string, sequenceNumber: string): Promise<void>;
+}
+
+/** Checkpoints in memory (the default; share one instance between pollers to resume). */
+export class MemoryCheckpointStore implements CheckpointStore {
+  private readonly positions = new Map<string, string>();
+
+  async get(shardId: string): Promise<string | undefined> {
+    return this.positions.get(shardId);
+  }
+
+  async set(shardId: string, sequenceNumber: string): Promise<void> {
+    const previous = this.positions.get(shardId);
+    // Checkpoints only move forward; sequence numbers are decimal strings of growing length.
+    if (previous !== undefined && compareSequenceNumbers(sequenceNumber, previous) < 0) {
+      throw new CheckpointRegressionError(shardId, previous, sequenceNumber);
+    }
+    this.positions.set(shardId, sequenceNumber);
+  }
+
+  /** Snapshot of every shard's checkpoint. */
+  snapshot(): Record<string, string> {
+    return Object.fromEntries(this.positions);
+  }
+}
+
+/** A checkpoint was asked to move backwards: a poller bug, never a normal condition. */
+export class CheckpointRegressionError extends Error {
+  override readonly name = 'CheckpointRegressionError';
+  constructor(shardId: string, previous: string, next: string) {
+    super(`Checkpoint of ${shardId} would move backwards from ${previous} to ${next}.`);
+  }
+}
+
+/** Orders Kinesis sequence numbers (decimal strings of up to 128 bits). */
+export function compareSequenceNumbers(a: string, b: string): number {
+  const x = BigInt(a);
+  const y = BigInt(b);
+  return x < y ? -1 : x > y ? 1 : 0;
+}

@@ -1,0 +1,312 @@
+/**
+ * `npm start`: the local Paceline regions, side by side. For each region it starts the emulators
+ * (real redis-server, dynalite, kinesalite, the local SSM endpoint), provisions the region from
+ * `shared/region/resources.ts`, and runs every function: a Kinesis event-source mapping per
+ * function with a `source`, the EventBridge scheduler for functions with a `schedule`, each
+ * function instance in its own process. Prints the endpoints and a ready line, stays up, and on
+ * SIGINT/SIGTERM stops every child process it started.
+ *
+ *   npm start -- [--regions us-east-1,us-west-2] [--redis standalone|cluster] [--prewarm]
+ *                [--handler <function>=<module>]...
+ */
+import { existsSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+import {
+  defaultRegions,
+  type FunctionKey,
+  type FunctionSpec,
+  physicalName,
+  regionResources,
+} from '../shared/region/resources.js';
+import { RedisServerMissingError } from './emulators/redis.js';
+import { LocalOnFailureDestination } from './esm/on-failure.js';
+import { KinesisPoller } from './esm/poller.js';
+import { type LocalRegion, startLocalRegion } from './region.js';
+import { Scheduler, type ScheduleTarget, scheduleTargets } from './scheduler.js';
+import { ProcessInvoker, repoRoot } from './worker/process-invoker.js';
+
+/** Printed once everything is up; tests wait for it. */
+export const READY_PREFIX = 'Paceline local regions ready';
+
+/** Options of {@link startRuntime}. */
+export interface RuntimeOptions {
+  readonly regions: readonly string[];
+  readonly redisMode: 'standalone' | 'cluster';
+  /** Start one instance per function up front (like provisioned concurrency). @default false */
+  readonly prewarm?: boolean;
+  /**
+   * Handler module per function name, replacing the spec's `entry` (e.g. a stub while a handler
+   * is being written). @default {}
+   */
+  readonly handlerOverrides?: Readonly<Record<string, string>>;
+  /** Directory of local state (on-failure records). @default `<repo>/.local` */
+  readonly stateDir?: string;
+  readonly log?: (line: string) => void;
+}
+
+/** One running region with its functions. */
+export interface RegionRuntime {
+  readonly region: LocalRegion;
+  readonly invokers: ReadonlyMap<FunctionKey, ProcessInvoker>;
+  readonly pollers: ReadonlyMap<FunctionKey, KinesisPoller>;
+  readonly onFailure: ReadonlyMap<FunctionKey, LocalOnFailureDestination>;
+  readonly scheduler: Scheduler;
+  /** Handler module each function runs. */
+  readonly handlerModules: ReadonlyMap<FunctionKey, string>;
+  stop(): Promise<void>;
+}
+
+async function startRegionRuntime(name: string, options: RuntimeOptions): Promise<RegionRuntime> {
+  const log = options.log ?? (() => {});
+  const region = await startLocalRegion({ region: name, redisMode: options.redisMode });
+  const invokers = new Map<FunctionKey, ProcessInvoker>();
+  const pollers = new Map<FunctionKey, KinesisPoller>();
+  const onFailure = new Map<FunctionKey, LocalOnFailureDestination>();
+  const targets: ScheduleTarget[] = [];
+  const handlerModules = new Map<FunctionKey, string>();
+  const stateDir = options.stateDir ?? join(repoRoot, '.local');
+  try {
+    for (const key of Object.keys(regionResources.functions) as FunctionKey[]) {
+      const spec: FunctionSpec = regionResources.functions[key];
+      const invoker = new ProcessInvoker({
+        functionName: spec.name,
+        handlerModule: options.handlerOverrides?.[spec.name] ?? spec.entry,
+        env: region.functionEnv(key),
+        timeoutMs: spec.timeoutSeconds * 1000,
+        memoryMb: spec.memoryMb,
+      });
+      invokers.set(key, invoker);
+      handlerModules.set(key, options.handlerOverrides?.[spec.name] ?? spec.entry);
+      if (spec.source) {
+        const destination = new LocalOnFailureDestination({
+          file: join(stateDir, name, 'on-failure', `${spec.name}.jsonl`),
+        });
+        onFailure.set(key, destination);
+        pollers.set(
+          key,
+          new KinesisPoller({
+            kinesis: region.kinesis,
+            streamName: region.streamName(spec.source.stream),
+            source: spec.source,
+            invoker,
+            onFailure: destination,
+            region: name,
+            log: (line) => log(`[${name}] ${line}`),
+          }),
+        );
+      }
+      if (spec.schedule) targets.push(...scheduleTargets(spec.name, spec.schedule, invoker));
+    }
+    const scheduler = new Scheduler(targets, {
+      region: name,
+      onResult: (target, _at, result) => {
+        if (!result.ok) log(`[${name}] ${target.ruleName}: ${result.errorType}: ${result.errorMessage}`);
+      },
+    });
+    await Promise.all([...pollers.values()].map((p) => p.start()));
+    if (options.prewarm) await Promise.all([...invokers.values()].map((i) => i.prewarm(1)));
+    scheduler.start();
+    return {
+      region,
+      invokers,
+      pollers,
+      onFailure,
+      scheduler,
+      handlerModules,
+      async stop() {
+        // Closing the invokers kills the instances, which also cuts in-flight invocations short.
+        await Promise.all([
+          scheduler.stop(),
+          ...[...pollers.values()].map((p) => p.stop()),
+          ...[...invokers.values()].map((i) => i.close()),
+        ]);
+        await region.stop();
+      },
+    };
+  } catch (error) {
+    await Promise.all([...invokers.values()].map((i) => i.close()));
+    await region.stop();
+    throw error;
+  }
+}
+
+/** Starts every region; if one fails, the others are stopped before the error propagates. */
+export async function startRuntime(options: RuntimeOptions): Promise<RegionRuntime[]> {
+  const settled = await Promise.allSettled(options.regions.map((r) => startRegionRuntime(r, options)));
+  const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+  const started = settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
+  if (failed) {
+    await Promise.all(started.map((r) => r.stop()));
+    throw failed.reason;
+  }
+  return started;
+}
+
+/** The banner: every endpoint a developer or a client needs. */
+export function describeRuntime(runtimes: readonly RegionRuntime[]): string {
+  const lines: string[] = [];
+  for (const rt of runtimes) {
+    const r = rt.region;
+    lines.push(`Region ${r.region}`);
+    lines.push(`  Redis (${r.redis.mode}): ${r.redis.nodes.join(', ')}`);
+    lines.push(`  DynamoDB: ${r.endpoints.dynamodb}`);
+    lines.push(`  Kinesis:  ${r.endpoints.kinesis}`);
+    lines.push(`  SSM:      ${r.endpoints.ssm}`);
+    lines.push(
+      `  Tables:   ${Object.values(regionResources.tables)
+        .map((t) => physicalName(t.suffix))
+        .join(', ')}`,
+    );
+    lines.push(
+      `  Streams:  ${Object.values(regionResources.streams)
+        .map((s) => `${physicalName(s.suffix)} (${s.shardCount} shards)`)
+        .join(', ')}`,
+    );
+    for (const key of Object.keys(regionResources.functions) as FunctionKey[]) {
+      const spec: FunctionSpec = regionResources.functions[key];
+      const handlerPath = resolve(repoRoot, rt.handlerModules.get(key) ?? spec.entry);
+      const missing = existsSync(handlerPath)
+        ? ''
+        : '  [handler module not found yet: invocations fail until it exists]';
+      if (spec.source) {
+        const s = spec.source;
+        lines.push(
+          `  λ ${spec.name} ← ${physicalName(regionResources.streams[s.stream].suffix)}: batch ${s.batchSize}, window ${s.maxBatchingWindowSeconds}s, ` +
+            `bisect ${s.bisectBatchOnFunctionError}, retries ${s.retryAttempts}, max age ${s.maxRecordAgeSeconds}s${missing}`,
+        );
+        lines.push(`      on-failure → ${rt.onFailure.get(key)?.location}`);
+      }
+      if (spec.schedule)
+        lines.push(`  λ ${spec.name} ← schedule rate(${spec.schedule.rateMinutes} minute)${missing}`);
+      const pids = rt.invokers.get(key)?.pids ?? [];
+      if (pids.length > 0) lines.push(`      instances: pid ${pids.join(', ')}`);
+    }
+    lines.push(
+      `  Client env: ${Object.entries(r.clientEnv)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(' ')}`,
+    );
+  }
+  return lines.join('\n');
+}
+
+function parseCli(argv: readonly string[]): RuntimeOptions {
+  const { values } = parseArgs({
+    args: [...argv],
+    options: {
+      regions: { type: 'string' },
+      redis: { type: 'string' },
+      prewarm: { type: 'boolean' },
+      handler: { type: 'string', multiple: true },
+      help: { type: 'boolean' },
+    },
+  });
+  if (values.help) {
+    console.log(
+      'Usage: npm start -- [--regions us-east-1,us-west-2] [--redis standalone|cluster] [--prewarm]\n' +
+        '                    [--handler <function>=<module path>]...   (run a function with another handler module)',
+    );
+    process.exit(0);
+  }
+  const redis = values.redis ?? 'standalone';
+  if (redis !== 'standalone' && redis !== 'cluster') {
+    throw new UsageError(`--redis must be 'standalone' or 'cluster', got '${redis}'`);
+  }
+  const regions = (values.regions ?? defaultRegions.join(','))
+    .split(',')
+    .map((r) => r.trim())
+    .filter(Boolean);
+  if (regions.length === 0 || new Set(regions).size !== regions.length) {
+    throw new UsageError(`--regions needs distinct region names, e.g. --regions us-east-1,us-west-2`);
+  }
+  const names = new Set<string>(Object.values(regionResources.functions).map((f) => f.name));
+  const handlerOverrides: Record<string, string> = {};
+  for (const pair of values.handler ?? []) {
+    const [fn, module] = pair.split('=', 2);
+    if (!fn || !module || !names.has(fn)) {
+      throw new UsageError(
+        `--handler takes <function>=<module>, function one of ${[...names].join(', ')}; got '${pair}'`,
+      );
+    }
+    handlerOverrides[fn] = module;
+  }
+  return {
+    regions,
+    redisMode: redis,
+    prewarm: values.prewarm ?? false,
+    handlerOverrides,
+    log: (line) => console.log(line),
+  };
+}
+
+/** Bad command-line arguments. */
+export class UsageError extends Error {
+  override readonly name = 'UsageError';
+}
+
+async function runCli(): Promise<void> {
+  const startedAt = performance.now();
+  let options: RuntimeOptions;
+  try {
+    options = parseCli(process.argv.slice(2));
+  } catch (error) {
+    console.error(error instanceof Error ? error.message : String(error));
+    process.exit(64);
+  }
+  let runtimes: RegionRuntime[] | undefined;
+  let stopping: Promise<void> | undefined;
+  const shutdown = (signal: string) => {
+    if (stopping) {
+      console.log(`${signal} again: still stopping…`);
+      return;
+    }
+    console.log(`${signal}: stopping every local region…`);
+    stopping = (async () => {
+      // A child that ignores its stop request must not keep the runner (and itself) alive.
+      const watchdog = setTimeout(() => {
+        console.error('Shutdown took over 15 s; killing remaining children.');
+        for (const rt of runtimes ?? []) {
+          for (const pid of [...rt.region.redis.pids, ...[...rt.invokers.values()].flatMap((i) => i.pids)]) {
+            try {
+              process.kill(pid, 'SIGKILL');
+            } catch {}
+          }
+        }
+        process.exit(1);
+      }, 15_000);
+      await Promise.all((runtimes ?? []).map((rt) => rt.stop()));
+      clearTimeout(watchdog);
+      console.log('Stopped.');
+      process.exit(0);
+    })();
+  };
+  let pendingSignal: string | undefined;
+  const onSignal = (signal: string) => {
+    if (runtimes) shutdown(signal);
+    else pendingSignal = signal; // still starting: stop as soon as the start finishes
+  };
+  process.on('SIGINT', () => onSignal('SIGINT'));
+  process.on('SIGTERM', () => onSignal('SIGTERM'));
+  try {
+    runtimes = await startRuntime(options);
+  } catch (error) {
+    if (error instanceof RedisServerMissingError) {
+      console.error(error.message);
+      process.exit(2);
+    }
+    console.error('Could not start the local regions:', error);
+    process.exit(1);
+  }
+  console.log(describeRuntime(runtimes));
+  const seconds = ((performance.now() - startedAt) / 1000).toFixed(1);
+  console.log(
+    `${READY_PREFIX}: ${options.regions.join(', ')} (started in ${seconds} s). Press Ctrl-C to stop.`,
+  );
+  if (pendingSignal) shutdown(pendingSignal);
+}
+
+const invokedDirectly =
+  process.argv[1] !== undefined && import.meta.url === pathToFileURL(resolve(process.argv[1])).href;
+if (invokedDirectly) await runCli();

@@ -1,0 +1,147 @@
+/**
+ * `npm start` end to end: the runner (as `npm start` runs it, through the tsx CLI) comes up with
+ * both default regions within 15 s, and after SIGINT no process it started is left. Also: without
+ * redis-server on PATH it prints how to install it and exits non-zero.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { repoRoot } from '../../../local/worker/process-invoker.js';
+
+/** Every descendant of `root` (pid → command line), read from /proc. */
+function descendants(root: number): Map<number, string> {
+  const children = new Map<number, number[]>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      // Field 4 (ppid) follows the parenthesised command, which may itself contain spaces.
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      const list = children.get(ppid) ?? [];
+      list.push(Number(entry));
+      children.set(ppid, list);
+    } catch {
+      // the process ended while we looked
+    }
+  }
+  const out = new Map<number, string>();
+  const queue = [root];
+  while (queue.length > 0) {
+    const pid = queue.shift() as number;
+    for (const child of children.get(pid) ?? []) {
+      let cmd = '';
+      try {
+        cmd = readFileSync(`/proc/${child}/cmdline`, 'utf8').replaceAll('\0', ' ').trim();
+      } catch {}
+      out.set(child, cmd);
+      queue.push(child);
+    }
+  }
+  return out;
+}
+
+/** Running = exists and is not a zombie. */
+function running(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
+  } catch {
+    return false;
+  }
+}
+
+function waitForLine(proc: ChildProcess, pattern: RegExp, timeoutMs: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let output = '';
+    const timer = setTimeout(
+      () => reject(new Error(`no ${pattern} within ${timeoutMs} ms; output:\n${output}`)),
+      timeoutMs,
+    );
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString();
+      const line = output.split('\n').find((l) => pattern.test(l));
+      if (line) {
+        clearTimeout(timer);
+        resolve(line);
+      }
+    };
+    proc.stdout?.on('data', onData);
+    proc.stderr?.on('data', onData);
+    proc.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`runner exited with ${code} before ${pattern}; output:\n${output}`));
+    });
+  });
+}
+
+describe('npm start (local/main.ts)', () => {
+  it.each(['SIGINT', 'SIGTERM'] as const)(
+    'is ready within 15 s and leaves no child process after %s',
+    async (signal) => {
+      const startedAt = performance.now();
+      // `npm start` runs `tsx local/main.ts`; run that same command (without npm's extra shell).
+      // Stub handlers (--handler) so the test does not depend on the real handlers' init succeeding.
+      const stub = 'test/fixtures/handlers/echo.ts';
+      const args = [
+        'local/main.ts',
+        '--prewarm',
+        '--handler',
+        `ingest-actions=${stub}`,
+        '--handler',
+        `track-spend=${stub}`,
+      ];
+      const proc = spawn(join(repoRoot, 'node_modules/.bin/tsx'), args, {
+        cwd: repoRoot,
+        env: { ...process.env, POWERTOOLS_METRICS_DISABLED: 'true' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      const pid = proc.pid as number;
+      try {
+        const ready = await waitForLine(proc, /Paceline local regions ready/, 15_000);
+        const readyMs = performance.now() - startedAt;
+        console.log(`npm start ready in ${(readyMs / 1000).toFixed(2)} s: ${ready}`);
+        expect(readyMs).toBeLessThan(15_000);
+        expect(ready).toContain('us-east-1, us-west-2');
+        const before = descendants(pid);
+        const commands = [...before.values()];
+        expect(commands.filter((c) => c.startsWith('redis-server')).length).toBe(2); // one per region
+        // One prewarmed instance per function per region.
+        expect(commands.filter((c) => c.includes('worker-entry')).length).toBe(4);
+        const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
+        process.kill(pid, signal);
+        expect(await exited).toBe(0);
+        const deadline = Date.now() + 5000;
+        let left = [...before.keys()].filter(running);
+        while (left.length > 0 && Date.now() < deadline) {
+          await new Promise((r) => setTimeout(r, 50));
+          left = [...before.keys()].filter(running);
+        }
+        expect(left.map((p) => `${p} ${before.get(p)}`)).toEqual([]);
+      } finally {
+        if (running(pid)) proc.kill('SIGKILL');
+      }
+    },
+    40_000,
+  );
+
+  it('without redis-server on PATH explains how to install it and exits non-zero', async () => {
+    const proc = spawn(process.execPath, ['--import', 'tsx', 'local/main.ts', '--regions', 'us-east-1'], {
+      cwd: repoRoot,
+      env: { PATH: '/nonexistent', HOME: process.env.HOME ?? '/tmp' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    proc.stdout?.on('data', (c: Buffer) => {
+      output += c.toString();
+    });
+    proc.stderr?.on('data', (c: Buffer) => {
+      output += c.toString();
+    });
+    const code = await new Promise<number | null>((resolve) => proc.once('exit', (c) => resolve(c)));
+    expect(code).not.toBe(0);
+    expect(output).toContain('redis-server was not found on PATH');
+    expect(output).toContain('apt-get install -y redis-server');
+    expect(output).toContain('brew install redis');
+  });
+});
