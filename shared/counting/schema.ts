@@ -83,7 +83,9 @@ export interface Layout {
 /** Compiles a version's field list into offsets. */
 export function compileLayout(version: number, fields: readonly FieldSpec[]): Layout {
   if (!Number.isInteger(version) || version < 1 || version > 255) {
-    throw new RangeError(`Layout version ${version} must be an integer 1..255 (it is the record's first byte).`);
+    throw new RangeError(
+      `Layout version ${version} must be an integer 1..255 (it is the record's first byte).`,
+    );
   }
   let offset = 1;
   const out: (FieldSpec & { offset: number })[] = [];
@@ -109,7 +111,8 @@ export class EventSchema {
 
   constructor(versions: Readonly<Record<number, readonly FieldSpec[]>>) {
     const layouts = new Map<number, Layout>();
-    for (const [v, fields] of Object.entries(versions)) layouts.set(Number(v), compileLayout(Number(v), fields));
+    for (const [v, fields] of Object.entries(versions))
+      layouts.set(Number(v), compileLayout(Number(v), fields));
     const current = [...layouts.values()].sort((a, b) => b.version - a.version)[0];
     if (!current) throw new RangeError('An event schema needs at least one layout version.');
     for (const layout of layouts.values()) {
@@ -134,14 +137,20 @@ export class EventSchema {
 
   /** The spec of a dimension (from the newest layout that has it), or undefined. */
   dimension(name: string): FieldSpec | undefined {
-    if (name === 'timestamp') return undefined;
-    const sorted = [...this.layouts.values()].sort((a, b) => b.version - a.version);
-    for (const l of sorted) {
-      const f = l.byName.get(name);
-      if (f) return f;
-    }
-    return undefined;
+    return this.specs.get(name);
   }
+
+  private get specs(): Map<string, FieldSpec> {
+    if (!this.specCache) {
+      this.specCache = new Map();
+      for (const l of [...this.layouts.values()].sort((a, b) => a.version - b.version)) {
+        for (const f of l.fields) if (f.kind !== 'timestamp') this.specCache.set(f.name, f);
+      }
+    }
+    return this.specCache;
+  }
+
+  private specCache: Map<string, FieldSpec> | undefined;
 }
 
 /** The action-event schema Paceline uses (v1). */
@@ -201,10 +210,15 @@ function toU64(field: string, value: unknown): bigint {
   let v: bigint;
   if (typeof value === 'bigint') v = value;
   else if (typeof value === 'number') {
-    if (!Number.isSafeInteger(value)) fail(field, `is ${value}: expected a safe integer (use a bigint or string above 2^53).`);
+    if (!Number.isSafeInteger(value))
+      fail(field, `is ${value}: expected a safe integer (use a bigint or string above 2^53).`);
     v = BigInt(value);
   } else if (typeof value === 'string' && /^\d{1,20}$/.test(value)) v = BigInt(value);
-  else fail(field, `is ${JSON.stringify(value)}: expected an unsigned 64-bit integer (bigint, number or decimal string).`);
+  else
+    fail(
+      field,
+      `is ${JSON.stringify(value)}: expected an unsigned 64-bit integer (bigint, number or decimal string).`,
+    );
   if (v < 0n || v > U64_MAX) fail(field, `is ${v}: expected 0..2^64-1.`);
   return v;
 }
@@ -216,7 +230,7 @@ function toU64(field: string, value: unknown): bigint {
 export function rawValue(spec: FieldSpec, value: unknown): string {
   const buf = Buffer.alloc(spec.width);
   writeField(buf, 0, spec, value);
-  return buf.latin1Slice(0, spec.width);
+  return buf.toString('latin1', 0, spec.width);
 }
 
 function writeField(buf: Buffer, offset: number, spec: FieldSpec, value: unknown): void {
@@ -236,7 +250,10 @@ function writeField(buf: Buffer, offset: number, spec: FieldSpec, value: unknown
       return;
     case 'timestamp': {
       if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
-        fail(spec.name, `is ${JSON.stringify(value)}: expected epoch milliseconds as a non-negative safe integer.`);
+        fail(
+          spec.name,
+          `is ${JSON.stringify(value)}: expected epoch milliseconds as a non-negative safe integer.`,
+        );
       }
       buf.writeBigUInt64BE(BigInt(value), offset);
       return;
@@ -246,9 +263,16 @@ function writeField(buf: Buffer, offset: number, spec: FieldSpec, value: unknown
       if (value instanceof Uint8Array) bytes = value;
       else if (typeof value === 'string' && /^[0-9a-fA-F-]+$/.test(value)) {
         bytes = Buffer.from(value.replaceAll('-', ''), 'hex');
-      } else fail(spec.name, `is ${JSON.stringify(value)}: expected ${spec.width} bytes or ${spec.width * 2} hex characters.`);
+      } else
+        fail(
+          spec.name,
+          `is ${JSON.stringify(value)}: expected ${spec.width} bytes or ${spec.width * 2} hex characters.`,
+        );
       if (bytes.length !== spec.width) {
-        fail(spec.name, `has ${bytes.length} bytes: expected exactly ${spec.width} (${spec.width * 2} hex characters).`);
+        fail(
+          spec.name,
+          `has ${bytes.length} bytes: expected exactly ${spec.width} (${spec.width * 2} hex characters).`,
+        );
       }
       buf.set(bytes, offset);
       return;
@@ -289,8 +313,15 @@ function isZero(buf: Buffer, offset: number, width: number): boolean {
 
 const advice = 'Fix the producer (encodeActionEvent validates before sending) and replay the dead letter.';
 
+const checkedFields = new WeakMap<Layout, readonly (FieldSpec & { readonly offset: number })[]>();
+
 function validateRecord(buf: Buffer, layout: Layout): ActionEventError | undefined {
-  for (const f of [...layout.fields, { ...USER_ID_FIELD, offset: layout.memberLength }]) {
+  let fields = checkedFields.get(layout);
+  if (!fields) {
+    fields = [...layout.fields, { ...USER_ID_FIELD, offset: layout.memberLength }];
+    checkedFields.set(layout, fields);
+  }
+  for (const f of fields) {
     if (f.required && isZero(buf, f.offset, f.width)) {
       return new ActionEventError(
         'counting.invalid-field',
@@ -364,7 +395,10 @@ export function formatValue(spec: FieldSpec, raw: Buffer, offset: number): strin
 }
 
 /** A fully decoded member (tools, tests, the reference implementation). */
-export function decodeMember(member: Buffer, schema: EventSchema = actionEventSchema): Record<string, string> {
+export function decodeMember(
+  member: Buffer,
+  schema: EventSchema = actionEventSchema,
+): Record<string, string> {
   const layout = schema.layouts.get(member[0] as number);
   if (!layout) throw new RangeError(`Unknown action event layout version ${member[0]}.`);
   const out: Record<string, string> = { version: String(layout.version) };

@@ -1,0 +1,367 @@
+/**
+ * `npm run bench -- counting [--events N] [--users N] [--checks N] [--skip-buckets]`
+ *
+ * Against its own redis-server (standalone, loopback), in one process:
+ * - ingest: encoded wire records → decode + validate → exact-dedup store, in Lambda-sized batches
+ *   of 500, 4 batches in flight (events/s); then the same records again (a redelivery pass);
+ * - cap check: 50 candidates × 4 levels × 3 windows (1 h, 7 d, 30 d) for users with 1,000 events
+ *   over 30 days: latency one check at a time (P50/P99) and throughput with 16 checks in flight;
+ * - the alternatives, to decide the store by measurement (docs/counting.md): reading the sorted
+ *   set with ZRANGEBYSCORE instead of the packed log, and the Aperture seed's layout (day / hour /
+ *   minute bucket sets per user) under the same workload;
+ * - the raw pipelined Redis ceiling (bench/ceiling.ts), with ratios.
+ */
+import { Redis } from 'ioredis';
+import { startRedis } from '../local/emulators/redis.js';
+import { ingestRecords } from '../shared/counting/ingest.js';
+import { type CapCandidate, evaluateCaps, type FrequencyCap } from '../shared/counting/query.js';
+import { decodeRecord, encodeActionEvent } from '../shared/counting/schema.js';
+import { ActionStore } from '../shared/counting/store.js';
+import { DAY_MS, HOUR_MS, ManualClock, MINUTE_MS } from '../shared/time/clock.js';
+import { measureCeiling } from './ceiling.js';
+
+function arg(args: string[], name: string, fallback: number): number {
+  const i = args.indexOf(`--${name}`);
+  const v = i >= 0 ? Number(args[i + 1]) : fallback;
+  if (!Number.isFinite(v) || v <= 0) throw new Error(`--${name} needs a positive number`);
+  return v;
+}
+
+function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const entities = (ad: number) => ({
+  ad: 1_000_000 + ad,
+  adGroup: 200_000 + Math.floor(ad / 4),
+  campaign: 30_000 + Math.floor(ad / 16),
+  advertiser: 4_000 + Math.floor(ad / 64),
+});
+
+function makeEvent(rand: () => number, userId: number, now: number, ad: number): Buffer {
+  const insertion = Buffer.alloc(16);
+  insertion.writeUInt32BE(Math.floor(rand() * 2 ** 32), 0);
+  insertion.writeUInt32BE(Math.floor(rand() * 2 ** 32), 4);
+  insertion.writeUInt32BE(userId, 8);
+  insertion[15] = 1;
+  return encodeActionEvent({
+    userId,
+    timestamp: now - Math.floor(rand() * 30 * DAY_MS),
+    insertionId: insertion,
+    action: rand() < 0.9 ? 1 : 2,
+    viewType: 1 + Math.floor(rand() * 3),
+    ...entities(ad),
+  });
+}
+
+function percentile(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? Number.NaN;
+}
+
+const round = (x: number, digits = 3) => Math.round(x * 10 ** digits) / 10 ** digits;
+
+async function usedMemory(client: Redis): Promise<number> {
+  const info = await client.info('memory');
+  return Number(/used_memory:(\d+)/.exec(info)?.[1] ?? Number.NaN);
+}
+
+/** The seed's layout: one set per user and day/hour/minute bucket; member = event bytes. */
+const BUCKET_INGEST_LUA = `
+local added = 0
+for i = 1, #KEYS do
+  local r = redis.call('SADD', KEYS[i], ARGV[2])
+  if i == 3 then added = r end
+  redis.call('PEXPIRE', KEYS[i], ARGV[1])
+end
+return added
+`;
+
+function bucketKeys(userId: string, ts: number): string[] {
+  return [
+    `bk:{${userId}}:d:${Math.floor(ts / DAY_MS)}`,
+    `bk:{${userId}}:h:${Math.floor(ts / HOUR_MS)}`,
+    `bk:{${userId}}:m:${Math.floor(ts / MINUTE_MS)}`,
+  ];
+}
+
+/** Fewest whole buckets covering [from, to) (minute aligned): days in the middle, hours and minutes at the ends. */
+function coveringBuckets(userId: string, from: number, to: number): string[] {
+  const keys: string[] = [];
+  let t = Math.ceil(from / MINUTE_MS) * MINUTE_MS;
+  while (t < to) {
+    if (t % DAY_MS === 0 && t + DAY_MS <= to) {
+      keys.push(`bk:{${userId}}:d:${t / DAY_MS}`);
+      t += DAY_MS;
+    } else if (t % HOUR_MS === 0 && t + HOUR_MS <= to) {
+      keys.push(`bk:{${userId}}:h:${t / HOUR_MS}`);
+      t += HOUR_MS;
+    } else {
+      keys.push(`bk:{${userId}}:m:${t / MINUTE_MS}`);
+      t += MINUTE_MS;
+    }
+  }
+  return keys;
+}
+
+const CAP_LIMITS = [
+  [2, 8, 20],
+  [4, 20, 60],
+  [10, 60, 200],
+  [30, 150, 400],
+];
+
+/** Runs the benchmark; returns the figures (bench/main.ts prints them as the final JSON line). */
+export async function run(args: string[]): Promise<Record<string, unknown>> {
+  const totalEvents = arg(args, 'events', 300_000);
+  const capUsers = arg(args, 'users', 200);
+  const checks = arg(args, 'checks', 4000);
+  const skipBuckets = args.includes('--skip-buckets');
+  const redisServer = await startRedis({ mode: 'standalone' });
+  const port = Number(redisServer.nodes[0]?.split(':')[1]);
+  const client = new Redis({ port, host: '127.0.0.1', enableAutoPipelining: false });
+  try {
+    const ceiling = await measureCeiling(client, port);
+    await client.flushall();
+    // A fixed "now" on a minute boundary keeps the bucket comparison honest (same windows).
+    const now = Math.floor(Date.now() / MINUTE_MS) * MINUTE_MS;
+    const clock = new ManualClock(now);
+    const store = new ActionStore({ redis: client, clock });
+    const rand = prng(42);
+
+    // ---- ingest ----------------------------------------------------------------------------
+    const ingestUsers = Math.max(1, Math.floor(totalEvents / 10));
+    const records = Array.from({ length: totalEvents }, () =>
+      makeEvent(rand, 1 + Math.floor(rand() * ingestUsers), now, Math.floor(rand() * 400)),
+    );
+    const batches: Buffer[][] = [];
+    for (let i = 0; i < records.length; i += 500) batches.push(records.slice(i, i + 500));
+    const memBefore = await usedMemory(client);
+    const ingestPass = async () => {
+      let next = 0;
+      let added = 0;
+      const cpu0 = process.cpuUsage();
+      const start = performance.now();
+      await Promise.all(
+        Array.from({ length: 4 }, async () => {
+          while (next < batches.length) {
+            const batch = batches[next++] as Buffer[];
+            const r = await ingestRecords(store, batch);
+            if (r.malformed.length) throw r.malformed[0]?.error;
+            added += r.added;
+          }
+        }),
+      );
+      const cpu = process.cpuUsage(cpu0);
+      return {
+        seconds: (performance.now() - start) / 1000,
+        added,
+        cpuSeconds: (cpu.user + cpu.system) / 1e6,
+      };
+    };
+    const first = await ingestPass();
+    const memAfter = await usedMemory(client);
+    const second = await ingestPass();
+    if (first.added !== new Set(records.map((r) => r.toString('hex'))).size || second.added !== 0) {
+      throw new Error(`dedup broken: first pass added ${first.added}, redelivery added ${second.added}`);
+    }
+    const ingestEventsPerSec = Math.round(totalEvents / first.seconds);
+
+    // ---- cap-check fixture: users with exactly 1,000 events over 30 days ------------------
+    // 50 candidate ads; the user's events fall on 400 ads, 60% of them on the candidates.
+    const candidateAds = Array.from({ length: 50 }, (_, i) => i * 3);
+    const capUserIds = Array.from({ length: capUsers }, (_, i) => String(9_000_000 + i));
+    const fixtureRecords: Buffer[] = [];
+    for (const u of capUserIds) {
+      for (let k = 0; k < 1000; k++) {
+        const ad =
+          rand() < 0.6 ? (candidateAds[Math.floor(rand() * 50)] as number) : Math.floor(rand() * 400);
+        fixtureRecords.push(makeEvent(rand, Number(u), now, ad));
+      }
+    }
+    for (let i = 0; i < fixtureRecords.length; i += 2000)
+      await ingestRecords(store, fixtureRecords.slice(i, i + 2000));
+    const windows = [HOUR_MS, 7 * DAY_MS, 30 * DAY_MS];
+    const candidates: CapCandidate[] = candidateAds.map((ad) => ({
+      id: String(ad),
+      entities: entities(ad),
+      // Limits per level × window (1 h, 7 d, 30 d): a realistic mix of allowed and capped.
+      caps: (['ad', 'adGroup', 'campaign', 'advertiser'] as const).flatMap((level, li) =>
+        windows.map((windowMs, wi): FrequencyCap => ({ level, windowMs, max: CAP_LIMITS[li]?.[wi] ?? 1 })),
+      ),
+    }));
+    const members = await client.zcard(store.key(capUserIds[0] as string));
+    if (members !== 1000) throw new Error(`fixture user has ${members} events, expected 1000`);
+
+    const latencies: number[] = [];
+    let rejected = 0;
+    for (let i = 0; i < checks; i++) {
+      const userId = capUserIds[i % capUserIds.length] as string;
+      const t0 = performance.now();
+      const result = await store.checkFrequencyCaps({ userId, candidates });
+      latencies.push(performance.now() - t0);
+      rejected += result.rejected.length;
+    }
+    latencies.sort((a, b) => a - b);
+    const concurrency = 4;
+    let done = 0;
+    const loaded: number[] = [];
+    const capCpu0 = process.cpuUsage();
+    const tStart = performance.now();
+    await Promise.all(
+      Array.from({ length: concurrency }, async (_, w) => {
+        for (let i = w; i < checks; i += concurrency) {
+          const t0 = performance.now();
+          await store.checkFrequencyCaps({ userId: capUserIds[i % capUserIds.length] as string, candidates });
+          loaded.push(performance.now() - t0);
+          done++;
+        }
+      }),
+    );
+    const capWall = (performance.now() - tStart) / 1000;
+    const capChecksPerSec = Math.round(done / capWall);
+    const capCpu = process.cpuUsage(capCpu0);
+    loaded.sort((a, b) => a - b);
+    // Where the time goes: the in-process scan alone (no Redis).
+    const sampleMembers = await store.eventLog(capUserIds[0] as string);
+    const scanStart = performance.now();
+    for (let i = 0; i < 500; i++) evaluateCaps(sampleMembers, candidates, now, now - 30 * DAY_MS);
+    const scanOnlyMs = (performance.now() - scanStart) / 500;
+
+    // ---- memory per event of the two keys, for users with 1,000 events --------------------
+    let setBytes = 0;
+    let logBytes = 0;
+    for (const u of capUserIds.slice(0, 20)) {
+      setBytes += Number(await client.call('MEMORY', 'USAGE', store.key(u), 'SAMPLES', '0'));
+      logBytes += Number(await client.call('MEMORY', 'USAGE', store.logKey(u), 'SAMPLES', '0'));
+    }
+
+    // ---- alternative read path: ZRANGEBYSCORE of the sorted set (no packed log) -------------
+    const zLat: number[] = [];
+    for (let i = 0; i < Math.min(checks, 2000); i++) {
+      const userId = capUserIds[i % capUserIds.length] as string;
+      const t0 = performance.now();
+      const members = await client.zrangebyscoreBuffer(store.key(userId), now - 30 * DAY_MS, '+inf');
+      evaluateCaps(members, candidates, now, now - 30 * DAY_MS);
+      zLat.push(performance.now() - t0);
+    }
+    zLat.sort((a, b) => a - b);
+    let zDone = 0;
+    const zStart = performance.now();
+    await Promise.all(
+      Array.from({ length: concurrency }, async (_, w) => {
+        for (let i = w; i < checks; i += concurrency) {
+          const members = await client.zrangebyscoreBuffer(
+            store.key(capUserIds[i % capUserIds.length] as string),
+            now - 30 * DAY_MS,
+            '+inf',
+          );
+          evaluateCaps(members, candidates, now, now - 30 * DAY_MS);
+          zDone++;
+        }
+      }),
+    );
+    const sortedSetRead = {
+      capCheckP50Ms: round(percentile(zLat, 50)),
+      capCheckP99Ms: round(percentile(zLat, 99)),
+      capChecksPerSec: Math.round(zDone / ((performance.now() - zStart) / 1000)),
+      bytesPerEvent: Math.round(setBytes / 20 / 1000),
+    };
+
+    // ---- the alternative: day/hour/minute bucket sets (the Aperture seed's layout) ----------
+    let buckets: Record<string, unknown> = { skipped: true };
+    if (!skipBuckets) {
+      await client.flushall();
+      client.defineCommand('bucketIngest', { numberOfKeys: 3, lua: BUCKET_INGEST_LUA });
+      const callBucket = (p: ReturnType<Redis['pipeline']>, keys: string[], ttl: number, member: Buffer) =>
+        (p as unknown as { bucketIngest(...a: unknown[]): void }).bucketIngest(...keys, ttl, member);
+      const bMemBefore = await usedMemory(client);
+      const bStart = performance.now();
+      let next = 0;
+      await Promise.all(
+        Array.from({ length: 4 }, async () => {
+          while (next < batches.length) {
+            const batch = batches[next++] as Buffer[];
+            const p = client.pipeline();
+            for (const data of batch) {
+              const d = decodeRecord(data);
+              callBucket(p, bucketKeys(d.userId, d.timestamp), 31 * DAY_MS, d.member);
+            }
+            await p.exec();
+          }
+        }),
+      );
+      const bSeconds = (performance.now() - bStart) / 1000;
+      const bMemAfter = await usedMemory(client);
+      for (let i = 0; i < fixtureRecords.length; i += 2000) {
+        const p = client.pipeline();
+        for (const data of fixtureRecords.slice(i, i + 2000)) {
+          const d = decodeRecord(data);
+          callBucket(p, bucketKeys(d.userId, d.timestamp), 31 * DAY_MS, d.member);
+        }
+        await p.exec();
+      }
+      const bLat: number[] = [];
+      const bChecks = Math.min(checks, 1000);
+      for (let i = 0; i < bChecks; i++) {
+        const userId = capUserIds[i % capUserIds.length] as string;
+        const t0 = performance.now();
+        // Each window is a union of buckets; the 30-day window covers the others, so one read of
+        // its buckets (≈ 30 days + 23 hours + 59 minutes of keys) serves all three windows.
+        const keys = coveringBuckets(userId, now - 30 * DAY_MS, now + MINUTE_MS);
+        const p = client.pipeline();
+        for (const k of keys) p.smembersBuffer(k);
+        const out = (await p.exec()) ?? [];
+        const all = out.flatMap(([, v]) => v as Buffer[]);
+        evaluateCaps(all, candidates, now, now - 30 * DAY_MS);
+        bLat.push(performance.now() - t0);
+      }
+      bLat.sort((a, b) => a - b);
+      buckets = {
+        ingestEventsPerSec: Math.round(totalEvents / bSeconds),
+        bytesPerEvent: Math.round((bMemAfter - bMemBefore) / totalEvents),
+        capCheckP50Ms: round(percentile(bLat, 50)),
+        capCheckP99Ms: round(percentile(bLat, 99)),
+        capChecksPerSecSequential: Math.round(1000 / (bLat.reduce((a, b) => a + b, 0) / bLat.length)),
+        keysReadPerCheck: coveringBuckets('x', now - 30 * DAY_MS, now + MINUTE_MS).length,
+      };
+    }
+
+    return {
+      store: 'per user: sorted set (dedup, retention) + packed log string (reads: one GET)',
+      events: totalEvents,
+      ingestEventsPerSec,
+      ingestRedeliveryEventsPerSec: Math.round(totalEvents / second.seconds),
+      // Share of the wall time this Node process was on a CPU: ≈ 1 means the client is the bottleneck.
+      ingestClientCpuShare: round(first.cpuSeconds / first.seconds, 2),
+      bytesPerEvent: Math.round((memAfter - memBefore) / totalEvents),
+      capCheckShape: '50 candidates x 4 levels x 3 windows (1h, 7d, 30d); user with 1000 events over 30 days',
+      capCheckP50Ms: round(percentile(latencies, 50)),
+      capCheckP99Ms: round(percentile(latencies, 99)),
+      capChecksPerSec,
+      capCheckLoadedP50Ms: round(percentile(loaded, 50)),
+      capCheckLoadedP99Ms: round(percentile(loaded, 99)),
+      capCheckConcurrency: concurrency,
+      capCheckClientCpuShare: round((capCpu.user + capCpu.system) / 1e6 / capWall, 2),
+      capCheckScanOnlyMs: round(scanOnlyMs),
+      capCheckRejectedPerCheck: round(rejected / checks, 1),
+      ...ceiling,
+      ingestToCeilingRatio: round(ingestEventsPerSec / ceiling.redisCeilingOpsPerSec),
+      capChecksToCeilingRatio: round(capChecksPerSec / ceiling.redisCeilingOpsPerSec, 4),
+      userBytesPerEventSet: Math.round(setBytes / 20 / 1000),
+      userBytesPerEventLog: Math.round(logBytes / 20 / 1000),
+      alternativeSortedSetOnlyRead: sortedSetRead,
+      alternativeDayHourMinuteBuckets: buckets,
+      note: 'one process, loopback redis-server on the same 2-core machine (client and server share CPUs)',
+    };
+  } finally {
+    client.disconnect();
+    await redisServer.stop();
+  }
+}

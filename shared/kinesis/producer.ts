@@ -1,0 +1,283 @@
+/**
+ * A Kinesis producer for ad servers (and any other Paceline event source): event-agnostic, it
+ * takes bytes and a partition key.
+ *
+ * - batches into PutRecords calls (≤ 500 entries, ≤ 5 MiB) after a short linger;
+ * - retries only the entries a PutRecords call reports as failed (throttled shards), with
+ *   exponential backoff and jitter, and whole calls that failed transiently;
+ * - back-pressure: `put()` waits while `maxBufferedRecords` are buffered or in flight, so a slow
+ *   or throttled stream slows the caller instead of growing memory without bound;
+ * - optional KPL aggregation (aws-kinesis-agg), which the consumer de-aggregates.
+ *
+ * `put()` resolves once the record is durably on the stream and rejects with
+ * {@link KinesisPutError} when it could not be put within `maxAttempts`.
+ */
+import { type KinesisClient, PutRecordsCommand, type PutRecordsCommandOutput } from '@aws-sdk/client-kinesis';
+import { type AggregationOptions, aggregateRecords, type ProducerRecord } from './aggregation.js';
+
+export type { ProducerRecord } from './aggregation.js';
+
+/** Raised for records that could not be put; `code` is Kinesis's ErrorCode or the error's name. */
+export class KinesisPutError extends Error {
+  override readonly name = 'KinesisPutError';
+  constructor(
+    readonly code: string,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** Options of {@link KinesisProducer}. */
+export interface KinesisProducerOptions {
+  /** Any object with the SDK client's `send` (the real client, or a wrapper). */
+  readonly client: Pick<KinesisClient, 'send'>;
+  readonly streamName: string;
+  /** Entries per PutRecords call (Kinesis allows 500). @default 500 */
+  readonly maxBatchRecords?: number;
+  /** Bytes per PutRecords call, data plus partition keys (Kinesis allows 5 MiB). @default 5242880 */
+  readonly maxBatchBytes?: number;
+  /** How long a partial batch waits for more records. @default 20 */
+  readonly lingerMs?: number;
+  /** Records buffered or in flight before `put()` waits (back-pressure). @default 20000 */
+  readonly maxBufferedRecords?: number;
+  /** Concurrent PutRecords calls. @default 4 */
+  readonly maxInFlightBatches?: number;
+  /** Attempts per entry (first try included). @default 8 */
+  readonly maxAttempts?: number;
+  /** First retry delay; doubles per attempt, with full jitter. @default 50 */
+  readonly baseDelayMs?: number;
+  /** @default 2000 */
+  readonly maxDelayMs?: number;
+  /** KPL-aggregate records before putting them. @default false */
+  readonly aggregate?: boolean | AggregationOptions;
+  /** Waits `ms` (injectable so tests need not sleep). @default setTimeout */
+  readonly sleep?: (ms: number) => Promise<void>;
+}
+
+interface Pending {
+  readonly record: ProducerRecord;
+  readonly resolve: () => void;
+  readonly reject: (error: Error) => void;
+}
+
+/** One PutRecords entry: a plain record, or an aggregate of several. */
+interface Entry {
+  readonly data: Uint8Array;
+  readonly partitionKey: string;
+  readonly waiters: readonly Pending[];
+}
+
+/** Errors of a whole PutRecords call that retrying cannot fix. */
+const PERMANENT = new Set([
+  'ResourceNotFoundException',
+  'ValidationException',
+  'InvalidArgumentException',
+  'AccessDeniedException',
+  'KMSAccessDeniedException',
+  'KMSDisabledException',
+  'KMSNotFoundException',
+]);
+
+/** Counters of a producer (for metrics and tests). */
+export interface ProducerStats {
+  putRecordsCalls: number;
+  entriesSent: number;
+  entriesRetried: number;
+  recordsFailed: number;
+}
+
+/** Batched, retrying, back-pressured Kinesis producer. */
+export class KinesisProducer {
+  readonly stats: ProducerStats = { putRecordsCalls: 0, entriesSent: 0, entriesRetried: 0, recordsFailed: 0 };
+  private readonly o: Required<Omit<KinesisProducerOptions, 'aggregate'>> & {
+    readonly aggregate: AggregationOptions | undefined;
+  };
+  private queue: Pending[] = [];
+  private outstanding = 0;
+  private inFlight = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private spaceWaiters: (() => void)[] = [];
+  private idleWaiters: (() => void)[] = [];
+
+  constructor(options: KinesisProducerOptions) {
+    this.o = {
+      client: options.client,
+      streamName: options.streamName,
+      maxBatchRecords: Math.min(500, options.maxBatchRecords ?? 500),
+      maxBatchBytes: Math.min(5 * 1024 * 1024, options.maxBatchBytes ?? 5 * 1024 * 1024),
+      lingerMs: options.lingerMs ?? 20,
+      maxBufferedRecords: options.maxBufferedRecords ?? 20_000,
+      maxInFlightBatches: options.maxInFlightBatches ?? 4,
+      maxAttempts: options.maxAttempts ?? 8,
+      baseDelayMs: options.baseDelayMs ?? 50,
+      maxDelayMs: options.maxDelayMs ?? 2000,
+      sleep: options.sleep ?? ((ms) => new Promise((r) => setTimeout(r, ms))),
+      aggregate: options.aggregate === true ? {} : options.aggregate || undefined,
+    };
+  }
+
+  /** Records buffered or in flight. */
+  get buffered(): number {
+    return this.outstanding;
+  }
+
+  /**
+   * Puts one record; resolves when it is on the stream. Waits first while the producer is full
+   * (back-pressure): `await` it, or at least bound how many you leave pending.
+   */
+  async put(record: ProducerRecord): Promise<void> {
+    while (this.outstanding >= this.o.maxBufferedRecords) {
+      await new Promise<void>((resolve) => this.spaceWaiters.push(resolve));
+    }
+    this.outstanding++;
+    const done = new Promise<void>((resolve, reject) => this.queue.push({ record, resolve, reject }));
+    this.schedule();
+    return done;
+  }
+
+  /** Puts many records; resolves when all are on the stream, rejects with the first failure. */
+  async putAll(records: readonly ProducerRecord[]): Promise<void> {
+    const results = await Promise.allSettled(records.map((r) => this.put(r)));
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
+  }
+
+  /** Sends everything buffered and waits until nothing is outstanding. */
+  async flush(): Promise<void> {
+    this.drain();
+    if (this.outstanding === 0) return;
+    await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  private schedule(): void {
+    // A full batch goes now; a partial one waits up to lingerMs for company.
+    if (this.queue.length >= this.o.maxBatchRecords * (this.o.aggregate ? 50 : 1)) this.drain();
+    else this.timer ??= setTimeout(() => this.drain(), this.o.lingerMs);
+  }
+
+  private drain(): void {
+    if (this.timer) {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+    }
+    while (this.queue.length > 0 && this.inFlight < this.o.maxInFlightBatches) {
+      const entries = this.takeBatch();
+      this.inFlight++;
+      void this.send(entries).finally(() => {
+        this.inFlight--;
+        this.drain();
+      });
+    }
+  }
+
+  /** Takes the next PutRecords worth of entries from the queue. */
+  private takeBatch(): Entry[] {
+    const entries: Entry[] = [];
+    let bytes = 0;
+    if (this.o.aggregate) {
+      // Aggregate what is queued (bounded by the batch byte limit), then cut into entries.
+      const taken: Pending[] = [];
+      while (this.queue.length > 0 && bytes < this.o.maxBatchBytes / 2 && taken.length < 100_000) {
+        const p = this.queue.shift() as Pending;
+        bytes += p.record.data.length + p.record.partitionKey.length + 8;
+        taken.push(p);
+      }
+      for (const a of aggregateRecords(
+        taken.map((p) => p.record),
+        this.o.aggregate,
+      )) {
+        entries.push({
+          data: a.data,
+          partitionKey: a.partitionKey,
+          waiters: a.members.map((i) => taken[i] as Pending),
+        });
+      }
+      return entries;
+    }
+    while (this.queue.length > 0 && entries.length < this.o.maxBatchRecords) {
+      const next = this.queue[0] as Pending;
+      const size = next.record.data.length + Buffer.byteLength(next.record.partitionKey);
+      if (entries.length > 0 && bytes + size > this.o.maxBatchBytes) break;
+      this.queue.shift();
+      bytes += size;
+      entries.push({ data: next.record.data, partitionKey: next.record.partitionKey, waiters: [next] });
+    }
+    return entries;
+  }
+
+  private async send(initial: Entry[]): Promise<void> {
+    let entries = initial;
+    for (let attempt = 1; entries.length > 0; attempt++) {
+      let output: PutRecordsCommandOutput | undefined;
+      let callError: Error | undefined;
+      try {
+        this.stats.putRecordsCalls++;
+        this.stats.entriesSent += entries.length;
+        output = await this.o.client.send(
+          new PutRecordsCommand({
+            StreamName: this.o.streamName,
+            Records: entries.map((e) => ({ Data: e.data, PartitionKey: e.partitionKey })),
+          }),
+        );
+      } catch (error) {
+        callError = error as Error;
+        if (PERMANENT.has(callError.name)) {
+          this.settle(
+            entries,
+            new KinesisPutError(callError.name, `PutRecords failed: ${callError.message}`, { cause: error }),
+          );
+          return;
+        }
+      }
+      const failed: Entry[] = [];
+      const codes: string[] = [];
+      if (output) {
+        const results = output.Records ?? [];
+        entries.forEach((e, i) => {
+          const r = results[i];
+          if (r && !r.ErrorCode && r.SequenceNumber) this.settle([e]);
+          else {
+            failed.push(e);
+            codes.push(`${r?.ErrorCode ?? 'NoResult'}: ${r?.ErrorMessage ?? 'no result for this entry'}`);
+          }
+        });
+      } else failed.push(...entries);
+      if (failed.length === 0) return;
+      if (attempt >= this.o.maxAttempts) {
+        const code = output ? (codes[0]?.split(':')[0] ?? 'Unknown') : (callError?.name ?? 'Unknown');
+        const detail = output ? codes[0] : callError?.message;
+        this.settle(
+          failed,
+          new KinesisPutError(
+            code,
+            `Record not put on ${this.o.streamName} after ${attempt} attempts (${detail}). ` +
+              'The stream is throttled or unavailable: add shards or slow the producer, then resend.',
+            { cause: callError },
+          ),
+        );
+        return;
+      }
+      this.stats.entriesRetried += failed.length;
+      entries = failed;
+      const cap = Math.min(this.o.maxDelayMs, this.o.baseDelayMs * 2 ** (attempt - 1));
+      await this.o.sleep(Math.random() * cap);
+    }
+  }
+
+  private settle(entries: readonly Entry[], error?: Error): void {
+    for (const e of entries) {
+      for (const w of e.waiters) {
+        if (error) {
+          this.stats.recordsFailed++;
+          w.reject(error);
+        } else w.resolve();
+        this.outstanding--;
+      }
+    }
+    while (this.spaceWaiters.length > 0 && this.outstanding < this.o.maxBufferedRecords)
+      this.spaceWaiters.shift()?.();
+    if (this.outstanding === 0) for (const w of this.idleWaiters.splice(0)) w();
+  }
+}

@@ -1,0 +1,209 @@
+/**
+ * Differential test: the query API (sorted-set store + byte-offset matching) agrees with a
+ * brute-force count over the raw event log, on standalone Redis and on a real 3-node cluster.
+ * The log has ≥ 10,000 events, duplicates, redelivered batches, out-of-order arrival and many
+ * events exactly on (or 1 ms around) minute/hour/day boundaries; queries use random ranges
+ * (several per call), filters, group-bys and frequency caps. Set COUNTING_SEED to replay a run.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type RunningRedis, startRedis } from '../../../local/emulators/redis.js';
+import { ingestRecords } from '../../../shared/counting/ingest.js';
+import type { CapCandidate, CountQuery, FrequencyCap } from '../../../shared/counting/query.js';
+import { ActionStore } from '../../../shared/counting/store.js';
+import { connectRedis, type RedisClient } from '../../../shared/redis/connect.js';
+import { DAY_MS, HOUR_MS, ManualClock, MINUTE_MS } from '../../../shared/time/clock.js';
+import { actionName, entitiesOf, generateLog, int, pick, prng, ReferenceCounter } from './fixtures.js';
+
+const seed = Number(process.env.COUNTING_SEED ?? Math.floor(Math.random() * 2 ** 31));
+const DIMS = ['action', 'viewType', 'ad', 'adGroup', 'campaign', 'advertiser'] as const;
+
+describe.each(['standalone', 'cluster'] as const)('counting differential (%s)', (mode) => {
+  let redis: RunningRedis;
+  let client: RedisClient;
+  const rand = prng(seed);
+  // A day boundary; events span 32 days before it to 10 minutes after (future skew allowed).
+  const now0 = Date.UTC(2026, 10, 20);
+  const clock = new ManualClock(now0);
+  let store: ActionStore;
+  let reference: ReferenceCounter;
+  let log: ReturnType<typeof generateLog>;
+
+  beforeAll(async () => {
+    redis = await startRedis({ mode });
+    client = connectRedis({
+      mode,
+      nodes: redis.nodes.map((n) => ({ host: '127.0.0.1', port: Number(n.split(':')[1]) })),
+      tls: false,
+    });
+    store = new ActionStore({ redis: client, clock, retentionDays: 30 });
+    log = generateLog(rand, 10_000, now0 - 32 * DAY_MS, now0 + 10 * MINUTE_MS);
+    // Redelivery: ~25% of batches are ingested twice (the second time later, after other batches).
+    const redeliver: Buffer[][] = [];
+    for (let i = 0; i < log.records.length; ) {
+      const size = int(rand, 1, 300);
+      const batch = log.records.slice(i, i + size);
+      i += size;
+      const result = await ingestRecords(store, batch);
+      expect(result.malformed, `seed=${seed}`).toEqual([]);
+      if (rand() < 0.25) redeliver.push(batch);
+    }
+    for (const batch of redeliver) await ingestRecords(store, batch);
+    reference = new ReferenceCounter(log.records);
+  });
+
+  afterAll(async () => {
+    client?.disconnect();
+    await redis?.stop();
+  });
+
+  it(`ingested ≥ 10,000 distinct events with duplicates (seed=${seed})`, () => {
+    const distinct = new Set(log.records.map((r) => r.toString('hex'))).size;
+    expect(distinct).toBeGreaterThanOrEqual(9_990);
+    expect(log.records.length).toBeGreaterThan(distinct + 1000);
+  });
+
+  function randomRange(now: number) {
+    const lo = now - 33 * DAY_MS;
+    const hi = now + HOUR_MS;
+    // Minute granularity; a third of the ranges sit on hour or day boundaries.
+    const unit = pick(rand, [MINUTE_MS, MINUTE_MS, HOUR_MS, DAY_MS]);
+    const a = Math.floor(int(rand, lo, hi) / unit) * unit;
+    const b = Math.floor(int(rand, lo, hi) / unit) * unit;
+    return a === b ? { from: a, to: a + unit } : { from: Math.min(a, b), to: Math.max(a, b) };
+  }
+
+  function randomFilter(): Record<string, string[]> {
+    const filter: Record<string, string[]> = {};
+    for (let k = int(rand, 0, 2); k > 0; k--) {
+      const dim = pick(rand, DIMS);
+      const ad = pick(rand, log.ads);
+      const sample = (): string =>
+        dim === 'action'
+          ? actionName(int(rand, 1, 3))
+          : dim === 'viewType'
+            ? pick(rand, ['unknown', 'home', 'search', 'related'])
+            : ((entitiesOf(int(rand, 0, 1) ? ad : pick(rand, log.ads)) as Record<string, string>)[
+                dim
+              ] as string);
+      filter[dim] = Array.from({ length: int(rand, 1, 3) }, sample);
+    }
+    return filter;
+  }
+
+  async function compareCounts(rounds: number) {
+    const now = clock.now();
+    const horizon = now - 30 * DAY_MS;
+    for (let round = 0; round < rounds; round++) {
+      const userId = pick(rand, log.userIds);
+      const queries = Array.from({ length: int(rand, 1, 3) }, () => ({
+        ranges: Array.from({ length: int(rand, 1, 3) }, () => randomRange(now)),
+        filter: randomFilter(),
+        groupBy: Array.from(new Set(Array.from({ length: int(rand, 0, 2) }, () => pick(rand, DIMS)))),
+      }));
+      const got = await store.count(userId, queries as CountQuery[]);
+      for (const [qi, q] of queries.entries()) {
+        for (const [ri, range] of q.ranges.entries()) {
+          const want = reference.count(userId, horizon, range, q.filter, q.groupBy);
+          const actual = got[qi]?.[ri];
+          const context = `seed=${seed} round=${round} user=${userId} query=${JSON.stringify(q)} range=${ri}`;
+          expect(actual?.total, context).toBe(want.total);
+          if (q.groupBy.length > 0) {
+            const groups = new Map((actual?.groups ?? []).map((g) => [JSON.stringify(g.key), g.count]));
+            expect(groups, context).toEqual(want.groups);
+          }
+        }
+      }
+    }
+  }
+
+  it('counts agree with the brute-force reference for random ranges, filters and group-bys', async () => {
+    await compareCounts(150);
+  });
+
+  it('the SQL-like text form agrees with the reference', async () => {
+    const now = clock.now();
+    for (let round = 0; round < 30; round++) {
+      const userId = pick(rand, log.userIds);
+      const range = randomRange(now);
+      const filter = randomFilter();
+      const groupBy = Array.from(new Set(Array.from({ length: int(rand, 0, 2) }, () => pick(rand, DIMS))));
+      const where = Object.entries(filter).map(
+        ([dim, values]) => `${dim} IN (${values.map((v) => `'${v}'`).join(', ')})`,
+      );
+      const text =
+        `SELECT COUNT(*) FROM actions WHERE user = ${userId} AND time >= ${range.from} AND time < ${range.to}` +
+        where.map((w) => ` AND ${w}`).join('') +
+        (groupBy.length ? ` GROUP BY ${groupBy.join(', ')}` : '');
+      const got = await store.countText(text);
+      const want = reference.count(userId, now - 30 * DAY_MS, range, filter, groupBy);
+      expect(got.total, `seed=${seed} ${text}`).toBe(want.total);
+      if (groupBy.length > 0) {
+        expect(new Map((got.groups ?? []).map((g) => [JSON.stringify(g.key), g.count])), text).toEqual(
+          want.groups,
+        );
+      }
+    }
+  });
+
+  it('frequency caps agree with reference counts', async () => {
+    const now = clock.now();
+    const horizon = now - 30 * DAY_MS;
+    for (let round = 0; round < 40; round++) {
+      const userId = pick(rand, log.userIds);
+      const windows = [HOUR_MS, 7 * DAY_MS, 30 * DAY_MS, int(rand, 1, 40 * 24 * 60) * MINUTE_MS];
+      const candidates: CapCandidate[] = log.ads.map((ad) => ({
+        id: `c${ad}`,
+        entities: entitiesOf(ad),
+        caps: (['ad', 'adGroup', 'campaign', 'advertiser'] as const).flatMap((level) =>
+          Array.from(
+            { length: int(rand, 0, 3) },
+            (): FrequencyCap => ({
+              level,
+              windowMs: pick(rand, windows),
+              max: int(rand, 0, 60),
+              action: pick(rand, ['impression', 'click', 3] as const),
+            }),
+          ),
+        ),
+      }));
+      const result = await store.checkFrequencyCaps({ userId, candidates });
+      const verdicts = new Map([...result.allowed, ...result.rejected].map((v) => [v.id, v]));
+      expect(verdicts.size).toBe(candidates.length);
+      for (const c of candidates) {
+        const hits = c.caps.filter((cap) => {
+          const action = typeof cap.action === 'number' ? actionName(cap.action) : (cap.action as string);
+          const { total } = reference.count(
+            userId,
+            horizon,
+            { from: now - cap.windowMs, to: Number.MAX_SAFE_INTEGER },
+            { [cap.level]: [(c.entities as Record<string, string>)[cap.level] as string], action: [action] },
+            [],
+          );
+          return total >= cap.max;
+        });
+        const v = verdicts.get(c.id as string);
+        const context = `seed=${seed} round=${round} user=${userId} candidate=${c.id}`;
+        expect(v?.allowed, context).toBe(hits.length === 0);
+        expect(v?.hits.length, context).toBe(hits.length);
+      }
+    }
+  });
+
+  it('retention follows the injected clock; trimming and log compaction change no count', async () => {
+    // Nothing was written since: members older than the new horizon are still in Redis and must not count.
+    clock.advance(10 * DAY_MS + 7 * MINUTE_MS);
+    await compareCounts(40);
+    // New writes for every user trim the sets and compact the logs (a third of each log expired).
+    const fresh = generateLog(rand, 1500, clock.now() - DAY_MS, clock.now()).records;
+    for (let i = 0; i < fresh.length; i += 250) await ingestRecords(store, fresh.slice(i, i + 250));
+    reference = new ReferenceCounter([...log.records, ...fresh]);
+    await compareCounts(60);
+    const horizon = clock.now() - 30 * DAY_MS;
+    for (const userId of log.userIds) {
+      const card = await client.zcard(store.key(userId));
+      expect(await client.zcount(store.key(userId), '-inf', `(${horizon}`)).toBe(0);
+      expect(await client.strlen(store.logKey(userId)), `seed=${seed} user=${userId}`).toBe(card * 59);
+    }
+    clock.set(now0);
+  });
+});

@@ -1,0 +1,130 @@
+/**
+ * "Redelivering every batch twice through the local poller changes no count": events go through
+ * the real producer (plain and KPL-aggregated) onto the local region's actions stream, the local
+ * event-source mapping (local/esm/poller.ts, configured from the function's real event-source
+ * spec) invokes the real ingest-actions handler module, and every batch is delivered twice. Then
+ * a second mapping with fresh checkpoints replays the whole stream from TRIM_HORIZON. The counts
+ * equal a brute-force count of the distinct events after each step.
+ */
+import type { Context, KinesisStreamBatchResponse, KinesisStreamEvent } from 'aws-lambda';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MemoryCheckpointStore } from '../../../local/esm/checkpoints.js';
+import { LocalOnFailureDestination } from '../../../local/esm/on-failure.js';
+import { KinesisPoller } from '../../../local/esm/poller.js';
+import { type LocalRegion, startLocalRegion } from '../../../local/region.js';
+import { InProcessInvoker } from '../../../local/worker/in-process-invoker.js';
+import type { InvokeResult, Invoker } from '../../../local/worker/invoker.js';
+import { decodeRecord } from '../../../shared/counting/schema.js';
+import { ActionStore } from '../../../shared/counting/store.js';
+import { KinesisProducer } from '../../../shared/kinesis/producer.js';
+import { connectRedis, type RedisClient, redisConfigFromEnv } from '../../../shared/redis/connect.js';
+import { regionResources } from '../../../shared/region/resources.js';
+import { DAY_MS, systemClock } from '../../../shared/time/clock.js';
+import { generateLog, prng, ReferenceCounter } from './fixtures.js';
+
+type Handler = (event: KinesisStreamEvent, context: Context) => Promise<KinesisStreamBatchResponse>;
+
+/** Delivers every batch twice to the inner invoker and answers with the second response. */
+class TwiceInvoker implements Invoker {
+  deliveries = 0;
+  constructor(private readonly inner: Invoker) {}
+  get functionName() {
+    return this.inner.functionName;
+  }
+  async invoke(event: unknown): Promise<InvokeResult> {
+    this.deliveries++;
+    await this.inner.invoke(event);
+    return this.inner.invoke(event);
+  }
+  close() {
+    return this.inner.close();
+  }
+}
+
+const seed = Number(process.env.COUNTING_SEED ?? Math.floor(Math.random() * 2 ** 31));
+let region: LocalRegion;
+let handler: Handler;
+let redis: RedisClient;
+let store: ActionStore;
+
+beforeAll(async () => {
+  region = await startLocalRegion({ redisMode: 'standalone' });
+  Object.assign(process.env, region.functionEnv('ingestActions'), {
+    POWERTOOLS_METRICS_DISABLED: 'true',
+    POWERTOOLS_LOG_LEVEL: 'ERROR',
+  });
+  ({ handler } = (await import('../../../functions/ingest-actions/handler.js')) as unknown as {
+    handler: Handler;
+  });
+  redis = connectRedis(redisConfigFromEnv(region.functionEnv('ingestActions')));
+  store = new ActionStore({ redis, clock: systemClock });
+});
+
+afterAll(async () => {
+  redis?.disconnect();
+  await region?.stop();
+});
+
+async function mapping(invoker: Invoker) {
+  const poller = new KinesisPoller({
+    kinesis: region.kinesis,
+    streamName: region.streamName('actions'),
+    source: { ...regionResources.functions.ingestActions.source, maxBatchingWindowSeconds: 0 },
+    invoker,
+    onFailure: new LocalOnFailureDestination(),
+    checkpoints: new MemoryCheckpointStore(),
+    idlePollMs: 20,
+  });
+  await poller.start();
+  return poller;
+}
+
+describe('ingest-actions through the local event-source mapping', () => {
+  it(`counts each distinct event once however often batches are delivered (seed=${seed})`, async () => {
+    const rand = prng(seed);
+    const now = Date.now();
+    const { records, userIds } = generateLog(rand, 3000, now - 29 * DAY_MS, now);
+    const plain = new KinesisProducer({ client: region.kinesis, streamName: region.streamName('actions') });
+    const aggregated = new KinesisProducer({
+      client: region.kinesis,
+      streamName: region.streamName('actions'),
+      aggregate: { maxBytes: 8 * 1024 },
+    });
+    await Promise.all(
+      records.map((data, i) =>
+        (i % 2 ? aggregated : plain).put({ data, partitionKey: decodeRecord(data).userId }),
+      ),
+    );
+    const reference = new ReferenceCounter(records);
+    const check = async (label: string) => {
+      const horizon = Date.now() - 30 * DAY_MS;
+      for (const userId of userIds) {
+        const range = { from: now - 30 * DAY_MS, to: now + DAY_MS };
+        const result = await store.count(userId, [{ ranges: [range], groupBy: ['campaign', 'action'] }]);
+        const got = result[0]?.[0];
+        const want = reference.count(userId, horizon, range, {}, ['campaign', 'action']);
+        expect(got?.total, `${label} seed=${seed} user=${userId}`).toBe(want.total);
+        expect(new Map((got?.groups ?? []).map((g) => [JSON.stringify(g.key), g.count])), label).toEqual(
+          want.groups,
+        );
+      }
+    };
+
+    const twice = new TwiceInvoker(new InProcessInvoker({ functionName: 'ingest-actions', handler }));
+    const first = await mapping(twice);
+    await first.waitForIdle(60_000);
+    await first.stop();
+    expect(twice.deliveries).toBeGreaterThan(1);
+    expect(first.history.every((h) => h.outcome === 'success')).toBe(true);
+    await check('after double delivery');
+
+    // A full replay of the stream (new mapping, fresh checkpoints, TRIM_HORIZON), again twice.
+    const replay = await mapping(
+      new TwiceInvoker(new InProcessInvoker({ functionName: 'ingest-actions', handler })),
+    );
+    await replay.waitForIdle(60_000);
+    await replay.stop();
+    expect(replay.history.length).toBeGreaterThan(0);
+    await check('after full replay');
+  });
+});
