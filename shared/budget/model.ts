@@ -1,0 +1,198 @@
+/**
+ * The budget model ("the ads database"): accounts (advertisers, with their time zone),
+ * campaigns, and budget plans at several levels. Amounts are integer micros of the account's
+ * currency. Plans store budgets only; spend is stored elsewhere (ledger, live counters) and the
+ * remainder is always derived, so a mid-day budget change takes effect from what is left.
+ */
+import { assertTimeZone, InvalidTimeZoneError } from './time-zone.js';
+
+/** How a plan's allowance grows over its day. */
+export type PacingMode = 'even' | 'asap';
+
+/** Level of a budget plan. */
+export type PlanLevel = 'account' | 'campaign' | 'arm';
+
+/** An advertiser account. */
+export interface Account {
+  readonly accountId: string;
+  readonly name: string;
+  /** IANA time zone; every budget day of the account begins at local midnight there. */
+  readonly timeZone: string;
+  /** ISO 4217 code of the micros amounts. */
+  readonly currency: string;
+}
+
+/** A campaign of an account. */
+export interface Campaign {
+  readonly campaignId: string;
+  readonly accountId: string;
+  readonly name: string;
+  readonly status: 'active' | 'paused';
+}
+
+/** A daily budget plan. Every plan that applies to a bid must pass before it goes out. */
+export interface BudgetPlan {
+  readonly level: PlanLevel;
+  readonly accountId: string;
+  /** Set for `campaign` and `arm` plans. */
+  readonly campaignId?: string;
+  /** Set for `arm` plans: an experiment arm or line item of the campaign. */
+  readonly armId?: string;
+  /** Daily cap, integer micros. */
+  readonly dailyBudgetMicros: number;
+  readonly pacingMode: PacingMode;
+}
+
+/** A plan as the guard and the tracker use it: its identity plus its account's time zone. */
+export interface ResolvedPlan extends BudgetPlan {
+  readonly timeZone: string;
+  /** Stable plan id inside its hash-slot scope: `account`, `campaign` or `arm:<armId>`. */
+  readonly planId: string;
+  /** Hash-slot scope: `a:<accountId>` for account plans, `c:<campaignId>` otherwise. */
+  readonly scope: string;
+}
+
+/** Thrown when a budget object is invalid; the message names the field and what to do. */
+export class BudgetValidationError extends Error {
+  override readonly name = 'BudgetValidationError';
+  constructor(
+    readonly field: string,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`${field}: ${message}`, options);
+  }
+}
+
+/** Ids end up in Redis keys and DynamoDB keys: no braces, colons, `#` or `/`. */
+const ID = /^[A-Za-z0-9_.-]{1,64}$/;
+
+/** Largest daily budget accepted: $10 M a day in micros, far inside 2^53. */
+export const MAX_DAILY_BUDGET_MICROS = 10_000_000 * 1_000_000;
+
+/** Throws {@link BudgetValidationError} unless `value` is a valid id. */
+export function assertId(field: string, value: unknown): asserts value is string {
+  if (typeof value !== 'string' || !ID.test(value)) {
+    throw new BudgetValidationError(
+      field,
+      `${JSON.stringify(value)} is not a valid id: use 1–64 characters from A-Z a-z 0-9 _ . -`,
+    );
+  }
+}
+
+/** Validates a micros amount (integer, ≥ 0, ≤ {@link MAX_DAILY_BUDGET_MICROS}). */
+export function assertBudgetMicros(field: string, value: unknown): asserts value is number {
+  if (
+    typeof value !== 'number' ||
+    !Number.isSafeInteger(value) ||
+    value < 0 ||
+    value > MAX_DAILY_BUDGET_MICROS
+  ) {
+    throw new BudgetValidationError(
+      field,
+      `${JSON.stringify(value)} is not a budget: give integer micros between 0 and ${MAX_DAILY_BUDGET_MICROS} ($1 = 1000000).`,
+    );
+  }
+}
+
+/** Validates an account. */
+export function validateAccount(a: Account): Account {
+  assertId('accountId', a.accountId);
+  if (typeof a.name !== 'string' || a.name.length === 0)
+    throw new BudgetValidationError('name', 'must be non-empty');
+  try {
+    assertTimeZone(a.timeZone);
+  } catch (error) {
+    if (error instanceof InvalidTimeZoneError)
+      throw new BudgetValidationError('timeZone', error.message, { cause: error });
+    throw error;
+  }
+  if (!/^[A-Z]{3}$/.test(a.currency)) {
+    throw new BudgetValidationError(
+      'currency',
+      `${JSON.stringify(a.currency)} is not an ISO 4217 code such as USD`,
+    );
+  }
+  return a;
+}
+
+/** Validates a campaign. */
+export function validateCampaign(c: Campaign): Campaign {
+  assertId('campaignId', c.campaignId);
+  assertId('accountId', c.accountId);
+  if (typeof c.name !== 'string' || c.name.length === 0)
+    throw new BudgetValidationError('name', 'must be non-empty');
+  if (c.status !== 'active' && c.status !== 'paused') {
+    throw new BudgetValidationError('status', `${JSON.stringify(c.status)} must be "active" or "paused"`);
+  }
+  return c;
+}
+
+/** Validates a plan (level-specific ids present, amounts in range, known pacing mode). */
+export function validatePlan(p: BudgetPlan): BudgetPlan {
+  assertId('accountId', p.accountId);
+  if (p.level !== 'account' && p.level !== 'campaign' && p.level !== 'arm') {
+    throw new BudgetValidationError('level', `${JSON.stringify(p.level)} must be account, campaign or arm`);
+  }
+  if (p.level !== 'account') assertId('campaignId', p.campaignId);
+  if (p.level === 'arm') assertId('armId', p.armId);
+  assertBudgetMicros('dailyBudgetMicros', p.dailyBudgetMicros);
+  if (p.pacingMode !== 'even' && p.pacingMode !== 'asap') {
+    throw new BudgetValidationError('pacingMode', `${JSON.stringify(p.pacingMode)} must be "even" or "asap"`);
+  }
+  return p;
+}
+
+/** The plan's id within its scope. */
+export function planIdOf(p: Pick<BudgetPlan, 'level' | 'armId'>): string {
+  return p.level === 'arm' ? `arm:${p.armId}` : p.level;
+}
+
+/** The plan's hash-slot scope (see {@link ResolvedPlan.scope}). */
+export function scopeOf(p: Pick<BudgetPlan, 'level' | 'accountId' | 'campaignId'>): string {
+  return p.level === 'account' ? `a:${p.accountId}` : `c:${p.campaignId}`;
+}
+
+/** Attaches the time zone, id and scope. */
+export function resolvePlan(p: BudgetPlan, timeZone: string): ResolvedPlan {
+  return { ...p, timeZone, planId: planIdOf(p), scope: scopeOf(p) };
+}
+
+/**
+ * Everything that applies to bids of one campaign: the plans to check (account, campaign, and
+ * arm plans keyed by arm id).
+ */
+export interface CampaignBudgets {
+  readonly account: Account;
+  readonly campaign: Campaign;
+  /** Account and campaign plans: apply to every bid of the campaign. */
+  readonly common: readonly ResolvedPlan[];
+  /** Arm plans by arm id: apply only to bids of that arm. */
+  readonly arms: ReadonlyMap<string, ResolvedPlan>;
+}
+
+/** The plans that apply to a bid of `armId` (all of them must pass). */
+export function plansForBid(budgets: CampaignBudgets, armId: string | undefined): readonly ResolvedPlan[] {
+  if (armId === undefined) return budgets.common;
+  const arm = budgets.arms.get(armId);
+  return arm ? [...budgets.common, arm] : budgets.common;
+}
+
+/** Builds {@link CampaignBudgets} from stored objects. */
+export function campaignBudgets(
+  account: Account,
+  campaign: Campaign,
+  plans: readonly BudgetPlan[],
+): CampaignBudgets {
+  const common: ResolvedPlan[] = [];
+  const arms = new Map<string, ResolvedPlan>();
+  for (const p of plans) {
+    const r = resolvePlan(p, account.timeZone);
+    if (p.level === 'arm') {
+      if (p.campaignId === campaign.campaignId && p.armId) arms.set(p.armId, r);
+    } else if (p.level === 'account' || p.campaignId === campaign.campaignId) {
+      common.push(r);
+    }
+  }
+  return { account, campaign, common, arms };
+}

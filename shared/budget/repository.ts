@@ -1,0 +1,308 @@
+/**
+ * DynamoDB repository of the budget model on the budgets table (generic `pk`/`sk`).
+ *
+ * Key design (one table, no GSI):
+ * - account:          pk `ACCOUNT#<accountId>`   sk `ACCOUNT`
+ * - account plan:     pk `ACCOUNT#<accountId>`   sk `PLAN#account`
+ * - campaign index:   pk `ACCOUNT#<accountId>`   sk `CAMPAIGN#<campaignId>` (lists an account's campaigns)
+ * - campaign:         pk `CAMPAIGN#<campaignId>` sk `CAMPAIGN`
+ * - campaign/arm plan pk `CAMPAIGN#<campaignId>` sk `PLAN#campaign` | `PLAN#arm:<armId>`
+ *
+ * Everything a bid of a campaign needs is one Query (campaign partition) plus one BatchGet
+ * (account and its plan). Every item carries a `version`; writes are conditional on it so two
+ * operators cannot silently overwrite each other (optimistic concurrency, no transactions —
+ * dynalite has none). Plans hold budgets only: spend lives in the ledger and live counters.
+ */
+import { ConditionalCheckFailedException, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import {
+  BatchGetCommand,
+  DynamoDBDocumentClient,
+  GetCommand,
+  PutCommand,
+  QueryCommand,
+  ScanCommand,
+} from '@aws-sdk/lib-dynamodb';
+import {
+  type Account,
+  type BudgetPlan,
+  type Campaign,
+  type CampaignBudgets,
+  campaignBudgets,
+  planIdOf,
+  validateAccount,
+  validateCampaign,
+  validatePlan,
+} from './model.js';
+
+/** Options of {@link BudgetRepository}. */
+export interface BudgetRepositoryOptions {
+  readonly client: DynamoDBClient;
+  /** Physical name of the budgets table (`BUDGETS_TABLE`). */
+  readonly tableName: string;
+}
+
+/** Thrown when an item to create exists already, or an update lost an optimistic-concurrency race. */
+export class BudgetConflictError extends Error {
+  override readonly name = 'BudgetConflictError';
+}
+
+/** Thrown when a referenced account or campaign does not exist. */
+export class BudgetNotFoundError extends Error {
+  override readonly name = 'BudgetNotFoundError';
+}
+
+/** How a write treats an existing item. */
+export type WriteMode = 'create' | 'update' | 'upsert';
+
+/** A stored item with its version. */
+export type Versioned<T> = T & { readonly version: number; readonly updatedAt: number };
+
+const accountKey = (accountId: string) => ({ pk: `ACCOUNT#${accountId}`, sk: 'ACCOUNT' });
+const campaignKey = (campaignId: string) => ({ pk: `CAMPAIGN#${campaignId}`, sk: 'CAMPAIGN' });
+function planKey(p: Pick<BudgetPlan, 'level' | 'accountId' | 'campaignId' | 'armId'>) {
+  return p.level === 'account'
+    ? { pk: `ACCOUNT#${p.accountId}`, sk: 'PLAN#account' }
+    : { pk: `CAMPAIGN#${p.campaignId}`, sk: `PLAN#${planIdOf(p)}` };
+}
+
+/** Budget model on DynamoDB. */
+export class BudgetRepository {
+  private readonly doc: DynamoDBDocumentClient;
+  private readonly tableName: string;
+
+  constructor(options: BudgetRepositoryOptions) {
+    this.doc = DynamoDBDocumentClient.from(options.client, {
+      marshallOptions: { removeUndefinedValues: true },
+    });
+    this.tableName = options.tableName;
+  }
+
+  /** Creates or updates an account (validated). */
+  async putAccount(
+    account: Account,
+    mode: WriteMode = 'upsert',
+    now = Date.now(),
+  ): Promise<Versioned<Account>> {
+    validateAccount(account);
+    return this.write(
+      accountKey(account.accountId),
+      { type: 'account', ...account },
+      mode,
+      now,
+      `account ${account.accountId}`,
+    );
+  }
+
+  /** Creates or updates a campaign; its account must exist. */
+  async putCampaign(
+    campaign: Campaign,
+    mode: WriteMode = 'upsert',
+    now = Date.now(),
+  ): Promise<Versioned<Campaign>> {
+    validateCampaign(campaign);
+    await this.requireAccount(campaign.accountId);
+    const stored = await this.write(
+      campaignKey(campaign.campaignId),
+      { type: 'campaign', ...campaign },
+      mode,
+      now,
+      `campaign ${campaign.campaignId}`,
+    );
+    // The index item is derived data: rewriting it is idempotent.
+    await this.doc.send(
+      new PutCommand({
+        TableName: this.tableName,
+        Item: {
+          pk: `ACCOUNT#${campaign.accountId}`,
+          sk: `CAMPAIGN#${campaign.campaignId}`,
+          type: 'campaign-index',
+        },
+      }),
+    );
+    return stored;
+  }
+
+  /**
+   * Creates or updates a budget plan. Changing `dailyBudgetMicros` mid-day takes effect at once
+   * from the remaining budget, because spend is stored separately and the remainder derived.
+   */
+  async putPlan(
+    plan: BudgetPlan,
+    mode: WriteMode = 'upsert',
+    now = Date.now(),
+  ): Promise<Versioned<BudgetPlan>> {
+    validatePlan(plan);
+    await this.requireAccount(plan.accountId);
+    if (plan.level !== 'account') {
+      const c = await this.getCampaign(plan.campaignId as string);
+      if (!c) throw new BudgetNotFoundError(`Campaign ${plan.campaignId} does not exist: create it first.`);
+      if (c.accountId !== plan.accountId) {
+        throw new BudgetConflictError(
+          `Campaign ${plan.campaignId} belongs to account ${c.accountId}, not ${plan.accountId}.`,
+        );
+      }
+    }
+    return this.write(planKey(plan), { type: 'plan', ...plan }, mode, now, `plan ${planIdOf(plan)}`);
+  }
+
+  /** The account, or undefined. */
+  async getAccount(accountId: string): Promise<Versioned<Account> | undefined> {
+    const out = await this.doc.send(
+      new GetCommand({ TableName: this.tableName, Key: accountKey(accountId), ConsistentRead: true }),
+    );
+    return out.Item ? strip<Versioned<Account>>(out.Item) : undefined;
+  }
+
+  /** The campaign, or undefined. */
+  async getCampaign(campaignId: string): Promise<Versioned<Campaign> | undefined> {
+    const out = await this.doc.send(
+      new GetCommand({ TableName: this.tableName, Key: campaignKey(campaignId), ConsistentRead: true }),
+    );
+    return out.Item ? strip<Versioned<Campaign>>(out.Item) : undefined;
+  }
+
+  /** Every account (a Scan: operator tooling only, never on a hot path). */
+  async listAccounts(): Promise<Versioned<Account>[]> {
+    const out: Versioned<Account>[] = [];
+    let start: Record<string, unknown> | undefined;
+    do {
+      const page = await this.doc.send(
+        new ScanCommand({
+          TableName: this.tableName,
+          FilterExpression: '#t = :t',
+          ExpressionAttributeNames: { '#t': 'type' },
+          ExpressionAttributeValues: { ':t': 'account' },
+          ExclusiveStartKey: start,
+        }),
+      );
+      for (const item of page.Items ?? []) out.push(strip<Versioned<Account>>(item));
+      start = page.LastEvaluatedKey;
+    } while (start);
+    return out;
+  }
+
+  /** Campaign ids of an account. */
+  async listCampaignIds(accountId: string): Promise<string[]> {
+    const items = await this.queryPartition(`ACCOUNT#${accountId}`, 'CAMPAIGN#');
+    return items.map((i) => String(i.sk).slice('CAMPAIGN#'.length));
+  }
+
+  /** The account's own plan and the plans of one campaign (campaign and arm plans). */
+  async listPlans(accountId: string, campaignId?: string): Promise<Versioned<BudgetPlan>[]> {
+    const own = (await this.queryPartition(`ACCOUNT#${accountId}`, 'PLAN#')).map((i) =>
+      strip<Versioned<BudgetPlan>>(i),
+    );
+    if (campaignId === undefined) return own;
+    const campaignPlans = (await this.queryPartition(`CAMPAIGN#${campaignId}`, 'PLAN#')).map((i) =>
+      strip<Versioned<BudgetPlan>>(i),
+    );
+    return [...own, ...campaignPlans];
+  }
+
+  /**
+   * Everything that applies to bids of a campaign, or undefined when the campaign (or its
+   * account) does not exist. One Query plus one BatchGet.
+   */
+  async getCampaignBudgets(campaignId: string): Promise<CampaignBudgets | undefined> {
+    const items = await this.queryPartition(`CAMPAIGN#${campaignId}`);
+    const campaignItem = items.find((i) => i.sk === 'CAMPAIGN');
+    if (!campaignItem) return undefined;
+    const campaign = strip<Campaign>(campaignItem);
+    const got = await this.doc.send(
+      new BatchGetCommand({
+        RequestItems: {
+          [this.tableName]: {
+            Keys: [
+              accountKey(campaign.accountId),
+              { pk: `ACCOUNT#${campaign.accountId}`, sk: 'PLAN#account' },
+            ],
+            ConsistentRead: true,
+          },
+        },
+      }),
+    );
+    const accountItems = got.Responses?.[this.tableName] ?? [];
+    const accountItem = accountItems.find((i) => i.sk === 'ACCOUNT');
+    if (!accountItem) return undefined;
+    const plans = [
+      ...accountItems.filter((i) => i.sk === 'PLAN#account'),
+      ...items.filter((i) => String(i.sk).startsWith('PLAN#')),
+    ];
+    return campaignBudgets(
+      strip<Account>(accountItem),
+      campaign,
+      plans.map((i) => strip<BudgetPlan>(i)),
+    );
+  }
+
+  private async requireAccount(accountId: string): Promise<Account> {
+    const a = await this.getAccount(accountId);
+    if (!a) throw new BudgetNotFoundError(`Account ${accountId} does not exist: create it first.`);
+    return a;
+  }
+
+  private async queryPartition(pk: string, skPrefix?: string): Promise<Record<string, unknown>[]> {
+    const out: Record<string, unknown>[] = [];
+    let start: Record<string, unknown> | undefined;
+    do {
+      const page = await this.doc.send(
+        new QueryCommand({
+          TableName: this.tableName,
+          KeyConditionExpression: skPrefix ? 'pk = :pk AND begins_with(sk, :sk)' : 'pk = :pk',
+          ExpressionAttributeValues: skPrefix ? { ':pk': pk, ':sk': skPrefix } : { ':pk': pk },
+          ConsistentRead: true,
+          ExclusiveStartKey: start,
+        }),
+      );
+      out.push(...(page.Items ?? []));
+      start = page.LastEvaluatedKey;
+    } while (start);
+    return out;
+  }
+
+  private async write<T extends object>(
+    key: { pk: string; sk: string },
+    body: T,
+    mode: WriteMode,
+    now: number,
+    what: string,
+  ): Promise<Versioned<T>> {
+    const current = await this.doc.send(
+      new GetCommand({ TableName: this.tableName, Key: key, ConsistentRead: true }),
+    );
+    const currentVersion = typeof current.Item?.version === 'number' ? current.Item.version : undefined;
+    if (mode === 'create' && currentVersion !== undefined) {
+      throw new BudgetConflictError(`${what} exists already: use update (or upsert) to change it.`);
+    }
+    if (mode === 'update' && currentVersion === undefined) {
+      throw new BudgetNotFoundError(`${what} does not exist: use create (or upsert).`);
+    }
+    const version = (currentVersion ?? 0) + 1;
+    const item = { ...body, ...key, version, updatedAt: now };
+    try {
+      await this.doc.send(
+        new PutCommand({
+          TableName: this.tableName,
+          Item: item,
+          ...(currentVersion === undefined
+            ? { ConditionExpression: 'attribute_not_exists(pk)' }
+            : { ConditionExpression: 'version = :v', ExpressionAttributeValues: { ':v': currentVersion } }),
+        }),
+      );
+    } catch (error) {
+      if (error instanceof ConditionalCheckFailedException) {
+        throw new BudgetConflictError(`${what} was changed concurrently: read it again and retry.`, {
+          cause: error,
+        });
+      }
+      throw error;
+    }
+    return strip<Versioned<T>>(item);
+  }
+}
+
+/** Drops the key and type attributes of a stored item (the item's shape is ours: we wrote it). */
+function strip<T>(item: Record<string, unknown>): T {
+  const { pk: _pk, sk: _sk, type: _type, ...rest } = item;
+  return rest as unknown as T;
+}

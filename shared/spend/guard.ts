@@ -1,0 +1,470 @@
+/**
+ * The budget guard for ad servers: `decide(bid)` answers "may this bid go out?" for every
+ * budget plan that applies (account, campaign, experiment arm) without a Redis round trip per
+ * bid — the rtbkit "slave banker" pattern:
+ *
+ * - each guard leases a small float of each plan's budget atomically (Lua, `spendLease`) from
+ *   the allowance R(t) = E(t) − C(t), where C = confirmed + leased + weight × in-flight and E is
+ *   the plan's pacing target curve over the advertiser's local day;
+ * - `decide` spends the float locally (synchronous, no I/O) and records the bid as in-flight in
+ *   its time slot; a bid goes out only if *every* plan's float covers it;
+ * - the next lease call (prefetched when the float drops below F, or every `settleIntervalMs`)
+ *   settles: the spent part of each lease moves to the in-flight slot of its bids, and float
+ *   older than `leaseAheadMs` is returned;
+ * - in-flight amounts expire by time slot after T (computed from the injected clock; TTLs only
+ *   reclaim memory); win/loss notices release them earlier (track-spend).
+ *
+ * A lease is recorded in the slot of (grant time + leaseAheadMs) and the guard spends a lease
+ * only within leaseAheadMs of its grant, so every bid stays counted for ≥ T even if the guard
+ * stalls before settling. Overshoot bound and derivation: docs/spend.md.
+ */
+import { type CampaignBudgets, plansForBid, type ResolvedPlan } from '../budget/model.js';
+import { defaultCurve, type TargetCurve } from '../budget/pacing.js';
+import { type DayWindow, dayWindow } from '../budget/time-zone.js';
+import type { RedisClient } from '../redis/connect.js';
+import type { Clock } from '../time/clock.js';
+import { firstLiveSlot, type PlanDayKeys, planDayKeys } from './keys.js';
+import { defineSpendCommands } from './live-counters.js';
+import { DEFAULT_MEMORY_RETENTION_MS, defaultInFlight, type InFlightConfig, keepFor } from './reconcile.js';
+
+/** A bid to decide on. */
+export interface GuardBid {
+  readonly campaignId: string;
+  readonly armId?: string;
+  /** Bid price = the in-flight amount, integer micros per impression. */
+  readonly priceMicros: number;
+}
+
+/**
+ * Outcome of {@link BudgetGuard.decide}: `bid` (recorded as in-flight), `no-budget` (some plan's
+ * local float does not cover the price; a lease is being fetched or the allowance is spent), or
+ * `unknown-campaign` (no budgets registered for it: never bid blind) or `paused`.
+ */
+export type Decision = 'bid' | 'no-budget' | 'unknown-campaign' | 'paused';
+
+/** Options of {@link BudgetGuard}. */
+export interface BudgetGuardOptions {
+  readonly redis: RedisClient;
+  readonly clock: Clock;
+  /** Initialises / rebuilds a plan-day from the ledger (Reconciler.reconcile). */
+  readonly initPlanDay: (plan: ResolvedPlan, day: string) => Promise<unknown>;
+  /** In-flight lifetime T and slot width; must match track-spend's. @default defaultInFlight */
+  readonly inFlight?: InFlightConfig;
+  /** Pacing target curve E(t). @default defaultCurve (linear for `even`, whole budget for `asap`) */
+  readonly curve?: TargetCurve;
+  /** Float size F as a fraction of the plan's daily budget. @default 0.0002 (0.02 %) */
+  readonly floatFraction?: number;
+  /** Lower limit of F, micros (should cover the largest bid). @default 1000 */
+  readonly minFloatMicros?: number;
+  /** Weight of in-flight amounts in C (1 = conservative; < 1 voids the bound). @default 1 */
+  readonly inFlightWeight?: number;
+  /** A lease may be spent only this long after its grant (≤ T). @default T / 4 */
+  readonly leaseAheadMs?: number;
+  /** Settle spent float into in-flight slots at least this often. @default slot width */
+  readonly settleIntervalMs?: number;
+  /** Wait before asking again after a plan had no allowance. @default slot width / 10 */
+  readonly noAllowanceBackoffMs?: number;
+  /** @default DEFAULT_MEMORY_RETENTION_MS */
+  readonly memoryRetentionMs?: number;
+  /** Called with background lease/settle failures (the guard then says no-budget and retries). */
+  readonly onError?: (error: unknown) => void;
+}
+
+interface Lease {
+  /** Redis slot the grant is recorded in (`l:<slot>`). */
+  readonly slot: number;
+  readonly granted: number;
+  used: number;
+  /** Spent but not yet moved to in-flight slots in Redis. */
+  unsettled: number;
+  /** Last instant the lease may be spent. */
+  readonly spendUntil: number;
+  expired: boolean;
+}
+
+/** Counters for tests and benchmarks. */
+export interface GuardStats {
+  /** Lease/settle script calls (Redis commands) issued. */
+  leaseCalls: number;
+  /** Plan-day initialisations requested (start of day, reset detected). */
+  inits: number;
+  /** Re-registrations of in-flight amounts after an epoch change (reset / forced reconcile). */
+  rejoins: number;
+}
+
+class PlanDay {
+  readonly keys: PlanDayKeys;
+  epoch = '';
+  leases: Lease[] = [];
+  float = 0;
+  nextExpiry = Number.POSITIVE_INFINITY;
+  /** Spent amounts by bid slot not yet settled. */
+  pending = new Map<number, number>();
+  /** Every amount this guard put in flight by bid slot (live window), re-registered on rejoin. */
+  ring = new Map<number, number>();
+  busy = false;
+  backoffUntil = 0;
+  lastSettle: number;
+  retiring = false;
+
+  constructor(
+    public plan: ResolvedPlan,
+    readonly day: DayWindow,
+    public slotMs: number,
+    now: number,
+  ) {
+    this.keys = planDayKeys(plan, day.day);
+    this.lastSettle = now;
+  }
+
+  available(now: number): number {
+    if (now >= this.nextExpiry) this.expire(now);
+    return this.float;
+  }
+
+  expire(now: number): void {
+    let next = Number.POSITIVE_INFINITY;
+    for (const l of this.leases) {
+      if (l.expired) continue;
+      if (l.spendUntil <= now) {
+        l.expired = true;
+        this.float -= l.granted - l.used;
+      } else if (l.spendUntil < next) next = l.spendUntil;
+    }
+    this.nextExpiry = next;
+  }
+
+  consume(price: number, now: number): void {
+    let rest = price;
+    for (const l of this.leases) {
+      if (l.expired) continue;
+      const take = Math.min(rest, l.granted - l.used);
+      if (take <= 0) continue;
+      l.used += take;
+      l.unsettled += take;
+      rest -= take;
+      if (rest === 0) break;
+    }
+    this.float -= price;
+    const slot = Math.floor(now / this.slotMs);
+    this.pending.set(slot, (this.pending.get(slot) ?? 0) + price);
+  }
+}
+
+interface CampaignEntry {
+  readonly budgets: CampaignBudgets;
+  dayEndMs: number;
+  common: PlanDay[];
+  byArm: Map<string, PlanDay[]>;
+}
+
+/** The budget guard (one per ad-server process; not shared across processes). */
+export class BudgetGuard {
+  readonly stats: GuardStats = { leaseCalls: 0, inits: 0, rejoins: 0 };
+  private readonly inFlight: InFlightConfig;
+  private readonly curve: TargetCurve;
+  private readonly floatFraction: number;
+  private readonly minFloat: number;
+  private readonly weightPermille: number;
+  private readonly leaseAheadMs: number;
+  private readonly settleIntervalMs: number;
+  private readonly backoffMs: number;
+  private readonly memoryRetentionMs: number;
+  private readonly campaigns = new Map<string, CampaignEntry>();
+  private readonly planDays = new Map<string, PlanDay>();
+  private readonly inProgress = new Set<Promise<void>>();
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly options: BudgetGuardOptions) {
+    this.inFlight = options.inFlight ?? defaultInFlight;
+    this.curve = options.curve ?? defaultCurve;
+    this.floatFraction = options.floatFraction ?? 0.0002;
+    this.minFloat = options.minFloatMicros ?? 1000;
+    const w = options.inFlightWeight ?? 1;
+    if (!(w > 0 && w <= 1)) throw new RangeError(`inFlightWeight ${w} must be in (0, 1].`);
+    this.weightPermille = Math.round(w * 1000);
+    this.leaseAheadMs = options.leaseAheadMs ?? Math.floor(this.inFlight.ttlMs / 4);
+    if (this.leaseAheadMs > this.inFlight.ttlMs)
+      throw new RangeError('leaseAheadMs must not exceed the in-flight TTL.');
+    this.settleIntervalMs = options.settleIntervalMs ?? this.inFlight.slotMs;
+    this.backoffMs = options.noAllowanceBackoffMs ?? Math.max(1, Math.floor(this.inFlight.slotMs / 10));
+    this.memoryRetentionMs = options.memoryRetentionMs ?? DEFAULT_MEMORY_RETENTION_MS;
+    defineSpendCommands(options.redis);
+  }
+
+  /** Float size F of a plan, micros. */
+  floatOf(plan: ResolvedPlan): number {
+    return Math.max(this.minFloat, Math.floor(plan.dailyBudgetMicros * this.floatFraction));
+  }
+
+  /**
+   * Registers or replaces a campaign's budgets (e.g. refreshed from BudgetRepository). A changed
+   * budget applies from the next lease: spend is kept, the remainder derived.
+   */
+  setBudgets(budgets: CampaignBudgets): void {
+    this.campaigns.delete(budgets.campaign.campaignId);
+    this.campaigns.set(budgets.campaign.campaignId, {
+      budgets,
+      dayEndMs: Number.NEGATIVE_INFINITY,
+      common: [],
+      byArm: new Map(),
+    });
+  }
+
+  /** Decides one bid (synchronous; no I/O). A `bid` decision records the price as in-flight. */
+  decide(bid: GuardBid): Decision {
+    const now = this.options.clock.now();
+    const entry = this.campaigns.get(bid.campaignId);
+    if (!entry) return 'unknown-campaign';
+    if (entry.budgets.campaign.status !== 'active') return 'paused';
+    if (now >= entry.dayEndMs) this.roll(entry, now);
+    let states = entry.common;
+    if (bid.armId !== undefined) states = entry.byArm.get(bid.armId) ?? this.armStates(entry, bid.armId, now);
+    const price = bid.priceMicros;
+    let ok = true;
+    for (let i = 0; i < states.length; i++) {
+      const s = states[i] as PlanDay;
+      if (s.available(now) < price) {
+        ok = false;
+        this.refill(s, now);
+      }
+    }
+    if (!ok) return 'no-budget';
+    for (let i = 0; i < states.length; i++) {
+      const s = states[i] as PlanDay;
+      s.consume(price, now);
+      if (s.float < this.floatOf(s.plan) || now - s.lastSettle >= this.settleIntervalMs) this.refill(s, now);
+    }
+    return 'bid';
+  }
+
+  /**
+   * Background upkeep for idle periods: settles pending in-flight amounts, returns expired float
+   * and retires finished days. {@link start} runs it on a timer.
+   */
+  async maintain(): Promise<void> {
+    const now = this.options.clock.now();
+    for (const s of this.planDays.values()) {
+      if (now >= s.day.endMs) s.retiring = true;
+      s.expire(now);
+      const hasWork = s.pending.size > 0 || s.leases.some((l) => l.expired || l.unsettled > 0);
+      if (s.retiring && !hasWork && !s.busy) {
+        this.planDays.delete(s.keys.state);
+        continue;
+      }
+      if (hasWork && now - s.lastSettle >= this.settleIntervalMs) this.refill(s, now, true);
+    }
+    await this.idle();
+  }
+
+  /** Runs {@link maintain} every `intervalMs` of real time (unref'd timer). */
+  start(intervalMs = 1000): void {
+    this.timer ??= setInterval(() => {
+      this.maintain().catch((e) => this.options.onError?.(e));
+    }, intervalMs);
+    this.timer.unref();
+  }
+
+  /** Waits until no lease call is in progress. */
+  async idle(): Promise<void> {
+    while (this.inProgress.size > 0) await Promise.allSettled([...this.inProgress]);
+  }
+
+  /** Stops the timer, settles everything and returns all unused float. */
+  async close(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    await this.idle();
+    for (const s of this.planDays.values()) {
+      for (const l of s.leases) {
+        if (!l.expired) {
+          l.expired = true;
+          s.float -= l.granted - l.used;
+        }
+      }
+      s.retiring = true;
+      this.refill(s, this.options.clock.now(), true);
+    }
+    await this.idle();
+  }
+
+  /** Local view of a plan-day (tests, metrics). */
+  localState(
+    plan: ResolvedPlan,
+    day: string,
+  ): { float: number; leases: number; pending: number } | undefined {
+    const s = this.planDays.get(planDayKeys(plan, day).state);
+    if (!s) return undefined;
+    let pending = 0;
+    for (const v of s.pending.values()) pending += v;
+    return { float: s.float, leases: s.leases.filter((l) => !l.expired).length, pending };
+  }
+
+  private roll(entry: CampaignEntry, now: number): void {
+    const b = entry.budgets;
+    const day = dayWindow(now, b.account.timeZone);
+    entry.dayEndMs = day.endMs;
+    entry.common = b.common.map((p) => this.planDay(p, day, now));
+    entry.byArm = new Map();
+  }
+
+  private armStates(entry: CampaignEntry, armId: string, now: number): PlanDay[] {
+    const plans = plansForBid(entry.budgets, armId);
+    const states =
+      plans.length === entry.common.length
+        ? entry.common
+        : [
+            ...entry.common,
+            this.planDay(
+              plans[plans.length - 1] as ResolvedPlan,
+              dayWindow(now, entry.budgets.account.timeZone),
+              now,
+            ),
+          ];
+    entry.byArm.set(armId, states);
+    return states;
+  }
+
+  private planDay(plan: ResolvedPlan, day: DayWindow, now: number): PlanDay {
+    const key = planDayKeys(plan, day.day).state;
+    let s = this.planDays.get(key);
+    if (!s) {
+      s = new PlanDay(plan, day, this.inFlight.slotMs, now);
+      this.planDays.set(key, s);
+    } else {
+      // Budget changes arrive as new plan objects: the next lease uses the new budget (and may
+      // find allowance where the old budget had none, so stop backing off).
+      if (s.plan !== plan) s.backoffUntil = 0;
+      s.plan = plan;
+    }
+    return s;
+  }
+
+  private refill(s: PlanDay, now: number, force = false): void {
+    if (s.busy || (!force && now < s.backoffUntil)) return;
+    s.busy = true;
+    const p = this.leaseCall(s)
+      .catch((error) => {
+        s.backoffUntil = this.options.clock.now() + this.backoffMs;
+        this.options.onError?.(error);
+      })
+      .finally(() => {
+        s.busy = false;
+        this.inProgress.delete(p);
+      });
+    this.inProgress.add(p);
+  }
+
+  /** One lease/settle round trip (plus init/rejoin when the plan-day was reset). */
+  private async leaseCall(s: PlanDay): Promise<void> {
+    const clock = this.options.clock;
+    const now = clock.now();
+    s.expire(now);
+    // Take the deltas out; on failure they are put back, so nothing is settled twice or lost.
+    const taken: { lease: Lease; unsettled: number; returned: number }[] = [];
+    const args: (string | number)[] = [];
+    for (const l of s.leases) {
+      const returned = l.expired ? l.granted - l.used : 0;
+      const d = l.unsettled + returned;
+      if (d === 0 && !l.expired) continue;
+      taken.push({ lease: l, unsettled: l.unsettled, returned });
+      l.unsettled = 0;
+      if (d !== 0) args.push(`l:${l.slot}`, -d);
+    }
+    const pending = s.pending;
+    s.pending = new Map();
+    for (const [slot, amount] of pending) args.push(`f:${slot}`, amount);
+    const restore = () => {
+      for (const t of taken) t.lease.unsettled += t.unsettled;
+      for (const [slot, amount] of pending) s.pending.set(slot, (s.pending.get(slot) ?? 0) + amount);
+    };
+    const F = this.floatOf(s.plan);
+    // Prefetch while a float is left: a guard holds < 2F per plan (K = 2 in the bound).
+    const want = s.retiring || now >= s.day.endMs || s.float >= F ? 0 : F;
+    let reply: [number, string, number, number, number, number, number];
+    try {
+      reply = await this.lease(s, now, want, args);
+      if (reply[0] === -1 || reply[0] === -2) {
+        // The plan-day was reset (or not started): rebuild from the ledger, then rejoin with
+        // everything this guard has in flight; leases of the old epoch are void.
+        if (reply[0] === -1) {
+          this.stats.inits++;
+          await this.options.initPlanDay(s.plan, s.day.day);
+        }
+        if (s.epoch !== '') this.stats.rejoins++;
+        for (const [slot, amount] of pending) s.ring.set(slot, (s.ring.get(slot) ?? 0) + amount);
+        s.leases = [];
+        s.float = 0;
+        s.nextExpiry = Number.POSITIVE_INFINITY;
+        s.epoch = '';
+        const kmin = firstLiveSlot(now, s.slotMs, this.inFlight.ttlMs);
+        const rejoin: (string | number)[] = [];
+        for (const [slot, amount] of s.ring) if (slot >= kmin) rejoin.push(`f:${slot}`, amount);
+        reply = await this.lease(s, now, s.retiring ? 0 : F, rejoin);
+        if (reply[0] < 0) throw new Error(`Plan-day ${s.keys.state} still not initialised after a rebuild.`);
+        taken.length = 0;
+        s.leases = [];
+      } else {
+        for (const [slot, amount] of pending) s.ring.set(slot, (s.ring.get(slot) ?? 0) + amount);
+      }
+    } catch (error) {
+      restore();
+      throw error;
+    }
+    const [grant, epoch, , , leaseSlot, slotMs] = reply;
+    s.epoch = epoch;
+    if (slotMs !== s.slotMs) {
+      throw new RangeError(
+        `Plan-day ${s.keys.state} uses ${slotMs} ms slots but this guard is configured for ${s.slotMs} ms: ` +
+          'give every guard and track-spend the same InFlightConfig.',
+      );
+    }
+    s.lastSettle = now;
+    // Drop only leases whose return was in this call; one that expired meanwhile settles next time.
+    const settled = new Set(
+      taken.filter((t) => t.returned > 0 || t.lease.granted === t.lease.used).map((t) => t.lease),
+    );
+    s.leases = s.leases.filter((l) => !(l.expired && settled.has(l) && l.unsettled === 0));
+    const kmin = firstLiveSlot(now, s.slotMs, this.inFlight.ttlMs);
+    for (const slot of s.ring.keys()) if (slot < kmin) s.ring.delete(slot);
+    if (grant > 0) {
+      const spendUntil = now + this.leaseAheadMs;
+      s.leases.push({ slot: leaseSlot, granted: grant, used: 0, unsettled: 0, spendUntil, expired: false });
+      s.float += grant;
+      if (spendUntil < s.nextExpiry) s.nextExpiry = spendUntil;
+    } else if (want > 0) {
+      s.backoffUntil = now + this.backoffMs;
+    }
+  }
+
+  private async lease(
+    s: PlanDay,
+    now: number,
+    want: number,
+    deltas: (string | number)[],
+  ): Promise<[number, string, number, number, number, number, number]> {
+    this.stats.leaseCalls++;
+    const expected = this.curve.expectedMicros(s.plan, s.day, now);
+    const reply = await this.options.redis.spendLease(
+      s.keys.state,
+      now,
+      s.epoch,
+      expected,
+      want,
+      Math.max(1, Math.floor(this.floatOf(s.plan) / 4)),
+      this.weightPermille,
+      keepFor(s.day.endMs, now, this.memoryRetentionMs),
+      this.leaseAheadMs,
+      ...deltas,
+    );
+    return [
+      Number(reply[0]),
+      String(reply[1]),
+      Number(reply[2]),
+      Number(reply[3]),
+      Number(reply[4]),
+      Number(reply[5]),
+      Number(reply[6]),
+    ];
+  }
+}

@@ -1,0 +1,207 @@
+/**
+ * Live spend counters in Redis (ElastiCache): one state hash per plan-day (schema in keys.ts).
+ * Every mutation is one Lua script in the plan's hash slot, so it is atomic and costs one
+ * round trip:
+ *
+ * - `spendApply`  — a win/loss notice: dedup on the bid + add the clearing price to confirmed
+ *                   + release the bid's in-flight amount, exactly once (track-spend);
+ * - `spendLease`  — a guard settles what it spent (lease → in-flight by bid slot), returns
+ *                   expired float and leases a new float from the allowance E(t) − C(t);
+ * - `spendInit`   — (re)initialises a plan-day from the ledger (start of day, after a Redis reset
+ *                   or eviction, or an operator's reconcile).
+ *
+ * The reset sentinel is field `r` (epoch id) of the state hash: apply and lease refuse to touch
+ * a hash without it (reply −1, "needs init"), so counters are never built on top of nothing. The
+ * caller then rebuilds from the ledger (reconcile.ts) and retries. Time comes from the caller's
+ * injected clock (ARGV); TTLs only reclaim memory. They are relative (PEXPIRE of day end +
+ * retention − now, on the caller's clock), so a simulated clock far from Redis's wall clock cannot
+ * delete live state.
+ */
+import type { Result } from 'ioredis';
+import type { RedisClient } from '../redis/connect.js';
+
+declare module 'ioredis' {
+  interface RedisCommander<Context> {
+    /**
+     * KEYS: state, notices. ARGV: now, noticeField, kind (W|L), clearingMicros, bidPriceMicros,
+     * bidAt, keepMs. Reply: −1 needs init, 0 duplicate, 1 applied, 2 applied but the in-flight
+     * amount had already expired (late notice).
+     */
+    spendApply(
+      state: string,
+      notices: string,
+      now: number,
+      field: string,
+      kind: 'W' | 'L',
+      clearingMicros: number,
+      bidPriceMicros: number,
+      bidAt: number,
+      keepMs: number,
+    ): Result<number, Context>;
+    /**
+     * KEYS: state. ARGV: now, epoch, expectedMicros, requestMicros, minGrantMicros,
+     * weightPermille, keepMs, leaseAheadMs, then field/delta pairs (`l:<k>`/`f:<k>`).
+     * Reply: [grant, epoch, confirmed, committed, leaseSlot, slotMs, ttlMs]; grant −1 = needs init,
+     * −2 = epoch changed (caller must rejoin).
+     */
+    spendLease(
+      state: string,
+      ...args: (string | number)[]
+    ): Result<[number, string, number, number, number, number, number], Context>;
+    /**
+     * KEYS: state, notices, staging. ARGV: epoch, confirmedMicros, slotMs, ttlMs, keepMs,
+     * graceUntilMs (no leases granted before it; 0 = none).
+     * Reply 1 = initialised, 0 = someone else initialised first (staging dropped).
+     */
+    spendInit(
+      state: string,
+      notices: string,
+      staging: string,
+      epoch: string,
+      confirmedMicros: number,
+      slotMs: number,
+      ttlMs: number,
+      keepMs: number,
+      graceUntilMs: number,
+    ): Result<number, Context>;
+  }
+}
+
+/** Shared by the scripts: sum live l:/f: fields, delete dead ones (memory only). */
+const SUM_LIVE = `
+local function sumLive(h, kmin)
+  local all = redis.call('HGETALL', h)
+  local c, L, F = 0, 0, 0
+  local dead = {}
+  for i = 1, #all, 2 do
+    local f = all[i]
+    local p = string.sub(f, 1, 2)
+    if f == 'c' then c = tonumber(all[i + 1])
+    elseif p == 'l:' or p == 'f:' then
+      local k = tonumber(string.sub(f, 3))
+      if k < kmin then dead[#dead + 1] = f
+      elseif p == 'l:' then L = L + tonumber(all[i + 1])
+      else F = F + tonumber(all[i + 1]) end
+    end
+  end
+  if #dead > 0 then redis.call('HDEL', h, unpack(dead)) end
+  return c, L, F
+end
+`;
+
+const APPLY_LUA = `
+local h, n = KEYS[1], KEYS[2]
+local meta = redis.call('HMGET', h, 'r', 'q', 't')
+if not meta[1] then return -1 end
+local field, kind = ARGV[2], ARGV[3]
+local prev = redis.call('HGET', n, field)
+if prev == 'W' or (kind == 'L' and prev) then return 0 end
+local now, q, t = tonumber(ARGV[1]), tonumber(meta[2]), tonumber(meta[3])
+-- R = restored from the ledger by a rebuild: confirmed already counts it, the release may not.
+if kind == 'W' and prev ~= 'R' then redis.call('HINCRBY', h, 'c', ARGV[4]) end
+local reply = 1
+if prev ~= 'L' then
+  -- release the bid's in-flight amount only while its slot is live (else it already expired)
+  local k = math.floor(tonumber(ARGV[6]) / q)
+  if k >= math.floor((now - t) / q) then
+    redis.call('HINCRBY', h, 'f:' .. k, -tonumber(ARGV[5]))
+  else
+    reply = 2
+  end
+end
+redis.call('HSET', n, field, kind)
+redis.call('PEXPIRE', h, ARGV[7])
+redis.call('PEXPIRE', n, ARGV[7])
+return reply
+`;
+
+const LEASE_LUA = `${SUM_LIVE}
+local h = KEYS[1]
+local meta = redis.call('HMGET', h, 'r', 'q', 't', 'g')
+local r = meta[1]
+if not r then return {-1, '', 0, 0, 0, 0, 0} end
+if ARGV[2] ~= '' and ARGV[2] ~= r then return {-2, r, 0, 0, 0, 0, 0} end
+local now, q, t = tonumber(ARGV[1]), tonumber(meta[2]), tonumber(meta[3])
+local kmin = math.floor((now - t) / q)
+for i = 9, #ARGV, 2 do
+  local k = tonumber(string.sub(ARGV[i], 3))
+  if k >= kmin then redis.call('HINCRBY', h, ARGV[i], ARGV[i + 1]) end
+end
+local c, L, F = sumLive(h, kmin)
+if L < 0 then L = 0 end
+if F < 0 then F = 0 end
+local committed = c + L + math.floor(F * tonumber(ARGV[6]) / 1000)
+local allowance = tonumber(ARGV[3]) - committed
+local want, minGrant = tonumber(ARGV[4]), tonumber(ARGV[5])
+local grant = 0
+-- rejoin grace after a mid-day rebuild: guards re-register their in-flight first, no grants
+local grace = tonumber(meta[4] or '0')
+if want > 0 and now >= grace then
+  if allowance >= want then grant = want elseif allowance >= minGrant and allowance > 0 then grant = allowance end
+end
+-- a lease lives in the slot of (now + leaseAhead): it stays counted until every bid made from
+-- it (at most leaseAhead after the grant) is T old, even if the guard never settles.
+local ks = math.floor((now + tonumber(ARGV[8])) / q)
+if grant > 0 then redis.call('HINCRBY', h, 'l:' .. ks, grant) end
+redis.call('PEXPIRE', h, ARGV[7])
+return {grant, r, c, committed + grant, ks, q, t}
+`;
+
+const INIT_LUA = `
+local h, n, s = KEYS[1], KEYS[2], KEYS[3]
+if redis.call('HEXISTS', h, 'r') == 1 then
+  redis.call('DEL', s)
+  return 0
+end
+redis.call('DEL', h, n)
+if redis.call('EXISTS', s) == 1 then redis.call('RENAME', s, n) end
+redis.call('HSET', h, 'r', ARGV[1], 'c', ARGV[2], 'q', ARGV[3], 't', ARGV[4], 'g', ARGV[6])
+redis.call('PEXPIRE', h, ARGV[5])
+if redis.call('EXISTS', n) == 1 then redis.call('PEXPIRE', n, ARGV[5]) end
+return 1
+`;
+
+/** Registers the spend scripts on a client (idempotent: same scripts, same names). */
+export function defineSpendCommands(redis: RedisClient): void {
+  redis.defineCommand('spendApply', { numberOfKeys: 2, lua: APPLY_LUA });
+  redis.defineCommand('spendLease', { numberOfKeys: 1, lua: LEASE_LUA });
+  redis.defineCommand('spendInit', { numberOfKeys: 3, lua: INIT_LUA });
+}
+
+/** A plan-day's live figures as a reader (pacer, dashboards, tests) sees them. */
+export interface PlanDaySnapshot {
+  /** Epoch id, or undefined when the plan-day is not initialised (reset / not started). */
+  readonly epoch: string | undefined;
+  readonly confirmedMicros: number;
+  /** Live leased float. */
+  readonly leasedMicros: number;
+  /** Live in-flight bids (clamped at 0). */
+  readonly inFlightMicros: number;
+}
+
+/** Reads a state hash without modifying it (live-slot rule applied client-side). */
+export async function readPlanDay(
+  redis: RedisClient,
+  stateKey: string,
+  nowMs: number,
+): Promise<PlanDaySnapshot> {
+  const all = await redis.hgetall(stateKey);
+  const q = Number(all.q);
+  const t = Number(all.t);
+  const kmin = Math.floor((nowMs - t) / q);
+  let leased = 0;
+  let inFlight = 0;
+  for (const [field, value] of Object.entries(all)) {
+    const prefix = field.slice(0, 2);
+    if (prefix !== 'l:' && prefix !== 'f:') continue;
+    if (Number(field.slice(2)) < kmin) continue;
+    if (prefix === 'l:') leased += Number(value);
+    else inFlight += Number(value);
+  }
+  return {
+    epoch: all.r,
+    confirmedMicros: Number(all.c ?? 0),
+    leasedMicros: Math.max(0, leased),
+    inFlightMicros: Math.max(0, inFlight),
+  };
+}

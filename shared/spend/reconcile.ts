@@ -1,0 +1,146 @@
+/**
+ * Rebuilds live counters from the ledger. Used three ways:
+ * - automatically, when a script replies "needs init" (the plan-day's reset sentinel `r` is
+ *   missing: start of a day, Redis restarted or failed over empty, the key was evicted);
+ * - by the guard at the start of a plan-day (the ledger is then empty: confirmed = 0);
+ * - by an operator (`force`): drop the sentinel, then rebuild.
+ *
+ * Why this cannot lose or double a win: track-spend writes the ledger *before* it applies a win
+ * to Redis, and apply refuses to run on a hash without the sentinel. An apply that succeeded
+ * therefore happened before the sentinel was (re)set, so its ledger item was written before the
+ * rebuild read the ledger; an apply that was refused is retried after the rebuild and is
+ * deduplicated against the notices hash the rebuild restored. Staging + one Lua script make the
+ * switch atomic; of two concurrent rebuilds the first wins, the second is discarded.
+ */
+import { randomBytes } from 'node:crypto';
+import type { ResolvedPlan } from '../budget/model.js';
+import { dayWindowOf } from '../budget/time-zone.js';
+import type { RedisClient } from '../redis/connect.js';
+import type { Clock } from '../time/clock.js';
+import { noticeField, planDayKeys } from './keys.js';
+import type { LedgerEntry, SpendLedger } from './ledger.js';
+import { defineSpendCommands } from './live-counters.js';
+
+/** In-flight bookkeeping shared by the guard, track-spend and reconcile (stored in each state hash). */
+export interface InFlightConfig {
+  /** In-flight lifetime T: a bid's amount counts until T after the bid unless a notice releases it. */
+  readonly ttlMs: number;
+  /** Width of an expiry time slot (in-flight is kept per slot, not per bid). */
+  readonly slotMs: number;
+}
+
+/** Defaults: T = 10 minutes in 1-minute slots. */
+export const defaultInFlight: InFlightConfig = { ttlMs: 10 * 60_000, slotMs: 60_000 };
+
+/** How long a plan-day's Redis keys live after the day ends (memory only). @default 2 days */
+export const DEFAULT_MEMORY_RETENTION_MS = 2 * 86_400_000;
+
+/** Options of {@link Reconciler}. */
+export interface ReconcilerOptions {
+  readonly redis: RedisClient;
+  /** The ledger: its entries, and the plan-day start markers. */
+  readonly ledger: Pick<SpendLedger, 'entries' | 'markPlanDayStarted'>;
+  readonly clock: Clock;
+  /** Lists an account's campaigns (for account plans), e.g. BudgetRepository.listCampaignIds. */
+  readonly campaignsOfAccount: (accountId: string) => Promise<readonly string[]>;
+  /** @default defaultInFlight */
+  readonly inFlight?: InFlightConfig;
+  /** @default DEFAULT_MEMORY_RETENTION_MS */
+  readonly memoryRetentionMs?: number;
+  /**
+   * After a rebuild that is not the plan-day's first initialisation (a reset), no lease is
+   * granted for this long, so every live guard re-registers its in-flight amounts before
+   * budget is handed out again. Must exceed the guards' settleIntervalMs plus a round trip.
+   * @default 2 × slot width
+   */
+  readonly rejoinGraceMs?: number;
+}
+
+/** Result of a rebuild. */
+export interface ReconcileResult {
+  /** True when this call installed the counters (false: already initialised, or lost the race). */
+  readonly installed: boolean;
+  readonly confirmedMicros: number;
+  readonly wins: number;
+}
+
+/** Relative TTL of a plan-day's keys: until its day ends + retention, at least the retention. */
+export function keepFor(dayEndMs: number, nowMs: number, retentionMs: number): number {
+  return Math.max(retentionMs, dayEndMs + retentionMs - nowMs);
+}
+
+/** Rebuilds plan-days from the ledger. */
+export class Reconciler {
+  private readonly inFlight: InFlightConfig;
+  private readonly memoryRetentionMs: number;
+  private readonly rejoinGraceMs: number;
+
+  constructor(private readonly options: ReconcilerOptions) {
+    this.inFlight = options.inFlight ?? defaultInFlight;
+    this.memoryRetentionMs = options.memoryRetentionMs ?? DEFAULT_MEMORY_RETENTION_MS;
+    this.rejoinGraceMs = options.rejoinGraceMs ?? 2 * this.inFlight.slotMs;
+    defineSpendCommands(options.redis);
+  }
+
+  /** The ledger entries that count towards a plan on a day. */
+  async ledgerEntries(plan: ResolvedPlan, day: string): Promise<LedgerEntry[]> {
+    const { ledger } = this.options;
+    if (plan.level === 'campaign') return ledger.entries(plan.campaignId as string, day);
+    if (plan.level === 'arm') return ledger.entries(plan.campaignId as string, day, plan.armId);
+    const campaigns = await this.options.campaignsOfAccount(plan.accountId);
+    return (await Promise.all(campaigns.map((c) => ledger.entries(c, day)))).flat();
+  }
+
+  /**
+   * Initialises the plan-day from the ledger unless it is initialised already. With `force`,
+   * first removes the sentinel so the counters are rebuilt whatever they hold (guards then
+   * rejoin with their in-flight amounts).
+   */
+  async reconcile(
+    plan: ResolvedPlan,
+    day: string,
+    options: { force?: boolean } = {},
+  ): Promise<ReconcileResult> {
+    const { redis, clock } = this.options;
+    const keys = planDayKeys(plan, day);
+    if (options.force) await redis.hdel(keys.state, 'r');
+    else if ((await redis.hexists(keys.state, 'r')) === 1)
+      return { installed: false, confirmedMicros: 0, wins: 0 };
+    const entries = await this.ledgerEntries(plan, day);
+    const epoch = `${clock.now().toString(36)}-${randomBytes(4).toString('hex')}`;
+    const staging = keys.staging(epoch);
+    const now = clock.now();
+    const keepMs = keepFor(dayWindowOf(day, plan.timeZone).endMs, now, this.memoryRetentionMs);
+    // The plan-day's first initialisation happens before any guard could lease (no sentinel,
+    // no lease): nothing to wait for. Later ones are resets: let the guards rejoin first.
+    const first = await this.options.ledger.markPlanDayStarted(plan.scope, plan.planId, day, now);
+    const graceUntil = first ? 0 : now + this.rejoinGraceMs;
+    let confirmed = 0;
+    for (let i = 0; i < entries.length; i += 1000) {
+      const chunk = entries.slice(i, i + 1000);
+      const fields: string[] = [];
+      for (const e of chunk) {
+        confirmed += e.clearingPriceMicros;
+        fields.push(noticeField(plan, e.campaignId, e.bidId), 'R');
+      }
+      // A crashed rebuild leaves only a staging key that expires; it is never read.
+      await redis
+        .pipeline()
+        .hset(staging, ...fields)
+        .pexpire(staging, 600_000)
+        .exec();
+    }
+    const installed = await redis.spendInit(
+      keys.state,
+      keys.notices,
+      staging,
+      epoch,
+      confirmed,
+      this.inFlight.slotMs,
+      this.inFlight.ttlMs,
+      keepMs,
+      graceUntil,
+    );
+    return { installed: installed === 1, confirmedMicros: confirmed, wins: entries.length };
+  }
+}

@@ -1,0 +1,298 @@
+/**
+ * The budget guard against real redis-server (and dynalite for the ledger), on a manual clock:
+ * - even pacing: spend never runs ahead of E(t) by more than the float, and catches up as the
+ *   day advances;
+ * - every plan must pass: an exhausted arm plan blocks that arm only; an account plan caps all
+ *   campaigns of the account together;
+ * - a mid-day budget change takes effect from the remaining budget (spend is stored, the
+ *   remainder derived);
+ * - time zones: Pacific/Auckland and America/Los_Angeles campaigns roll their day at their own
+ *   local midnight, on DST switch days too (23 h / 25 h days), and a win is booked on its bid's
+ *   local day even when the notice arrives after midnight;
+ * - the guard costs far less than one Redis command per bid.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type RunningEmulator, startDynalite } from '../../../local/emulators/aws.js';
+import { type RunningRedis, startRedis } from '../../../local/emulators/redis.js';
+import { provisionTables } from '../../../local/region.js';
+import { dynamoDbClient } from '../../../shared/aws/clients.js';
+import { type BudgetPlan, type CampaignBudgets, campaignBudgets } from '../../../shared/budget/model.js';
+import { linearExpected } from '../../../shared/budget/pacing.js';
+import { dayWindow } from '../../../shared/budget/time-zone.js';
+import { connectRedis, type RedisClient } from '../../../shared/redis/connect.js';
+import { physicalName, regionResources } from '../../../shared/region/resources.js';
+import { BudgetGuard, type GuardBid } from '../../../shared/spend/guard.js';
+import { planDayKeys } from '../../../shared/spend/keys.js';
+import { SpendLedger } from '../../../shared/spend/ledger.js';
+import { readPlanDay } from '../../../shared/spend/live-counters.js';
+import { Reconciler } from '../../../shared/spend/reconcile.js';
+import { SpendTracker } from '../../../shared/spend/tracker.js';
+import { HOUR_MS, ManualClock } from '../../../shared/time/clock.js';
+
+let redisServer: RunningRedis;
+let redis: RedisClient;
+let dynalite: RunningEmulator;
+let ledger: SpendLedger;
+
+beforeAll(async () => {
+  [redisServer, dynalite] = await Promise.all([startRedis(), startDynalite()]);
+  const port = Number(redisServer.nodes[0]!.split(':')[1]);
+  redis = connectRedis({ mode: 'standalone', nodes: [{ host: '127.0.0.1', port }], tls: false });
+  const client = dynamoDbClient({ region: 'us-east-1', dynamodb: dynalite.url });
+  await provisionTables(client);
+  ledger = new SpendLedger({ client, tableName: physicalName(regionResources.tables.spendLedger.suffix) });
+});
+afterAll(async () => {
+  redis?.disconnect();
+  await Promise.all([redisServer?.stop(), dynalite?.stop()]);
+});
+
+let n = 0;
+/** Budgets of a fresh account/campaign (unique ids per test: one Redis for the file). */
+function budgetsOf(
+  timeZone: string,
+  plans: (ids: { a: string; c: string }) => BudgetPlan[],
+): CampaignBudgets {
+  n++;
+  const ids = { a: `a${n}`, c: `c${n}` };
+  return campaignBudgets(
+    { accountId: ids.a, name: ids.a, timeZone, currency: 'USD' },
+    { campaignId: ids.c, accountId: ids.a, name: ids.c, status: 'active' },
+    plans(ids),
+  );
+}
+
+/** In-flight lifetime long enough that no bid of a test expires (bids here get no notices). */
+const longInFlight = { ttlMs: 2 * 24 * HOUR_MS, slotMs: HOUR_MS };
+
+function guardOf(clock: ManualClock, extra: Partial<ConstructorParameters<typeof BudgetGuard>[0]> = {}) {
+  const inFlight = extra.inFlight ?? longInFlight;
+  const reconciler = new Reconciler({ redis, ledger, clock, inFlight, campaignsOfAccount: async () => [] });
+  const errors: unknown[] = [];
+  const guard = new BudgetGuard({
+    redis,
+    clock,
+    initPlanDay: (plan, day) => reconciler.reconcile(plan, day),
+    onError: (e) => errors.push(e),
+    ...extra,
+    inFlight,
+  });
+  return { guard, errors };
+}
+
+/** Bids until the guard says no even after its lease calls completed; returns Σ of bids made. */
+async function bidUntilRefused(guard: BudgetGuard, bid: GuardBid, max = 1_000_000): Promise<number> {
+  let spent = 0;
+  for (let i = 0; i < max; i++) {
+    let d = guard.decide(bid);
+    if (d !== 'bid') {
+      await guard.idle();
+      d = guard.decide(bid);
+      if (d !== 'bid') return spent;
+    }
+    spent += bid.priceMicros;
+  }
+  return spent;
+}
+
+describe('budget guard', () => {
+  it('paces evenly: spend follows E(t) within one float', async () => {
+    const tz = 'America/Los_Angeles';
+    const clock = new ManualClock(Date.parse('2026-11-21T14:00:00Z')); // 06:00 local
+    const b = budgetsOf(tz, ({ a, c }) => [
+      { level: 'campaign', accountId: a, campaignId: c, dailyBudgetMicros: 100_000_000, pacingMode: 'even' },
+    ]);
+    const { guard, errors } = guardOf(clock);
+    guard.setBudgets(b);
+    const plan = b.common[0]!;
+    const F = guard.floatOf(plan);
+    const day = dayWindow(clock.now(), tz);
+    const bid = { campaignId: b.campaign.campaignId, priceMicros: 100 };
+    let spent = await bidUntilRefused(guard, bid);
+    const e6 = linearExpected(100_000_000, day, clock.now());
+    expect(spent).toBeLessThanOrEqual(e6);
+    expect(spent).toBeGreaterThan(e6 - F - bid.priceMicros);
+    clock.advance(3 * HOUR_MS); // 09:00 local
+    spent += await bidUntilRefused(guard, bid);
+    const e9 = linearExpected(100_000_000, day, clock.now());
+    expect(spent).toBeLessThanOrEqual(e9);
+    expect(spent).toBeGreaterThan(e9 - F - bid.priceMicros);
+    // ≤ 10 Redis commands per 1,000 bids: one lease call per float (F = 200 bids here).
+    expect(F / bid.priceMicros).toBe(200);
+    expect((guard.stats.leaseCalls * 1000) / (spent / bid.priceMicros)).toBeLessThanOrEqual(10);
+    expect(errors).toEqual([]);
+    await guard.close();
+  });
+
+  it('checks every plan: an exhausted arm blocks only its bids, the account caps all campaigns', async () => {
+    const clock = new ManualClock(Date.parse('2026-11-21T12:00:00Z'));
+    const b1 = budgetsOf('UTC', ({ a, c }) => [
+      { level: 'account', accountId: a, dailyBudgetMicros: 3_000_000, pacingMode: 'asap' },
+      { level: 'campaign', accountId: a, campaignId: c, dailyBudgetMicros: 2_000_000, pacingMode: 'asap' },
+      {
+        level: 'arm',
+        accountId: a,
+        campaignId: c,
+        armId: 'A',
+        dailyBudgetMicros: 500_000,
+        pacingMode: 'asap',
+      },
+    ]);
+    // A second campaign of the same account.
+    const b2 = campaignBudgets(b1.account, { ...b1.campaign, campaignId: `${b1.campaign.campaignId}-2` }, [
+      { level: 'account', accountId: b1.account.accountId, dailyBudgetMicros: 3_000_000, pacingMode: 'asap' },
+      {
+        level: 'campaign',
+        accountId: b1.account.accountId,
+        campaignId: `${b1.campaign.campaignId}-2`,
+        dailyBudgetMicros: 2_000_000,
+        pacingMode: 'asap',
+      },
+    ]);
+    const { guard, errors } = guardOf(clock, { floatFraction: 0.01 });
+    guard.setBudgets(b1);
+    guard.setBudgets(b2);
+    const c1 = b1.campaign.campaignId;
+    const armSpent = await bidUntilRefused(guard, { campaignId: c1, armId: 'A', priceMicros: 1000 });
+    expect(armSpent).toBeLessThanOrEqual(500_000);
+    expect(armSpent).toBeGreaterThan(450_000);
+    // Arm A is out; the campaign's other bids still go.
+    expect(guard.decide({ campaignId: c1, armId: 'A', priceMicros: 1000 })).toBe('no-budget');
+    const c1Spent = await bidUntilRefused(guard, { campaignId: c1, priceMicros: 1000 });
+    expect(armSpent + c1Spent).toBeLessThanOrEqual(2_000_000);
+    expect(armSpent + c1Spent).toBeGreaterThan(1_900_000);
+    // The account plan (3,000,000) leaves ~1,000,000 for the second campaign, not its own 2,000,000.
+    const c2Spent = await bidUntilRefused(guard, { campaignId: b2.campaign.campaignId, priceMicros: 1000 });
+    expect(armSpent + c1Spent + c2Spent).toBeLessThanOrEqual(3_000_000);
+    expect(c2Spent).toBeLessThan(1_100_000);
+    expect(errors).toEqual([]);
+    await guard.close();
+  });
+
+  it('applies a mid-day budget change to the remaining budget', async () => {
+    const clock = new ManualClock(Date.parse('2026-11-21T12:00:00Z'));
+    const mk =
+      (budget: number) =>
+      (ids: { a: string; c: string }): BudgetPlan[] => [
+        {
+          level: 'campaign',
+          accountId: ids.a,
+          campaignId: ids.c,
+          dailyBudgetMicros: budget,
+          pacingMode: 'asap',
+        },
+      ];
+    const b = budgetsOf('UTC', mk(1_000_000));
+    const { guard } = guardOf(clock, { floatFraction: 0.01 });
+    guard.setBudgets(b);
+    const bid = { campaignId: b.campaign.campaignId, priceMicros: 1000 };
+    const first = await bidUntilRefused(guard, bid);
+    expect(first).toBeGreaterThan(950_000);
+    // Raised to 1.5 M: only the 0.5 M not yet spent is available.
+    guard.setBudgets(
+      campaignBudgets(
+        b.account,
+        b.campaign,
+        mk(1_500_000)({ a: b.account.accountId, c: b.campaign.campaignId }),
+      ),
+    );
+    clock.advance(1000);
+    const second = await bidUntilRefused(guard, bid);
+    expect(first + second).toBeLessThanOrEqual(1_500_000);
+    expect(second).toBeGreaterThan(450_000);
+    expect(second).toBeLessThanOrEqual(1_500_000 - first);
+    // Lowered below what is spent: nothing more.
+    guard.setBudgets(
+      campaignBudgets(
+        b.account,
+        b.campaign,
+        mk(800_000)({ a: b.account.accountId, c: b.campaign.campaignId }),
+      ),
+    );
+    clock.advance(1000);
+    expect(await bidUntilRefused(guard, bid)).toBe(0);
+    await guard.close();
+  });
+
+  it.each([
+    // zone, instant of a local midnight (UTC), the new local day, its length in hours
+    ['Pacific/Auckland', '2026-09-26T12:00:00Z', '2026-09-27', 23],
+    ['Pacific/Auckland', '2026-04-04T11:00:00Z', '2026-04-05', 25],
+    ['America/Los_Angeles', '2026-03-08T08:00:00Z', '2026-03-08', 23],
+    ['America/Los_Angeles', '2026-11-01T07:00:00Z', '2026-11-01', 25],
+  ])('%s rolls its budget day at local midnight %s into %s (%i h)', async (tz, midnight, newDay, hours) => {
+    const t0 = Date.parse(midnight);
+    const clock = new ManualClock(t0 - 1);
+    const b = budgetsOf(tz, ({ a, c }) => [
+      { level: 'campaign', accountId: a, campaignId: c, dailyBudgetMicros: 10_000_000, pacingMode: 'asap' },
+    ]);
+    // The other zone's campaign, bidding at the same instants, must not roll.
+    const otherTz = tz === 'Pacific/Auckland' ? 'America/Los_Angeles' : 'Pacific/Auckland';
+    const other = budgetsOf(otherTz, ({ a, c }) => [
+      { level: 'campaign', accountId: a, campaignId: c, dailyBudgetMicros: 10_000_000, pacingMode: 'asap' },
+    ]);
+    const { guard, errors } = guardOf(clock, { floatFraction: 0.01 });
+    guard.setBudgets(b);
+    guard.setBudgets(other);
+    const oldDay = dayWindow(t0 - 1, tz).day;
+    const otherDay = dayWindow(t0 - 1, otherTz).day;
+    const plan = b.common[0]!;
+    const otherPlan = other.common[0]!;
+    // Spend the whole old day's budget just before midnight.
+    await bidUntilRefused(guard, { campaignId: b.campaign.campaignId, priceMicros: 10_000 });
+    await bidUntilRefused(guard, { campaignId: other.campaign.campaignId, priceMicros: 10_000 });
+    expect(guard.decide({ campaignId: b.campaign.campaignId, priceMicros: 10_000 })).toBe('no-budget');
+    clock.set(t0);
+    // New local day: a fresh budget for this zone, still the old day for the other zone.
+    expect(
+      await bidUntilRefused(guard, { campaignId: b.campaign.campaignId, priceMicros: 10_000 }),
+    ).toBeGreaterThan(9_000_000);
+    expect(await bidUntilRefused(guard, { campaignId: other.campaign.campaignId, priceMicros: 10_000 })).toBe(
+      0,
+    );
+    expect(dayWindow(t0, otherTz).day).toBe(otherDay);
+    expect(await redis.exists(planDayKeys(plan, oldDay).state, planDayKeys(plan, newDay).state)).toBe(2);
+    const snapNew = await readPlanDay(redis, planDayKeys(plan, newDay).state, clock.now());
+    const snapOld = await readPlanDay(redis, planDayKeys(plan, oldDay).state, clock.now());
+    expect(snapNew.leasedMicros + snapNew.inFlightMicros).toBeGreaterThan(9_000_000);
+    expect(snapOld.leasedMicros + snapOld.inFlightMicros).toBeLessThanOrEqual(10_000_000);
+    expect(dayWindow(t0, tz).endMs - t0).toBe(hours * HOUR_MS);
+    expect(errors).toEqual([]);
+    await guard.close();
+
+    // track-spend books a win on its bid's local day, even when the notice comes after midnight.
+    const reconciler = new Reconciler({
+      redis,
+      ledger,
+      clock,
+      inFlight: longInFlight,
+      campaignsOfAccount: async () => [],
+    });
+    const tracker = new SpendTracker({
+      redis,
+      ledger,
+      reconciler,
+      clock,
+      inFlight: longInFlight,
+      budgets: async () => b,
+    });
+    clock.set(t0 + 60_000);
+    const base = {
+      v: 1 as const,
+      campaignId: b.campaign.campaignId,
+      bidPriceMicros: 10_000,
+      at: t0 + 60_000,
+    };
+    await tracker.apply({ ...base, type: 'win', bidId: 'before', bidAt: t0 - 1, clearingPriceMicros: 7000 });
+    await tracker.apply({ ...base, type: 'win', bidId: 'after', bidAt: t0, clearingPriceMicros: 8000 });
+    expect((await ledger.entries(b.campaign.campaignId, oldDay)).map((e) => e.bidId)).toEqual(['before']);
+    expect((await ledger.entries(b.campaign.campaignId, newDay)).map((e) => e.bidId)).toEqual(['after']);
+    expect((await readPlanDay(redis, planDayKeys(plan, oldDay).state, clock.now())).confirmedMicros).toBe(
+      7000,
+    );
+    expect((await readPlanDay(redis, planDayKeys(plan, newDay).state, clock.now())).confirmedMicros).toBe(
+      8000,
+    );
+    expect(otherPlan.timeZone).toBe(otherTz);
+  });
+});
