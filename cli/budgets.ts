@@ -47,7 +47,8 @@ const USAGE = `usage: budgets <account|campaign|plan> <put|list> [options] | bud
   campaign list --account A
   plan put     --level account|campaign|arm --account A [--campaign C] [--arm X]
                (--daily-budget <dollars> | --daily-budget-micros <int>) [--pacing even|asap] [--mode …]
-  plan list    --account A [--campaign C]`;
+  plan list    --account A [--campaign C]
+  reconcile    --campaign C [--day YYYY-MM-DD] [--force]`;
 
 const options = {
   id: { type: 'string' },
@@ -221,7 +222,9 @@ async function reconcile(
 }
 
 const isMain = import.meta.url === `file://${process.argv[1]}`;
-if (isMain) {
+if (isMain && process.argv.slice(2).some((a) => a === '--help' || a === '-h')) {
+  console.log(USAGE);
+} else if (isMain) {
   main(process.argv.slice(2)).then(
     (result) => {
       console.log(JSON.stringify(result, null, 2));

@@ -187,16 +187,15 @@ export class BudgetRepository {
     return items.map((i) => String(i.sk).slice('CAMPAIGN#'.length));
   }
 
-  /** The account's own plan and the plans of one campaign (campaign and arm plans). */
+  /**
+   * The account's own plan and the campaign and arm plans of one campaign, or — without
+   * `campaignId` — of every campaign of the account.
+   */
   async listPlans(accountId: string, campaignId?: string): Promise<Versioned<BudgetPlan>[]> {
-    const own = (await this.queryPartition(`ACCOUNT#${accountId}`, 'PLAN#')).map((i) =>
-      strip<Versioned<BudgetPlan>>(i),
-    );
-    if (campaignId === undefined) return own;
-    const campaignPlans = (await this.queryPartition(`CAMPAIGN#${campaignId}`, 'PLAN#')).map((i) =>
-      strip<Versioned<BudgetPlan>>(i),
-    );
-    return [...own, ...campaignPlans];
+    const campaignIds = campaignId === undefined ? await this.listCampaignIds(accountId) : [campaignId];
+    const partitions = [`ACCOUNT#${accountId}`, ...campaignIds.map((id) => `CAMPAIGN#${id}`)];
+    const pages = await Promise.all(partitions.map((pk) => this.queryPartition(pk, 'PLAN#')));
+    return pages.flat().map((i) => strip<Versioned<BudgetPlan>>(i));
   }
 
   /**

@@ -333,62 +333,26 @@ export interface CapCheckResult {
   readonly rejected: readonly CandidateVerdict[];
 }
 
-/** A counter: events of one entity (at one level) with one action / view type since a time. */
-interface Counter {
-  readonly action: number;
-  /** −1 = any view type. */
-  readonly viewType: number;
-  readonly since: number;
-  /** Position in the flat count array. */
-  index: number;
-}
+const TWO_32 = 4294967296;
 
 /**
- * Open-addressing table of one level's watched entity ids (hi/lo 32-bit halves), pointing at
- * contiguous counter ranges: the per-event lookup is integer arithmetic, no hashing of objects,
- * no allocation — it is most of a cap check's CPU.
+ * The signed 32-bit halves of an 8-byte id key: what `DataView.getInt32` reads from the id's
+ * bytes, so the scan compares int32s with int32s.
  */
-interface LevelTable {
-  readonly mask: number;
-  readonly hi: number[];
-  readonly lo: number[];
-  /** Counter range [start, end) per slot; start = −1 for an empty slot. */
-  readonly start: number[];
-  readonly end: number[];
-}
-
 function idHalves(key: ValueKey, spec: FieldSpec): [number, number] {
-  const b = typeof key === 'number' ? null : Buffer.from(key.slice(1), 'latin1');
-  if (b) return [b.readUInt32BE(0), b.readUInt32BE(4)];
   if (spec.width !== 8) throw new RangeError(`level ${spec.name} is not 8 bytes wide`);
-  return [Math.floor((key as number) / 4294967296), (key as number) >>> 0];
+  if (typeof key === 'number') return [Math.floor(key / TWO_32) | 0, key | 0];
+  const b = Buffer.from(key.slice(1), 'latin1');
+  return [b.readInt32BE(0), b.readInt32BE(4)];
 }
 
-function slotOf(hi: number, lo: number, mask: number): number {
-  return (Math.imul(lo ^ Math.imul(hi, 0x85ebca6b), 0x9e3779b1) >>> 7) & mask;
+/** Fibonacci hashing of an id's halves: the top `32 − shift` bits of the product pick the slot. */
+function slotOf(hi: number, lo: number, shift: number): number {
+  return Math.imul(lo ^ Math.imul(hi, 0x85ebca6b), 0x9e3779b1) >>> shift;
 }
 
-function buildTable(spec: FieldSpec, lists: Map<ValueKey, Counter[]>): LevelTable {
-  let size = 16;
-  while (size < lists.size * 4) size *= 2;
-  const t: LevelTable = {
-    mask: size - 1,
-    hi: new Array(size).fill(0),
-    lo: new Array(size).fill(0),
-    start: new Array(size).fill(-1),
-    end: new Array(size).fill(0),
-  };
-  for (const [key, counters] of lists) {
-    const [hi, lo] = idHalves(key, spec);
-    let slot = slotOf(hi, lo, t.mask);
-    while ((t.start[slot] as number) >= 0) slot = (slot + 1) & t.mask;
-    t.hi[slot] = hi;
-    t.lo[slot] = lo;
-    t.start[slot] = (counters[0] as Counter).index;
-    t.end[slot] = (counters[0] as Counter).index + counters.length;
-  }
-  return t;
-}
+/** Slot stride of the id tables: hi, lo, first counter, end of counters (0 = empty slot). */
+const SLOT = 4;
 
 function codeOf(schema: EventSchema, dim: string, value: string | number, where: string): number {
   const spec = specOf(schema, dim, where);
@@ -404,9 +368,8 @@ function whereCap(c: CapCandidate, ci: number, k: number): string {
   return `candidate ${c.id ?? ci} cap ${k}`;
 }
 
-function capStatus(c: CapCandidate, counter: Counter, k: number, counts: readonly number[]): CapStatus {
+function capStatus(c: CapCandidate, k: number, count: number): CapStatus {
   const cap = c.caps[k] as FrequencyCap;
-  const count = counts[counter.index] as number;
   return { cap, entity: String(c.entities[cap.level]), count, remaining: cap.max - count };
 }
 
@@ -414,6 +377,12 @@ function capStatus(c: CapCandidate, counter: Counter, k: number, counts: readonl
  * Evaluates frequency caps for all candidates of one request over one scan of the user's events.
  * A cap counts events with timestamp ≥ now − windowMs (and within retention); a candidate is
  * allowed when every cap has count < max.
+ *
+ * The setup (hundreds of caps per request) works on flat arrays: a candidate's entity is resolved
+ * once per level (the windows of a level share it), each watched entity gets an index, identical
+ * caps share one counter (same entity, action, view type and window start), and each entity's
+ * counters are contiguous so the scan finds them with one probe of an integer hash table per
+ * event and level.
  */
 export function evaluateCaps(
   log: Buffer | readonly Buffer[],
@@ -423,21 +392,41 @@ export function evaluateCaps(
   schema: EventSchema = actionEventSchema,
 ): CapCheckResult {
   const levels: FieldSpec[] = [];
-  const levelIndex = new Map<string, number>();
-  // Per level: entity key → counters that watch it. Identical caps share one counter.
-  const watch: Map<ValueKey, Counter[]>[] = [];
-  // Requests repeat the same campaign / advertiser / action values: key each value once.
-  const entityKeys: Map<unknown, ValueKey>[] = [];
-  const actionCodes = new Map<unknown, number>();
-  const viewCodes = new Map<unknown, number>();
+  const levelNames: string[] = [];
+  // Per level: the caller's entity value → entity index (requests repeat the same campaign /
+  // advertiser values), and the value's key → entity index (5 and '5' are one entity).
+  const byValue: Map<unknown, number>[] = [];
+  const byKey: Map<ValueKey, number>[] = [];
+  // Per entity: level, key, the (setup-order) ids of the counters watching it.
+  const entityLevel: number[] = [];
+  const entityKey: ValueKey[] = [];
+  const entityCounters: number[][] = [];
+  // Per counter, in setup order.
+  const setupAction: number[] = [];
+  const setupView: number[] = [];
+  const setupSince: number[] = [];
+  // Actions some counter watches: events of other actions are skipped before any id lookup.
+  const watchedActions = new Uint8Array(256);
+  // Per candidate and level: the entity index, valid while the stamp is the candidate's index.
+  const candidateEntity: number[] = [];
+  const candidateStamp: number[] = [];
+  let capTotal = 0;
+  for (let ci = 0; ci < candidates.length; ci++) capTotal += (candidates[ci] as CapCandidate).caps.length;
+  // Every cap's counter (a setup-order id, then its final index).
+  const capCounter = new Int32Array(capTotal);
+  let lastActionValue: unknown;
+  let lastAction = 0;
+  let lastViewValue: unknown;
+  let lastView = 0;
+  let actionCodes: Map<unknown, number> | undefined;
+  let viewCodes: Map<unknown, number> | undefined;
   let minSince = Number.POSITIVE_INFINITY;
-  const capCounters: Counter[][] = [];
+  let capIndex = 0;
   for (let ci = 0; ci < candidates.length; ci++) {
     const c = candidates[ci] as CapCandidate;
-    const own: Counter[] = [];
-    for (let k = 0; k < c.caps.length; k++) {
-      const cap = c.caps[k] as FrequencyCap;
-      const where = whereCap;
+    const caps = c.caps;
+    for (let k = 0; k < caps.length; k++) {
+      const cap = caps[k] as FrequencyCap;
       if (
         !Number.isSafeInteger(cap.windowMs) ||
         cap.windowMs <= 0 ||
@@ -445,101 +434,162 @@ export function evaluateCaps(
         cap.max < 0
       ) {
         throw new InvalidCountQueryError(
-          `${where(c, ci, k)}: windowMs must be a positive integer and max a non-negative integer.`,
+          `${whereCap(c, ci, k)}: windowMs must be a positive integer and max a non-negative integer.`,
         );
       }
-      let li = levelIndex.get(cap.level);
-      if (li === undefined) {
-        const spec = specOf(schema, cap.level, where(c, ci, k));
+      // The level: a handful per request, found by identity (or content) comparison.
+      const level = cap.level;
+      let li = 0;
+      while (li < levelNames.length && levelNames[li] !== level) li++;
+      if (li === levelNames.length) {
+        const spec = specOf(schema, level, whereCap(c, ci, k));
         if (spec.kind !== 'id')
           throw new InvalidCountQueryError(
-            `${where(c, ci, k)}: level "${cap.level}" is not an entity id dimension.`,
+            `${whereCap(c, ci, k)}: level "${level}" is not an entity id dimension.`,
           );
-        li = levels.length;
         levels.push(spec);
-        levelIndex.set(cap.level, li);
-        watch.push(new Map());
-        entityKeys.push(new Map());
+        levelNames.push(level);
+        byValue.push(new Map());
+        byKey.push(new Map());
+        candidateEntity.push(0);
+        candidateStamp.push(-1);
       }
-      const entityValue = c.entities[cap.level];
-      if (entityValue === undefined) {
-        throw new InvalidCountQueryError(
-          `${where(c, ci, k)}: the candidate has no "${cap.level}" id in entities.`,
-        );
-      }
-      const keys = entityKeys[li] as Map<unknown, ValueKey>;
-      let raw = keys.get(entityValue);
-      if (raw === undefined) {
-        try {
-          raw = valueKey(levels[li] as FieldSpec, entityValue);
-        } catch (error) {
-          throw new InvalidCountQueryError(`${where(c, ci, k)}: ${(error as Error).message}`, {
-            cause: error,
-          });
+      let entity: number;
+      if (candidateStamp[li] === ci) entity = candidateEntity[li] as number;
+      else {
+        const value = c.entities[level];
+        if (value === undefined) {
+          throw new InvalidCountQueryError(
+            `${whereCap(c, ci, k)}: the candidate has no "${level}" id in entities.`,
+          );
         }
-        keys.set(entityValue, raw);
+        const values = byValue[li] as Map<unknown, number>;
+        let found = values.get(value);
+        if (found === undefined) {
+          let key: ValueKey;
+          try {
+            key = valueKey(levels[li] as FieldSpec, value);
+          } catch (error) {
+            throw new InvalidCountQueryError(`${whereCap(c, ci, k)}: ${(error as Error).message}`, {
+              cause: error,
+            });
+          }
+          const keys = byKey[li] as Map<ValueKey, number>;
+          found = keys.get(key);
+          if (found === undefined) {
+            found = entityLevel.length;
+            entityLevel.push(li);
+            entityKey.push(key);
+            entityCounters.push([]);
+            keys.set(key, found);
+          }
+          values.set(value, found);
+        }
+        entity = found;
+        candidateEntity[li] = entity;
+        candidateStamp[li] = ci;
       }
       const actionValue = cap.action ?? ACTIONS.impression;
-      let action = actionCodes.get(actionValue);
-      if (action === undefined) {
-        action = codeOf(schema, 'action', actionValue, where(c, ci, k));
-        actionCodes.set(actionValue, action);
+      let action: number;
+      if (actionValue === lastActionValue) action = lastAction;
+      else {
+        actionCodes ??= new Map();
+        const cached = actionCodes.get(actionValue);
+        action = cached ?? codeOf(schema, 'action', actionValue, whereCap(c, ci, k));
+        if (cached === undefined) actionCodes.set(actionValue, action);
+        lastActionValue = actionValue;
+        lastAction = action;
       }
       let viewType = -1;
-      if (cap.viewType !== undefined) {
-        const cached = viewCodes.get(cap.viewType);
-        viewType = cached ?? codeOf(schema, 'viewType', cap.viewType, where(c, ci, k));
-        if (cached === undefined) viewCodes.set(cap.viewType, viewType);
+      const viewValue = cap.viewType;
+      if (viewValue === undefined) viewType = -1;
+      else if (viewValue === lastViewValue) viewType = lastView;
+      else {
+        viewCodes ??= new Map();
+        const cached = viewCodes.get(viewValue);
+        viewType = cached ?? codeOf(schema, 'viewType', viewValue, whereCap(c, ci, k));
+        if (cached === undefined) viewCodes.set(viewValue, viewType);
+        lastViewValue = viewValue;
+        lastView = viewType;
       }
       const since = now - cap.windowMs;
       if (since < minSince) minSince = since;
-      const map = watch[li] as Map<ValueKey, Counter[]>;
-      let list = map.get(raw);
-      if (!list) {
-        list = [];
-        map.set(raw, list);
+      // Identical caps share a counter: an entity has a few (its levels' windows × actions).
+      const own = entityCounters[entity] as number[];
+      let counter = -1;
+      for (let j = 0; j < own.length; j++) {
+        const id = own[j] as number;
+        if (setupSince[id] === since && setupAction[id] === action && setupView[id] === viewType) {
+          counter = id;
+          break;
+        }
       }
-      let counter: Counter | undefined;
-      for (const existing of list) {
-        if (existing.action === action && existing.viewType === viewType && existing.since === since)
-          counter = existing;
+      if (counter < 0) {
+        counter = setupAction.length;
+        setupAction.push(action);
+        setupView.push(viewType);
+        setupSince.push(since);
+        own.push(counter);
+        watchedActions[action] = 1;
       }
-      if (!counter) {
-        counter = { action, viewType, since, index: 0 };
-        list.push(counter);
-      }
-      own.push(counter);
+      capCounter[capIndex++] = counter;
     }
-    capCounters.push(own);
   }
 
-  // Flatten the counters: each watched entity's counters are contiguous.
-  const flat: Counter[] = [];
-  for (const map of watch) {
-    for (const list of map.values()) {
-      for (const counter of list) {
-        counter.index = flat.length;
-        flat.push(counter);
-      }
+  // Final counter order: each entity's counters contiguous. Per level, an open-addressing table
+  // (load ≤ 1/4) of its entities' id halves → their counter range, all levels in one Int32Array.
+  const counterCount = setupAction.length;
+  const finalIndex = new Int32Array(counterCount);
+  const cAction = new Int32Array(counterCount);
+  const cView = new Int32Array(counterCount);
+  const cSince = new Float64Array(counterCount);
+  const counts = new Int32Array(counterCount);
+  const levelCount = levels.length;
+  const levelSize: number[] = new Array(levelCount).fill(0);
+  for (let e = 0; e < entityLevel.length; e++) {
+    const li = entityLevel[e] as number;
+    levelSize[li] = (levelSize[li] as number) + 1;
+  }
+  const levelBase = new Int32Array(levelCount);
+  const levelShift = new Int32Array(levelCount);
+  let tableLength = 0;
+  for (let li = 0; li < levelCount; li++) {
+    let bits = 4;
+    while (1 << bits < (levelSize[li] as number) * 4) bits++;
+    levelBase[li] = tableLength;
+    levelShift[li] = 32 - bits;
+    tableLength += (1 << bits) * SLOT;
+  }
+  const table = new Int32Array(tableLength);
+  let next = 0;
+  for (let e = 0; e < entityLevel.length; e++) {
+    const li = entityLevel[e] as number;
+    const own = entityCounters[e] as number[];
+    const first = next;
+    for (let j = 0; j < own.length; j++) {
+      const id = own[j] as number;
+      finalIndex[id] = next;
+      cAction[next] = setupAction[id] as number;
+      cView[next] = setupView[id] as number;
+      cSince[next] = setupSince[id] as number;
+      next++;
     }
+    const [hi, lo] = idHalves(entityKey[e] as ValueKey, levels[li] as FieldSpec);
+    const shift = levelShift[li] as number;
+    const mask = (1 << (32 - shift)) - 1;
+    const base = levelBase[li] as number;
+    let slot = slotOf(hi, lo, shift);
+    while ((table[base + slot * SLOT + 3] as number) !== 0) slot = (slot + 1) & mask;
+    const p = base + slot * SLOT;
+    table[p] = hi;
+    table[p + 1] = lo;
+    table[p + 2] = first;
+    table[p + 3] = next;
   }
-  // (Plain loops: TypedArray.from with a mapper is an order of magnitude slower.)
-  const cAction: number[] = new Array(flat.length);
-  const cView: number[] = new Array(flat.length);
-  const cSince: number[] = new Array(flat.length);
-  for (let k = 0; k < flat.length; k++) {
-    const counter = flat[k] as Counter;
-    cAction[k] = counter.action;
-    cView[k] = counter.viewType;
-    cSince[k] = counter.since;
-  }
-  const counts: number[] = new Array(flat.length).fill(0);
-  const tables = levels.map((spec, li) => buildTable(spec, watch[li] as Map<ValueKey, Counter[]>));
 
   // The hot loop: per event and level two 32-bit reads and a probe or two; no allocation.
   const buf = packLog(log);
   const floor = Math.max(notBefore, minSince);
-  const levelCount = levels.length;
   const cache: ({ length: number; offsets: Int32Array; action: number; viewType: number } | undefined)[] = [];
   const build = (layout: Layout) => ({
     length: layout.memberLength,
@@ -555,24 +605,29 @@ export function evaluateCaps(
     const acc = cache[buf[pos] as number] ?? layoutAt(cache, buf, pos, schema, build);
     const at = pos;
     pos += acc.length;
-    const ts = view.getUint16(at + 3) * 4294967296 + view.getUint32(at + 5);
-    if (ts < floor) continue;
     const action = buf[at + acc.action] as number;
+    if (watchedActions[action] === 0) continue;
+    const ts = view.getUint16(at + 3) * TWO_32 + view.getUint32(at + 5);
+    if (ts < floor) continue;
     const viewType = buf[at + acc.viewType] as number;
+    const offsets = acc.offsets;
     for (let li = 0; li < levelCount; li++) {
-      const offset = acc.offsets[li] as number;
-      const hi = offset >= 0 ? view.getUint32(at + offset) : 0;
-      const lo = offset >= 0 ? view.getUint32(at + offset + 4) : 0;
-      const t = tables[li] as LevelTable;
-      let slot = slotOf(hi, lo, t.mask);
-      let first = t.start[slot] as number;
-      while (first >= 0 && (t.lo[slot] !== lo || t.hi[slot] !== hi)) {
-        slot = (slot + 1) & t.mask;
-        first = t.start[slot] as number;
+      const offset = offsets[li] as number;
+      const hi = offset >= 0 ? view.getInt32(at + offset) : 0;
+      const lo = offset >= 0 ? view.getInt32(at + offset + 4) : 0;
+      const shift = levelShift[li] as number;
+      const mask = (1 << (32 - shift)) - 1;
+      const base = levelBase[li] as number;
+      let slot = slotOf(hi, lo, shift);
+      let p = base + slot * SLOT;
+      let last = table[p + 3] as number;
+      while (last !== 0 && (table[p + 1] !== lo || table[p] !== hi)) {
+        slot = (slot + 1) & mask;
+        p = base + slot * SLOT;
+        last = table[p + 3] as number;
       }
-      if (first < 0) continue;
-      const last = t.end[slot] as number;
-      for (let k = first; k < last; k++) {
+      if (last === 0) continue;
+      for (let k = table[p + 2] as number; k < last; k++) {
         if (cAction[k] === action && ts >= (cSince[k] as number)) {
           const v = cView[k] as number;
           if (v < 0 || v === viewType) counts[k] = (counts[k] as number) + 1;
@@ -583,40 +638,55 @@ export function evaluateCaps(
 
   const allowed: CandidateVerdict[] = [];
   const rejected: CandidateVerdict[] = [];
+  capIndex = 0;
   for (let ci = 0; ci < candidates.length; ci++) {
     const c = candidates[ci] as CapCandidate;
-    const own = capCounters[ci] as Counter[];
+    const caps = c.caps;
+    const base = capIndex;
+    capIndex += caps.length;
     let best = -1;
     let bestRemaining = 0;
+    let bestWindow = 0;
     let hitCount = 0;
-    for (let k = 0; k < own.length; k++) {
-      const cap = c.caps[k] as FrequencyCap;
-      const remaining = cap.max - (counts[(own[k] as Counter).index] as number);
+    for (let k = 0; k < caps.length; k++) {
+      const cap = caps[k] as FrequencyCap;
+      const count = counts[finalIndex[capCounter[base + k] as number] as number] as number;
+      const remaining = cap.max - count;
       if (remaining <= 0) hitCount++;
       if (
         best < 0 ||
         remaining < bestRemaining ||
-        (remaining === bestRemaining && cap.windowMs > (c.caps[best] as FrequencyCap).windowMs)
+        (remaining === bestRemaining && cap.windowMs > bestWindow)
       ) {
         best = k;
         bestRemaining = remaining;
+        bestWindow = cap.windowMs;
       }
     }
     const hits: CapStatus[] = [];
     if (hitCount > 0) {
-      for (let k = 0; k < own.length; k++) {
-        const hit = capStatus(c, own[k] as Counter, k, counts);
-        if (hit.remaining <= 0) hits.push(hit);
+      for (let k = 0; k < caps.length; k++) {
+        const cap = caps[k] as FrequencyCap;
+        const count = counts[finalIndex[capCounter[base + k] as number] as number] as number;
+        if (cap.max - count <= 0) hits.push(capStatus(c, k, count));
       }
     }
     const id = c.id ?? String(c.entities.ad ?? ci);
-    const verdict: CandidateVerdict = {
-      id,
-      allowed: hitCount === 0,
-      ...(best >= 0 ? { strictest: capStatus(c, own[best] as Counter, best, counts) } : {}),
-      hits,
-    };
-    (hitCount === 0 ? allowed : rejected).push(verdict);
+    const isAllowed = hitCount === 0;
+    const verdict: CandidateVerdict =
+      best >= 0
+        ? {
+            id,
+            allowed: isAllowed,
+            strictest: capStatus(
+              c,
+              best,
+              counts[finalIndex[capCounter[base + best] as number] as number] as number,
+            ),
+            hits,
+          }
+        : { id, allowed: isAllowed, hits };
+    (isAllowed ? allowed : rejected).push(verdict);
   }
   return { allowed, rejected };
 }

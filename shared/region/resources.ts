@@ -81,6 +81,8 @@ export interface FunctionSpec {
   /** Streams the function writes to (e.g. replaying quarantined records). */
   readonly writesStreams: readonly StreamKey[];
   readonly usesRedis: boolean;
+  /** Static settings passed as environment variables, identical in every region and locally. */
+  readonly settings: Readonly<Record<string, string>>;
   /** Reads SSM parameters under the region's prefix (failover switch, leader overrides). */
   readonly readsParameters: boolean;
   readonly purpose: string;
@@ -175,6 +177,8 @@ const functions = {
     tables: { deadLetters: 'write' },
     writesStreams: [],
     usesRedis: true,
+    // Retention of user-action events (30 by default, up to 90): docs/counting.md.
+    settings: { COUNTING_RETENTION_DAYS: '30' },
     readsParameters: false,
     purpose: 'Decode, validate, deduplicate and store user-action events for counting.',
   },
@@ -187,6 +191,9 @@ const functions = {
     tables: { budgets: 'read', spendLedger: 'readwrite', deadLetters: 'write' },
     writesStreams: [],
     usesRedis: true,
+    // In-flight lifetime T and slot width: ad servers' budget guards must use the same values
+    // (a guard with another slot width refuses to run): docs/spend.md.
+    settings: { IN_FLIGHT_TTL_MS: String(10 * 60_000), IN_FLIGHT_SLOT_MS: String(60_000) },
     readsParameters: false,
     purpose: 'Exactly-once confirmed spend (ledger + live counters), release of in-flight amounts.',
   },
@@ -246,6 +253,7 @@ export function functionEnvironment(spec: FunctionSpec, inputs: EnvironmentInput
     PACELINE_REGION: inputs.region,
     POWERTOOLS_SERVICE_NAME: spec.name,
     POWERTOOLS_METRICS_NAMESPACE: 'Paceline',
+    ...spec.settings,
   };
   for (const key of Object.keys(spec.tables) as TableKey[]) {
     env[tables[key].envVar] = inputs.tableName(key);

@@ -37,6 +37,7 @@ describe('PacelineFunction with a schedule (how the pacer plugs in)', () => {
       tables: {},
       writesStreams: [],
       usesRedis: false,
+      settings: { TICK_SECONDS: '10' },
       readsParameters: false,
       purpose: 'test',
     };

@@ -110,6 +110,9 @@ describe('budgets CLI', () => {
     expect(
       ((await main(['plan', 'list', '--account', 'acme', '--campaign', 'spring'])) as unknown[]).length,
     ).toBe(3);
+    // Without --campaign: the account's plan and the plans of all its campaigns.
+    const all = (await main(['plan', 'list', '--account', 'acme'])) as { level: string }[];
+    expect(all.map((p) => p.level).sort()).toEqual(['account', 'arm', 'campaign']);
 
     const repo = new BudgetRepository({ client: region.dynamodb, tableName: region.tableName('budgets') });
     const b = (await repo.getCampaignBudgets('spring'))!;

@@ -35,6 +35,7 @@ describe('region description', () => {
       const env = functionEnvironment(fn, inputs);
       expect(env.POWERTOOLS_SERVICE_NAME).toBe(fn.name);
       expect(env.PACELINE_REGION).toBe('eu-west-1');
+      for (const [name, value] of Object.entries(fn.settings)) expect(env[name]).toBe(value);
       for (const [key, spec] of Object.entries(regionResources.tables)) {
         expect(env[spec.envVar]).toBe(key in fn.tables ? `T-${key}` : undefined);
       }
@@ -64,5 +65,18 @@ describe('region description', () => {
   it('gives only write access to the dead-letter table where quarantine is all a function does there', () => {
     const access: TableKey = 'deadLetters';
     expect(regionResources.functions.ingestActions.tables[access]).toBe('write');
+  });
+});
+
+describe('function settings', () => {
+  it('track-spend uses the same in-flight lifetime and slot as the guard default', async () => {
+    const { defaultInFlight } = await import('../../../shared/spend/reconcile.js');
+    const s = regionResources.functions.trackSpend.settings;
+    expect(Number(s.IN_FLIGHT_TTL_MS)).toBe(defaultInFlight.ttlMs);
+    expect(Number(s.IN_FLIGHT_SLOT_MS)).toBe(defaultInFlight.slotMs);
+  });
+
+  it('ingest-actions keeps the default 30-day retention', () => {
+    expect(Number(regionResources.functions.ingestActions.settings.COUNTING_RETENTION_DAYS)).toBe(30);
   });
 });
