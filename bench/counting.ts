@@ -17,6 +17,7 @@ import { ingestRecords } from '../shared/counting/ingest.js';
 import { type CapCandidate, evaluateCaps, type FrequencyCap } from '../shared/counting/query.js';
 import { decodeRecord, encodeActionEvent } from '../shared/counting/schema.js';
 import { ActionStore } from '../shared/counting/store.js';
+import { prng } from '../shared/random/prng.js';
 import { DAY_MS, HOUR_MS, ManualClock, MINUTE_MS } from '../shared/time/clock.js';
 import { measureCeiling } from './ceiling.js';
 
@@ -25,17 +26,6 @@ function arg(args: string[], name: string, fallback: number): number {
   const v = i >= 0 ? Number(args[i + 1]) : fallback;
   if (!Number.isFinite(v) || v <= 0) throw new Error(`--${name} needs a positive number`);
   return v;
-}
-
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 const entities = (ad: number) => ({

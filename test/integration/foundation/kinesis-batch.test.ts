@@ -2,7 +2,7 @@ import { createRequire } from 'node:module';
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import type { Context, KinesisStreamEvent, KinesisStreamRecord } from 'aws-lambda';
+import type { KinesisStreamEvent, KinesisStreamRecord } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { type RunningEmulator, startDynalite } from '../../../local/emulators/aws.js';
 import { provisionTables } from '../../../local/region.js';
@@ -12,6 +12,7 @@ import { DeadLetterStore } from '../../../shared/quarantine/dead-letter-store.js
 import { MalformedRecordError } from '../../../shared/quarantine/quarantine.js';
 import { physicalName, regionResources } from '../../../shared/region/resources.js';
 import { ManualClock } from '../../../shared/time/clock.js';
+import { testContext, testKinesisRecord } from '../../support/lambda.js';
 
 process.env.POWERTOOLS_METRICS_DISABLED = 'true';
 
@@ -24,33 +25,9 @@ const { RecordAggregator } = require('aws-kinesis-agg/lib/kpl-agg.js') as {
 };
 
 const SHARD = 'shardId-000000000001';
-let seq = 1000;
-function record(data: Buffer | string, partitionKey = 'pk'): KinesisStreamRecord {
-  seq += 1;
-  return {
-    eventSource: 'aws:kinesis',
-    eventVersion: '1.0',
-    eventID: `${SHARD}:${seq}`,
-    eventName: 'aws:kinesis:record',
-    invokeIdentityArn: 'arn:aws:iam::000000000000:role/test',
-    awsRegion: 'us-east-1',
-    eventSourceARN: 'arn:aws:kinesis:us-east-1:000000000000:stream/test',
-    kinesis: {
-      kinesisSchemaVersion: '1.0',
-      partitionKey,
-      sequenceNumber: String(seq),
-      data: Buffer.from(data).toString('base64'),
-      approximateArrivalTimestamp: 1_700_000_000.5,
-    },
-  };
-}
-
-const context = {
-  functionName: 'test-fn',
-  awsRequestId: 'req-1',
-  invokedFunctionArn: 'arn:aws:lambda:us-east-1:000000000000:function:test-fn',
-  getRemainingTimeInMillis: () => 60_000,
-} as unknown as Context;
+const record = (data: Buffer | string, partitionKey = 'pk'): KinesisStreamRecord =>
+  testKinesisRecord(Buffer.from(data), { partitionKey, shardId: SHARD, arrivalMs: 1_700_000_000_500 });
+const context = testContext();
 
 let dynalite: RunningEmulator;
 let client: DynamoDBClient;

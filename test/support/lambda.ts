@@ -1,0 +1,51 @@
+/**
+ * Lambda-shaped inputs for invoking handlers in-process in tests, built by the same functions the
+ * local runtime uses (local/esm/lambda-shapes.ts, local/worker/context.ts), so tests and the
+ * runner cannot disagree on what Lambda sends.
+ */
+import type { Context, KinesisStreamRecord } from 'aws-lambda';
+import { kinesisEventRecord } from '../../local/esm/lambda-shapes.js';
+import { lambdaContext } from '../../local/worker/context.js';
+
+let sequence = 1_000_000;
+
+/** Options of {@link testKinesisRecord}. */
+export interface TestRecordOptions {
+  /** @default 'pk' */
+  readonly partitionKey?: string;
+  /** @default 'shardId-000000000000' */
+  readonly shardId?: string;
+  /** @default the next number of a process-wide counter */
+  readonly sequenceNumber?: string;
+  /** Arrival on the stream, epoch ms. @default Date.now() */
+  readonly arrivalMs?: number;
+  /** @default 'test-fn' */
+  readonly functionName?: string;
+}
+
+/** One Kinesis event record carrying `data`, as Lambda shapes it. */
+export function testKinesisRecord(data: Uint8Array, options: TestRecordOptions = {}): KinesisStreamRecord {
+  sequence += 1;
+  const functionName = options.functionName ?? 'test-fn';
+  return kinesisEventRecord(
+    {
+      shardId: options.shardId ?? 'shardId-000000000000',
+      sequenceNumber: options.sequenceNumber ?? String(sequence),
+      partitionKey: options.partitionKey ?? 'pk',
+      data,
+      arrivalMs: options.arrivalMs ?? Date.now(),
+    },
+    { region: 'us-east-1', streamArn: 'arn:aws:kinesis:us-east-1:000000000000:stream/test', functionName },
+  );
+}
+
+/** A Lambda context for an in-process invocation (15 minutes to its deadline). */
+export function testContext(functionName = 'test-fn'): Context {
+  return lambdaContext({
+    functionName,
+    functionArn: `arn:aws:lambda:us-east-1:000000000000:function:${functionName}`,
+    memoryMb: 1024,
+    awsRequestId: `test-${functionName}`,
+    deadlineMs: Date.now() + 15 * 60_000,
+  });
+}
