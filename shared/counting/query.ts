@@ -351,8 +351,84 @@ function slotOf(hi: number, lo: number, shift: number): number {
   return Math.imul(lo ^ Math.imul(hi, 0x85ebca6b), 0x9e3779b1) >>> shift;
 }
 
-/** Slot stride of the id tables: hi, lo, first counter, end of counters (0 = empty slot). */
+/**
+ * Int32s per slot of the id tables: id hi, id lo, then (setup) entity index + 1 and 0, or
+ * (scan) the entity's counter range [first, end). end = 0 marks an empty slot.
+ */
 const SLOT = 4;
+
+/**
+ * Working memory of a cap check, reused from call to call: allocating its dozen typed arrays
+ * anew cost more than resolving all the caps of a request. It carries nothing over: a call
+ * clears or overwrites every part it reads (counts, tables, watched actions). Calls are
+ * synchronous; a nested one (say, from a getter on a candidate) gets a fresh instance.
+ */
+class CapScratch {
+  /** Caps (hence counters and entities) the arrays hold. */
+  capacity = 0;
+  /** Per cap (in request order): its counter, by setup-order id. */
+  capCounter = new Int32Array(0);
+  // Per counter, in setup order: what it counts, and the next counter of its entity (−1: last).
+  setupAction = new Int32Array(0);
+  setupView = new Int32Array(0);
+  setupSince = new Float64Array(0);
+  counterNext = new Int32Array(0);
+  /** Setup-order id → index in the scan order, where each entity's counters are contiguous. */
+  finalIndex = new Int32Array(0);
+  /** Scan-order index → setup-order id. */
+  origin = new Int32Array(0);
+  // Per counter, in scan order; view −1 = any view type.
+  action = new Int32Array(0);
+  view = new Int32Array(0);
+  since = new Float64Array(0);
+  counts = new Int32Array(0);
+  // Per entity: its slot in `table`, its first and last counter (setup-order ids).
+  entitySlot = new Int32Array(0);
+  entityHead = new Int32Array(0);
+  entityTail = new Int32Array(0);
+  /** One open-addressing region of `SLOT` int32s × slots per level. */
+  table = new Int32Array(0);
+  /** Actions some counter watches: other events are skipped before any id lookup. */
+  readonly watchedActions = new Uint8Array(256);
+
+  /** Makes room for `caps` caps (counters and entities are at most as many). */
+  ensure(caps: number): void {
+    if (caps <= this.capacity) return;
+    const n = Math.max(caps, this.capacity * 2, 64);
+    this.capacity = n;
+    this.capCounter = new Int32Array(n);
+    this.setupAction = new Int32Array(n);
+    this.setupView = new Int32Array(n);
+    this.setupSince = new Float64Array(n);
+    this.counterNext = new Int32Array(n);
+    this.finalIndex = new Int32Array(n);
+    this.origin = new Int32Array(n);
+    this.action = new Int32Array(n);
+    this.view = new Int32Array(n);
+    this.since = new Float64Array(n);
+    this.counts = new Int32Array(n);
+    this.entitySlot = new Int32Array(n);
+    this.entityHead = new Int32Array(n);
+    this.entityTail = new Int32Array(n);
+  }
+
+  /** Makes room for `ints` table entries, keeping the regions of the levels seen so far. */
+  ensureTable(ints: number): void {
+    if (ints <= this.table.length) return;
+    const table = new Int32Array(Math.max(ints, this.table.length * 2));
+    table.set(this.table);
+    this.table = table;
+  }
+}
+
+/**
+ * Requests up to this many caps (and a quarter as many candidates) use the shared working memory
+ * (≈ 70 bytes per cap, 64 bytes per candidate and level); a larger one gets its own, so one
+ * outsized request does not pin its memory for good.
+ */
+const SHARED_SCRATCH_CAPS = 16_384;
+const sharedScratch = new CapScratch();
+let sharedScratchBusy = false;
 
 function codeOf(schema: EventSchema, dim: string, value: string | number, where: string): number {
   const spec = specOf(schema, dim, where);
@@ -377,12 +453,6 @@ function capStatus(c: CapCandidate, k: number, count: number): CapStatus {
  * Evaluates frequency caps for all candidates of one request over one scan of the user's events.
  * A cap counts events with timestamp ≥ now − windowMs (and within retention); a candidate is
  * allowed when every cap has count < max.
- *
- * The setup (hundreds of caps per request) works on flat arrays: a candidate's entity is resolved
- * once per level (the windows of a level share it), each watched entity gets an index, identical
- * caps share one counter (same entity, action, view type and window start), and each entity's
- * counters are contiguous so the scan finds them with one probe of an integer hash table per
- * event and level.
  */
 export function evaluateCaps(
   log: Buffer | readonly Buffer[],
@@ -391,29 +461,57 @@ export function evaluateCaps(
   notBefore: number,
   schema: EventSchema = actionEventSchema,
 ): CapCheckResult {
-  const levels: FieldSpec[] = [];
-  const levelNames: string[] = [];
-  // Per level: the caller's entity value → entity index (requests repeat the same campaign /
-  // advertiser values), and the value's key → entity index (5 and '5' are one entity).
-  const byValue: Map<unknown, number>[] = [];
-  const byKey: Map<ValueKey, number>[] = [];
-  // Per entity: level, key, the (setup-order) ids of the counters watching it.
-  const entityLevel: number[] = [];
-  const entityKey: ValueKey[] = [];
-  const entityCounters: number[][] = [];
-  // Per counter, in setup order.
-  const setupAction: number[] = [];
-  const setupView: number[] = [];
-  const setupSince: number[] = [];
-  // Actions some counter watches: events of other actions are skipped before any id lookup.
-  const watchedActions = new Uint8Array(256);
-  // Per candidate and level: the entity index, valid while the stamp is the candidate's index.
-  const candidateEntity: number[] = [];
-  const candidateStamp: number[] = [];
   let capTotal = 0;
   for (let ci = 0; ci < candidates.length; ci++) capTotal += (candidates[ci] as CapCandidate).caps.length;
-  // Every cap's counter (a setup-order id, then its final index).
-  const capCounter = new Int32Array(capTotal);
+  if (sharedScratchBusy || capTotal > SHARED_SCRATCH_CAPS || candidates.length > SHARED_SCRATCH_CAPS / 4) {
+    return evaluateCapsWith(new CapScratch(), capTotal, log, candidates, now, notBefore, schema);
+  }
+  sharedScratchBusy = true;
+  try {
+    return evaluateCapsWith(sharedScratch, capTotal, log, candidates, now, notBefore, schema);
+  } finally {
+    sharedScratchBusy = false;
+  }
+}
+
+/**
+ * The setup works on flat integer arrays: a candidate's entity is resolved once per level (the
+ * windows of a level share it) and found in its level's id table (the same table the scan
+ * probes), identical caps share one counter (same entity, action, view type and window start),
+ * and each entity's counters end up contiguous, so the scan finds them with one probe per event
+ * and level.
+ */
+function evaluateCapsWith(
+  s: CapScratch,
+  capTotal: number,
+  log: Buffer | readonly Buffer[],
+  candidates: readonly CapCandidate[],
+  now: number,
+  notBefore: number,
+  schema: EventSchema,
+): CapCheckResult {
+  // A level holds at most one entity per candidate: ≥ 4 slots per candidate keeps the load ≤ 1/4.
+  let bits = 4;
+  while (1 << bits < candidates.length * 4) bits++;
+  const shift = 32 - bits;
+  const mask = (1 << bits) - 1;
+  const levelInts = (1 << bits) * SLOT;
+  s.ensure(capTotal);
+  const { capCounter, setupAction, setupView, setupSince, counterNext, entitySlot, entityHead, entityTail } =
+    s;
+  let table = s.table;
+  const watchedActions = s.watchedActions;
+  watchedActions.fill(0);
+
+  const levels: FieldSpec[] = [];
+  const levelNames: string[] = [];
+  // Per level, for entity values that are not plain numbers: value → key (parsing once).
+  const valueKeys: (Map<unknown, ValueKey> | undefined)[] = [];
+  // Per level: the current candidate's entity, valid while the stamp is the candidate's index.
+  const candidateEntity: number[] = [];
+  const candidateStamp: number[] = [];
+  let entityCount = 0;
+  let counterCount = 0;
   let lastActionValue: unknown;
   let lastAction = 0;
   let lastViewValue: unknown;
@@ -437,7 +535,7 @@ export function evaluateCaps(
           `${whereCap(c, ci, k)}: windowMs must be a positive integer and max a non-negative integer.`,
         );
       }
-      // The level: a handful per request, found by identity (or content) comparison.
+      // The level: a handful per request, found by comparison.
       const level = cap.level;
       let li = 0;
       while (li < levelNames.length && levelNames[li] !== level) li++;
@@ -449,10 +547,12 @@ export function evaluateCaps(
           );
         levels.push(spec);
         levelNames.push(level);
-        byValue.push(new Map());
-        byKey.push(new Map());
+        valueKeys.push(undefined);
         candidateEntity.push(0);
         candidateStamp.push(-1);
+        s.ensureTable((li + 1) * levelInts);
+        table = s.table;
+        table.fill(0, li * levelInts, (li + 1) * levelInts);
       }
       let entity: number;
       if (candidateStamp[li] === ci) entity = candidateEntity[li] as number;
@@ -463,29 +563,48 @@ export function evaluateCaps(
             `${whereCap(c, ci, k)}: the candidate has no "${level}" id in entities.`,
           );
         }
-        const values = byValue[li] as Map<unknown, number>;
-        let found = values.get(value);
-        if (found === undefined) {
-          let key: ValueKey;
-          try {
-            key = valueKey(levels[li] as FieldSpec, value);
-          } catch (error) {
-            throw new InvalidCountQueryError(`${whereCap(c, ci, k)}: ${(error as Error).message}`, {
-              cause: error,
-            });
+        let hi: number;
+        let lo: number;
+        if (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) {
+          // What valueKey gives a plain id, split without allocating.
+          hi = value < TWO_32 ? 0 : Math.floor(value / TWO_32) | 0;
+          lo = value | 0;
+        } else {
+          const spec = levels[li] as FieldSpec;
+          let keys = valueKeys[li];
+          if (keys === undefined) {
+            keys = new Map();
+            valueKeys[li] = keys;
           }
-          const keys = byKey[li] as Map<ValueKey, number>;
-          found = keys.get(key);
-          if (found === undefined) {
-            found = entityLevel.length;
-            entityLevel.push(li);
-            entityKey.push(key);
-            entityCounters.push([]);
-            keys.set(key, found);
+          let key = keys.get(value);
+          if (key === undefined) {
+            try {
+              key = valueKey(spec, value);
+            } catch (error) {
+              throw new InvalidCountQueryError(`${whereCap(c, ci, k)}: ${(error as Error).message}`, {
+                cause: error,
+              });
+            }
+            keys.set(value, key);
           }
-          values.set(value, found);
+          [hi, lo] = idHalves(key, spec);
         }
-        entity = found;
+        // Find or add the entity in its level's table (5 and '5' are one entity).
+        const base = li * levelInts;
+        let p = base + slotOf(hi, lo, shift) * SLOT;
+        let mark = table[p + 2] as number;
+        while (mark !== 0 && (table[p] !== hi || table[p + 1] !== lo)) {
+          p = base + (((p - base) / SLOT + 1) & mask) * SLOT;
+          mark = table[p + 2] as number;
+        }
+        if (mark === 0) {
+          entity = entityCount++;
+          table[p] = hi;
+          table[p + 1] = lo;
+          table[p + 2] = entity + 1;
+          entitySlot[entity] = p;
+          entityHead[entity] = -1;
+        } else entity = mark - 1;
         candidateEntity[li] = entity;
         candidateStamp[li] = ci;
       }
@@ -514,75 +633,54 @@ export function evaluateCaps(
       }
       const since = now - cap.windowMs;
       if (since < minSince) minSince = since;
-      // Identical caps share a counter: an entity has a few (its levels' windows × actions).
-      const own = entityCounters[entity] as number[];
-      let counter = -1;
-      for (let j = 0; j < own.length; j++) {
-        const id = own[j] as number;
-        if (setupSince[id] === since && setupAction[id] === action && setupView[id] === viewType) {
-          counter = id;
-          break;
-        }
+      // Identical caps share a counter: an entity has a few (its windows × actions).
+      let counter = entityHead[entity] as number;
+      while (
+        counter >= 0 &&
+        (setupSince[counter] !== since || setupAction[counter] !== action || setupView[counter] !== viewType)
+      ) {
+        counter = counterNext[counter] as number;
       }
       if (counter < 0) {
-        counter = setupAction.length;
-        setupAction.push(action);
-        setupView.push(viewType);
-        setupSince.push(since);
-        own.push(counter);
+        counter = counterCount++;
+        setupAction[counter] = action;
+        setupView[counter] = viewType;
+        setupSince[counter] = since;
+        counterNext[counter] = -1;
+        if ((entityHead[entity] as number) < 0) entityHead[entity] = counter;
+        else counterNext[entityTail[entity] as number] = counter;
+        entityTail[entity] = counter;
         watchedActions[action] = 1;
       }
       capCounter[capIndex++] = counter;
     }
   }
 
-  // Final counter order: each entity's counters contiguous. Per level, an open-addressing table
-  // (load ≤ 1/4) of its entities' id halves → their counter range, all levels in one Int32Array.
-  const counterCount = setupAction.length;
-  const finalIndex = new Int32Array(counterCount);
-  const cAction = new Int32Array(counterCount);
-  const cView = new Int32Array(counterCount);
-  const cSince = new Float64Array(counterCount);
-  const counts = new Int32Array(counterCount);
-  const levelCount = levels.length;
-  const levelSize: number[] = new Array(levelCount).fill(0);
-  for (let e = 0; e < entityLevel.length; e++) {
-    const li = entityLevel[e] as number;
-    levelSize[li] = (levelSize[li] as number) + 1;
-  }
-  const levelBase = new Int32Array(levelCount);
-  const levelShift = new Int32Array(levelCount);
-  let tableLength = 0;
-  for (let li = 0; li < levelCount; li++) {
-    let bits = 4;
-    while (1 << bits < (levelSize[li] as number) * 4) bits++;
-    levelBase[li] = tableLength;
-    levelShift[li] = 32 - bits;
-    tableLength += (1 << bits) * SLOT;
-  }
-  const table = new Int32Array(tableLength);
+  // Scan order: each entity's counters contiguous, longest window first (the scan stops at the
+  // first window an event is older than); its table slot gets their range.
+  const { finalIndex, origin, action: cAction, view: cView, since: cSince, counts } = s;
+  counts.fill(0, 0, counterCount);
   let next = 0;
-  for (let e = 0; e < entityLevel.length; e++) {
-    const li = entityLevel[e] as number;
-    const own = entityCounters[e] as number[];
+  for (let e = 0; e < entityCount; e++) {
     const first = next;
-    for (let j = 0; j < own.length; j++) {
-      const id = own[j] as number;
-      finalIndex[id] = next;
-      cAction[next] = setupAction[id] as number;
-      cView[next] = setupView[id] as number;
-      cSince[next] = setupSince[id] as number;
-      next++;
+    for (let id = entityHead[e] as number; id >= 0; id = counterNext[id] as number) {
+      // Insertion sort by window start (an entity has a few counters).
+      const since = setupSince[id] as number;
+      let k = next++;
+      while (k > first && (cSince[k - 1] as number) > since) {
+        cAction[k] = cAction[k - 1] as number;
+        cView[k] = cView[k - 1] as number;
+        cSince[k] = cSince[k - 1] as number;
+        origin[k] = origin[k - 1] as number;
+        k--;
+      }
+      cAction[k] = setupAction[id] as number;
+      cView[k] = setupView[id] as number;
+      cSince[k] = since;
+      origin[k] = id;
     }
-    const [hi, lo] = idHalves(entityKey[e] as ValueKey, levels[li] as FieldSpec);
-    const shift = levelShift[li] as number;
-    const mask = (1 << (32 - shift)) - 1;
-    const base = levelBase[li] as number;
-    let slot = slotOf(hi, lo, shift);
-    while ((table[base + slot * SLOT + 3] as number) !== 0) slot = (slot + 1) & mask;
-    const p = base + slot * SLOT;
-    table[p] = hi;
-    table[p + 1] = lo;
+    for (let k = first; k < next; k++) finalIndex[origin[k] as number] = k;
+    const p = entitySlot[e] as number;
     table[p + 2] = first;
     table[p + 3] = next;
   }
@@ -590,11 +688,12 @@ export function evaluateCaps(
   // The hot loop: per event and level two 32-bit reads and a probe or two; no allocation.
   const buf = packLog(log);
   const floor = Math.max(notBefore, minSince);
-  const cache: ({ length: number; offsets: Int32Array; action: number; viewType: number } | undefined)[] = [];
+  const levelCount = levels.length;
+  const cache: ({ length: number; offsets: number[]; action: number; viewType: number } | undefined)[] = [];
   const build = (layout: Layout) => ({
     length: layout.memberLength,
     // −1: the version lacks the level; its value is zero.
-    offsets: Int32Array.from(levels, (l) => layout.byName.get(l.name)?.offset ?? -1),
+    offsets: levels.map((l) => layout.byName.get(l.name)?.offset ?? -1),
     action: layout.byName.get('action')?.offset ?? 0,
     viewType: layout.byName.get('viewType')?.offset ?? 0,
   });
@@ -615,20 +714,17 @@ export function evaluateCaps(
       const offset = offsets[li] as number;
       const hi = offset >= 0 ? view.getInt32(at + offset) : 0;
       const lo = offset >= 0 ? view.getInt32(at + offset + 4) : 0;
-      const shift = levelShift[li] as number;
-      const mask = (1 << (32 - shift)) - 1;
-      const base = levelBase[li] as number;
+      const base = li * levelInts;
       let slot = slotOf(hi, lo, shift);
       let p = base + slot * SLOT;
-      let last = table[p + 3] as number;
-      while (last !== 0 && (table[p + 1] !== lo || table[p] !== hi)) {
+      let end = table[p + 3] as number;
+      while (end !== 0 && (table[p + 1] !== lo || table[p] !== hi)) {
         slot = (slot + 1) & mask;
         p = base + slot * SLOT;
-        last = table[p + 3] as number;
+        end = table[p + 3] as number;
       }
-      if (last === 0) continue;
-      for (let k = table[p + 2] as number; k < last; k++) {
-        if (cAction[k] === action && ts >= (cSince[k] as number)) {
+      for (let k = table[p + 2] as number; k < end && ts >= (cSince[k] as number); k++) {
+        if (cAction[k] === action) {
           const v = cView[k] as number;
           if (v < 0 || v === viewType) counts[k] = (counts[k] as number) + 1;
         }
@@ -650,8 +746,7 @@ export function evaluateCaps(
     let hitCount = 0;
     for (let k = 0; k < caps.length; k++) {
       const cap = caps[k] as FrequencyCap;
-      const count = counts[finalIndex[capCounter[base + k] as number] as number] as number;
-      const remaining = cap.max - count;
+      const remaining = cap.max - (counts[finalIndex[capCounter[base + k] as number] as number] as number);
       if (remaining <= 0) hitCount++;
       if (
         best < 0 ||
@@ -666,9 +761,8 @@ export function evaluateCaps(
     const hits: CapStatus[] = [];
     if (hitCount > 0) {
       for (let k = 0; k < caps.length; k++) {
-        const cap = caps[k] as FrequencyCap;
         const count = counts[finalIndex[capCounter[base + k] as number] as number] as number;
-        if (cap.max - count <= 0) hits.push(capStatus(c, k, count));
+        if ((caps[k] as FrequencyCap).max - count <= 0) hits.push(capStatus(c, k, count));
       }
     }
     const id = c.id ?? String(c.entities.ad ?? ci);
@@ -678,11 +772,7 @@ export function evaluateCaps(
         ? {
             id,
             allowed: isAllowed,
-            strictest: capStatus(
-              c,
-              best,
-              counts[finalIndex[capCounter[base + best] as number] as number] as number,
-            ),
+            strictest: capStatus(c, best, (caps[best] as FrequencyCap).max - bestRemaining),
             hits,
           }
         : { id, allowed: isAllowed, hits };

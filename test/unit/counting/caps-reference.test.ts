@@ -1,0 +1,248 @@
+/**
+ * evaluateCaps against a brute-force reference that decodes every member and counts each cap on
+ * its own: whole verdicts (allowed / rejected order, every hit with its count, entity and
+ * remaining, the strictest cap) on random requests — mixed layout versions, ids as numbers,
+ * decimal strings and above 2^53, actions and view types by name or code, windows on event
+ * timestamps ± 1 ms and beyond retention, interleaved levels — and the working memory reused
+ * from call to call (large request, then small ones; a call nested inside another).
+ */
+import { describe, expect, it } from 'vitest';
+import {
+  type CandidateVerdict,
+  type CapCandidate,
+  type CapCheckResult,
+  type CapStatus,
+  evaluateCaps,
+  type FrequencyCap,
+} from '../../../shared/counting/query.js';
+import {
+  ACTIONS,
+  type ActionEvent,
+  actionEventSchema,
+  decodeRecord,
+  type EventSchema,
+  encodeActionEvent,
+  VIEW_TYPES,
+} from '../../../shared/counting/schema.js';
+import { DAY_MS, HOUR_MS, MINUTE_MS } from '../../../shared/time/clock.js';
+
+const now = Date.UTC(2026, 10, 21, 13, 7);
+const v2 = actionEventSchema.extend(2, [{ name: 'placement', kind: 'id', width: 8, required: false }]);
+const LEVELS = ['ad', 'adGroup', 'campaign', 'advertiser', 'placement'] as const;
+
+function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+const int = (rand: () => number, lo: number, hi: number) => lo + Math.floor(rand() * (hi - lo + 1));
+const pick = <T>(rand: () => number, xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)] as T;
+
+/** Small id pools so events and candidates meet; two ids above 2^53 differing only in the low bits. */
+const BIG = ['18446744073709551557', '18446744073709551556'];
+const idPool = (level: string): readonly (number | string)[] =>
+  level === 'placement' ? [1, 2, 3] : [1, 2, 3, 4, 5, 4294967296, 4294967297, ...BIG];
+
+interface Decoded {
+  readonly ts: number;
+  readonly action: number;
+  readonly viewType: number;
+  readonly ids: ReadonlyMap<string, bigint>;
+}
+
+function decodeAll(members: readonly Buffer[], schema: EventSchema): Decoded[] {
+  return members.map((m) => {
+    const layout = schema.layouts.get(m[0] as number);
+    if (!layout) throw new Error(`no layout v${m[0]}`);
+    const at = (name: string) => layout.byName.get(name)?.offset;
+    const ids = new Map<string, bigint>();
+    for (const level of LEVELS) {
+      const offset = at(level);
+      ids.set(level, offset === undefined ? 0n : m.readBigUInt64BE(offset));
+    }
+    return {
+      ts: Number(m.readBigUInt64BE(at('timestamp') as number)),
+      action: m[at('action') as number] as number,
+      viewType: m[at('viewType') as number] as number,
+      ids,
+    };
+  });
+}
+
+const code = (names: Record<string, number>, v: string | number) => (typeof v === 'number' ? v : names[v]);
+
+/** Each cap counted on its own from decoded events; verdicts built as documented. */
+function reference(
+  events: readonly Decoded[],
+  candidates: readonly CapCandidate[],
+  notBefore: number,
+): CapCheckResult {
+  const allowed: CandidateVerdict[] = [];
+  const rejected: CandidateVerdict[] = [];
+  candidates.forEach((c, ci) => {
+    const statuses: CapStatus[] = c.caps.map((cap) => {
+      const entity = BigInt(c.entities[cap.level] as string | number);
+      const action = code(ACTIONS, cap.action ?? 'impression');
+      const view = cap.viewType === undefined ? undefined : code(VIEW_TYPES, cap.viewType);
+      const since = Math.max(notBefore, now - cap.windowMs);
+      const count = events.filter(
+        (e) =>
+          e.ts >= since &&
+          e.ids.get(cap.level) === entity &&
+          e.action === action &&
+          (view === undefined || e.viewType === view),
+      ).length;
+      return { cap, entity: String(c.entities[cap.level]), count, remaining: cap.max - count };
+    });
+    let strictest: CapStatus | undefined;
+    for (const s of statuses) {
+      if (
+        !strictest ||
+        s.remaining < strictest.remaining ||
+        (s.remaining === strictest.remaining && s.cap.windowMs > strictest.cap.windowMs)
+      ) {
+        strictest = s;
+      }
+    }
+    const hits = statuses.filter((s) => s.remaining <= 0);
+    const id = c.id ?? String(c.entities.ad ?? ci);
+    const verdict = strictest
+      ? { id, allowed: hits.length === 0, strictest, hits }
+      : { id, allowed: hits.length === 0, hits };
+    (hits.length === 0 ? allowed : rejected).push(verdict);
+  });
+  return { allowed, rejected };
+}
+
+function randomLog(rand: () => number, size: number): { members: Buffer[]; timestamps: number[] } {
+  const members: Buffer[] = [];
+  const timestamps: number[] = [];
+  for (let i = 0; i < size; i++) {
+    const timestamp = now - int(rand, 0, 40 * DAY_MS) + (rand() < 0.05 ? int(rand, 0, 10 * MINUTE_MS) : 0);
+    timestamps.push(timestamp);
+    const insertionId = Buffer.alloc(16);
+    insertionId.writeUInt32BE(i + 1, 0);
+    const withPlacement = rand() < 0.5;
+    const event = {
+      userId: 1,
+      timestamp,
+      insertionId,
+      action: pick(rand, ['impression', 'impression', 'click', 3] as const),
+      viewType: pick(rand, ['home', 'search', 2, 3] as const),
+      ad: pick(rand, idPool('ad')),
+      adGroup: pick(rand, idPool('adGroup')),
+      campaign: pick(rand, idPool('campaign')),
+      advertiser: pick(rand, idPool('advertiser')),
+      ...(withPlacement ? { placement: pick(rand, idPool('placement')) } : {}),
+    } as ActionEvent;
+    const schema = withPlacement ? v2 : actionEventSchema;
+    members.push(decodeRecord(encodeActionEvent(event, schema), schema).member);
+  }
+  return { members, timestamps };
+}
+
+function randomCandidates(rand: () => number, count: number, timestamps: readonly number[]): CapCandidate[] {
+  // Windows that put an event exactly on a window start, or 1 ms after it, plus usual ones.
+  const edge = () => {
+    const ts = pick(rand, timestamps);
+    return Math.max(1, now - ts + pick(rand, [0, 1, -1]));
+  };
+  return Array.from({ length: count }, (_, ci) => {
+    const entities: Record<string, unknown> = {};
+    for (const level of LEVELS) {
+      const v = pick(rand, idPool(level));
+      // The same id as a number or a decimal string is the same entity.
+      entities[level] = typeof v === 'number' && rand() < 0.3 ? String(v) : v;
+    }
+    // Placement 0 = the zero value v1 events have for the dimension they lack.
+    if (rand() < 0.2) entities.placement = 0;
+    const caps: FrequencyCap[] = Array.from({ length: int(rand, 0, 9) }, () => {
+      const cap: {
+        level: string;
+        windowMs: number;
+        max: number;
+        action?: string | number;
+        viewType?: string | number;
+      } = {
+        level: pick(rand, LEVELS),
+        windowMs: rand() < 0.3 ? edge() : pick(rand, [HOUR_MS, DAY_MS, 7 * DAY_MS, 30 * DAY_MS, 60 * DAY_MS]),
+        max: int(rand, 0, 12),
+      };
+      if (rand() < 0.4) cap.action = pick(rand, ['impression', 'click', 2, 3, 'save'] as const);
+      if (rand() < 0.3) cap.viewType = pick(rand, ['home', 'search', 2, 3] as const);
+      return cap;
+    });
+    return rand() < 0.2 ? { entities, caps } : { id: `c${ci}`, entities, caps };
+  });
+}
+
+describe('evaluateCaps agrees with a brute-force reference', () => {
+  it('on random logs and requests (whole verdicts)', () => {
+    const seed = Number(process.env.COUNTING_SEED ?? 20261121);
+    const rand = prng(seed);
+    for (let round = 0; round < 60; round++) {
+      const { members, timestamps } = randomLog(rand, int(rand, 0, 400));
+      const events = decodeAll(members, v2);
+      // A large request now and then grows the reused working memory; small ones follow it.
+      const candidates = randomCandidates(rand, round % 10 === 0 ? 300 : int(rand, 0, 40), timestamps);
+      const notBefore = now - pick(rand, [30 * DAY_MS, 10 * DAY_MS, 90 * DAY_MS]);
+      const log = rand() < 0.5 ? Buffer.concat(members) : members;
+      expect(evaluateCaps(log, candidates, now, notBefore, v2), `seed=${seed} round=${round}`).toEqual(
+        reference(events, candidates, notBefore),
+      );
+    }
+  });
+
+  it('a call nested inside another (a getter on a candidate) gets its own working memory', () => {
+    const rand = prng(7);
+    const { members, timestamps } = randomLog(rand, 300);
+    const events = decodeAll(members, v2);
+    const inner = randomCandidates(rand, 30, timestamps);
+    const outer = randomCandidates(rand, 30, timestamps);
+    let nested: CapCheckResult | undefined;
+    const entities = outer[0]?.entities as Record<string, unknown>;
+    const ad = entities.ad;
+    Object.defineProperty(entities, 'ad', {
+      enumerable: true,
+      get() {
+        nested ??= evaluateCaps(members, inner, now, now - 30 * DAY_MS, v2);
+        return ad;
+      },
+    });
+    const got = evaluateCaps(members, outer, now, now - 30 * DAY_MS, v2);
+    expect(got).toEqual(reference(events, outer, now - 30 * DAY_MS));
+    expect(nested).toEqual(reference(events, inner, now - 30 * DAY_MS));
+  });
+
+  it('a request too large for the shared working memory, then small ones', () => {
+    const rand = prng(13);
+    const { members, timestamps } = randomLog(rand, 120);
+    const events = decodeAll(members, v2);
+    const large = randomCandidates(rand, 5000, timestamps);
+    expect(evaluateCaps(members, large, now, now - 30 * DAY_MS, v2)).toEqual(
+      reference(events, large, now - 30 * DAY_MS),
+    );
+    for (let round = 0; round < 3; round++) {
+      const small = randomCandidates(rand, 25, timestamps);
+      expect(evaluateCaps(members, small, now, now - 30 * DAY_MS, v2)).toEqual(
+        reference(events, small, now - 30 * DAY_MS),
+      );
+    }
+  });
+
+  it('a failed call leaves nothing behind for the next one', () => {
+    const rand = prng(11);
+    const { members, timestamps } = randomLog(rand, 200);
+    const events = decodeAll(members, v2);
+    const bad = randomCandidates(rand, 20, timestamps);
+    bad.push({ id: 'bad', entities: { ad: 1 }, caps: [{ level: 'campaign', windowMs: DAY_MS, max: 1 }] });
+    expect(() => evaluateCaps(members, bad, now, 0, v2)).toThrow(/candidate bad cap 0/);
+    const good = randomCandidates(rand, 20, timestamps);
+    expect(evaluateCaps(members, good, now, 0, v2)).toEqual(reference(events, good, 0));
+  });
+});
