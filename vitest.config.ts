@@ -5,6 +5,7 @@ import { defineConfig } from 'vitest/config';
  * - unit: pure logic, no network, no child processes;
  * - integration: real redis-server, dynalite, kinesalite and the local SSM endpoint,
  *   each test file starting the servers it needs on free loopback ports;
+ * - soak: multi-process, time-compressed simulations (`*.soak.test.ts`), run alone;
  * - synth: the CDK app synthesized once per file (esbuild bundling costs seconds).
  */
 export default defineConfig({
@@ -15,11 +16,25 @@ export default defineConfig({
         test: {
           name: 'integration',
           include: ['test/integration/**/*.test.ts'],
+          exclude: ['test/integration/**/*.soak.test.ts'],
           environment: 'node',
           testTimeout: 60_000,
           hookTimeout: 60_000,
           // Two cores: servers + test bodies compete for CPU; keep files from starving each other.
           maxWorkers: 2,
+        },
+      },
+      {
+        // Real-time simulations with several OS processes (e.g. the overshoot test's bidders):
+        // they measure behaviour under a time-compressed day, so they run alone, one file at a
+        // time, after the other integration tests, never competing with them for the 2 cores.
+        test: {
+          name: 'soak',
+          include: ['test/integration/**/*.soak.test.ts'],
+          environment: 'node',
+          testTimeout: 180_000,
+          hookTimeout: 60_000,
+          fileParallelism: false,
         },
       },
       {

@@ -12,17 +12,7 @@ import {
 } from '../../../shared/counting/schema.js';
 import { DAY_MS, HOUR_MS, MINUTE_MS } from '../../../shared/time/clock.js';
 
-/** mulberry32: small seeded PRNG. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { prng } from '../../../shared/random/prng.js';
 
 export const int = (rand: () => number, lo: number, hi: number) => lo + Math.floor(rand() * (hi - lo + 1));
 export const pick = <T>(rand: () => number, items: readonly T[]): T =>

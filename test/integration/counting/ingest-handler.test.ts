@@ -18,6 +18,7 @@ import { aggregateRecords } from '../../../shared/kinesis/aggregation.js';
 import { DeadLetterStore } from '../../../shared/quarantine/dead-letter-store.js';
 import { connectRedis, type RedisClient, redisConfigFromEnv } from '../../../shared/redis/connect.js';
 import { DAY_MS, systemClock } from '../../../shared/time/clock.js';
+import { testContext, testKinesisRecord } from '../../support/lambda.js';
 
 type Handler = (event: KinesisStreamEvent, context: Context) => Promise<KinesisStreamBatchResponse>;
 
@@ -26,42 +27,10 @@ let handler: Handler;
 let redis: RedisClient;
 let store: ActionStore;
 let deadLetters: DeadLetterStore;
-let seq = 1000;
 
-const context = {
-  functionName: 'ingest-actions',
-  functionVersion: '$LATEST',
-  invokedFunctionArn: 'arn:aws:lambda:us-east-1:000000000000:function:ingest-actions',
-  memoryLimitInMB: '1024',
-  awsRequestId: 'test-request',
-  logGroupName: '/aws/lambda/ingest-actions',
-  logStreamName: 'local',
-  callbackWaitsForEmptyEventLoop: false,
-  getRemainingTimeInMillis: () => 60_000,
-  done: () => {},
-  fail: () => {},
-  succeed: () => {},
-} as Context;
-
-function kinesisRecord(data: Buffer, partitionKey = 'pk'): KinesisStreamRecord {
-  seq++;
-  return {
-    eventID: `shardId-000000000000:${seq}`,
-    eventName: 'aws:kinesis:record',
-    eventSource: 'aws:kinesis',
-    eventSourceARN: 'arn:aws:kinesis:us-east-1:000000000000:stream/paceline-actions',
-    eventVersion: '1.0',
-    invokeIdentityArn: 'arn:aws:iam::000000000000:role/ingest',
-    awsRegion: 'us-east-1',
-    kinesis: {
-      kinesisSchemaVersion: '1.0',
-      partitionKey,
-      sequenceNumber: String(seq),
-      data: data.toString('base64'),
-      approximateArrivalTimestamp: Date.now() / 1000,
-    },
-  };
-}
+const context = testContext('ingest-actions');
+const kinesisRecord = (data: Buffer, partitionKey = 'pk'): KinesisStreamRecord =>
+  testKinesisRecord(data, { partitionKey, functionName: 'ingest-actions' });
 
 function event(userId: string, i: number, overrides: Record<string, unknown> = {}): Buffer {
   return encodeActionEvent({

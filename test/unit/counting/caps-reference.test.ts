@@ -24,22 +24,13 @@ import {
   encodeActionEvent,
   VIEW_TYPES,
 } from '../../../shared/counting/schema.js';
+import { prng } from '../../../shared/random/prng.js';
 import { DAY_MS, HOUR_MS, MINUTE_MS } from '../../../shared/time/clock.js';
 
 const now = Date.UTC(2026, 10, 21, 13, 7);
 const v2 = actionEventSchema.extend(2, [{ name: 'placement', kind: 'id', width: 8, required: false }]);
 const LEVELS = ['ad', 'adGroup', 'campaign', 'advertiser', 'placement'] as const;
 
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 const int = (rand: () => number, lo: number, hi: number) => lo + Math.floor(rand() * (hi - lo + 1));
 const pick = <T>(rand: () => number, xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)] as T;
 
