@@ -146,7 +146,7 @@ export class RegionalStack extends Stack {
           new iam.PolicyStatement({
             actions: ['ssm:GetParameter', 'ssm:GetParameters', 'ssm:GetParametersByPath'],
             resources: [
-              this.formatArn({ service: 'ssm', resource: 'parameter', resourceName: prefix.slice(1) + '*' }),
+              this.formatArn({ service: 'ssm', resource: 'parameter', resourceName: `${prefix.slice(1)}*` }),
             ],
           }),
         );

@@ -1,15 +1,15 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { tempDir } from '../support/tmp.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
 describe('npm run synth', () => {
   it('synthesizes every regional stack offline, without AWS credentials', () => {
-    const out = mkdtempSync(join(tmpdir(), 'paceline-cli-synth-'));
+    const out = tempDir('paceline-cli-synth-');
     const env: NodeJS.ProcessEnv = { ...process.env, AWS_PROFILE: 'paceline-nonexistent' };
     for (const k of Object.keys(env)) if (k.startsWith('AWS_') && k !== 'AWS_PROFILE') delete env[k];
     const result = spawnSync('npm', ['run', 'synth', '--', '--output', out], {

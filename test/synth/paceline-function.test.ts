@@ -1,6 +1,3 @@
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { App, Stack } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
@@ -10,12 +7,13 @@ import * as sns from 'aws-cdk-lib/aws-sns';
 import { describe, expect, it } from 'vitest';
 import { PacelineFunction } from '../../cdk/constructs/paceline-function.js';
 import type { FunctionSpec } from '../../shared/region/resources.js';
+import { tempDir } from '../support/tmp.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url)).replace(/\/$/, '');
 
 describe('PacelineFunction with a schedule (how the pacer plugs in)', () => {
   it('creates one EventBridge rule per instance with its constant input and no retries', () => {
-    const app = new App({ outdir: mkdtempSync(join(tmpdir(), 'paceline-fn-')) });
+    const app = new App({ outdir: tempDir('paceline-fn-') });
     const stack = new Stack(app, 'S', { env: { account: '123456789012', region: 'us-east-1' } });
     const vpc = new ec2.Vpc(stack, 'Vpc', {
       availabilityZones: ['us-east-1a', 'us-east-1b'],

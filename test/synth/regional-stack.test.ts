@@ -1,6 +1,4 @@
-import { mkdtempSync, readFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
 import { App, Stack, Validations } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
@@ -9,6 +7,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../cdk/app.js';
 import type { RegionalStack } from '../../cdk/regional-stack.js';
 import { physicalName, regionResources } from '../../shared/region/resources.js';
+import { tempDir } from '../support/tmp.js';
 
 const cdkJson = JSON.parse(readFileSync(new URL('../../cdk.json', import.meta.url), 'utf8')) as {
   context: Record<string, unknown>;
@@ -18,7 +17,7 @@ const cdkJson = JSON.parse(readFileSync(new URL('../../cdk.json', import.meta.ur
 let stacks: RegionalStack[];
 let templates: Template[];
 beforeAll(() => {
-  const app = new App({ context: cdkJson.context, outdir: mkdtempSync(join(tmpdir(), 'paceline-synth-')) });
+  const app = new App({ context: cdkJson.context, outdir: tempDir('paceline-synth-') });
   ({ stacks } = buildApp(app));
   // Runs the cdk-nag validation plugin: throws if any unacknowledged AwsSolutions finding exists.
   app.synth();
@@ -145,7 +144,7 @@ describe('regional stacks', () => {
 
 describe('cdk-nag', () => {
   it('fails synthesis on an unacknowledged finding (the check is live)', () => {
-    const app = new App({ outdir: mkdtempSync(join(tmpdir(), 'paceline-nag-')) });
+    const app = new App({ outdir: tempDir('paceline-nag-') });
     const stack = new Stack(app, 'Bad');
     new sqs.Queue(stack, 'Unencrypted', { encryption: sqs.QueueEncryption.UNENCRYPTED });
     Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
