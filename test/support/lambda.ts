@@ -3,9 +3,38 @@
  * local runtime uses (local/esm/lambda-shapes.ts, local/worker/context.ts), so tests and the
  * runner cannot disagree on what Lambda sends.
  */
-import type { Context, KinesisStreamRecord } from 'aws-lambda';
+import { fileURLToPath } from 'node:url';
+import type {
+  Context,
+  KinesisStreamBatchResponse,
+  KinesisStreamEvent,
+  KinesisStreamRecord,
+} from 'aws-lambda';
 import { kinesisEventRecord } from '../../local/esm/lambda-shapes.js';
+import type { LocalRegion } from '../../local/region.js';
 import { lambdaContext } from '../../local/worker/context.js';
+import { type FunctionKey, regionResources } from '../../shared/region/resources.js';
+
+/** A Kinesis-triggered handler as the functions export it. */
+export type KinesisHandler = (
+  event: KinesisStreamEvent,
+  context: Context,
+) => Promise<KinesisStreamBatchResponse>;
+
+/**
+ * Loads a function's real handler module into this process with a local region's environment,
+ * as a cold start would (the module reads its configuration at load). Metrics are off and logs
+ * quiet: tests assert on stores, not on log output.
+ */
+export async function loadKinesisHandler(region: LocalRegion, key: FunctionKey): Promise<KinesisHandler> {
+  Object.assign(process.env, region.functionEnv(key), {
+    POWERTOOLS_METRICS_DISABLED: 'true',
+    POWERTOOLS_LOG_LEVEL: 'SILENT',
+  });
+  const entry = fileURLToPath(new URL(`../../${regionResources.functions[key].entry}`, import.meta.url));
+  const module = (await import(entry)) as { handler: KinesisHandler };
+  return module.handler;
+}
 
 let sequence = 1_000_000;
 

@@ -18,12 +18,15 @@ import { aggregateRecords } from '../../../shared/kinesis/aggregation.js';
 import { DeadLetterStore } from '../../../shared/quarantine/dead-letter-store.js';
 import { connectRedis, type RedisClient, redisConfigFromEnv } from '../../../shared/redis/connect.js';
 import { DAY_MS, systemClock } from '../../../shared/time/clock.js';
-import { testContext, testKinesisRecord } from '../../support/lambda.js';
-
-type Handler = (event: KinesisStreamEvent, context: Context) => Promise<KinesisStreamBatchResponse>;
+import {
+  type KinesisHandler,
+  loadKinesisHandler,
+  testContext,
+  testKinesisRecord,
+} from '../../support/lambda.js';
 
 let region: LocalRegion;
-let handler: Handler;
+let handler: KinesisHandler;
 let redis: RedisClient;
 let store: ActionStore;
 let deadLetters: DeadLetterStore;
@@ -56,13 +59,7 @@ async function impressions(userId: string): Promise<number> {
 
 beforeAll(async () => {
   region = await startLocalRegion({ redisMode: 'standalone' });
-  Object.assign(process.env, region.functionEnv('ingestActions'), {
-    POWERTOOLS_METRICS_DISABLED: 'true',
-    POWERTOOLS_LOG_LEVEL: 'ERROR',
-  });
-  ({ handler } = (await import('../../../functions/ingest-actions/handler.js')) as unknown as {
-    handler: Handler;
-  });
+  handler = await loadKinesisHandler(region, 'ingestActions');
   redis = connectRedis(redisConfigFromEnv(region.functionEnv('ingestActions')));
   redis.on('error', () => {}); // the outage test kills Redis on purpose
   store = new ActionStore({ redis, clock: systemClock });

@@ -20,9 +20,8 @@ import { KinesisProducer } from '../../../shared/kinesis/producer.js';
 import { connectRedis, type RedisClient, redisConfigFromEnv } from '../../../shared/redis/connect.js';
 import { regionResources } from '../../../shared/region/resources.js';
 import { DAY_MS, systemClock } from '../../../shared/time/clock.js';
+import { type KinesisHandler, loadKinesisHandler } from '../../support/lambda.js';
 import { generateLog, prng, ReferenceCounter } from './fixtures.js';
-
-type Handler = (event: KinesisStreamEvent, context: Context) => Promise<KinesisStreamBatchResponse>;
 
 /** Delivers every batch twice to the inner invoker and answers with the second response. */
 class TwiceInvoker implements Invoker {
@@ -43,19 +42,13 @@ class TwiceInvoker implements Invoker {
 
 const seed = Number(process.env.COUNTING_SEED ?? Math.floor(Math.random() * 2 ** 31));
 let region: LocalRegion;
-let handler: Handler;
+let handler: KinesisHandler;
 let redis: RedisClient;
 let store: ActionStore;
 
 beforeAll(async () => {
   region = await startLocalRegion({ redisMode: 'standalone' });
-  Object.assign(process.env, region.functionEnv('ingestActions'), {
-    POWERTOOLS_METRICS_DISABLED: 'true',
-    POWERTOOLS_LOG_LEVEL: 'ERROR',
-  });
-  ({ handler } = (await import('../../../functions/ingest-actions/handler.js')) as unknown as {
-    handler: Handler;
-  });
+  handler = await loadKinesisHandler(region, 'ingestActions');
   redis = connectRedis(redisConfigFromEnv(region.functionEnv('ingestActions')));
   store = new ActionStore({ redis, clock: systemClock });
 });

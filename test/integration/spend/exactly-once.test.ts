@@ -20,16 +20,15 @@ import type { SpendEvent } from '../../../shared/spend/events.js';
 import { planDayKeys } from '../../../shared/spend/keys.js';
 import { SpendLedger } from '../../../shared/spend/ledger.js';
 import { readPlanDay } from '../../../shared/spend/live-counters.js';
+import { type KinesisHandler, loadKinesisHandler } from '../../support/lambda.js';
 import { batches, encode, lambdaContext, rng, seedBudgets, shuffle } from './support.js';
 
 // biome-ignore lint/suspicious/noTemplateCurlyInString: the literal macro an exchange forgot to substitute
 const MACRO = '${AUCTION_PRICE}';
 
-type Handler = (event: KinesisStreamEvent, context: Context) => Promise<KinesisStreamBatchResponse>;
-
 const TZ = 'America/Los_Angeles';
 let region: LocalRegion;
-let handler: Handler;
+let handler: KinesisHandler;
 let redis: RedisClient;
 let repo: BudgetRepository;
 let ledger: SpendLedger;
@@ -37,8 +36,7 @@ let ledger: SpendLedger;
 beforeAll(async () => {
   region = await startLocalRegion();
   const env = region.functionEnv('trackSpend');
-  Object.assign(process.env, env, { POWERTOOLS_METRICS_DISABLED: 'true', POWERTOOLS_LOG_LEVEL: 'SILENT' });
-  handler = (await import('../../../functions/track-spend/handler.js')).handler as unknown as Handler;
+  handler = await loadKinesisHandler(region, 'trackSpend');
   redis = connectRedis(redisConfigFromEnv(env));
   repo = new BudgetRepository({ client: region.dynamodb, tableName: region.tableName('budgets') });
   ledger = new SpendLedger({ client: region.dynamodb, tableName: region.tableName('spendLedger') });
