@@ -4,12 +4,7 @@
  * the good ones in the same batch are counted; KPL-aggregated records are de-aggregated; a Redis
  * outage fails the batch (so Lambda retries) and the retry, after recovery, counts everything once.
  */
-import type {
-  Context,
-  KinesisStreamBatchResponse,
-  KinesisStreamEvent,
-  KinesisStreamRecord,
-} from 'aws-lambda';
+import type { KinesisStreamRecord } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalRegion, startLocalRegion } from '../../../local/region.js';
 import { actionEventSchema, encodeActionEvent } from '../../../shared/counting/schema.js';

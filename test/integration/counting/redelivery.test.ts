@@ -1,12 +1,3 @@
-/**
- * "Redelivering every batch twice through the local poller changes no count": events go through
- * the real producer (plain and KPL-aggregated) onto the local region's actions stream, the local
- * event-source mapping (local/esm/poller.ts, configured from the function's real event-source
- * spec) invokes the real ingest-actions handler module, and every batch is delivered twice. Then
- * a second mapping with fresh checkpoints replays the whole stream from TRIM_HORIZON. The counts
- * equal a brute-force count of the distinct events after each step.
- */
-import type { Context, KinesisStreamBatchResponse, KinesisStreamEvent } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MemoryCheckpointStore } from '../../../local/esm/checkpoints.js';
 import { LocalOnFailureDestination } from '../../../local/esm/on-failure.js';

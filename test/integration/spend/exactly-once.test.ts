@@ -1,14 +1,3 @@
-/**
- * Exactly-once spend through the real track-spend handler module (local region: real
- * redis-server, dynalite, real SDK clients), driven with Kinesis-shaped batches.
- *
- * The whole event log — bids, win notices (each sent 1–3 times, as exchanges do), loss notices
- * and poison records — is shuffled and replayed twice (a redelivery of every record). Afterwards
- * the ledger and the live counters of every plan (account, campaign, arm) must equal a
- * brute-force sum over the distinct wins, every in-flight amount must have been released exactly
- * once, and every poison record must sit in the dead-letter store once, with its reason.
- */
-import type { Context, KinesisStreamBatchResponse, KinesisStreamEvent } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalRegion, startLocalRegion } from '../../../local/region.js';
 import { resolvePlan } from '../../../shared/budget/model.js';
