@@ -14,7 +14,7 @@
  *   reconcile    --campaign C [--day YYYY-MM-DD] [--force]   (needs REDIS_NODES/REDIS_MODE, SPEND_LEDGER_TABLE)
  */
 import { parseArgs } from 'node:util';
-import { dynamoDbClient } from '../shared/aws/clients.js';
+import { dynamoDbClient, endpointsFromEnv } from '../shared/aws/clients.js';
 import {
   BudgetValidationError,
   type PacingMode,
@@ -28,9 +28,9 @@ import {
   type WriteMode,
 } from '../shared/budget/repository.js';
 import { dayWindow, InvalidTimeZoneError } from '../shared/budget/time-zone.js';
-import { optionalEnv } from '../shared/config/env.js';
+import { intEnv } from '../shared/config/env.js';
 import { connectRedis, redisConfigFromEnv } from '../shared/redis/connect.js';
-import { physicalName, regionResources } from '../shared/region/resources.js';
+import { regionResources, resourceName } from '../shared/region/resources.js';
 import { SpendLedger } from '../shared/spend/ledger.js';
 import { defaultInFlight, Reconciler } from '../shared/spend/reconcile.js';
 import { systemClock } from '../shared/time/clock.js';
@@ -108,14 +108,10 @@ function budgetMicros(values: Record<string, unknown>): number {
 export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<unknown> {
   const { values, positionals } = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
   const [what, verb] = positionals;
-  const dynamodb = dynamoDbClient();
+  const dynamodb = dynamoDbClient(endpointsFromEnv(env));
   const repo = new BudgetRepository({
     client: dynamodb,
-    tableName: optionalEnv(
-      regionResources.tables.budgets.envVar,
-      physicalName(regionResources.tables.budgets.suffix),
-      env,
-    ),
+    tableName: resourceName(regionResources.tables.budgets, env),
   });
   try {
     const mode = writeMode(values.mode);
@@ -188,19 +184,15 @@ async function reconcile(
   try {
     const ledger = new SpendLedger({
       client: dynamodb,
-      tableName: optionalEnv(
-        regionResources.tables.spendLedger.envVar,
-        physicalName(regionResources.tables.spendLedger.suffix),
-        env,
-      ),
+      tableName: resourceName(regionResources.tables.spendLedger, env),
     });
     const reconciler = new Reconciler({
       redis,
       ledger,
       clock: systemClock,
       inFlight: {
-        ttlMs: Number(optionalEnv('IN_FLIGHT_TTL_MS', String(defaultInFlight.ttlMs), env)),
-        slotMs: Number(optionalEnv('IN_FLIGHT_SLOT_MS', String(defaultInFlight.slotMs), env)),
+        ttlMs: intEnv('IN_FLIGHT_TTL_MS', defaultInFlight.ttlMs, env),
+        slotMs: intEnv('IN_FLIGHT_SLOT_MS', defaultInFlight.slotMs, env),
       },
       campaignsOfAccount: (a) => repo.listCampaignIds(a),
     });

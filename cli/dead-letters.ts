@@ -9,11 +9,10 @@
  */
 import { parseArgs } from 'node:util';
 import { dynamoDbClient, endpointsFromEnv, kinesisClient } from '../shared/aws/clients.js';
-import { optionalEnv } from '../shared/config/env.js';
 import { KinesisProducer } from '../shared/kinesis/producer.js';
 import { DeadLetterStore } from '../shared/quarantine/dead-letter-store.js';
-import { replayDeadLetters } from '../shared/quarantine/replay.js';
-import { type FunctionSpec, physicalName, regionResources } from '../shared/region/resources.js';
+import { replayDeadLetters, selectDeadLetters } from '../shared/quarantine/replay.js';
+import { type FunctionSpec, regionResources, resourceName } from '../shared/region/resources.js';
 
 /** Wrong command line; the message says what to type. */
 export class DeadLettersUsageError extends Error {
@@ -51,17 +50,18 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
   }
   const endpoints = endpointsFromEnv(env);
   const dynamodb = dynamoDbClient(endpoints);
-  const table = regionResources.tables.deadLetters;
   const store = new DeadLetterStore({
     client: dynamodb,
-    tableName: optionalEnv(table.envVar, physicalName(table.suffix), env),
+    tableName: resourceName(regionResources.tables.deadLetters, env),
   });
+  const selection = {
+    source: spec.name,
+    ...(values.reason === undefined ? {} : { reasonCode: values.reason }),
+    ...(limit === undefined ? {} : { limit }),
+  };
   try {
     if (command === 'list') {
-      const letters = (await store.list(spec.name))
-        .filter((l) => values.reason === undefined || l.reasonCode === values.reason)
-        .slice(0, limit ?? Number.POSITIVE_INFINITY);
-      return letters.map((l) => ({
+      return (await selectDeadLetters(store, selection)).map((l) => ({
         shardId: l.shardId,
         sequenceNumber: l.sequenceNumber,
         partitionKey: l.partitionKey,
@@ -72,20 +72,13 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
         data: Buffer.from(l.data).toString('base64'),
       }));
     }
-    const stream = regionResources.streams[spec.source.stream];
     const kinesis = kinesisClient(endpoints);
     try {
       const producer = new KinesisProducer({
         client: kinesis,
-        streamName: optionalEnv(stream.envVar, physicalName(stream.suffix), env),
+        streamName: resourceName(regionResources.streams[spec.source.stream], env),
       });
-      const result = await replayDeadLetters({
-        store,
-        put: (record) => producer.put(record),
-        source: spec.name,
-        ...(values.reason === undefined ? {} : { reasonCode: values.reason }),
-        ...(limit === undefined ? {} : { limit }),
-      });
+      const result = await replayDeadLetters({ ...selection, store, put: (record) => producer.put(record) });
       await producer.flush();
       return {
         replayed: result.replayed,

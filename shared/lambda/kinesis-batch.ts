@@ -56,10 +56,17 @@ export interface KinesisBatchHandlerOptions {
   readonly processInParallel?: boolean;
 }
 
+/** Shard and arrival time of a Kinesis event record (`eventID` is `<shardId>:<sequenceNumber>`). */
+function positionOf(record: KinesisStreamRecord): { shardId: string; arrivedAt: number } {
+  return {
+    shardId: record.eventID.split(':')[0] ?? 'unknown',
+    arrivedAt: Math.round(record.kinesis.approximateArrivalTimestamp * 1000),
+  };
+}
+
 /** Splits a Kinesis record into its user records (KPL de-aggregation; plain records pass through). */
 export function userRecordsOf(record: KinesisStreamRecord): UserRecordInput[] {
-  const shardId = record.eventID.split(':')[0] ?? 'unknown';
-  const arrivedAt = Math.round(record.kinesis.approximateArrivalTimestamp * 1000);
+  const { shardId, arrivedAt } = positionOf(record);
   let out: UserRecord[] = [];
   let failure: Error | undefined;
   deaggregateSync(record.kinesis, true, (err, userRecords) => {
@@ -116,15 +123,13 @@ export function kinesisBatchHandler(options: KinesisBatchHandlerOptions) {
       inputs = userRecordsOf(record);
     } catch (error) {
       if (!(error instanceof MalformedRecordError)) throw error;
-      const shardId = record.eventID.split(':')[0] ?? 'unknown';
       await quarantine(
         {
+          ...positionOf(record),
           data: Buffer.from(record.kinesis.data, 'base64'),
           partitionKey: record.kinesis.partitionKey,
-          shardId,
           sequenceNumber: record.kinesis.sequenceNumber,
           subSequenceNumber: 0,
-          arrivedAt: Math.round(record.kinesis.approximateArrivalTimestamp * 1000),
         },
         error,
       );

@@ -8,17 +8,31 @@
 import type { ProducerRecord } from '../kinesis/aggregation.js';
 import type { DeadLetter, DeadLetterStore } from './dead-letter-store.js';
 
-/** Options of {@link replayDeadLetters}. */
-export interface ReplayOptions {
-  readonly store: DeadLetterStore;
-  /** Puts one record on the stream; resolves once it is there (e.g. `KinesisProducer.put`). */
-  readonly put: (record: ProducerRecord) => Promise<void>;
-  /** Dead letters of this source (function name) are replayed. */
+/** Which dead letters to list or replay. */
+export interface DeadLetterSelection {
+  /** Dead letters of this source (function name). */
   readonly source: string;
   /** Only those with this reason code. @default every reason */
   readonly reasonCode?: string;
-  /** At most this many. @default all */
+  /** At most this many, in stream order. @default all */
   readonly limit?: number;
+}
+
+/** The dead letters a selection names. */
+export async function selectDeadLetters(
+  store: DeadLetterStore,
+  selection: DeadLetterSelection,
+): Promise<DeadLetter[]> {
+  return (await store.list(selection.source))
+    .filter((l) => selection.reasonCode === undefined || l.reasonCode === selection.reasonCode)
+    .slice(0, selection.limit ?? Number.POSITIVE_INFINITY);
+}
+
+/** Options of {@link replayDeadLetters}. */
+export interface ReplayOptions extends DeadLetterSelection {
+  readonly store: DeadLetterStore;
+  /** Puts one record on the stream; resolves once it is there (e.g. `KinesisProducer.put`). */
+  readonly put: (record: ProducerRecord) => Promise<void>;
 }
 
 /** Outcome of a replay. */
@@ -30,9 +44,7 @@ export interface ReplayResult {
 
 /** Puts matching dead letters back on the stream and deletes each one that made it. */
 export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayResult> {
-  const letters = (await options.store.list(options.source))
-    .filter((l) => options.reasonCode === undefined || l.reasonCode === options.reasonCode)
-    .slice(0, options.limit ?? Number.POSITIVE_INFINITY);
+  const letters = await selectDeadLetters(options.store, options);
   let replayed = 0;
   const failed: { letter: DeadLetter; error: string }[] = [];
   await Promise.all(

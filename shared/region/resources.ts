@@ -221,6 +221,18 @@ export function physicalName(suffix: string): string {
   return `paceline-${suffix}`;
 }
 
+/**
+ * The name of a table or stream as a process outside the functions (CLI, tool) should use it: the
+ * resource's environment variable when set, else its physical name.
+ */
+export function resourceName(
+  spec: { readonly envVar: string; readonly suffix: string },
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): string {
+  const value = env[spec.envVar];
+  return value === undefined || value === '' ? physicalName(spec.suffix) : value;
+}
+
 /** SSM path prefix of a region's parameters, e.g. `/paceline/us-east-1/`. */
 export function parameterPrefix(region: string): string {
   return `/paceline/${region}/`;

@@ -4,6 +4,7 @@ import {
   parameterPrefix,
   physicalName,
   regionResources,
+  resourceName,
   type TableKey,
 } from '../../../shared/region/resources.js';
 
@@ -21,6 +22,13 @@ describe('region description', () => {
       ...Object.values(regionResources.streams).map((s) => physicalName(s.suffix)),
     ];
     expect(new Set(names).size).toBe(names.length);
+  });
+
+  it('resolves a resource name from its variable, else its physical name', () => {
+    const t = regionResources.tables.budgets;
+    expect(resourceName(t, {})).toBe('paceline-budgets');
+    expect(resourceName(t, { BUDGETS_TABLE: '' })).toBe('paceline-budgets');
+    expect(resourceName(t, { BUDGETS_TABLE: 'custom' })).toBe('custom');
   });
 
   it('references only streams and tables it defines', () => {
