@@ -1,0 +1,55 @@
+/**
+ * The controller interface: what the pacer function (publisher), the simulator and the tests
+ * call every tick for every plan. Implementations are pure: a step is a function of
+ * (input, previous state, forecast) with the time inside the input — no I/O, no clock reads, no
+ * randomness — so the simulator can drive the very same code on a simulated clock, and a new
+ * leader that reads the published state continues exactly where the old one stopped.
+ *
+ * Storage is the caller's job: `state` is carried from tick to tick (published beside the
+ * parameters, docs/pacing.md), `forecast` changes rarely (at most hourly) and is stored apart.
+ */
+import type { ResolvedPlan } from '../../budget/model.js';
+import type { DayWindow } from '../../budget/time-zone.js';
+import type { PlanPacingParams, PlanSpendSnapshot } from '../types.js';
+
+/** Everything one tick of one plan depends on. */
+export interface PlanTickInput {
+  /** The plan (level, ids, daily budget, pacing mode, time zone). */
+  readonly plan: ResolvedPlan;
+  /** The plan's current advertiser-local day. */
+  readonly day: DayWindow;
+  /** Live spend of the plan-day now. */
+  readonly spend: PlanSpendSnapshot;
+  /** The tick's instant (epoch ms, from the caller's injected clock). */
+  readonly nowMs: number;
+  /**
+   * What the plan must spend by the end of the day: its daily budget, or this region's share of
+   * it when several regions serve the plan. @default plan.dailyBudgetMicros
+   */
+  readonly budgetMicros?: number;
+}
+
+/** Result of one tick of one plan. */
+export interface PlanStep<S, F> {
+  readonly params: PlanPacingParams;
+  /** State to pass as `previous` next tick (small: it is written every tick). */
+  readonly state: S;
+  /** The forecast to keep; the same reference as the input when it did not change. */
+  readonly forecast: F | undefined;
+}
+
+/** A pacing controller (the real one, or a baseline for the simulator). */
+export interface PacingController<S = unknown, F = unknown> {
+  /** Short name (reports, metrics). */
+  readonly name: string;
+  /** One tick of one plan. Pure. */
+  step(input: PlanTickInput, previous: S | undefined, forecast: F | undefined): PlanStep<S, F>;
+  /** Compact string form of a state (stored every tick). */
+  encodeState(state: S): string;
+  /** Parses {@link encodeState}'s output; undefined when unreadable (then the plan starts afresh). */
+  decodeState(raw: string): S | undefined;
+  /** Compact string form of a forecast. */
+  encodeForecast(forecast: F): string;
+  /** Parses {@link encodeForecast}'s output; undefined when unreadable. */
+  decodeForecast(raw: string): F | undefined;
+}
