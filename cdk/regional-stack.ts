@@ -4,11 +4,14 @@ import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as kinesis from 'aws-cdk-lib/aws-kinesis';
 import * as kms from 'aws-cdk-lib/aws-kms';
+import * as s3 from 'aws-cdk-lib/aws-s3';
 import * as sns from 'aws-cdk-lib/aws-sns';
 import * as ssm from 'aws-cdk-lib/aws-ssm';
 import type { Construct } from 'constructs';
 import {
+  type BucketKey,
   type FunctionKey,
+  type FunctionSpec,
   functionEnvironment,
   parameterPrefix,
   physicalName,
@@ -36,6 +39,7 @@ export interface RegionalStackProps extends StackProps {
 export class RegionalStack extends Stack {
   readonly tables: Record<TableKey, dynamodb.Table>;
   readonly streams: Record<StreamKey, kinesis.Stream>;
+  readonly buckets: Record<BucketKey, s3.Bucket>;
   readonly functions: Record<FunctionKey, PacelineFunction>;
 
   constructor(scope: Construct, id: string, props: RegionalStackProps) {
@@ -54,16 +58,17 @@ export class RegionalStack extends Stack {
       }),
     );
     const network = new PrivateNetwork(this, 'Network', { key });
-    const cache = new LiveStateCache(this, 'Cache', {
-      vpc: network.vpc,
-      clientSecurityGroup: network.functionSecurityGroup,
-      key,
-      ...(props.cacheNodeType ? { nodeType: props.cacheNodeType } : {}),
-    });
     const alarmTopic = new sns.Topic(this, 'Alarms', {
       displayName: 'Paceline alarms',
       masterKey: key,
       enforceSSL: true,
+    });
+    const cache = new LiveStateCache(this, 'Cache', {
+      vpc: network.vpc,
+      clientSecurityGroup: network.functionSecurityGroup,
+      key,
+      alarmTopic,
+      ...(props.cacheNodeType ? { nodeType: props.cacheNodeType } : {}),
     });
 
     const tables = {} as Record<TableKey, dynamodb.Table>;
@@ -102,6 +107,22 @@ export class RegionalStack extends Stack {
     }
     this.streams = streams;
 
+    const buckets = {} as Record<BucketKey, s3.Bucket>;
+    for (const bucketKey of Object.keys(regionResources.buckets) as BucketKey[]) {
+      // Name left to CloudFormation (bucket names are global); functions get it from their env.
+      buckets[bucketKey] = new s3.Bucket(this, `Bucket-${bucketKey}`, {
+        encryption: s3.BucketEncryption.KMS,
+        encryptionKey: key,
+        bucketKeyEnabled: true,
+        enforceSSL: true,
+        blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
+        objectOwnership: s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+        versioned: true,
+        removalPolicy: RemovalPolicy.RETAIN,
+      });
+    }
+    this.buckets = buckets;
+
     const prefix = parameterPrefix(this.region);
     for (const [paramKey, spec] of Object.entries(regionResources.parameters)) {
       new ssm.StringParameter(this, `Parameter-${paramKey}`, {
@@ -124,6 +145,7 @@ export class RegionalStack extends Stack {
           region: this.region,
           tableName: (k) => tables[k].tableName,
           streamName: (k) => streams[k].streamName,
+          bucketName: (k) => buckets[k].bucketName,
           redis: { nodes: cache.endpoint, mode: 'cluster', tls: true },
         }),
         vpc: network.vpc,
@@ -141,6 +163,13 @@ export class RegionalStack extends Stack {
       }
       for (const streamKey of spec.writesStreams as readonly StreamKey[])
         streams[streamKey].grantWrite(fn.function);
+      const used = (spec as FunctionSpec).buckets ?? {};
+      for (const [bucketKey, access] of Object.entries(used) as [BucketKey, string][]) {
+        const bucket = buckets[bucketKey];
+        if (access === 'read') bucket.grantRead(fn.function);
+        else if (access === 'write') bucket.grantPut(fn.function);
+        else bucket.grantReadWrite(fn.function);
+      }
       if (spec.readsParameters) {
         fn.function.addToRolePolicy(
           new iam.PolicyStatement({

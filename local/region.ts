@@ -4,15 +4,18 @@
  */
 import { CreateTableCommand, type DynamoDBClient, ResourceInUseException } from '@aws-sdk/client-dynamodb';
 import { CreateStreamCommand, type KinesisClient, waitUntilStreamExists } from '@aws-sdk/client-kinesis';
+import { CreateBucketCommand, type S3Client } from '@aws-sdk/client-s3';
 import { PutParameterCommand, type SSMClient } from '@aws-sdk/client-ssm';
 import {
   type AwsEndpoints,
   dynamoDbClient,
   endpointsToEnv,
   kinesisClient,
+  s3Client,
   ssmClient,
 } from '../shared/aws/clients.js';
 import {
+  type BucketKey,
   type FunctionKey,
   functionEnvironment,
   parameterPrefix,
@@ -21,7 +24,7 @@ import {
   type StreamKey,
   type TableKey,
 } from '../shared/region/resources.js';
-import { type RunningEmulator, startDynalite, startKinesalite } from './emulators/aws.js';
+import { type RunningEmulator, startDynalite, startKinesalite, startS3 } from './emulators/aws.js';
 import { type RunningRedis, startRedis } from './emulators/redis.js';
 import { type RunningSsm, startSsmServer } from './emulators/ssm-server.js';
 
@@ -36,13 +39,20 @@ export interface LocalRegionOptions {
 /** A running local region. */
 export interface LocalRegion {
   readonly region: string;
-  readonly endpoints: Required<AwsEndpoints>;
+  readonly endpoints: AwsEndpoints & {
+    readonly dynamodb: string;
+    readonly kinesis: string;
+    readonly ssm: string;
+    readonly s3: string;
+  };
   readonly redis: RunningRedis;
   readonly dynamodb: DynamoDBClient;
   readonly kinesis: KinesisClient;
   readonly ssm: SSMClient;
+  readonly s3: S3Client;
   tableName(key: TableKey): string;
   streamName(key: StreamKey): string;
+  bucketName(key: BucketKey): string;
   /** The complete environment of a function instance: resources, Redis, endpoints, credentials. */
   functionEnv(key: FunctionKey): Record<string, string>;
   /** Environment that points any SDK client (CLIs, tests) at this region's emulators. */
@@ -57,17 +67,19 @@ export async function startLocalRegion(options: LocalRegionOptions = {}): Promis
   try {
     const redis = await startRedis({ mode: options.redisMode ?? 'standalone' });
     started.push(redis);
-    const [dynamo, kinesis, ssm] = (await Promise.all([
+    const [dynamo, kinesis, ssm, s3] = (await Promise.all([
       startDynalite(),
       startKinesalite({ region }),
       startSsmServer({ region }),
-    ])) as [RunningEmulator, RunningEmulator, RunningSsm];
-    started.push(dynamo, kinesis, ssm);
-    const endpoints = { region, dynamodb: dynamo.url, kinesis: kinesis.url, ssm: ssm.url };
+      startS3(),
+    ])) as [RunningEmulator, RunningEmulator, RunningSsm, RunningEmulator];
+    started.push(dynamo, kinesis, ssm, s3);
+    const endpoints = { region, dynamodb: dynamo.url, kinesis: kinesis.url, ssm: ssm.url, s3: s3.url };
     const clients = {
       dynamodb: dynamoDbClient(endpoints),
       kinesis: kinesisClient(endpoints),
       ssm: ssmClient(endpoints),
+      s3: s3Client(endpoints),
     };
     await provisionRegion(region, clients);
     const clientEnv = {
@@ -77,6 +89,7 @@ export async function startLocalRegion(options: LocalRegionOptions = {}): Promis
     };
     const tableName = (key: TableKey) => physicalName(regionResources.tables[key].suffix);
     const streamName = (key: StreamKey) => physicalName(regionResources.streams[key].suffix);
+    const bucketName = (key: BucketKey) => physicalName(regionResources.buckets[key].suffix);
     return {
       region,
       endpoints,
@@ -84,6 +97,7 @@ export async function startLocalRegion(options: LocalRegionOptions = {}): Promis
       ...clients,
       tableName,
       streamName,
+      bucketName,
       clientEnv,
       functionEnv: (key) => ({
         ...clientEnv,
@@ -91,6 +105,7 @@ export async function startLocalRegion(options: LocalRegionOptions = {}): Promis
           region,
           tableName,
           streamName,
+          bucketName,
           redis: { nodes: redis.nodesEnv, mode: redis.mode, tls: false },
         }),
       }),
@@ -105,16 +120,30 @@ export async function startLocalRegion(options: LocalRegionOptions = {}): Promis
   }
 }
 
-/** Creates the region's tables, streams and initial parameters (idempotent). */
+/** Creates the region's tables, streams, buckets and initial parameters (idempotent). */
 export async function provisionRegion(
   region: string,
-  clients: { dynamodb: DynamoDBClient; kinesis: KinesisClient; ssm: SSMClient },
+  clients: { dynamodb: DynamoDBClient; kinesis: KinesisClient; ssm: SSMClient; s3: S3Client },
 ): Promise<void> {
   await Promise.all([
     provisionTables(clients.dynamodb),
     provisionStreams(clients.kinesis),
     provisionParameters(region, clients.ssm),
+    provisionBuckets(clients.s3),
   ]);
+}
+
+/** Creates the described buckets on the S3 emulator (idempotent). */
+export async function provisionBuckets(s3: S3Client): Promise<void> {
+  await Promise.all(
+    Object.values(regionResources.buckets).map((b) =>
+      s3
+        .send(new CreateBucketCommand({ Bucket: physicalName(b.suffix) }))
+        .catch((error: { name?: string }) => {
+          if (error.name !== 'BucketAlreadyOwnedByYou' && error.name !== 'BucketAlreadyExists') throw error;
+        }),
+    ),
+  );
 }
 
 /** Creates the described tables (idempotent). */

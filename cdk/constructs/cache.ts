@@ -1,6 +1,10 @@
+import { Duration } from 'aws-cdk-lib';
+import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
+import * as actions from 'aws-cdk-lib/aws-cloudwatch-actions';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as elasticache from 'aws-cdk-lib/aws-elasticache';
 import type * as kms from 'aws-cdk-lib/aws-kms';
+import type * as sns from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
 
 /** Props of {@link LiveStateCache}. */
@@ -17,17 +21,29 @@ export interface LiveStateCacheProps {
   readonly replicasPerShard?: number;
   /** Non-default port (AwsSolutions-AEC5). @default 6380 */
   readonly port?: number;
+  /** Where the memory alarms notify. */
+  readonly alarmTopic: sns.ITopic;
+  /** Alarm when any node uses more than this share of its maxmemory, percent. @default 75 */
+  readonly memoryAlarmPercent?: number;
 }
 
 /**
  * The region's ElastiCache (Valkey) replication group in cluster mode: pacing parameters, live
  * spend counters, user-action events. TLS required in transit, KMS at rest, reachable only
  * from the functions' security group.
+ *
+ * Nothing is evicted silently: the parameter group sets `maxmemory-policy noeviction` (the engine
+ * default would evict any key, e.g. one key of a plan-day's group), so a full cache refuses
+ * writes — which the functions retry and the spend outbox repairs — and the memory alarms fire
+ * well before that (DatabaseMemoryUsagePercentage of every node, and any eviction at all).
  */
 export class LiveStateCache extends Construct {
   /** `host:port` of the cluster configuration endpoint (the value of `REDIS_NODES`). */
   readonly endpoint: string;
   readonly replicationGroup: elasticache.CfnReplicationGroup;
+  readonly parameterGroup: elasticache.CfnParameterGroup;
+  /** Memory usage and eviction alarms over every node of the group. */
+  readonly memoryAlarms: readonly cloudwatch.Alarm[];
 
   constructor(scope: Construct, id: string, props: LiveStateCacheProps) {
     super(scope, id);
@@ -42,6 +58,11 @@ export class LiveStateCache extends Construct {
       allowAllOutbound: false,
     });
     securityGroup.addIngressRule(props.clientSecurityGroup, ec2.Port.tcp(port), 'Paceline functions');
+    this.parameterGroup = new elasticache.CfnParameterGroup(this, 'Parameters', {
+      cacheParameterGroupFamily: 'valkey8',
+      description: 'Paceline: cluster mode, never evict (a full cache refuses writes instead)',
+      properties: { 'cluster-enabled': 'yes', 'maxmemory-policy': 'noeviction' },
+    });
     this.replicationGroup = new elasticache.CfnReplicationGroup(this, 'ReplicationGroup', {
       replicationGroupDescription: 'Paceline live state (pacing parameters, spend, action counts)',
       engine: 'valkey',
@@ -60,8 +81,77 @@ export class LiveStateCache extends Construct {
       cacheSubnetGroupName: subnets.ref,
       securityGroupIds: [securityGroup.securityGroupId],
       snapshotRetentionLimit: 1,
+      cacheParameterGroupName: this.parameterGroup.ref,
     });
     this.replicationGroup.addResourceDependency(subnets);
+    this.replicationGroup.addResourceDependency(this.parameterGroup);
+    this.memoryAlarms = this.alarms(props);
     this.endpoint = `${this.replicationGroup.attrConfigurationEndPointAddress}:${this.replicationGroup.attrConfigurationEndPointPort}`;
+  }
+
+  /**
+   * ElastiCache reports per node (`<group>-<shard 4 digits>-<node 3 digits>`); one math
+   * expression takes the maximum over all of them, so one alarm covers the group.
+   */
+  private alarms(props: LiveStateCacheProps): cloudwatch.Alarm[] {
+    const shards = props.shards ?? 3;
+    const nodes = (props.replicasPerShard ?? 1) + 1;
+    const group = this.replicationGroup.ref;
+    const perNode = (metricName: string, statistic: string) => {
+      const metrics: Record<string, cloudwatch.IMetric> = {};
+      for (let s = 1; s <= shards; s++) {
+        for (let n = 1; n <= nodes; n++) {
+          metrics[`n${s}x${n}`] = new cloudwatch.Metric({
+            namespace: 'AWS/ElastiCache',
+            metricName,
+            statistic,
+            period: Duration.minutes(1),
+            dimensionsMap: {
+              CacheClusterId: `${group}-${String(s).padStart(4, '0')}-${String(n).padStart(3, '0')}`,
+            },
+          });
+        }
+      }
+      return metrics;
+    };
+    const ids = Object.keys(perNode('Evictions', 'Sum'));
+    const notify = (alarm: cloudwatch.Alarm) => {
+      alarm.addAlarmAction(new actions.SnsAction(props.alarmTopic));
+      return alarm;
+    };
+    return [
+      notify(
+        new cloudwatch.Alarm(this, 'MemoryAlarm', {
+          alarmDescription:
+            'Cache memory high on a node: at 100 % (noeviction) writes are refused; scale the node type or shards.',
+          metric: new cloudwatch.MathExpression({
+            expression: `MAX([${ids.join(',')}])`,
+            usingMetrics: perNode('DatabaseMemoryUsagePercentage', 'Maximum'),
+            period: Duration.minutes(1),
+            label: 'max DatabaseMemoryUsagePercentage',
+          }),
+          threshold: props.memoryAlarmPercent ?? 75,
+          evaluationPeriods: 3,
+          comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+          treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+        }),
+      ),
+      notify(
+        new cloudwatch.Alarm(this, 'EvictionsAlarm', {
+          alarmDescription:
+            'The cache evicted keys although its policy is noeviction: check the parameter group.',
+          metric: new cloudwatch.MathExpression({
+            expression: `SUM([${ids.join(',')}])`,
+            usingMetrics: perNode('Evictions', 'Sum'),
+            period: Duration.minutes(1),
+            label: 'evictions',
+          }),
+          threshold: 1,
+          evaluationPeriods: 1,
+          comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+          treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+        }),
+      ),
+    ];
   }
 }

@@ -13,7 +13,11 @@ import * as logs from 'aws-cdk-lib/aws-logs';
 import type * as sns from 'aws-cdk-lib/aws-sns';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
-import type { FunctionSpec, KinesisSourceSpec } from '../../shared/region/resources.js';
+import {
+  type FunctionSpec,
+  type KinesisSourceSpec,
+  onFailureQueueName,
+} from '../../shared/region/resources.js';
 
 /** Props of {@link PacelineFunction}. */
 export interface PacelineFunctionProps {
@@ -96,6 +100,36 @@ export class PacelineFunction extends Construct {
         treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
       }),
     );
+    for (const alarm of spec.alarms ?? []) {
+      notify(
+        new cloudwatch.Alarm(this, `${alarm.id}Alarm`, {
+          alarmDescription: alarm.description,
+          metric: new cloudwatch.Metric({
+            namespace: 'Paceline',
+            metricName: alarm.metricName,
+            dimensionsMap: { service: spec.name },
+            statistic: alarm.statistic,
+            period: Duration.seconds(alarm.periodSeconds),
+          }),
+          threshold: alarm.threshold,
+          evaluationPeriods: alarm.evaluationPeriods,
+          comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+          treatMissingData: alarm.missingIsBreaching
+            ? cloudwatch.TreatMissingData.BREACHING
+            : cloudwatch.TreatMissingData.NOT_BREACHING,
+        }),
+      );
+    }
+    if (spec.schedule && spec.schedule.instances.length === 0) {
+      // One rule without input: the function receives EventBridge's Scheduled Event.
+      new events.Rule(this, 'Schedule', {
+        description: `${spec.name} every ${spec.schedule.rateMinutes} minute(s)`,
+        schedule: events.Schedule.rate(Duration.minutes(spec.schedule.rateMinutes)),
+        targets: [
+          new targets.LambdaFunction(this.function, { retryAttempts: 0, maxEventAge: Duration.minutes(1) }),
+        ],
+      });
+    }
     if (spec.schedule) {
       // One rule per instance (e.g. shard × replica), each with its constant input. EventBridge
       // fires at most once a minute; the handler runs the sub-minute ticks itself. A late
@@ -117,6 +151,8 @@ export class PacelineFunction extends Construct {
     if (!spec.source) return;
     if (!props.stream) throw new Error(`${spec.name} has a Kinesis source but no stream was given`);
     this.onFailureQueue = new sqs.Queue(this, 'OnFailure', {
+      // A known name: `dead-letters redrive` finds the queue of a function by it.
+      queueName: onFailureQueueName(spec.name),
       retentionPeriod: Duration.days(14),
       encryption: sqs.QueueEncryption.KMS,
       encryptionMasterKey: props.key,

@@ -6,11 +6,11 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { dynamoDbClient } from '../../shared/aws/clients.js';
-import { intEnv, requireEnv } from '../../shared/config/env.js';
+import { intEnv } from '../../shared/config/env.js';
 import { ingestRecord } from '../../shared/counting/ingest.js';
 import { ActionStore } from '../../shared/counting/store.js';
 import { kinesisBatchHandler } from '../../shared/lambda/kinesis-batch.js';
-import { DeadLetterStore } from '../../shared/quarantine/dead-letter-store.js';
+import { deadLetterStoreFromEnv } from '../../shared/quarantine/dead-letter-store.js';
 import { connectRedis, redisConfigFromEnv } from '../../shared/redis/connect.js';
 import { regionResources } from '../../shared/region/resources.js';
 import { systemClock } from '../../shared/time/clock.js';
@@ -18,10 +18,7 @@ import { systemClock } from '../../shared/time/clock.js';
 const spec = regionResources.functions.ingestActions;
 const logger = new Logger({ serviceName: spec.name });
 const metrics = new Metrics({ serviceName: spec.name });
-const deadLetters = new DeadLetterStore({
-  client: dynamoDbClient(),
-  tableName: requireEnv(regionResources.tables.deadLetters.envVar),
-});
+const deadLetters = deadLetterStoreFromEnv(dynamoDbClient());
 const redis = connectRedis(redisConfigFromEnv());
 // Connection errors fail the commands (→ retried batch); log them instead of crashing the process.
 redis.on('error', (error: Error) => logger.warn('redis connection error', { error: error.message }));

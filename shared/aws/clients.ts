@@ -1,12 +1,15 @@
 /**
  * AWS SDK v3 clients for handlers, tools and the local runner. In AWS the endpoints are the
  * defaults; locally the standard service-specific variables (`AWS_ENDPOINT_URL_DYNAMODB`,
- * `AWS_ENDPOINT_URL_KINESIS`, `AWS_ENDPOINT_URL_SSM`) point the *same* clients at the emulators.
+ * `AWS_ENDPOINT_URL_KINESIS`, `AWS_ENDPOINT_URL_SSM`, `AWS_ENDPOINT_URL_S3`, `AWS_ENDPOINT_URL_SQS`)
+ * point the *same* clients at the emulators.
  */
 import http from 'node:http';
 import https from 'node:https';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { KinesisClient } from '@aws-sdk/client-kinesis';
+import { S3Client } from '@aws-sdk/client-s3';
+import { SQSClient } from '@aws-sdk/client-sqs';
 import { SSMClient } from '@aws-sdk/client-ssm';
 import { NodeHttpHandler } from '@smithy/node-http-handler';
 
@@ -18,6 +21,8 @@ export interface AwsEndpoints {
   readonly dynamodb?: string;
   readonly kinesis?: string;
   readonly ssm?: string;
+  readonly s3?: string;
+  readonly sqs?: string;
 }
 
 /** Reads the region and service endpoints from the standard SDK variables. */
@@ -28,6 +33,8 @@ export function endpointsFromEnv(env: Env = process.env): AwsEndpoints {
     dynamodb: env.AWS_ENDPOINT_URL_DYNAMODB || undefined,
     kinesis: env.AWS_ENDPOINT_URL_KINESIS || undefined,
     ssm: env.AWS_ENDPOINT_URL_SSM || undefined,
+    s3: env.AWS_ENDPOINT_URL_S3 || undefined,
+    sqs: env.AWS_ENDPOINT_URL_SQS || undefined,
   };
 }
 
@@ -37,6 +44,8 @@ export function endpointsToEnv(endpoints: AwsEndpoints): Record<string, string> 
   if (endpoints.dynamodb) env.AWS_ENDPOINT_URL_DYNAMODB = endpoints.dynamodb;
   if (endpoints.kinesis) env.AWS_ENDPOINT_URL_KINESIS = endpoints.kinesis;
   if (endpoints.ssm) env.AWS_ENDPOINT_URL_SSM = endpoints.ssm;
+  if (endpoints.s3) env.AWS_ENDPOINT_URL_S3 = endpoints.s3;
+  if (endpoints.sqs) env.AWS_ENDPOINT_URL_SQS = endpoints.sqs;
   return env;
 }
 
@@ -75,5 +84,23 @@ export function ssmClient(endpoints: AwsEndpoints = endpointsFromEnv()): SSMClie
     region: endpoints.region,
     requestHandler: http1Handler(),
     ...(endpoints.ssm ? { endpoint: endpoints.ssm, credentials: localCredentials } : {}),
+  });
+}
+
+/** An S3 client for `endpoints` (path-style addressing against an emulator). */
+export function s3Client(endpoints: AwsEndpoints = endpointsFromEnv()): S3Client {
+  return new S3Client({
+    region: endpoints.region,
+    requestHandler: http1Handler(),
+    ...(endpoints.s3 ? { endpoint: endpoints.s3, forcePathStyle: true, credentials: localCredentials } : {}),
+  });
+}
+
+/** An SQS client for `endpoints`. */
+export function sqsClient(endpoints: AwsEndpoints = endpointsFromEnv()): SQSClient {
+  return new SQSClient({
+    region: endpoints.region,
+    requestHandler: http1Handler(),
+    ...(endpoints.sqs ? { endpoint: endpoints.sqs, credentials: localCredentials } : {}),
   });
 }

@@ -164,7 +164,8 @@ export type ActionEventReason =
   | 'counting.unknown-version'
   | 'counting.wrong-length'
   | 'counting.invalid-field'
-  | 'counting.timestamp-in-future';
+  | 'counting.timestamp-in-future'
+  | 'counting.timestamp-not-ms';
 
 /** A record that is not a valid action event; quarantined by the ingest function. */
 export class ActionEventError extends MalformedRecordError {

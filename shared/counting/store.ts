@@ -44,6 +44,18 @@ declare module 'ioredis' {
       memberLength: number,
       ...scoreMembers: (number | Buffer)[]
     ): Result<number, Context>;
+    /**
+     * Rebuilds a user's set (and log) from members read out of the surviving log, unless the set
+     * exists again. KEYS: set, log. ARGV: cutoffMs, ttlMs, then score/member pairs. Returns 1 when
+     * it rebuilt, 0 when someone else did.
+     */
+    countingRepair(
+      setKey: string,
+      logKey: string,
+      cutoffMs: number,
+      ttlMs: number,
+      ...scoreMembers: (number | Buffer)[]
+    ): Result<number, Context>;
   }
 }
 
@@ -57,6 +69,16 @@ declare module 'ioredis' {
  */
 const INGEST_LUA = `
 local set, log = KEYS[1], KEYS[2]
+-- The set and the log are one group: with one of them gone (evicted, deleted by hand) the
+-- dedup would be void and redeliveries counted twice. Set gone: the caller rebuilds it from the
+-- log first (reply -1, nothing written). Log gone: rebuilt here from the set (the dedup truth).
+local hasSet, hasLog = redis.call('EXISTS', set), redis.call('EXISTS', log)
+if hasSet == 0 and hasLog == 1 then return -1 end
+if hasSet == 1 and hasLog == 0 then
+  redis.call('SET', log, table.concat(redis.call('ZRANGE', set, 0, -1)))
+  local pttl = redis.call('PTTL', set)
+  if pttl > 0 then redis.call('PEXPIRE', log, pttl) end
+end
 local added = 0
 for i = 4, #ARGV, 2 do
   if redis.call('ZADD', set, ARGV[i], ARGV[i + 1]) == 1 then
@@ -85,6 +107,25 @@ if added > 0 then
 end
 return added
 `;
+
+/** Rebuild of a lost set from the surviving log (members parsed by the caller, who knows the layouts). */
+const REPAIR_LUA = `
+local set, log = KEYS[1], KEYS[2]
+if redis.call('EXISTS', set) == 1 then return 0 end
+for i = 3, #ARGV, 2 do redis.call('ZADD', set, ARGV[i], ARGV[i + 1]) end
+redis.call('ZREMRANGEBYSCORE', set, '-inf', '(' .. ARGV[1])
+if redis.call('ZCARD', set) == 0 then
+  redis.call('DEL', set, log)
+  return 1
+end
+redis.call('SET', log, table.concat(redis.call('ZRANGE', set, 0, -1)))
+redis.call('PEXPIRE', set, ARGV[2])
+redis.call('PEXPIRE', log, ARGV[2])
+return 1
+`;
+
+/** Smallest believable event time (2001-09-09, 10^12 ms): below it the producer sent seconds. */
+const MIN_PLAUSIBLE_MS = 1e12;
 
 /** Version of the key schema; part of every key. */
 export const KEY_SCHEMA_VERSION = 1;
@@ -151,6 +192,7 @@ export class ActionStore {
     this.schema = options.schema ?? actionEventSchema;
     // Redefining is harmless (same script): several stores may share one client.
     this.redis.defineCommand('countingIngest', { numberOfKeys: 2, lua: INGEST_LUA });
+    this.redis.defineCommand('countingRepair', { numberOfKeys: 2, lua: REPAIR_LUA });
   }
 
   /** The user's event-set key. */
@@ -173,6 +215,17 @@ export class ActionStore {
    * count in windows that have not happened yet). Throws {@link ActionEventError} (quarantined).
    */
   checkTimestamp(record: DecodedRecord, now = this.clock.now()): void {
+    // Epoch *seconds* (or a zero-padded or truncated value) read as milliseconds land before
+    // 2001-09-09: such an event would be skipped as "expired" and silently lost. No real event of
+    // this system is that old, so it is a producer bug: quarantine it with its reason.
+    if (record.timestamp < MIN_PLAUSIBLE_MS) {
+      throw new ActionEventError(
+        'counting.timestamp-not-ms',
+        'timestamp',
+        `Action event field "timestamp" is ${record.timestamp} (${new Date(record.timestamp).toISOString()}), ` +
+          'before 2001-09-09: expected epoch milliseconds — seconds × 1000? Fix the producer and replay the dead letter.',
+      );
+    }
     if (record.timestamp > now + this.maxFutureSkewMs) {
       throw new ActionEventError(
         'counting.timestamp-in-future',
@@ -213,31 +266,57 @@ export class ActionStore {
     if (byUser.size === 0) return { added: 0, duplicates: 0, expired };
     let added = 0;
     const memberLength = this.schema.current.memberLength;
+    const ingest = (userId: string, args: (number | Buffer)[]) =>
+      this.redis.countingIngest(this.key(userId), this.logKey(userId), cutoff, ttl, memberLength, ...args);
+    const lostSets: [string, (number | Buffer)[]][] = [];
     if (byUser.size === 1) {
       const [[userId, args]] = [...byUser] as [[string, (number | Buffer)[]]];
-      added = await this.redis.countingIngest(
-        this.key(userId),
-        this.logKey(userId),
-        cutoff,
-        ttl,
-        memberLength,
-        ...args,
-      );
+      const n = await ingest(userId, args);
+      if (n === -1) lostSets.push([userId, args]);
+      else added = n;
     } else {
       await this.ready();
+      const users = [...byUser];
       const results = await pipelineByNode(
         this.redis,
-        [...byUser],
+        users,
         ([userId]) => this.key(userId),
         (p, [userId, args]) =>
           p.countingIngest(this.key(userId), this.logKey(userId), cutoff, ttl, memberLength, ...args),
       );
-      for (const [error, value] of results) {
+      results.forEach(([error, value], i) => {
         if (error) throw error;
-        added += value as number;
-      }
+        if (value === -1) lostSets.push(users[i] as [string, (number | Buffer)[]]);
+        else added += value as number;
+      });
+    }
+    // Rare: a user's set was lost while its log survived. Rebuild, then add as usual.
+    for (const [userId, args] of lostSets) {
+      await this.repairSet(userId, cutoff, ttl);
+      const n = await ingest(userId, args);
+      if (n === -1) throw new Error(`Event set of user ${userId} is still missing after its repair.`);
+      added += n;
     }
     return { added, duplicates: total - added, expired };
+  }
+
+  /**
+   * Rebuilds a user's event set from the packed log (after the set alone was evicted or
+   * deleted). The log holds each distinct event once, so it restores the dedup exactly.
+   * Bytes that do not parse as a known layout end the scan: what follows cannot be trusted.
+   */
+  private async repairSet(userId: string, cutoff: number, ttl: number): Promise<void> {
+    const log = await this.eventLog(userId);
+    const pairs: (number | Buffer)[] = [];
+    for (let at = 0; at < log.length; ) {
+      const layout = this.schema.layouts.get(log[at] as number);
+      if (!layout || at + layout.memberLength > log.length) break;
+      const member = log.subarray(at, at + layout.memberLength);
+      // The u64 timestamp at offset 1; its top two bytes are zero (≤ 2^53 − 1, validated on ingest).
+      pairs.push(member.readUIntBE(3, 6), member);
+      at += layout.memberLength;
+    }
+    await this.redis.countingRepair(this.key(userId), this.logKey(userId), cutoff, ttl, ...pairs);
   }
 
   /**

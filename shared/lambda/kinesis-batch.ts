@@ -36,6 +36,11 @@ export interface UserRecordInput {
   readonly subSequenceNumber: number;
   /** Approximate arrival on the stream, epoch ms. */
   readonly arrivedAt: number;
+  /**
+   * Set when the user record itself is unusable before any handler sees it (e.g. a KPL
+   * sub-record whose partition-key index is out of range): it is quarantined with this reason.
+   */
+  readonly rejection?: MalformedRecordError;
 }
 
 /** Options of {@link kinesisBatchHandler}. */
@@ -81,14 +86,33 @@ export function userRecordsOf(record: KinesisStreamRecord): UserRecordInput[] {
       { cause: failure },
     );
   }
-  return out.map((u) => ({
-    data: Buffer.from(u.data, 'base64'),
-    partitionKey: u.partitionKey,
-    shardId,
-    sequenceNumber: record.kinesis.sequenceNumber,
-    subSequenceNumber: u.subSequenceNumber ?? 0,
-    arrivedAt,
-  }));
+  return out.map((u) => {
+    const sub = u.subSequenceNumber ?? 0;
+    const input = {
+      data: Buffer.from(u.data, 'base64'),
+      partitionKey: u.partitionKey,
+      shardId,
+      sequenceNumber: record.kinesis.sequenceNumber,
+      subSequenceNumber: sub,
+      arrivedAt,
+    };
+    // The KPL format stores partition keys in a table and each sub-record an index into it; an
+    // index out of range leaves the key undefined. The data may be fine, but the record cannot
+    // be trusted to be routed right: quarantine it under the aggregate's key, so it is replayable.
+    if (typeof u.partitionKey !== 'string') {
+      return {
+        ...input,
+        partitionKey: record.kinesis.partitionKey,
+        rejection: new MalformedRecordError(
+          'kpl.bad-partition-key-index',
+          `Sub-record ${sub} of KPL aggregate ${record.kinesis.sequenceNumber} names a partition-key index ` +
+            'outside the aggregate\'s key table: the producer wrote a corrupt aggregate. Fix the producer; ' +
+            'replay puts the sub-record back under the aggregate\'s partition key.',
+        ),
+      };
+    }
+    return input;
+  });
 }
 
 /** Builds a middy handler for a Kinesis event source with Paceline's batch semantics. */
@@ -138,6 +162,7 @@ export function kinesisBatchHandler(options: KinesisBatchHandlerOptions) {
     await Promise.all(
       inputs.map(async (input) => {
         try {
+          if (input.rejection) throw input.rejection;
           await options.handleRecord(input);
         } catch (error) {
           if (error instanceof MalformedRecordError) await quarantine(input, error);

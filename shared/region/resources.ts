@@ -23,6 +23,34 @@ export interface TableSpec {
   readonly purpose: string;
 }
 
+/**
+ * An S3 bucket. The physical name is left to CloudFormation (bucket names are global); functions
+ * get it through `envVar`, the local runner names it `paceline-<suffix>` on its S3 emulator.
+ */
+export interface BucketSpec {
+  readonly envVar: string;
+  readonly suffix: string;
+  readonly purpose: string;
+}
+
+/**
+ * A CloudWatch alarm on one of a function's own metrics (namespace `Paceline`, dimension
+ * `service` = the function name, as Powertools publishes them).
+ */
+export interface MetricAlarmSpec {
+  /** Construct id suffix; stable. */
+  readonly id: string;
+  readonly metricName: string;
+  readonly statistic: 'Maximum' | 'Sum' | 'Average';
+  readonly periodSeconds: number;
+  /** Alarm when the statistic is greater than or equal to this. */
+  readonly threshold: number;
+  readonly evaluationPeriods: number;
+  /** A missing datapoint counts as breaching: the function stopped reporting. */
+  readonly missingIsBreaching: boolean;
+  readonly description: string;
+}
+
 /** A Kinesis data stream. */
 export interface StreamSpec {
   readonly envVar: string;
@@ -80,6 +108,10 @@ export interface FunctionSpec {
   readonly tables: Readonly<Partial<Record<TableKey, TableAccess>>>;
   /** Streams the function writes to (e.g. replaying quarantined records). */
   readonly writesStreams: readonly StreamKey[];
+  /** Buckets the function uses, with the access it needs. @default none */
+  readonly buckets?: Readonly<Partial<Record<BucketKey, TableAccess>>>;
+  /** Alarms on the function's own metrics, beyond the standard ones every function gets. @default none */
+  readonly alarms?: readonly MetricAlarmSpec[];
   readonly usesRedis: boolean;
   /** Static settings passed as environment variables, identical in every region and locally. */
   readonly settings: Readonly<Record<string, string>>;
@@ -147,6 +179,18 @@ const streams = {
   },
 } as const satisfies Record<string, StreamSpec>;
 
+const buckets = {
+  deadLetterPayloads: {
+    envVar: 'DEAD_LETTER_BUCKET',
+    suffix: 'dead-letter-payloads',
+    purpose:
+      'Payloads of quarantined records too large for a dead-letter item (Kinesis records reach 1 MB, items 400 KB).',
+  },
+} as const satisfies Record<string, BucketSpec>;
+
+/** Keys of the region's buckets. */
+export type BucketKey = keyof typeof buckets;
+
 /** Keys of the region's tables. */
 export type TableKey = keyof typeof tables;
 /** Keys of the region's streams. */
@@ -167,6 +211,19 @@ export const safeKinesisDefaults = {
   startingPosition: 'TRIM_HORIZON',
 } as const satisfies Omit<KinesisSourceSpec, 'stream'>;
 
+/**
+ * In-flight lifetime T and slot width, shared by every function that books spend; ad servers'
+ * budget guards must use the same values (a guard with another slot width refuses to run).
+ */
+const inFlightSettings = { IN_FLIGHT_TTL_MS: String(10 * 60_000), IN_FLIGHT_SLOT_MS: String(60_000) };
+
+/**
+ * The convergence guarantee of the spend outbox (docs/spend.md): a win in the ledger is in the
+ * live counters at most this long after Redis accepts writes again (sweep every minute, intents
+ * older than the grace). The alarm fires when the oldest pending win is older than this.
+ */
+export const SPEND_CONVERGENCE_SECONDS = 180;
+
 const functions = {
   ingestActions: {
     name: 'ingest-actions',
@@ -176,6 +233,7 @@ const functions = {
     source: { ...safeKinesisDefaults, stream: 'actions', batchSize: 500 },
     tables: { deadLetters: 'write' },
     writesStreams: [],
+    buckets: { deadLetterPayloads: 'write' },
     usesRedis: true,
     // Retention of user-action events (30 by default, up to 90): docs/counting.md.
     settings: { COUNTING_RETENTION_DAYS: '30' },
@@ -190,12 +248,42 @@ const functions = {
     source: { ...safeKinesisDefaults, stream: 'spend', batchSize: 200 },
     tables: { budgets: 'read', spendLedger: 'readwrite', deadLetters: 'write' },
     writesStreams: [],
+    buckets: { deadLetterPayloads: 'write' },
     usesRedis: true,
-    // In-flight lifetime T and slot width: ad servers' budget guards must use the same values
-    // (a guard with another slot width refuses to run): docs/spend.md.
-    settings: { IN_FLIGHT_TTL_MS: String(10 * 60_000), IN_FLIGHT_SLOT_MS: String(60_000) },
+    // In-flight lifetime T and slot width: docs/spend.md.
+    settings: inFlightSettings,
     readsParameters: false,
     purpose: 'Exactly-once confirmed spend (ledger + live counters), release of in-flight amounts.',
+  },
+  sweepSpend: {
+    name: 'sweep-spend',
+    entry: 'functions/sweep-spend/handler.ts',
+    memoryMb: 512,
+    timeoutSeconds: 60,
+    // Every minute, one rule without input (EventBridge's Scheduled Event).
+    schedule: { rateMinutes: 1, instances: [] },
+    tables: { budgets: 'read', spendLedger: 'readwrite' },
+    writesStreams: [],
+    usesRedis: true,
+    settings: { ...inFlightSettings, SWEEP_GRACE_MS: '10000' },
+    readsParameters: false,
+    alarms: [
+      {
+        id: 'Convergence',
+        metricName: 'SpendOutboxOldestAgeSeconds',
+        statistic: 'Maximum',
+        periodSeconds: 60,
+        threshold: SPEND_CONVERGENCE_SECONDS,
+        evaluationPeriods: 2,
+        missingIsBreaching: true,
+        description:
+          `sweep-spend: a win has been in the ledger but not in the live counters for over ${SPEND_CONVERGENCE_SECONDS} s ` +
+          '(guarantee: applied within that time after Redis accepts writes again) — Redis refusing writes, or ' +
+          'the sweeper failing or not running. Guards may overspend by the pending amount meanwhile.',
+      },
+    ],
+    purpose:
+      'Applies wins the ledger holds but the live counters never confirmed (spend outbox), so counters converge without an operator.',
   },
 } as const satisfies Record<string, FunctionSpec>;
 
@@ -208,7 +296,7 @@ const parameters = {
 } as const satisfies Record<string, ParameterSpec>;
 
 /** The whole description of a region. */
-export const regionResources = { tables, streams, functions, parameters } as const;
+export const regionResources = { tables, streams, buckets, functions, parameters } as const;
 
 /** Keys of the region's functions. */
 export type FunctionKey = keyof typeof functions;
@@ -231,6 +319,14 @@ export function resourceName(
 ): string {
   const value = env[spec.envVar];
   return value === undefined || value === '' ? physicalName(spec.suffix) : value;
+}
+
+/**
+ * Name of a stream function's on-failure queue (names are regional, so the same in every region);
+ * `dead-letters redrive` finds the queue by it.
+ */
+export function onFailureQueueName(functionName: string): string {
+  return `paceline-${functionName}-on-failure`;
 }
 
 /** SSM path prefix of a region's parameters, e.g. `/paceline/us-east-1/`. */
@@ -256,6 +352,7 @@ export interface EnvironmentInputs {
   readonly region: string;
   readonly tableName: (key: TableKey) => string;
   readonly streamName: (key: StreamKey) => string;
+  readonly bucketName: (key: BucketKey) => string;
   readonly redis?: { readonly nodes: string; readonly mode: 'cluster' | 'standalone'; readonly tls: boolean };
 }
 
@@ -273,6 +370,9 @@ export function functionEnvironment(spec: FunctionSpec, inputs: EnvironmentInput
   const streamKeys = new Set<StreamKey>(spec.writesStreams);
   if (spec.source) streamKeys.add(spec.source.stream);
   for (const key of streamKeys) env[streams[key].envVar] = inputs.streamName(key);
+  for (const key of Object.keys(spec.buckets ?? {}) as BucketKey[]) {
+    env[buckets[key].envVar] = inputs.bucketName(key);
+  }
   if (spec.readsParameters) env.PARAMETER_PREFIX = parameterPrefix(inputs.region);
   if (spec.usesRedis) {
     if (!inputs.redis) throw new Error(`Function ${spec.name} uses Redis but no Redis endpoint was given.`);

@@ -85,6 +85,11 @@ export class UnknownBidError extends SpendRecordError {
   override readonly name = 'UnknownBidError';
 }
 
+/** A time outside the window the consumer books spend for (in the future, or too old). */
+export class SpendTimeWindowError extends SpendRecordError {
+  override readonly name = 'SpendTimeWindowError';
+}
+
 /** Limits of decoding. */
 export interface SpendLimits {
   /**
@@ -93,12 +98,34 @@ export interface SpendLimits {
    * @default 1_000_000 ($1,000 CPM)
    */
   readonly maxPriceMicros: number;
-  /** Tolerated clock skew between ad servers / exchanges, ms. @default 60_000 */
+  /**
+   * Tolerated clock skew between ad servers, exchanges and this consumer, ms: a notice may name a
+   * bid up to this much after itself, and no time may be further than this ahead of the
+   * consumer's clock. @default 120_000 (2 minutes)
+   */
   readonly clockSkewMs: number;
+  /**
+   * Oldest bid the consumer books automatically, ms before its clock. Covers late billing
+   * notices (exchanges send some hours late) and replays of dead letters and on-failure batches
+   * within the stream's retention; anything older is quarantined for a human to look at (a
+   * producer clock or unit bug, or a replay that should go through `budgets reconcile`).
+   * @default 604_800_000 (7 days)
+   */
+  readonly maxBidAgeMs: number;
 }
 
 /** Default {@link SpendLimits}. */
-export const defaultSpendLimits: SpendLimits = { maxPriceMicros: 1_000_000, clockSkewMs: 60_000 };
+export const defaultSpendLimits: SpendLimits = {
+  maxPriceMicros: 1_000_000,
+  clockSkewMs: 120_000,
+  maxBidAgeMs: 7 * 86_400_000,
+};
+
+/** A value as it may appear in a reason: bounded, so a 900 KB field cannot blow up a dead letter. */
+export function preview(value: unknown, max = 64): string {
+  const text = JSON.stringify(value) ?? String(value);
+  return text.length <= max ? text : `${text.slice(0, max)}… (${text.length} chars)`;
+}
 
 const ID = /^[A-Za-z0-9_.-]{1,64}$/;
 const BID_ID = /^[\x21-\x7e]{1,128}$/;
@@ -108,7 +135,7 @@ function str(o: Record<string, unknown>, field: string, re: RegExp): string {
   if (typeof v !== 'string' || !re.test(v)) {
     throw new SpendSchemaError(
       'spend.invalid-field',
-      `Field ${field}=${JSON.stringify(v)} is invalid: expected a string matching ${re}. Fix the producer.`,
+      `Field ${field}=${preview(v)} is invalid: expected a string matching ${re}. Fix the producer.`,
     );
   }
   return v;
@@ -120,7 +147,7 @@ function time(o: Record<string, unknown>, field: string): number {
   if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1e12 || v > 1e13) {
     throw new SpendSchemaError(
       'spend.invalid-time',
-      `Field ${field}=${JSON.stringify(v)} is not an epoch-milliseconds timestamp. Fix the producer (seconds × 1000?).`,
+      `Field ${field}=${preview(v)} is not an epoch-milliseconds timestamp. Fix the producer (seconds × 1000?).`,
     );
   }
   return v;
@@ -129,7 +156,7 @@ function time(o: Record<string, unknown>, field: string): number {
 function price(o: Record<string, unknown>, field: string, limits: SpendLimits): number {
   const v = o[field];
   if (typeof v !== 'number' || Number.isNaN(v)) {
-    throw new InvalidPriceError('spend.price-nan', `Field ${field}=${JSON.stringify(v)} is not a number.`);
+    throw new InvalidPriceError('spend.price-nan', `Field ${field}=${preview(v)} is not a number.`);
   }
   return checkMicros(field, v, limits);
 }
@@ -161,14 +188,14 @@ export function auctionPriceToMicros(raw: string, limits: SpendLimits = defaultS
   if (raw.includes('${') || raw.includes('AUCTION_PRICE')) {
     throw new AuctionPriceMacroError(
       'spend.unsubstituted-macro',
-      `auctionPrice ${JSON.stringify(raw)} is the unsubstituted \${AUCTION_PRICE} macro: the exchange did not fill it in.`,
+      `auctionPrice ${preview(raw)} is the unsubstituted \${AUCTION_PRICE} macro: the exchange did not fill it in.`,
     );
   }
   const m = /^\s*(\d{1,9})(?:\.(\d{1,12}))?\s*$/.exec(raw);
   if (!m) {
     throw new AuctionPriceMacroError(
       'spend.auction-price-format',
-      `auctionPrice ${JSON.stringify(raw)} is not a decimal CPM such as "1.25" (encrypted prices must be decrypted by the ad server).`,
+      `auctionPrice ${preview(raw)} is not a decimal CPM such as "1.25" (encrypted prices must be decrypted by the ad server).`,
     );
   }
   const whole = Number(m[1]);
@@ -195,15 +222,12 @@ export function decodeSpendEvent(data: Uint8Array, limits: SpendLimits = default
   if (o.v !== SPEND_EVENT_VERSION) {
     throw new SpendSchemaError(
       'spend.unsupported-version',
-      `Schema version v=${JSON.stringify(o.v)} is not supported: this consumer reads v=${SPEND_EVENT_VERSION}.`,
+      `Schema version v=${preview(o.v)} is not supported: this consumer reads v=${SPEND_EVENT_VERSION}.`,
     );
   }
   const type = o.type;
   if (type !== 'bid' && type !== 'win' && type !== 'loss') {
-    throw new SpendSchemaError(
-      'spend.unknown-type',
-      `type=${JSON.stringify(type)} must be "bid", "win" or "loss".`,
-    );
+    throw new SpendSchemaError('spend.unknown-type', `type=${preview(type)} must be "bid", "win" or "loss".`);
   }
   const base = {
     v: 1 as const,
@@ -252,6 +276,48 @@ export function decodeSpendEvent(data: Uint8Array, limits: SpendLimits = default
     );
   }
   return { type, ...base, at, clearingPriceMicros: clearing };
+}
+
+const iso = (ms: number) => new Date(ms).toISOString();
+
+/**
+ * Checks an event's times against the consumer's clock (`now`): the bid no more than
+ * `maxBidAgeMs` in the past and no more than `clockSkewMs` in the future, a notice not in the
+ * future beyond the skew. Outside that window spend would be booked to a day that has not
+ * started, or decades ago, or kept in the ledger for centuries: the record is quarantined
+ * ({@link SpendTimeWindowError}) with what to check. Pure: the caller passes its clock's time.
+ */
+export function checkSpendTimes(
+  event: SpendEvent,
+  now: number,
+  limits: SpendLimits = defaultSpendLimits,
+): void {
+  const skew = limits.clockSkewMs;
+  if (event.bidAt > now + skew) {
+    throw new SpendTimeWindowError(
+      'spend.bid-in-future',
+      `bidAt ${iso(event.bidAt)} of bid ${event.bidId} is ${Math.round((event.bidAt - now) / 1000)} s ahead of ` +
+        `this consumer's clock (${iso(now)}; tolerated skew ${skew / 1000} s): check the ad server's clock ` +
+        '(NTP) and that bidAt is epoch milliseconds, then replay the dead letter.',
+    );
+  }
+  if (event.type !== 'bid' && event.at > now + skew) {
+    throw new SpendTimeWindowError(
+      'spend.notice-in-future',
+      `Notice time at=${iso(event.at)} of bid ${event.bidId} is ${Math.round((event.at - now) / 1000)} s ahead of ` +
+        `this consumer's clock (${iso(now)}; tolerated skew ${skew / 1000} s): check the clock of the host ` +
+        'that stamps notices, then replay the dead letter.',
+    );
+  }
+  if (now - event.bidAt > limits.maxBidAgeMs) {
+    throw new SpendTimeWindowError(
+      'spend.bid-too-old',
+      `bidAt ${iso(event.bidAt)} of bid ${event.bidId} is ${((now - event.bidAt) / 86_400_000).toFixed(1)} days ` +
+        `before this consumer's clock (${iso(now)}); spend older than ${limits.maxBidAgeMs / 86_400_000} days is ` +
+        "not booked automatically: check the producer's clock and units; a genuine old notice is booked by " +
+        'replaying the dead letter with a larger SPEND_MAX_BID_AGE_MS.',
+    );
+  }
 }
 
 /** Encodes an event (what producers put on the stream). */

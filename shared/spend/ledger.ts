@@ -11,6 +11,7 @@
  */
 import { ConditionalCheckFailedException, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient, GetCommand, PutCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
+import { type Clock, systemClock } from '../time/clock.js';
 
 /** A ledger entry: one confirmed win. */
 export interface LedgerEntry {
@@ -35,10 +36,13 @@ export interface SpendLedgerOptions {
   /** `SPEND_LEDGER_TABLE`. */
   readonly tableName: string;
   /**
-   * How long items are kept (the `expiresAt` attribute for DynamoDB TTL; storage only).
+   * How long items are kept (the `expiresAt` attribute for DynamoDB TTL; storage only), counted
+   * from the writer's clock — never from a time the record claims, which could be centuries away.
    * @default 400 days
    */
   readonly retentionDays?: number;
+  /** @default systemClock */
+  readonly clock?: Clock;
 }
 
 /** Outcome of {@link SpendLedger.record}. */
@@ -59,8 +63,10 @@ export class SpendLedger {
   private readonly doc: DynamoDBDocumentClient;
   private readonly tableName: string;
   private readonly retentionMs: number;
+  private readonly clock: Clock;
 
   constructor(options: SpendLedgerOptions) {
+    this.clock = options.clock ?? systemClock;
     this.doc = DynamoDBDocumentClient.from(options.client, {
       marshallOptions: { removeUndefinedValues: true },
     });
@@ -81,7 +87,7 @@ export class SpendLedger {
             pk: partition(entry.campaignId, entry.day),
             sk: entry.bidId,
             ...entry,
-            expiresAt: Math.floor((entry.noticeAt + this.retentionMs) / 1000),
+            expiresAt: Math.floor((this.clock.now() + this.retentionMs) / 1000),
           },
           ConditionExpression: 'attribute_not_exists(pk)',
         }),

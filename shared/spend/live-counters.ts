@@ -91,11 +91,23 @@ end
 
 const APPLY_LUA = `
 local h, n = KEYS[1], KEYS[2]
-local meta = redis.call('HMGET', h, 'r', 'q', 't')
+local meta = redis.call('HMGET', h, 'r', 'q', 't', 'nc')
 if not meta[1] then return -1 end
+-- The state and the notice-dedup hash are one group: 'nc' counts the fields the dedup hash must
+-- hold. If it lost them (evicted, deleted), dedup is void and a redelivered win would count twice:
+-- drop the sentinel instead, so the caller rebuilds the plan-day from the ledger.
+local hlen = redis.call('HLEN', n)
+if not meta[4] then
+  -- state written before 'nc' existed: adopt the dedup hash as it is
+  redis.call('HSET', h, 'nc', hlen)
+elseif tonumber(meta[4]) ~= hlen then
+  redis.call('HDEL', h, 'r')
+  return -1
+end
 local field, kind = ARGV[2], ARGV[3]
 local prev = redis.call('HGET', n, field)
 if prev == 'W' or (kind == 'L' and prev) then return 0 end
+if not prev then redis.call('HINCRBY', h, 'nc', 1) end
 local now, q, t = tonumber(ARGV[1]), tonumber(meta[2]), tonumber(meta[3])
 -- R = restored from the ledger by a rebuild: confirmed already counts it, the release may not.
 if kind == 'W' and prev ~= 'R' then redis.call('HINCRBY', h, 'c', ARGV[4]) end
@@ -155,7 +167,7 @@ if redis.call('HEXISTS', h, 'r') == 1 then
 end
 redis.call('DEL', h, n)
 if redis.call('EXISTS', s) == 1 then redis.call('RENAME', s, n) end
-redis.call('HSET', h, 'r', ARGV[1], 'c', ARGV[2], 'q', ARGV[3], 't', ARGV[4], 'g', ARGV[6])
+redis.call('HSET', h, 'r', ARGV[1], 'c', ARGV[2], 'q', ARGV[3], 't', ARGV[4], 'g', ARGV[6], 'nc', redis.call('HLEN', n))
 redis.call('PEXPIRE', h, ARGV[5])
 if redis.call('EXISTS', n) == 1 then redis.call('PEXPIRE', n, ARGV[5]) end
 return 1

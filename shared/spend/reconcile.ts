@@ -13,6 +13,7 @@
  * switch atomic; of two concurrent rebuilds the first wins, the second is discarded.
  */
 import { randomBytes } from 'node:crypto';
+import type { Result } from 'ioredis';
 import type { ResolvedPlan } from '../budget/model.js';
 import { dayWindowOf } from '../budget/time-zone.js';
 import type { RedisClient } from '../redis/connect.js';
@@ -54,6 +55,14 @@ export interface ReconcilerOptions {
    * @default 2 × slot width
    */
   readonly rejoinGraceMs?: number;
+  /**
+   * Lifetime of a plan-day's rebuild lock (`<state>:lock`, real time): one process rebuilds, the
+   * others wait for its sentinel. A crashed holder delays the next rebuild by at most this.
+   * Must exceed the longest ledger read of a plan-day. @default 30_000
+   */
+  readonly rebuildLockMs?: number;
+  /** How often a process waiting for another's rebuild looks again, real ms. @default 20 */
+  readonly rebuildPollMs?: number;
 }
 
 /** Result of a rebuild. */
@@ -69,17 +78,49 @@ export function keepFor(dayEndMs: number, nowMs: number, retentionMs: number): n
   return Math.max(retentionMs, dayEndMs + retentionMs - nowMs);
 }
 
+/**
+ * Thrown when a plan-day could not be rebuilt in time because another process holds its rebuild
+ * lock and has not finished (or Redis keeps refusing): transient, the record is retried.
+ */
+export class RebuildUnavailableError extends Error {
+  override readonly name = 'RebuildUnavailableError';
+}
+
+/** Releases a rebuild lock only if it is still ours (a lock that expired may belong to another). */
+const RELEASE_LUA = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+`;
+
+declare module 'ioredis' {
+  interface RedisCommander<Context> {
+    /** KEYS: lock. ARGV: token. Deletes the lock if it holds the token. */
+    spendUnlock(lock: string, token: string): Result<number, Context>;
+  }
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
 /** Rebuilds plan-days from the ledger. */
 export class Reconciler {
   private readonly inFlight: InFlightConfig;
   private readonly memoryRetentionMs: number;
   private readonly rejoinGraceMs: number;
+  private readonly lockMs: number;
+  private readonly pollMs: number;
+  /** Rebuilds running in this process, by state key: the single flight the others join. */
+  private readonly running = new Map<string, Promise<ReconcileResult>>();
+  /** Ledger reads made by rebuilds (tests and metrics: one per plan-day per reset). */
+  ledgerReads = 0;
 
   constructor(private readonly options: ReconcilerOptions) {
     this.inFlight = options.inFlight ?? defaultInFlight;
     this.memoryRetentionMs = options.memoryRetentionMs ?? DEFAULT_MEMORY_RETENTION_MS;
     this.rejoinGraceMs = options.rejoinGraceMs ?? 2 * this.inFlight.slotMs;
+    this.lockMs = options.rebuildLockMs ?? 30_000;
+    this.pollMs = options.rebuildPollMs ?? 20;
     defineSpendCommands(options.redis);
+    options.redis.defineCommand('spendUnlock', { numberOfKeys: 1, lua: RELEASE_LUA });
   }
 
   /** The ledger entries that count towards a plan on a day. */
@@ -101,11 +142,58 @@ export class Reconciler {
     day: string,
     options: { force?: boolean } = {},
   ): Promise<ReconcileResult> {
+    const key = planDayKeys(plan, day).state;
+    // Single flight in the process: every record of a batch that found the plan-day reset joins
+    // the one rebuild instead of reading the ledger itself.
+    const running = this.running.get(key);
+    if (running && !options.force) {
+      const result = await running;
+      return { ...result, installed: false };
+    }
+    const flight = this.rebuildOnce(plan, day, options.force === true).finally(() => {
+      if (this.running.get(key) === flight) this.running.delete(key);
+    });
+    this.running.set(key, flight);
+    return flight;
+  }
+
+  /**
+   * One rebuild across processes: the holder of `<state>:lock` (SET NX PX) rebuilds, the others
+   * wait until the sentinel is back (or the lock is gone, then compete again).
+   */
+  private async rebuildOnce(plan: ResolvedPlan, day: string, force: boolean): Promise<ReconcileResult> {
+    const { redis } = this.options;
+    const keys = planDayKeys(plan, day);
+    const lock = `${keys.state}:lock`;
+    const token = randomBytes(8).toString('hex');
+    const deadline = Date.now() + this.lockMs + 5_000;
+    const none = { installed: false, confirmedMicros: 0, wins: 0 };
+    for (;;) {
+      if (!force && (await redis.hexists(keys.state, 'r')) === 1) return none;
+      if ((await redis.set(lock, token, 'PX', this.lockMs, 'NX')) === 'OK') {
+        try {
+          if (force) await redis.hdel(keys.state, 'r');
+          else if ((await redis.hexists(keys.state, 'r')) === 1) return none;
+          return await this.rebuild(plan, day);
+        } finally {
+          await redis.spendUnlock(lock, token).catch(() => {});
+        }
+      }
+      if (Date.now() > deadline) {
+        throw new RebuildUnavailableError(
+          `Plan-day ${keys.state} is being rebuilt by another process that has not finished within ` +
+            `${this.lockMs} ms; retrying the record.`,
+        );
+      }
+      await sleep(this.pollMs);
+    }
+  }
+
+  /** Reads the ledger and installs the plan-day (caller holds the lock). */
+  private async rebuild(plan: ResolvedPlan, day: string): Promise<ReconcileResult> {
     const { redis, clock } = this.options;
     const keys = planDayKeys(plan, day);
-    if (options.force) await redis.hdel(keys.state, 'r');
-    else if ((await redis.hexists(keys.state, 'r')) === 1)
-      return { installed: false, confirmedMicros: 0, wins: 0 };
+    this.ledgerReads++;
     const entries = await this.ledgerEntries(plan, day);
     const epoch = `${clock.now().toString(36)}-${randomBytes(4).toString('hex')}`;
     const staging = keys.staging(epoch);

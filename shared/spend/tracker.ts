@@ -19,6 +19,7 @@ import { dayWindow } from '../budget/time-zone.js';
 import type { RedisClient } from '../redis/connect.js';
 import type { Clock } from '../time/clock.js';
 import {
+  checkSpendTimes,
   decodeSpendEvent,
   defaultSpendLimits,
   type LossEvent,
@@ -30,6 +31,7 @@ import {
 import { noticeField, planDayKeys } from './keys.js';
 import type { LedgerEntry, LedgerStore } from './ledger.js';
 import { defineSpendCommands } from './live-counters.js';
+import type { WinOutbox } from './outbox.js';
 import {
   DEFAULT_MEMORY_RETENTION_MS,
   defaultInFlight,
@@ -59,6 +61,12 @@ export interface SpendTrackerOptions {
   readonly limits?: SpendLimits;
   /** @default DEFAULT_MEMORY_RETENTION_MS */
   readonly memoryRetentionMs?: number;
+  /**
+   * Intents of wins not yet applied to Redis (SpendOutbox). With it, a win whose apply fails for
+   * longer than Lambda retries is still applied by the sweeper; without it (tests, simulations),
+   * only a retried record or a rebuild repairs the counters. @default none
+   */
+  readonly outbox?: WinOutbox;
 }
 
 /** What handling one event did (for metrics and tests). */
@@ -92,8 +100,9 @@ export class SpendTracker {
     return this.apply(decodeSpendEvent(data, this.limits));
   }
 
-  /** Applies one decoded event. Idempotent. */
+  /** Applies one decoded event. Idempotent. Times outside the booking window are rejected first. */
   async apply(event: SpendEvent): Promise<TrackOutcome> {
+    checkSpendTimes(event, this.options.clock.now(), this.limits);
     const budgets = await this.options.budgets(event.campaignId);
     if (!budgets) {
       throw new UnknownCampaignError(
@@ -121,6 +130,32 @@ export class SpendTracker {
       noticeAt: event.at,
       late,
     };
+    return this.book(entry, budgets);
+  }
+
+  /**
+   * Finishes a win the sweeper found in the outbox: the same ledger write and apply as a live
+   * notice (both idempotent), then the intent is closed.
+   */
+  async settlePending(entry: LedgerEntry): Promise<TrackOutcome> {
+    const budgets = await this.options.budgets(entry.campaignId);
+    if (!budgets) {
+      throw new UnknownCampaignError(
+        'spend.unknown-campaign',
+        `Campaign ${entry.campaignId} of pending win ${entry.bidId} is not in the budgets table: restore it; ` +
+          'the sweeper keeps the intent until then.',
+      );
+    }
+    return this.book(entry, budgets, false);
+  }
+
+  /**
+   * Intent (outbox) → ledger → every plan's counters → intent closed. A failure anywhere leaves
+   * the intent for the sweeper; the ledger's stored entry (first notice) is what gets applied.
+   */
+  private async book(entry: LedgerEntry, budgets: CampaignBudgets, openIntent = true): Promise<TrackOutcome> {
+    const { outbox } = this.options;
+    if (outbox && openIntent) await outbox.open(entry, this.options.clock.now());
     const { created, entry: stored } = await this.options.ledger.record(entry);
     let applied = 0;
     let rebuilt = 0;
@@ -129,10 +164,11 @@ export class SpendTracker {
       if (r.reply === 1 || r.reply === 2) applied++;
       rebuilt += r.rebuilt;
     }
+    if (outbox) await outbox.close(stored);
     return {
       type: 'win',
       duplicate: !created && applied === 0,
-      late,
+      late: stored.late,
       addedMicros: created ? stored.clearingPriceMicros : 0,
       rebuilt,
     };

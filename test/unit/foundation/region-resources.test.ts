@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
+  type FunctionSpec,
   functionEnvironment,
   parameterPrefix,
   physicalName,
@@ -12,8 +13,11 @@ const inputs = {
   region: 'eu-west-1',
   tableName: (k: string) => `T-${k}`,
   streamName: (k: string) => `S-${k}`,
+  bucketName: (k: string) => `B-${k}`,
   redis: { nodes: 'h:6380', mode: 'cluster' as const, tls: true },
 };
+
+const allFunctions = Object.values(regionResources.functions) as FunctionSpec[];
 
 describe('region description', () => {
   it('gives every resource a unique physical name', () => {
@@ -31,15 +35,16 @@ describe('region description', () => {
     expect(resourceName(t, { BUDGETS_TABLE: 'custom' })).toBe('custom');
   });
 
-  it('references only streams and tables it defines', () => {
-    for (const fn of Object.values(regionResources.functions)) {
-      expect(regionResources.streams).toHaveProperty(fn.source.stream);
+  it('references only streams, tables and buckets it defines', () => {
+    for (const fn of allFunctions) {
+      if (fn.source) expect(regionResources.streams).toHaveProperty(fn.source.stream);
       for (const t of Object.keys(fn.tables)) expect(regionResources.tables).toHaveProperty(t);
+      for (const b of Object.keys(fn.buckets ?? {})) expect(regionResources.buckets).toHaveProperty(b);
     }
   });
 
   it('derives exactly the environment a function declares it uses', () => {
-    for (const fn of Object.values(regionResources.functions)) {
+    for (const fn of allFunctions) {
       const env = functionEnvironment(fn, inputs);
       expect(env.POWERTOOLS_SERVICE_NAME).toBe(fn.name);
       expect(env.PACELINE_REGION).toBe('eu-west-1');
@@ -47,8 +52,13 @@ describe('region description', () => {
       for (const [key, spec] of Object.entries(regionResources.tables)) {
         expect(env[spec.envVar]).toBe(key in fn.tables ? `T-${key}` : undefined);
       }
-      const stream = regionResources.streams[fn.source.stream];
-      expect(env[stream.envVar]).toBe(`S-${fn.source.stream}`);
+      for (const [key, spec] of Object.entries(regionResources.buckets)) {
+        expect(env[spec.envVar]).toBe(key in (fn.buckets ?? {}) ? `B-${key}` : undefined);
+      }
+      if (fn.source) {
+        const stream = regionResources.streams[fn.source.stream];
+        expect(env[stream.envVar]).toBe(`S-${fn.source.stream}`);
+      }
       expect(env.REDIS_NODES).toBe('h:6380');
       expect(env.REDIS_TLS).toBe('true');
       expect(env.PARAMETER_PREFIX).toBe(fn.readsParameters ? parameterPrefix('eu-west-1') : undefined);
@@ -61,12 +71,13 @@ describe('region description', () => {
   });
 
   it('keeps the safe stream defaults on every source', () => {
-    for (const fn of Object.values(regionResources.functions)) {
-      expect(fn.source.bisectBatchOnFunctionError).toBe(true);
-      expect(fn.source.retryAttempts).toBeGreaterThanOrEqual(0);
-      expect(fn.source.retryAttempts).toBeLessThanOrEqual(10);
-      expect(fn.source.maxRecordAgeSeconds).toBeGreaterThan(0);
-      expect(fn.source.reportBatchItemFailures).toBe(true);
+    for (const { source } of allFunctions) {
+      if (!source) continue;
+      expect(source.bisectBatchOnFunctionError).toBe(true);
+      expect(source.retryAttempts).toBeGreaterThanOrEqual(0);
+      expect(source.retryAttempts).toBeLessThanOrEqual(10);
+      expect(source.maxRecordAgeSeconds).toBeGreaterThan(0);
+      expect(source.reportBatchItemFailures).toBe(true);
     }
   });
 
@@ -82,6 +93,15 @@ describe('function settings', () => {
     const s = regionResources.functions.trackSpend.settings;
     expect(Number(s.IN_FLIGHT_TTL_MS)).toBe(defaultInFlight.ttlMs);
     expect(Number(s.IN_FLIGHT_SLOT_MS)).toBe(defaultInFlight.slotMs);
+  });
+
+  it("the spend sweeper shares track-spend's in-flight settings and every stream function can offload dead letters", () => {
+    const { sweepSpend, trackSpend } = regionResources.functions;
+    expect(sweepSpend.settings.IN_FLIGHT_TTL_MS).toBe(trackSpend.settings.IN_FLIGHT_TTL_MS);
+    expect(sweepSpend.settings.IN_FLIGHT_SLOT_MS).toBe(trackSpend.settings.IN_FLIGHT_SLOT_MS);
+    for (const fn of allFunctions.filter((f) => f.source)) {
+      expect(fn.buckets?.deadLetterPayloads, fn.name).toBe('write');
+    }
   });
 
   it('ingest-actions keeps the default 30-day retention', () => {

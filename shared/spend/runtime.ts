@@ -1,0 +1,91 @@
+/**
+ * The spend objects a function builds once at cold start from its environment (track-spend and
+ * the outbox sweeper share them, so both book wins exactly the same way): DynamoDB ledger,
+ * outbox and budgets, Redis live counters, the reconciler and the tracker.
+ */
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { BudgetRepository } from '../budget/repository.js';
+import { intEnv, requireEnv } from '../config/env.js';
+import { connectRedis, type RedisClient, redisConfigFromEnv } from '../redis/connect.js';
+import { regionResources } from '../region/resources.js';
+import type { Clock } from '../time/clock.js';
+import { defaultSpendLimits, type SpendLimits } from './events.js';
+import { SpendLedger } from './ledger.js';
+import { SpendOutbox } from './outbox.js';
+import { defaultInFlight, type InFlightConfig, Reconciler } from './reconcile.js';
+import { cachedBudgets, SpendTracker } from './tracker.js';
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/** What {@link spendRuntimeFromEnv} builds. */
+export interface SpendRuntime {
+  readonly redis: RedisClient;
+  readonly ledger: SpendLedger;
+  readonly outbox: SpendOutbox;
+  readonly budgets: BudgetRepository;
+  readonly reconciler: Reconciler;
+  readonly tracker: SpendTracker;
+  readonly inFlight: InFlightConfig;
+  readonly limits: SpendLimits;
+}
+
+/**
+ * In-flight settings (`IN_FLIGHT_TTL_MS`, `IN_FLIGHT_SLOT_MS`; must equal the ad servers' guards)
+ * and booking limits (`SPEND_CLOCK_SKEW_MS`, `SPEND_MAX_BID_AGE_MS`) from the environment.
+ */
+export function spendSettingsFromEnv(env: Env = process.env): {
+  inFlight: InFlightConfig;
+  limits: SpendLimits;
+} {
+  return {
+    inFlight: {
+      ttlMs: intEnv('IN_FLIGHT_TTL_MS', defaultInFlight.ttlMs, env),
+      slotMs: intEnv('IN_FLIGHT_SLOT_MS', defaultInFlight.slotMs, env),
+    },
+    limits: {
+      ...defaultSpendLimits,
+      clockSkewMs: intEnv('SPEND_CLOCK_SKEW_MS', defaultSpendLimits.clockSkewMs, env),
+      maxBidAgeMs: intEnv('SPEND_MAX_BID_AGE_MS', defaultSpendLimits.maxBidAgeMs, env),
+    },
+  };
+}
+
+/** Builds the spend objects from the function's environment (throws naming a missing variable). */
+export function spendRuntimeFromEnv(options: {
+  readonly dynamodb: DynamoDBClient;
+  readonly clock: Clock;
+  /** Connection errors fail commands (→ retried); they are reported here instead of crashing. */
+  readonly onRedisError: (error: Error) => void;
+  readonly env?: Env;
+}): SpendRuntime {
+  const env = options.env ?? process.env;
+  const { dynamodb, clock } = options;
+  const ledgerTable = requireEnv(regionResources.tables.spendLedger.envVar, env);
+  const budgets = new BudgetRepository({
+    client: dynamodb,
+    tableName: requireEnv(regionResources.tables.budgets.envVar, env),
+  });
+  const ledger = new SpendLedger({ client: dynamodb, tableName: ledgerTable, clock });
+  const outbox = new SpendOutbox({ client: dynamodb, tableName: ledgerTable });
+  const redis = connectRedis(redisConfigFromEnv(env));
+  redis.on('error', options.onRedisError);
+  const { inFlight, limits } = spendSettingsFromEnv(env);
+  const reconciler = new Reconciler({
+    redis,
+    ledger,
+    clock,
+    inFlight,
+    campaignsOfAccount: (accountId) => budgets.listCampaignIds(accountId),
+  });
+  const tracker = new SpendTracker({
+    redis,
+    ledger,
+    outbox,
+    reconciler,
+    clock,
+    inFlight,
+    limits,
+    budgets: cachedBudgets((id) => budgets.getCampaignBudgets(id), clock),
+  });
+  return { redis, ledger, outbox, budgets, reconciler, tracker, inFlight, limits };
+}
