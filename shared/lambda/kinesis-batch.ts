@@ -106,8 +106,8 @@ export function userRecordsOf(record: KinesisStreamRecord): UserRecordInput[] {
         rejection: new MalformedRecordError(
           'kpl.bad-partition-key-index',
           `Sub-record ${sub} of KPL aggregate ${record.kinesis.sequenceNumber} names a partition-key index ` +
-            'outside the aggregate\'s key table: the producer wrote a corrupt aggregate. Fix the producer; ' +
-            'replay puts the sub-record back under the aggregate\'s partition key.',
+            "outside the aggregate's key table: the producer wrote a corrupt aggregate. Fix the producer; " +
+            "replay puts the sub-record back under the aggregate's partition key.",
         ),
       };
     }

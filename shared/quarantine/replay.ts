@@ -50,7 +50,9 @@ export async function replayDeadLetters(options: ReplayOptions): Promise<ReplayR
   await Promise.all(
     letters.map(async (letter) => {
       try {
-        await options.put({ data: letter.data, partitionKey: letter.partitionKey || letter.shardId });
+        // An oversized payload comes back from the payload store (S3) it was offloaded to.
+        const data = await options.store.payload(letter);
+        await options.put({ data, partitionKey: letter.partitionKey || letter.shardId });
       } catch (error) {
         failed.push({ letter, error: (error as Error).message });
         return;

@@ -27,12 +27,24 @@ export type KinesisHandler = (
  * quiet: tests assert on stores, not on log output.
  */
 export async function loadKinesisHandler(region: LocalRegion, key: FunctionKey): Promise<KinesisHandler> {
-  Object.assign(process.env, region.functionEnv(key), {
+  return loadHandler<KinesisHandler>(region, key);
+}
+
+/**
+ * Loads any function's real handler module like {@link loadKinesisHandler}; `overrides` replace
+ * settings of its environment (e.g. a shorter sweep grace) before the module reads them.
+ */
+export async function loadHandler<H>(
+  region: LocalRegion,
+  key: FunctionKey,
+  overrides: Readonly<Record<string, string>> = {},
+): Promise<H> {
+  Object.assign(process.env, region.functionEnv(key), overrides, {
     POWERTOOLS_METRICS_DISABLED: 'true',
     POWERTOOLS_LOG_LEVEL: 'SILENT',
   });
   const entry = fileURLToPath(new URL(`../../${regionResources.functions[key].entry}`, import.meta.url));
-  const module = (await import(entry)) as { handler: KinesisHandler };
+  const module = (await import(entry)) as { handler: H };
   return module.handler;
 }
 

@@ -1,0 +1,151 @@
+/**
+ * What every operator CLI of Paceline does the same way: `--help`; the target (local emulators or
+ * an AWS region) printed to stderr before anything happens; AWS only with `--aws` (never reached
+ * silently because an endpoint variable was missing); human output, or JSON with `--json`;
+ * errors as one line (no stack trace) with documented exit codes.
+ */
+import { type AwsEndpoints, endpointsFromEnv } from '../shared/aws/clients.js';
+
+/** Exit codes shared by the CLIs (documented in their `--help`). */
+export const EXIT = {
+  ok: 0,
+  /** Unexpected failure: an endpoint unreachable, permissions, a bug. */
+  failure: 1,
+  /** Wrong command line or invalid input: nothing was written. */
+  usage: 2,
+  /** A referenced account, campaign or plan does not exist. */
+  notFound: 3,
+  /** An item exists already or changed concurrently. */
+  conflict: 4,
+  /** Some items of a bulk operation failed (listed in the output); the rest succeeded. */
+  partial: 5,
+} as const;
+
+/** Text of the exit codes for `--help`. */
+export const EXIT_HELP = `exit codes: 0 ok, 1 unexpected failure (endpoint, permissions), 2 usage or invalid input (nothing written),
+  3 not found, 4 conflict, 5 partial failure (see output)`;
+
+/** Wrong command line or invalid input; the message says what to type. */
+export class CliUsageError extends Error {
+  override readonly name: string = 'CliUsageError';
+}
+
+/** Some items of a bulk operation failed; the result is still printed. */
+export class PartialFailureError extends Error {
+  override readonly name = 'PartialFailureError';
+  constructor(
+    message: string,
+    readonly result: unknown,
+  ) {
+    super(message);
+  }
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/** Where a CLI's AWS clients go: every endpoint variable, or AWS itself (only with `--aws`). */
+export function targetOf(
+  env: Env,
+  aws: boolean,
+): { readonly endpoints: AwsEndpoints; readonly text: string } {
+  const endpoints = endpointsFromEnv(env);
+  const local = [endpoints.dynamodb, endpoints.kinesis, endpoints.ssm, endpoints.s3, endpoints.sqs].filter(
+    Boolean,
+  );
+  if (local.length > 0) {
+    const parts = Object.entries(endpoints)
+      .filter(([k, v]) => k !== 'region' && v)
+      .map(([k, v]) => `${k} ${v}`);
+    return { endpoints, text: `local region ${endpoints.region} (${parts.join(', ')})` };
+  }
+  if (!aws) {
+    throw new CliUsageError(
+      'No local endpoint is set (AWS_ENDPOINT_URL_DYNAMODB, …): paste the "Client env" line `npm start` prints, ' +
+        `or pass --aws to act on AWS region ${endpoints.region}.`,
+    );
+  }
+  return { endpoints, text: `AWS region ${endpoints.region} (default credential chain)` };
+}
+
+/** Renders a result for people: one line per list item, `key: value` lines for an object. */
+export function formatHuman(value: unknown): string {
+  const flat = (v: unknown) => (v === null || typeof v !== 'object' ? String(v) : JSON.stringify(v));
+  if (Array.isArray(value)) {
+    if (value.length === 0) return '(none)';
+    return value
+      .map((item) =>
+        item !== null && typeof item === 'object'
+          ? Object.entries(item as Record<string, unknown>)
+              .map(([k, v]) => `${k}=${flat(v)}`)
+              .join('  ')
+          : flat(item),
+      )
+      .join('\n');
+  }
+  if (value !== null && typeof value === 'object') {
+    return Object.entries(value as Record<string, unknown>)
+      .map(([k, v]) => `${k}: ${flat(v)}`)
+      .join('\n');
+  }
+  return flat(value);
+}
+
+/** How a CLI maps its errors to exit codes (undefined: unexpected → 1). */
+export type ExitCodeOf = (error: unknown) => number | undefined;
+
+/** Node's own argument-parsing errors (unknown option, missing value). */
+export function isParseArgsError(error: unknown): boolean {
+  return error instanceof TypeError && String((error as { code?: string }).code).startsWith('ERR_PARSE_ARGS');
+}
+
+/**
+ * Runs a CLI's `main` as a process: prints the result (human, or JSON with `--json`) and exits
+ * with the documented code; errors are one line on stderr.
+ */
+export function runCli(options: {
+  readonly name: string;
+  readonly usage: string;
+  readonly argv: readonly string[];
+  /** The CLI's main; `log` gets the target line (and other progress) for stderr. */
+  readonly main: (argv: string[], env: NodeJS.ProcessEnv, log: (line: string) => void) => Promise<unknown>;
+  readonly exitCodeOf: ExitCodeOf;
+}): void {
+  const { name, argv } = options;
+  if (argv.some((a) => a === '--help' || a === '-h')) {
+    console.log(`${options.usage}\n${EXIT_HELP}`);
+    return;
+  }
+  const json = argv.includes('--json');
+  const print = (result: unknown) =>
+    console.log(json ? JSON.stringify(result, null, 2) : formatHuman(result));
+  options
+    .main(
+      argv.filter((a) => a !== '--json'),
+      process.env,
+      (line) => console.error(`${name}: ${line}`),
+    )
+    .then(
+      (result) => print(result),
+      (error: unknown) => {
+        if (error instanceof PartialFailureError) {
+          print(error.result);
+          console.error(`${name}: ${error.message}`);
+          process.exit(EXIT.partial);
+        }
+        const known =
+          error instanceof CliUsageError || isParseArgsError(error) ? EXIT.usage : options.exitCodeOf(error);
+        const e = error as Error;
+        const text =
+          known === undefined ? `${e?.name ?? 'Error'}: ${e?.message ?? String(error)}` : e.message;
+        // One line: the message, never a stack trace (run with NODE_DEBUG=cli for one); usage
+        // errors carry the usage text after their first line, --help prints it.
+        const line =
+          known === EXIT.usage
+            ? `${String(text).split('\n')[0]} (--help for usage)`
+            : String(text).replace(/\s*\n\s*/g, ' ');
+        console.error(`${name}: ${line}`);
+        if (process.env.NODE_DEBUG?.includes('cli')) console.error(error);
+        process.exit(known ?? EXIT.failure);
+      },
+    );
+}
