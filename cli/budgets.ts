@@ -2,7 +2,10 @@
  * `tsx cli/budgets.ts <command>`: create, update and list accounts, campaigns and budget plans in
  * the budgets table, and rebuild live spend counters from the ledger. Talks to the table named by
  * BUDGETS_TABLE (default `paceline-budgets`) at AWS_ENDPOINT_URL_DYNAMODB (the local region's
- * dynalite, or AWS). Prints JSON; errors say what was wrong and exit non-zero.
+ * dynalite), or AWS with `--aws`. Prints its target first; human output, JSON with `--json`.
+ * Input is parsed strictly (plain decimals, real calendar days, flags consistent with the plan
+ * level, canonical zone names); an error is one line with a documented exit code, and nothing
+ * is written.
  *
  *   account put  --id A --name N --tz America/Los_Angeles [--currency USD] [--mode create|update|upsert]
  *   account list
@@ -14,7 +17,7 @@
  *   reconcile    --campaign C [--day YYYY-MM-DD] [--force]   (needs REDIS_NODES/REDIS_MODE, SPEND_LEDGER_TABLE)
  */
 import { parseArgs } from 'node:util';
-import { dynamoDbClient, endpointsFromEnv } from '../shared/aws/clients.js';
+import { dynamoDbClient } from '../shared/aws/clients.js';
 import {
   BudgetValidationError,
   type PacingMode,
@@ -27,20 +30,18 @@ import {
   BudgetRepository,
   type WriteMode,
 } from '../shared/budget/repository.js';
-import { dayWindow, InvalidTimeZoneError } from '../shared/budget/time-zone.js';
-import { intEnv } from '../shared/config/env.js';
+import { dayWindow, InvalidDayError, InvalidTimeZoneError, parseDay } from '../shared/budget/time-zone.js';
+import { InvalidEnvError, intEnv, MissingEnvError } from '../shared/config/env.js';
 import { connectRedis, redisConfigFromEnv } from '../shared/redis/connect.js';
 import { regionResources, resourceName } from '../shared/region/resources.js';
 import { SpendLedger } from '../shared/spend/ledger.js';
 import { defaultInFlight, Reconciler } from '../shared/spend/reconcile.js';
 import { systemClock } from '../shared/time/clock.js';
+import { CliUsageError, EXIT, type ExitCodeOf, runCli, targetOf } from './common.js';
 
-/** Wrong command line; the message says what to type. */
-export class CliUsageError extends Error {
-  override readonly name = 'CliUsageError';
-}
+export { CliUsageError } from './common.js';
 
-const USAGE = `usage: budgets <account|campaign|plan> <put|list> [options] | budgets reconcile --campaign C [--day D] [--force]
+const USAGE = `usage: budgets <account|campaign|plan> <put|list> [options] [--json] [--aws] | budgets reconcile --campaign C [--day D] [--force]
   account put  --id A --name N --tz <IANA zone> [--currency USD] [--mode create|update|upsert]
   account list
   campaign put --id C --account A --name N [--status active|paused] [--mode …]
@@ -48,7 +49,9 @@ const USAGE = `usage: budgets <account|campaign|plan> <put|list> [options] | bud
   plan put     --level account|campaign|arm --account A [--campaign C] [--arm X]
                (--daily-budget <dollars> | --daily-budget-micros <int>) [--pacing even|asap] [--mode …]
   plan list    --account A [--campaign C]
-  reconcile    --campaign C [--day YYYY-MM-DD] [--force]`;
+  reconcile    --campaign C [--day YYYY-MM-DD] [--force]
+  amounts: --daily-budget 1000 or 1000.50 (plain decimal, ≤ 6 decimals), --daily-budget-micros 1000500000 (plain integer)
+  --aws: act on AWS when no local endpoint variable (AWS_ENDPOINT_URL_DYNAMODB, …) is set`;
 
 const options = {
   id: { type: 'string' },
@@ -66,6 +69,7 @@ const options = {
   pacing: { type: 'string', default: 'even' },
   day: { type: 'string' },
   force: { type: 'boolean', default: false },
+  aws: { type: 'boolean', default: false },
 } as const;
 
 function need(value: string | undefined, flag: string): string {
@@ -80,14 +84,27 @@ function writeMode(value: string): WriteMode {
   return value;
 }
 
-/** Dollars ("1000.50") → integer micros, exactly (no float rounding). */
+/**
+ * Dollars ("1000.50") → integer micros, exactly (no float rounding). Strict: plain decimal
+ * digits only — no sign, spaces, exponent (`1e6`), hex (`0x10`), leading zeros or empty string.
+ */
 export function dollarsToMicros(value: string): number {
-  const m = /^(\d{1,8})(?:\.(\d{1,6}))?$/.exec(value.trim());
+  const m = /^(0|[1-9]\d{0,7})(?:\.(\d{1,6}))?$/.exec(value);
   if (!m)
     throw new CliUsageError(
-      `--daily-budget ${value}: give dollars such as 1000 or 1000.50 (up to 6 decimals).`,
+      `--daily-budget ${JSON.stringify(value)}: give dollars as a plain decimal such as 1000 or 1000.50 (up to 6 decimals).`,
     );
   return Number(m[1]) * 1_000_000 + Number((m[2] ?? '').padEnd(6, '0'));
+}
+
+/** A plain non-negative decimal integer (`0`, `250000000`); nothing `Number()` would also accept. */
+export function parseMicros(flag: string, value: string): number {
+  if (!/^(0|[1-9]\d{0,15})$/.test(value) || !Number.isSafeInteger(Number(value))) {
+    throw new CliUsageError(
+      `--${flag} ${JSON.stringify(value)}: give integer micros as plain digits, e.g. 250000000 for $250.`,
+    );
+  }
+  return Number(value);
 }
 
 function budgetMicros(values: Record<string, unknown>): number {
@@ -99,16 +116,47 @@ function budgetMicros(values: Record<string, unknown>): number {
     );
   }
   if (dollars !== undefined) return dollarsToMicros(dollars);
-  const n = Number(micros);
-  if (!Number.isSafeInteger(n)) throw new CliUsageError(`--daily-budget-micros ${micros} is not an integer.`);
-  return n;
+  return parseMicros('daily-budget-micros', micros as string);
 }
 
-/** Runs one command; returns what to print. */
-export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<unknown> {
+function oneOf<T extends string>(flag: string, value: string, allowed: readonly T[]): T {
+  if (!(allowed as readonly string[]).includes(value)) {
+    throw new CliUsageError(`--${flag} ${JSON.stringify(value)}: use ${allowed.join(', ')}.`);
+  }
+  return value as T;
+}
+
+/** The ids a plan level takes, and no others (a stray --campaign on an account plan is refused). */
+function planIds(values: { level?: string; campaign?: string; arm?: string }) {
+  const level = oneOf<PlanLevel>('level', need(values.level, 'level'), ['account', 'campaign', 'arm']);
+  if (level === 'account' && values.campaign !== undefined) {
+    throw new CliUsageError('--level account takes no --campaign (the account plan covers every campaign).');
+  }
+  if (level !== 'arm' && values.arm !== undefined) {
+    throw new CliUsageError(`--level ${level} takes no --arm: use --level arm for an arm plan.`);
+  }
+  return {
+    level,
+    ...(level === 'account' ? {} : { campaignId: need(values.campaign, 'campaign') }),
+    ...(level === 'arm' ? { armId: need(values.arm, 'arm') } : {}),
+  };
+}
+
+/** Runs one command; returns what to print. `log` receives the target line. */
+export async function main(
+  argv: string[],
+  env: NodeJS.ProcessEnv = process.env,
+  log: (line: string) => void = () => {},
+): Promise<unknown> {
   const { values, positionals } = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
   const [what, verb] = positionals;
-  const dynamodb = dynamoDbClient(endpointsFromEnv(env));
+  const known = ['account put', 'account list', 'campaign put', 'campaign list', 'plan put', 'plan list'];
+  if (!(what === 'reconcile' && positionals.length === 1) && !known.includes(positionals.join(' '))) {
+    throw new CliUsageError(`Unknown command "${positionals.join(' ')}".\n${USAGE}`);
+  }
+  const target = targetOf(env, values.aws);
+  log(`target ${target.text}, table ${resourceName(regionResources.tables.budgets, env)}`);
+  const dynamodb = dynamoDbClient(target.endpoints);
   const repo = new BudgetRepository({
     client: dynamodb,
     tableName: resourceName(regionResources.tables.budgets, env),
@@ -133,7 +181,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
           campaignId: need(values.id, 'id'),
           accountId: need(values.account, 'account'),
           name: need(values.name, 'name'),
-          status: values.status as 'active',
+          status: oneOf('status', values.status, ['active', 'paused']),
         },
         mode,
       );
@@ -143,12 +191,10 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
     if (what === 'plan' && verb === 'put') {
       return await repo.putPlan(
         {
-          level: need(values.level, 'level') as PlanLevel,
+          ...planIds(values),
           accountId: need(values.account, 'account'),
-          ...(values.campaign ? { campaignId: values.campaign } : {}),
-          ...(values.arm ? { armId: values.arm } : {}),
           dailyBudgetMicros: budgetMicros(values),
-          pacingMode: values.pacing as PacingMode,
+          pacingMode: oneOf<PacingMode>('pacing', values.pacing, ['even', 'asap']),
         },
         mode,
       );
@@ -178,9 +224,18 @@ async function reconcile(
   force: boolean,
   env: NodeJS.ProcessEnv,
 ): Promise<unknown> {
+  if (day !== undefined) parseDay(day);
   const budgets = await repo.getCampaignBudgets(campaignId);
   if (!budgets) throw new BudgetNotFoundError(`Campaign ${campaignId} (or its account) does not exist.`);
+  const today = dayWindow(systemClock.now(), budgets.account.timeZone).day;
+  // No spend can exist for a day that has not begun in the advertiser's zone: nothing to rebuild.
+  if (day !== undefined && day > today) {
+    throw new CliUsageError(
+      `--day ${day} has not begun in ${budgets.account.timeZone} (today there is ${today}): nothing to reconcile.`,
+    );
+  }
   const redis = connectRedis(redisConfigFromEnv(env));
+  redis.on('error', () => {});
   try {
     const ledger = new SpendLedger({
       client: dynamodb,
@@ -196,7 +251,7 @@ async function reconcile(
       },
       campaignsOfAccount: (a) => repo.listCampaignIds(a),
     });
-    const theDay = day ?? dayWindow(systemClock.now(), budgets.account.timeZone).day;
+    const theDay = day ?? today;
     const plans = [...plansForBid(budgets, undefined), ...budgets.arms.values()];
     const out = [];
     for (const plan of plans) {
@@ -213,24 +268,21 @@ async function reconcile(
   }
 }
 
-const isMain = import.meta.url === `file://${process.argv[1]}`;
-if (isMain && process.argv.slice(2).some((a) => a === '--help' || a === '-h')) {
-  console.log(USAGE);
-} else if (isMain) {
-  main(process.argv.slice(2)).then(
-    (result) => {
-      console.log(JSON.stringify(result, null, 2));
-    },
-    (error: unknown) => {
-      const known =
-        error instanceof CliUsageError ||
-        error instanceof BudgetValidationError ||
-        error instanceof BudgetConflictError ||
-        error instanceof BudgetNotFoundError ||
-        error instanceof InvalidTimeZoneError ||
-        (error instanceof TypeError && (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS'));
-      console.error(known ? `budgets: ${(error as Error).message}` : error);
-      process.exit(known ? 2 : 1);
-    },
-  );
+/** Exit codes of the budgets errors (documented in --help). */
+export const budgetsExitCode: ExitCodeOf = (error) => {
+  if (
+    error instanceof BudgetValidationError ||
+    error instanceof InvalidTimeZoneError ||
+    error instanceof InvalidDayError ||
+    error instanceof MissingEnvError ||
+    error instanceof InvalidEnvError
+  )
+    return EXIT.usage;
+  if (error instanceof BudgetNotFoundError) return EXIT.notFound;
+  if (error instanceof BudgetConflictError) return EXIT.conflict;
+  return undefined;
+};
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  runCli({ name: 'budgets', usage: USAGE, argv: process.argv.slice(2), main, exitCodeOf: budgetsExitCode });
 }

@@ -4,7 +4,7 @@
  * currency. Plans store budgets only; spend is stored elsewhere (ledger, live counters) and the
  * remainder is always derived, so a mid-day budget change takes effect from what is left.
  */
-import { assertTimeZone, InvalidTimeZoneError } from './time-zone.js';
+import { canonicalTimeZone, InvalidTimeZoneError } from './time-zone.js';
 
 /** How a plan's allowance grows over its day. */
 export type PacingMode = 'even' | 'asap';
@@ -101,7 +101,12 @@ export function validateAccount(a: Account): Account {
   if (typeof a.name !== 'string' || a.name.length === 0)
     throw new BudgetValidationError('name', 'must be non-empty');
   try {
-    assertTimeZone(a.timeZone);
+    if (canonicalTimeZone(a.timeZone) !== a.timeZone) {
+      throw new BudgetValidationError(
+        'timeZone',
+        `${JSON.stringify(a.timeZone)} is not the canonical spelling: use ${JSON.stringify(canonicalTimeZone(a.timeZone))}`,
+      );
+    }
   } catch (error) {
     if (error instanceof InvalidTimeZoneError)
       throw new BudgetValidationError('timeZone', error.message, { cause: error });
@@ -136,6 +141,17 @@ export function validatePlan(p: BudgetPlan): BudgetPlan {
   }
   if (p.level !== 'account') assertId('campaignId', p.campaignId);
   if (p.level === 'arm') assertId('armId', p.armId);
+  // A stray id would be ignored by the key (an account plan's key has no campaign), so the write
+  // would silently replace another plan: refuse it instead.
+  if (p.level === 'account' && p.campaignId !== undefined) {
+    throw new BudgetValidationError(
+      'campaignId',
+      'an account plan has no campaign: drop --campaign, or use --level campaign',
+    );
+  }
+  if (p.level !== 'arm' && p.armId !== undefined) {
+    throw new BudgetValidationError('armId', `a ${p.level} plan has no arm: drop --arm, or use --level arm`);
+  }
   assertBudgetMicros('dailyBudgetMicros', p.dailyBudgetMicros);
   if (p.pacingMode !== 'even' && p.pacingMode !== 'asap') {
     throw new BudgetValidationError('pacingMode', `${JSON.stringify(p.pacingMode)} must be "even" or "asap"`);

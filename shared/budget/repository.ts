@@ -33,6 +33,7 @@ import {
   validateCampaign,
   validatePlan,
 } from './model.js';
+import { canonicalTimeZone } from './time-zone.js';
 
 /** Options of {@link BudgetRepository}. */
 export interface BudgetRepositoryOptions {
@@ -83,10 +84,12 @@ export class BudgetRepository {
     mode: WriteMode = 'upsert',
     now = Date.now(),
   ): Promise<Versioned<Account>> {
-    validateAccount(account);
+    // Stored in one spelling (`america/los_angeles` → `America/Los_Angeles`), then validated.
+    const canonical = { ...account, timeZone: canonicalZoneOrAsGiven(account.timeZone) };
+    validateAccount(canonical);
     return this.write(
       accountKey(account.accountId),
-      { type: 'account', ...account },
+      { type: 'account', ...canonical },
       mode,
       now,
       `account ${account.accountId}`,
@@ -297,6 +300,14 @@ export class BudgetRepository {
       throw error;
     }
     return strip<Versioned<T>>(item);
+  }
+}
+
+function canonicalZoneOrAsGiven(timeZone: unknown): string {
+  try {
+    return canonicalTimeZone(String(timeZone));
+  } catch {
+    return timeZone as string; // validateAccount reports it
   }
 }
 

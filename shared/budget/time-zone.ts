@@ -57,6 +57,33 @@ export function assertTimeZone(timeZone: string): void {
   formatterOf(timeZone);
 }
 
+/**
+ * The one spelling of a zone that is stored: `america/los_angeles`, `US/Pacific` → the runtime's
+ * canonical id (`America/Los_Angeles`), `GMT` / `Etc/UTC` → `UTC`. Links and their targets have the
+ * same rules, so days are unchanged; what changes is that equal zones compare equal. Offsets such
+ * as `+01:00` are not zones (no DST rules) and are refused.
+ */
+export function canonicalTimeZone(timeZone: string): string {
+  return formatterOf(timeZone).resolvedOptions().timeZone;
+}
+
+/** Thrown for a day that is not a real calendar date `YYYY-MM-DD`. */
+export class InvalidDayError extends RangeError {
+  override readonly name = 'InvalidDayError';
+}
+
+/** Parses `YYYY-MM-DD`, refusing dates that do not exist (2026-13-45, 2026-02-29). */
+export function parseDay(day: string): { y: number; m: number; d: number } {
+  const match = /^(\d{4})-(\d{2})-(\d{2})$/.exec(day);
+  if (!match) throw new InvalidDayError(`Day ${JSON.stringify(day)} is not YYYY-MM-DD.`);
+  const [y, m, d] = [Number(match[1]), Number(match[2]), Number(match[3])];
+  const t = new Date(Date.UTC(y, m - 1, d));
+  if (y < 1970 || t.getUTCFullYear() !== y || t.getUTCMonth() !== m - 1 || t.getUTCDate() !== d) {
+    throw new InvalidDayError(`Day ${JSON.stringify(day)} is not a calendar date.`);
+  }
+  return { y, m, d };
+}
+
 interface LocalParts {
   y: number;
   m: number;
@@ -130,8 +157,6 @@ export function dayWindow(epochMs: number, timeZone: string): DayWindow {
 
 /** The window of a named local day (`YYYY-MM-DD`) in `timeZone`. */
 export function dayWindowOf(day: string, timeZone: string): DayWindow {
-  const match = /^(\d{4})-(\d{2})-(\d{2})$/.exec(day);
-  if (!match) throw new RangeError(`Day ${JSON.stringify(day)} is not YYYY-MM-DD.`);
-  const [y, m, d] = [Number(match[1]), Number(match[2]), Number(match[3])];
+  const { y, m, d } = parseDay(day);
   return dayWindow(startOfLocalDate(y, m, d, timeZone), timeZone);
 }

@@ -176,7 +176,7 @@ describe('budgets CLI', () => {
         (_error, _stdout, stderr) => resolve({ code: child.exitCode, stderr }),
       );
     });
-    expect(out.code).toBe(2);
+    expect(out.code).toBe(3);
     expect(out.stderr).toMatch(/Account ghost does not exist: create it first/);
   });
 
@@ -215,5 +215,163 @@ describe('budgets CLI', () => {
     const arm = (await repo.getCampaignBudgets('spring'))!.arms.get('B')!;
     expect((await readPlanDay(redis, planDayKeys(arm, day).state, now)).confirmedMicros).toBe(700);
     redis.disconnect();
+  });
+});
+
+/** Runs the real CLI process; resolves with its exit code and output. */
+function cli(args: string[], childEnv: Record<string, string | undefined>) {
+  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+    const child = execFile(
+      process.execPath,
+      ['--import', 'tsx', 'cli/budgets.ts', ...args],
+      { env: childEnv as NodeJS.ProcessEnv, encoding: 'utf8' },
+      (_error, stdout, stderr) => resolve({ code: child.exitCode, stdout, stderr }),
+    );
+  });
+}
+
+describe('budgets CLI strict input (issue 7): each case is an error and writes nothing', () => {
+  const planArgs = ['plan', 'put', '--level', 'campaign', '--account', 'acme', '--campaign', 'spring'];
+  const snapshot = async () => JSON.stringify(await main(['plan', 'list', '--account', 'acme']));
+
+  it.each([
+    ['--daily-budget-micros', ''],
+    ['--daily-budget-micros', '0x10'],
+    ['--daily-budget-micros', '1e6'],
+    ['--daily-budget-micros', ' 7 '],
+    ['--daily-budget-micros', '12.5'],
+    ['--daily-budget', ''],
+    ['--daily-budget', '0x10'],
+    ['--daily-budget', '1e6'],
+    ['--daily-budget', ' 7 '],
+    ['--daily-budget', '007'],
+    ['--daily-budget', '+7'],
+  ])('rejects %s %j', async (flag, value) => {
+    const before = await snapshot();
+    await expect(main([...planArgs, flag, value])).rejects.toThrow(
+      new RegExp(`${flag} ${JSON.stringify(value).replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`),
+    );
+    expect(await snapshot()).toBe(before);
+  });
+
+  it('rejects ids that do not belong to the plan level', async () => {
+    const before = await snapshot();
+    await expect(
+      main([
+        'plan',
+        'put',
+        '--level',
+        'account',
+        '--account',
+        'acme',
+        '--campaign',
+        'spring',
+        '--daily-budget',
+        '1',
+      ]),
+    ).rejects.toThrow(/--level account takes no --campaign/);
+    await expect(main([...planArgs, '--arm', 'B', '--daily-budget', '1'])).rejects.toThrow(/takes no --arm/);
+    await expect(
+      main([
+        'plan',
+        'put',
+        '--level',
+        'arm',
+        '--account',
+        'acme',
+        '--campaign',
+        'spring',
+        '--daily-budget',
+        '1',
+      ]),
+    ).rejects.toThrow(/--arm is required/);
+    await expect(
+      main(['plan', 'put', '--level', 'line', '--account', 'acme', '--daily-budget', '1']),
+    ).rejects.toThrow(/--level "line": use account, campaign, arm/);
+    await expect(main([...planArgs, '--daily-budget', '1', '--pacing', 'fast'])).rejects.toThrow(/--pacing/);
+    expect(await snapshot()).toBe(before);
+  });
+
+  it('reconciles only real calendar days that have begun', async () => {
+    for (const day of ['2026-13-45', '2026-02-29', '2026-1-5', 'yesterday']) {
+      await expect(main(['reconcile', '--campaign', 'spring', '--day', day])).rejects.toThrow(/--day|Day/);
+    }
+    const future = dayWindow(Date.now() + 3 * 86_400_000, 'Pacific/Auckland').day;
+    await expect(main(['reconcile', '--campaign', 'spring', '--day', future])).rejects.toThrow(
+      /has not begun/,
+    );
+    const redis = connectRedis(redisConfigFromEnv(env));
+    expect(await redis.keys('pl:1:*2026-13-45*')).toEqual([]);
+    expect(await redis.keys(`pl:1:*${future}*`)).toEqual([]);
+    redis.disconnect();
+  });
+
+  it('stores time zones in their canonical spelling and refuses offsets', async () => {
+    const stored = (await main([
+      'account',
+      'put',
+      '--id',
+      'tzc',
+      '--name',
+      'T',
+      '--tz',
+      'america/los_angeles',
+    ])) as {
+      timeZone: string;
+    };
+    expect(stored.timeZone).toBe('America/Los_Angeles');
+    expect(
+      (
+        (await main(['account', 'put', '--id', 'tzc', '--name', 'T', '--tz', 'Etc/UTC'])) as {
+          timeZone: string;
+        }
+      ).timeZone,
+    ).toBe('UTC');
+    for (const tz of ['+01:00', 'UTC+1', '']) {
+      await expect(main(['account', 'put', '--id', 'tzd', '--name', 'T', '--tz', tz])).rejects.toThrow(
+        /tz|timeZone/,
+      );
+    }
+    expect(
+      ((await main(['account', 'list'])) as { accountId: string }[]).map((a) => a.accountId),
+    ).not.toContain('tzd');
+  });
+
+  it('prints one-line errors with the documented exit codes, and never reaches AWS silently', async () => {
+    const usage = await cli([...planArgs, '--daily-budget-micros', ''], { ...process.env, ...env });
+    expect(usage.code).toBe(2);
+    // The target line, then the error on one line.
+    const [targetLine, errorLine, ...rest] = usage.stderr.trim().split('\n');
+    expect(targetLine).toMatch(/^budgets: target local region/);
+    expect(errorLine).toMatch(/^budgets: --daily-budget-micros "": give integer micros/);
+    expect(rest).toEqual([]);
+    // An unexpected failure (DynamoDB unreachable): one line, exit 1, no stack trace.
+    const down = await cli(['account', 'list'], {
+      ...process.env,
+      ...env,
+      AWS_ENDPOINT_URL_DYNAMODB: 'http://127.0.0.1:9',
+      AWS_MAX_ATTEMPTS: '1',
+    });
+    expect(down.code).toBe(1);
+    const lines = down.stderr
+      .trim()
+      .split('\n')
+      .filter((l) => !l.includes('NodeVersionSupportWarning') && l.startsWith('budgets:'));
+    expect(lines.length).toBeGreaterThanOrEqual(1);
+    expect(down.stderr).not.toMatch(/\n\s+at /);
+    // Without endpoint variables and without --aws: refused before any client is built.
+    const clean = Object.fromEntries(
+      Object.entries(process.env).filter(([k]) => !k.startsWith('AWS_ENDPOINT_URL')),
+    );
+    const refused = await cli(['account', 'list'], clean);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toMatch(/pass --aws/);
+    // The target comes first, on stderr.
+    const ok = await cli(['account', 'list', '--json'], { ...process.env, ...env });
+    expect(ok.code).toBe(0);
+    expect(ok.stderr).toMatch(/^budgets: target local region us-east-1/m);
+    expect(JSON.parse(ok.stdout)).toEqual(
+      expect.arrayContaining([expect.objectContaining({ accountId: 'acme' })]),
+    );
   });
 });
