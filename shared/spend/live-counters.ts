@@ -197,7 +197,11 @@ export async function readPlanDay(
   stateKey: string,
   nowMs: number,
 ): Promise<PlanDaySnapshot> {
-  const all = await redis.hgetall(stateKey);
+  return planDayFromFields(await redis.hgetall(stateKey), nowMs);
+}
+
+/** A plan-day's figures from the raw fields of its state hash, with the live-slot rule at `nowMs`. */
+export function planDayFromFields(all: Readonly<Record<string, string>>, nowMs: number): PlanDaySnapshot {
   const q = Number(all.q);
   const t = Number(all.t);
   const kmin = Math.floor((nowMs - t) / q);
