@@ -2,7 +2,8 @@
  * Every cdk-nag (AwsSolutions) finding Paceline accepts, with its reason, in one place. Anything
  * not acknowledged here fails synthesis.
  */
-import { type Stack, Validations } from 'aws-cdk-lib';
+import { type CfnResource, type Stack, Validations } from 'aws-cdk-lib';
+import type * as s3 from 'aws-cdk-lib/aws-s3';
 
 /** Acknowledges the justified findings of a regional stack. */
 export function acknowledgeFindings(stack: Stack): void {
@@ -40,7 +41,23 @@ export function acknowledgeFindings(stack: Stack): void {
     'Cache is reachable only from the functions security group inside an isolated VPC with TLS required; IAM/RBAC user auth is tracked as a follow-up (needs SigV4 token rotation in the client).',
   );
   ack(
+    'AwsSolutions-S1',
+    'Dead-letter payload bucket: written only by the stream functions (each under its own prefix), read by operators replaying letters; object access is audited with CloudTrail data events, which need no second bucket to guard the first.',
+  );
+  ack(
     'AwsSolutions-SQS3',
     'The queue IS the on-failure destination (a dead-letter store) of a Kinesis event source; a DLQ of a DLQ adds nothing.',
   );
+}
+
+/**
+ * A function's object access under its own key prefix of a bucket (`<bucket>/<prefix>/*`): the
+ * objects are named by stream position, so the prefix is the narrowest resource there is.
+ */
+export function acknowledgeObjectPrefix(stack: Stack, bucket: s3.IBucket, prefix: string): void {
+  const logicalId = stack.getLogicalId(bucket.node.defaultChild as CfnResource);
+  Validations.of(stack).acknowledge({
+    id: `AwsSolutions-IAM5[Resource::<${logicalId}.Arn>/${prefix}/*]`,
+    reason: `${prefix} writes/reads only its own dead-letter payloads (keys ${prefix}/<shard>/<sequence>).`,
+  });
 }

@@ -22,7 +22,7 @@ import {
 import { LiveStateCache } from './constructs/cache.js';
 import { PrivateNetwork } from './constructs/network.js';
 import { PacelineFunction } from './constructs/paceline-function.js';
-import { acknowledgeFindings } from './nag.js';
+import { acknowledgeFindings, acknowledgeObjectPrefix } from './nag.js';
 
 const projectRoot = fileURLToPath(new URL('..', import.meta.url)).replace(/\/$/, '');
 
@@ -163,12 +163,20 @@ export class RegionalStack extends Stack {
       }
       for (const streamKey of spec.writesStreams as readonly StreamKey[])
         streams[streamKey].grantWrite(fn.function);
+      // Least privilege: object actions only under the function's own prefix (`<name>/…`, the
+      // keys it writes), and the key only for what encryption/decryption of those objects needs.
       const used = (spec as FunctionSpec).buckets ?? {};
       for (const [bucketKey, access] of Object.entries(used) as [BucketKey, string][]) {
         const bucket = buckets[bucketKey];
-        if (access === 'read') bucket.grantRead(fn.function);
-        else if (access === 'write') bucket.grantPut(fn.function);
-        else bucket.grantReadWrite(fn.function);
+        const actions = [
+          ...(access === 'read' ? [] : ['s3:PutObject']),
+          ...(access === 'write' ? [] : ['s3:GetObject']),
+        ];
+        fn.function.addToRolePolicy(
+          new iam.PolicyStatement({ actions, resources: [bucket.arnForObjects(`${spec.name}/*`)] }),
+        );
+        key.grant(fn.function, ...(access === 'read' ? [] : ['kms:GenerateDataKey']), 'kms:Decrypt');
+        acknowledgeObjectPrefix(this, bucket, spec.name);
       }
       if (spec.readsParameters) {
         fn.function.addToRolePolicy(

@@ -155,6 +155,11 @@ export function describeRuntime(runtimes: readonly RegionRuntime[]): string {
     lines.push(`  Kinesis:  ${r.endpoints.kinesis}`);
     lines.push(`  SSM:      ${r.endpoints.ssm}`);
     lines.push(
+      `  S3:       ${r.endpoints.s3} (s3rver; buckets ${Object.values(regionResources.buckets)
+        .map((b) => physicalName(b.suffix))
+        .join(', ')})`,
+    );
+    lines.push(
       `  Tables:   ${Object.values(regionResources.tables)
         .map((t) => physicalName(t.suffix))
         .join(', ')}`,

@@ -6,7 +6,12 @@ import { AwsSolutionsChecks } from 'cdk-nag';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../cdk/app.js';
 import type { RegionalStack } from '../../cdk/regional-stack.js';
-import { type FunctionSpec, physicalName, regionResources } from '../../shared/region/resources.js';
+import {
+  type FunctionSpec,
+  physicalName,
+  regionResources,
+  SPEND_CONVERGENCE_SECONDS,
+} from '../../shared/region/resources.js';
 import { tempDir } from '../support/tmp.js';
 
 const cdkJson = JSON.parse(readFileSync(new URL('../../cdk.json', import.meta.url), 'utf8')) as {
@@ -106,6 +111,94 @@ describe('regional stacks', () => {
         TransitEncryptionEnabled: true,
         TransitEncryptionMode: 'required',
         AtRestEncryptionEnabled: true,
+      });
+    }
+  });
+
+  it('keeps oversized dead-letter payloads in an encrypted, TLS-only, private bucket the stream functions can write', () => {
+    for (const t of templates) {
+      t.resourceCountIs('AWS::S3::Bucket', Object.keys(regionResources.buckets).length);
+      t.hasResourceProperties('AWS::S3::Bucket', {
+        BucketEncryption: {
+          ServerSideEncryptionConfiguration: [
+            Match.objectLike({
+              ServerSideEncryptionByDefault: Match.objectLike({ SSEAlgorithm: 'aws:kms' }),
+            }),
+          ],
+        },
+        PublicAccessBlockConfiguration: {
+          BlockPublicAcls: true,
+          BlockPublicPolicy: true,
+          IgnorePublicAcls: true,
+          RestrictPublicBuckets: true,
+        },
+      });
+      t.hasResourceProperties('AWS::S3::BucketPolicy', {
+        PolicyDocument: Match.objectLike({
+          Statement: Match.arrayWith([
+            Match.objectLike({
+              Effect: 'Deny',
+              Condition: { Bool: { 'aws:SecureTransport': 'false' } },
+            }),
+          ]),
+        }),
+      });
+    }
+    // The functions that quarantine get the bucket's name from the description's variable.
+    for (const fn of Object.values(regionResources.functions) as FunctionSpec[]) {
+      if (!fn.buckets?.deadLetterPayloads) continue;
+      templates[0]?.hasResourceProperties('AWS::Lambda::Function', {
+        FunctionName: `paceline-${fn.name}`,
+        Environment: { Variables: Match.objectLike({ DEAD_LETTER_BUCKET: Match.anyValue() }) },
+      });
+    }
+  });
+
+  it('never evicts silently: a noeviction parameter group on the cache, and memory and eviction alarms', () => {
+    for (const t of templates) {
+      t.hasResourceProperties('AWS::ElastiCache::ParameterGroup', {
+        CacheParameterGroupFamily: 'valkey8',
+        Properties: { 'cluster-enabled': 'yes', 'maxmemory-policy': 'noeviction' },
+      });
+      t.hasResourceProperties('AWS::ElastiCache::ReplicationGroup', {
+        CacheParameterGroupName: Match.objectLike({ Ref: Match.anyValue() }),
+      });
+      const alarms = Object.values(t.findResources('AWS::CloudWatch::Alarm')).map(
+        (a) =>
+          a.Properties as {
+            Metrics?: { Expression?: string; MetricStat?: { Metric: { MetricName: string } } }[];
+          },
+      );
+      const mathOver = (metricName: string) =>
+        alarms.filter((a) => a.Metrics?.some((m) => m.MetricStat?.Metric.MetricName === metricName));
+      expect(mathOver('DatabaseMemoryUsagePercentage')).toHaveLength(1);
+      expect(mathOver('Evictions')).toHaveLength(1);
+      // One metric per node: 3 shards × (1 primary + 1 replica).
+      expect(mathOver('DatabaseMemoryUsagePercentage')[0]?.Metrics?.filter((m) => m.MetricStat)).toHaveLength(
+        6,
+      );
+    }
+  });
+
+  it('runs the spend sweeper every minute and alarms when a win stays out of the live counters too long', () => {
+    for (const t of templates) {
+      t.hasResourceProperties('AWS::Events::Rule', {
+        ScheduleExpression: 'rate(1 minute)',
+        Targets: [
+          Match.objectLike({
+            Arn: Match.anyValue(),
+            RetryPolicy: Match.objectLike({ MaximumRetryAttempts: 0 }),
+          }),
+        ],
+      });
+      t.hasResourceProperties('AWS::CloudWatch::Alarm', {
+        MetricName: 'SpendOutboxOldestAgeSeconds',
+        Namespace: 'Paceline',
+        Dimensions: [{ Name: 'service', Value: 'sweep-spend' }],
+        Statistic: 'Maximum',
+        Threshold: SPEND_CONVERGENCE_SECONDS,
+        ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+        TreatMissingData: 'breaching',
       });
     }
   });

@@ -195,6 +195,9 @@ async function scenario(resetAtDayFraction: number | undefined) {
     );
     const stopSnap = atStop[i]!;
     const applied = sum((r) => r.appliedMicros[c.campaignId] ?? 0);
+    const ledgerMicros = Object.values(
+      await barrierClient.hgetall(`ledger:S#${c.campaignId}#${day.day}`),
+    ).reduce((a, v) => a + (JSON.parse(v) as { clearingPriceMicros: number }).clearingPriceMicros, 0);
     const late = sum((r) => r.lateMicros[c.campaignId] ?? 0);
     const potential = sum((r) => r.potentialMicros[c.campaignId] ?? 0);
     const F = Math.max(MIN_FLOAT, Math.floor(c.budgetMicros * FLOAT_FRACTION));
@@ -216,8 +219,10 @@ async function scenario(resetAtDayFraction: number | undefined) {
       bids: sum((r) => r.bids[c.campaignId] ?? 0),
     });
     checks.push(() => {
-      // The live counter is exactly the booked wins (nothing lost or doubled, reset or not).
-      expect(snap.confirmedMicros).toBe(applied);
+      // The live counter is exactly the ledger, and the ledger exactly the win notices sent
+      // (nothing lost or doubled, reset or not).
+      expect(snap.confirmedMicros).toBe(ledgerMicros);
+      expect(ledgerMicros).toBe(applied);
       expect(overshoot).toBeLessThanOrEqual(bound);
       if (c.budgetMicros === 1_000_000_000) expect(N * K * F).toBeLessThanOrEqual(0.005 * c.budgetMicros);
       // Not trivially safe by never spending: demand could buy the budget, and the guard left

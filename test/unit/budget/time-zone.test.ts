@@ -59,3 +59,23 @@ describe('dayWindow', () => {
     expect(() => assertTimeZone('Mars/Olympus')).toThrow(/IANA name/);
   });
 });
+
+describe('canonical zones and calendar days (issue 7)', () => {
+  it('stores one spelling per zone and refuses offsets', async () => {
+    const { canonicalTimeZone, InvalidTimeZoneError } = await import('../../../shared/budget/time-zone.js');
+    expect(canonicalTimeZone('america/los_angeles')).toBe('America/Los_Angeles');
+    expect(canonicalTimeZone('US/Pacific')).toBe('America/Los_Angeles');
+    expect(canonicalTimeZone('Etc/UTC')).toBe('UTC');
+    for (const z of ['+01:00', 'UTC+1', '', 'Mars/Base'])
+      expect(() => canonicalTimeZone(z)).toThrow(InvalidTimeZoneError);
+  });
+
+  it('accepts only real calendar days', async () => {
+    const { parseDay, dayWindowOf, InvalidDayError } = await import('../../../shared/budget/time-zone.js');
+    expect(parseDay('2028-02-29')).toEqual({ y: 2028, m: 2, d: 29 });
+    for (const d of ['2026-13-45', '2026-02-29', '2026-04-31', '2026-1-5', '26-01-05', '1969-12-31']) {
+      expect(() => parseDay(d)).toThrow(InvalidDayError);
+    }
+    expect(() => dayWindowOf('2026-13-45', 'UTC')).toThrow(InvalidDayError);
+  });
+});
