@@ -8,8 +8,9 @@
  * - redisOpsPer1000Bids: top-level Redis commands (round trips: EVALSHA, EVAL after NOSCRIPT, …)
  *   the server executed during the guard phase (INFO commandstats delta) per 1,000 `bid`
  *   decisions; the calls scripts make inside Redis are reported separately;
- * - trackSpendEventsPerSec: bid / win / loss events through SpendTracker (ledger conditional
- *   writes on dynalite + one Lua per plan), batches of 200 handled concurrently as the Lambda does;
+ * - trackSpendEventsPerSec: bid / win / loss events through SpendTracker as track-spend wires it
+ *   (outbox intent + ledger conditional write + intent delete on dynalite, one Lua per plan),
+ *   batches of 200 handled concurrently as the Lambda does;
  * - redisCeilingOpsPerSec: pipelined INCRBY ceiling (bench/ceiling.ts).
  *
  * The workload's parameters (budgets, prices, float fraction) are printed with the figures: ops
@@ -27,6 +28,7 @@ import { encodeSpendEvent, type SpendEvent } from '../shared/spend/events.js';
 import { BudgetGuard, type GuardBid } from '../shared/spend/guard.js';
 import { SpendLedger } from '../shared/spend/ledger.js';
 import { Reconciler } from '../shared/spend/reconcile.js';
+import { SpendOutbox } from '../shared/spend/outbox.js';
 import { SpendTracker } from '../shared/spend/tracker.js';
 import { systemClock } from '../shared/time/clock.js';
 import { measureCeiling } from './ceiling.js';
@@ -183,9 +185,15 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
       tableName: physicalName(regionResources.tables.spendLedger.suffix),
     });
     const budgets = new Map(workloadBudgets().map((b) => [b.campaign.campaignId, b]));
+    // As track-spend runs it: every win writes its outbox intent first and closes it after the apply.
+    const outbox = new SpendOutbox({
+      client: dynamodb,
+      tableName: physicalName(regionResources.tables.spendLedger.suffix),
+    });
     const tracker = new SpendTracker({
       redis,
       ledger,
+      outbox,
       reconciler: new Reconciler({
         redis,
         ledger,

@@ -8,6 +8,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { repoRoot } from '../../../local/worker/process-invoker.js';
+import { regionResources } from '../../../shared/region/resources.js';
 
 /** Every descendant of `root` (pid → command line), read from /proc. */
 function descendants(root: number): Map<number, string> {
@@ -86,10 +87,7 @@ describe('npm start (local/main.ts)', () => {
       const args = [
         'local/main.ts',
         '--prewarm',
-        '--handler',
-        `ingest-actions=${stub}`,
-        '--handler',
-        `track-spend=${stub}`,
+        ...Object.values(regionResources.functions).flatMap((f) => ['--handler', `${f.name}=${stub}`]),
       ];
       const proc = spawn(join(repoRoot, 'node_modules/.bin/tsx'), args, {
         cwd: repoRoot,
@@ -107,7 +105,9 @@ describe('npm start (local/main.ts)', () => {
         const commands = [...before.values()];
         expect(commands.filter((c) => c.startsWith('redis-server')).length).toBe(2); // one per region
         // One prewarmed instance per function per region.
-        expect(commands.filter((c) => c.includes('worker-entry')).length).toBe(4);
+        expect(commands.filter((c) => c.includes('worker-entry')).length).toBe(
+          2 * Object.keys(regionResources.functions).length,
+        );
         const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)));
         process.kill(pid, signal);
         expect(await exited).toBe(0);
