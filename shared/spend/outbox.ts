@@ -12,9 +12,15 @@
  * `<campaignId>#<day>#<bidId>`. One item per bid: a duplicate notice rewrites the same intent, and
  * any writer that applied the bid completely may delete it (the apply is per bid, not per notice).
  * No `expiresAt`: an intent must never vanish before it is applied.
+ *
+ * Cost: the records of a Lambda batch are handled concurrently, so the opens (and the closes)
+ * issued in the same turn of the event loop are coalesced into BatchWriteItem requests of up to
+ * 25 items; each caller's promise resolves only once its own item is written (unprocessed items
+ * are retried). A close lost with a crashed process only leaves an intent the sweeper settles
+ * again, harmlessly.
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { DeleteCommand, DynamoDBDocumentClient, PutCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
+import { BatchWriteCommand, DynamoDBDocumentClient, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import type { LedgerEntry } from './ledger.js';
 
 /** A win whose Redis apply is not confirmed yet. */
@@ -41,6 +47,11 @@ export interface SpendOutboxOptions {
   readonly shards?: number;
 }
 
+function keyOf(request: WriteRequest): string {
+  const item = 'PutRequest' in request ? request.PutRequest.Item : request.DeleteRequest.Key;
+  return `${String(item.pk)}|${String(item.sk)}`;
+}
+
 /** FNV-1a of a string: a stable shard that does not depend on the runtime's hash seed. */
 function fnv1a(text: string): number {
   let h = 0x811c9dc5;
@@ -51,11 +62,23 @@ function fnv1a(text: string): number {
   return h;
 }
 
+type WriteRequest =
+  | { readonly PutRequest: { readonly Item: Record<string, unknown> } }
+  | { readonly DeleteRequest: { readonly Key: Record<string, unknown> } };
+
+interface Pending {
+  readonly request: WriteRequest;
+  readonly resolve: () => void;
+  readonly reject: (error: unknown) => void;
+}
+
 /** The DynamoDB outbox of pending wins. */
 export class SpendOutbox implements WinOutbox {
   private readonly doc: DynamoDBDocumentClient;
   private readonly tableName: string;
   readonly shards: number;
+  private queue: Pending[] = [];
+  private scheduled = false;
 
   constructor(options: SpendOutboxOptions) {
     this.doc = DynamoDBDocumentClient.from(options.client, {
@@ -70,14 +93,68 @@ export class SpendOutbox implements WinOutbox {
     return { pk: `O#${String(shard).padStart(2, '0')}`, sk: `${e.campaignId}#${e.day}#${e.bidId}` };
   }
 
-  async open(entry: LedgerEntry, now: number): Promise<void> {
-    await this.doc.send(
-      new PutCommand({ TableName: this.tableName, Item: { ...this.key(entry), entry, since: now } }),
-    );
+  open(entry: LedgerEntry, now: number): Promise<void> {
+    return this.write({ PutRequest: { Item: { ...this.key(entry), entry, since: now } } });
   }
 
-  async close(entry: Pick<LedgerEntry, 'campaignId' | 'day' | 'bidId'>): Promise<void> {
-    await this.doc.send(new DeleteCommand({ TableName: this.tableName, Key: this.key(entry) }));
+  close(entry: Pick<LedgerEntry, 'campaignId' | 'day' | 'bidId'>): Promise<void> {
+    return this.write({ DeleteRequest: { Key: this.key(entry) } });
+  }
+
+  /** Queues one write; everything queued in this turn of the event loop goes out together. */
+  private write(request: WriteRequest): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.queue.push({ request, resolve, reject });
+      if (!this.scheduled) {
+        this.scheduled = true;
+        setImmediate(() => {
+          this.scheduled = false;
+          const queued = this.queue;
+          this.queue = [];
+          // One item per key per request (DynamoDB refuses duplicates): a later write of the same
+          // key waits for the next request, keeping the callers' order.
+          const chunks: Pending[][] = [];
+          let current: Pending[] = [];
+          let keys = new Set<string>();
+          for (const p of queued) {
+            const k = keyOf(p.request);
+            if (current.length === 25 || keys.has(k)) {
+              chunks.push(current);
+              current = [];
+              keys = new Set();
+            }
+            current.push(p);
+            keys.add(k);
+          }
+          if (current.length > 0) chunks.push(current);
+          void (async () => {
+            for (const chunk of chunks) await this.flush(chunk);
+          })();
+        });
+      }
+    });
+  }
+
+  private async flush(chunk: Pending[]): Promise<void> {
+    let left = chunk;
+    try {
+      for (let attempt = 0; left.length > 0; attempt++) {
+        const out = await this.doc.send(
+          new BatchWriteCommand({ RequestItems: { [this.tableName]: left.map((p) => p.request) } }),
+        );
+        const unprocessed = new Set(
+          (out.UnprocessedItems?.[this.tableName] ?? []).map((r) => keyOf(r as WriteRequest)),
+        );
+        for (const p of left) if (!unprocessed.has(keyOf(p.request))) p.resolve();
+        left = left.filter((p) => unprocessed.has(keyOf(p.request)));
+        if (left.length > 0) {
+          if (attempt >= 8) throw new Error(`${left.length} outbox writes stayed unprocessed (throttled)`);
+          await new Promise((r) => setTimeout(r, 2 ** attempt * 10));
+        }
+      }
+    } catch (error) {
+      for (const p of left) p.reject(error);
+    }
   }
 
   /**
