@@ -115,42 +115,49 @@ export class LiveStateCache extends Construct {
       return metrics;
     };
     const ids = Object.keys(perNode('Evictions', 'Sum'));
-    const notify = (alarm: cloudwatch.Alarm) => {
-      alarm.addAlarmAction(new actions.SnsAction(props.alarmTopic));
-      return alarm;
+    const alarm = (
+      id: string,
+      fn: 'MAX' | 'SUM',
+      metricName: string,
+      statistic: string,
+      threshold: number,
+      evaluationPeriods: number,
+      alarmDescription: string,
+    ) => {
+      const a = new cloudwatch.Alarm(this, id, {
+        alarmDescription,
+        metric: new cloudwatch.MathExpression({
+          expression: `${fn}([${ids.join(',')}])`,
+          usingMetrics: perNode(metricName, statistic),
+          period: Duration.minutes(1),
+          label: `${fn.toLowerCase()} ${metricName}`,
+        }),
+        threshold,
+        evaluationPeriods,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      });
+      a.addAlarmAction(new actions.SnsAction(props.alarmTopic));
+      return a;
     };
     return [
-      notify(
-        new cloudwatch.Alarm(this, 'MemoryAlarm', {
-          alarmDescription:
-            'Cache memory high on a node: at 100 % (noeviction) writes are refused; scale the node type or shards.',
-          metric: new cloudwatch.MathExpression({
-            expression: `MAX([${ids.join(',')}])`,
-            usingMetrics: perNode('DatabaseMemoryUsagePercentage', 'Maximum'),
-            period: Duration.minutes(1),
-            label: 'max DatabaseMemoryUsagePercentage',
-          }),
-          threshold: props.memoryAlarmPercent ?? 75,
-          evaluationPeriods: 3,
-          comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-          treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-        }),
+      alarm(
+        'MemoryAlarm',
+        'MAX',
+        'DatabaseMemoryUsagePercentage',
+        'Maximum',
+        props.memoryAlarmPercent ?? 75,
+        3,
+        'Cache memory high on a node: at 100 % (noeviction) writes are refused; scale the node type or shards.',
       ),
-      notify(
-        new cloudwatch.Alarm(this, 'EvictionsAlarm', {
-          alarmDescription:
-            'The cache evicted keys although its policy is noeviction: check the parameter group.',
-          metric: new cloudwatch.MathExpression({
-            expression: `SUM([${ids.join(',')}])`,
-            usingMetrics: perNode('Evictions', 'Sum'),
-            period: Duration.minutes(1),
-            label: 'evictions',
-          }),
-          threshold: 1,
-          evaluationPeriods: 1,
-          comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-          treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-        }),
+      alarm(
+        'EvictionsAlarm',
+        'SUM',
+        'Evictions',
+        'Sum',
+        1,
+        1,
+        'The cache evicted keys although its policy is noeviction: check the parameter group.',
       ),
     ];
   }
