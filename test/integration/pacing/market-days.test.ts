@@ -1,0 +1,113 @@
+/**
+ * The controller over three simulated days in America/Los_Angeles (the third is the 25-hour
+ * fall-back day), driven by the market model (noon-peak traffic with noise, iPinYou competing
+ * prices, second-price auctions, notices delayed up to 60 s and 1 % duplicated), with the real
+ * BudgetGuard (2 instances) enforcing the published E(t) on a real redis-server and every notice
+ * applied through the real SpendTracker and live counters. Day 1 is a fresh campaign (flat curve);
+ * from day 2 the curve is shaped by the traffic the controller learned.
+ *
+ * - demand above budget (3×): spends ≥ 98 % every day, never over the cap, tracks the
+ *   traffic-shaped target within 5 % of the budget, and pays less per impression than the same
+ *   campaign run ASAP on the same requests;
+ * - demand below budget (0.5×): spends what the market allows (as much as its ASAP twin), never
+ *   over the cap, no windup;
+ * - a $1 budget (fewer impressions a day than ticks): neither overspends nor starves.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { RunningRedis } from '../../../local/emulators/redis.js';
+import { dayWindowOf } from '../../../shared/budget/time-zone.js';
+import { createPacingController } from '../../../shared/pacing/controller/index.js';
+import type { RedisClient } from '../../../shared/redis/connect.js';
+import { ManualClock } from '../../../shared/time/clock.js';
+import { type PacingSimReport, runPacingSim } from '../../../sim/pacing-sim.js';
+import { campaign, costPerImpression, daysOf, redisForFile, summary } from './support.js';
+
+const TZ = 'America/Los_Angeles';
+const START = dayWindowOf('2026-10-30', TZ).startMs;
+const END = dayWindowOf('2026-11-01', TZ).endMs;
+
+let server: RunningRedis;
+let redis: RedisClient;
+let report: PacingSimReport;
+
+beforeAll(async () => {
+  ({ server, redis } = await redisForFile());
+  const base = { timeZone: TZ, budget: 1_500_000 };
+  report = await runPacingSim({
+    redis,
+    clock: new ManualClock(START),
+    startMs: START,
+    durationMs: END - START,
+    controller: createPacingController(),
+    notices: { meanDelayMs: 2_000, maxDelayMs: 60_000, duplicateRate: 0.01, lossNoticeRate: 1 },
+    minFloatMicros: 5_000,
+    accounts: [
+      {
+        id: 'acc-market',
+        timeZone: TZ,
+        campaigns: [
+          campaign('above', { ...base, demand: 3, seed: 11 }),
+          campaign('above-asap', { ...base, demand: 3, seed: 11, pacingMode: 'asap' }),
+          campaign('below', { ...base, demand: 0.5, seed: 12 }),
+          campaign('below-asap', { ...base, demand: 0.5, seed: 12, pacingMode: 'asap' }),
+          campaign('tiny', { ...base, budget: 1_000_000, demand: 5, seed: 13 }),
+        ],
+      },
+    ],
+  });
+  console.log(JSON.stringify({ ticks: report.ticks, auctions: report.auctions, notices: report.notices }));
+  for (const row of summary(report.plans)) console.log(JSON.stringify(row));
+}, 300_000);
+
+afterAll(async () => {
+  redis?.disconnect();
+  await server?.stop();
+});
+
+describe('pacing over simulated days (real guard, tracker and live counters)', () => {
+  it('runs clean: counters equal the booked wins, no guard errors, a 25-hour day included', () => {
+    expect(report.errors).toEqual([]);
+    for (const p of report.plans) expect(p.countersMicros).toBe(p.spentMicros);
+    expect(dayWindowOf('2026-11-01', TZ).endMs - dayWindowOf('2026-11-01', TZ).startMs).toBe(25 * 3_600_000);
+    expect(daysOf(report, 'above').map((d) => d.day)).toEqual(['2026-10-30', '2026-10-31', '2026-11-01']);
+  });
+
+  it('demand above budget: ≥ 98 % spent every day, never over the cap', () => {
+    for (const d of daysOf(report, 'above')) {
+      expect(d.spentMicros / d.budgetMicros).toBeGreaterThanOrEqual(0.98);
+      expect(d.spentMicros).toBeLessThanOrEqual(d.budgetMicros);
+      expect(d.maxOverCapMicros).toBeLessThanOrEqual(0);
+    }
+  });
+
+  it('demand above budget: tracks the traffic-shaped target within 5 % once it has history', () => {
+    const [, ...learned] = daysOf(report, 'above');
+    for (const d of learned) expect(d.maxDeviation).toBeLessThanOrEqual(0.05);
+  });
+
+  it('demand above budget: pays less per impression than ASAP on the same requests', () => {
+    const paced = costPerImpression(daysOf(report, 'above'));
+    const asap = costPerImpression(daysOf(report, 'above-asap'));
+    expect(paced).toBeLessThan(asap);
+    for (const d of daysOf(report, 'above-asap')) expect(d.spentMicros).toBeLessThanOrEqual(d.budgetMicros);
+  });
+
+  it('demand below budget: spends what the market allows (as much as ASAP), never over the cap', () => {
+    const paced = daysOf(report, 'below');
+    const asap = daysOf(report, 'below-asap');
+    paced.forEach((d, i) => {
+      expect(d.spentMicros).toBeLessThanOrEqual(d.budgetMicros);
+      expect(d.spentMicros).toBeGreaterThanOrEqual(0.97 * (asap[i]?.spentMicros ?? 0));
+    });
+  });
+
+  it('a $1 budget neither overspends nor starves', () => {
+    for (const d of daysOf(report, 'tiny')) {
+      expect(d.spentMicros).toBeLessThanOrEqual(d.budgetMicros);
+      expect(d.spentMicros / d.budgetMicros).toBeGreaterThanOrEqual(0.98);
+      expect(d.impressions).toBeLessThan(8640);
+    }
+    const [, ...learned] = daysOf(report, 'tiny');
+    for (const d of learned) expect(d.maxDeviation).toBeLessThanOrEqual(0.05);
+  });
+});
