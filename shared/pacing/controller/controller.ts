@@ -97,7 +97,10 @@ export function createPacingController(overrides: Partial<PacingControllerConfig
   const uMinQ = Math.ceil(uMin * PRESSURE_SCALE);
   const ticksPerHour = Math.max(1, Math.round(HOUR_MS / cfg.tickMs));
 
-  const quantP = (u: number) => Math.max(uMinQ, Math.min(0, Math.round(u * PRESSURE_SCALE)));
+  const quantP = (u: number) => {
+    const q = Math.max(uMinQ, Math.min(0, Math.round(u * PRESSURE_SCALE)));
+    return q === 0 ? 0 : q; // never −0: the state must survive its text form exactly
+  };
 
   /** The observation of a closed slot, if enough of it was seen. */
   function observation(s: Draft | ControllerState, slots: DaySlots): SlotObservation | undefined {
@@ -329,7 +332,10 @@ export function createPacingController(overrides: Partial<PacingControllerConfig
 
     // ---- learning: this interval's spend against the gain that was applied during it ----------
     if (sameDay) {
-      const band = Math.max(0.25 * marginMicros, 0.002 * budget);
+      // The guard may have refused bids when spend plus the guards' floats came within half the
+      // margin of E (the controller keeps them a margin below): such an interval measures the
+      // cap, not the demand.
+      const band = 0.5 * marginMicros + prev.leasedAvg;
       const capped =
         mode === 'asap'
           ? budget - committed < 0.01 * budget
@@ -367,7 +373,8 @@ export function createPacingController(overrides: Partial<PacingControllerConfig
       const avgRate = (budget - s.anchorMicros) / Math.max(cfg.tickMs, day.endMs - anchorMs);
       const rate = Math.max(slope, 0.25 * avgRate, 1e-9);
       const horizon = Math.max(cfg.tickMs, Math.min(cfg.horizonMs, remainMs));
-      const setpoint = expected - marginMicros;
+      // Never aim below the anchor: right after (re-)anchoring E has not grown yet.
+      const setpoint = expected - Math.min(marginMicros, expected - s.anchorMicros);
       // The guard caps confirmed + in flight + leased at E: aim so that this sum, with the float
       // the guards typically hold (smoothed: a grant is a jump of a whole float), stays below E.
       // Over the end ramp that allowance goes too, so the guards' floats are spent before midnight.

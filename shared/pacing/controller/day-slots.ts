@@ -82,8 +82,14 @@ export function slotAt(slots: DaySlots, t: number): number {
   return i < 0 ? 0 : i > last ? last : i;
 }
 
-/** The calendar day before `day` (`YYYY-MM-DD`), by date arithmetic only. */
+let lastDay = '';
+let lastPrevious = '';
+
+/** The calendar day before `day` (`YYYY-MM-DD`), by date arithmetic only (memo of the last call). */
 export function previousDay(day: string): string {
-  const t = Date.parse(`${day}T00:00:00Z`) - 86_400_000;
-  return new Date(t).toISOString().slice(0, 10);
+  if (day !== lastDay) {
+    lastPrevious = new Date(Date.parse(`${day}T00:00:00Z`) - 86_400_000).toISOString().slice(0, 10);
+    lastDay = day;
+  }
+  return lastPrevious;
 }

@@ -27,6 +27,8 @@ export const OBS_SLOTS = 25;
 export const COVER_UNITS = 32;
 const Q_STEPS_PER_OCTAVE = 32;
 const Q_MAX = 4095;
+/** Largest change of an hour's level one day's observation can cause (before smoothing). */
+export const OUTLIER_FACTOR = 4;
 
 /** The forecast (see the module comment). Immutable: updates return a new object. */
 export interface TrafficForecast {
@@ -80,10 +82,17 @@ export function foldObservations(
   const week = [...f.hourOfWeek];
   const day = [...f.hourOfDay];
   for (let k = 0; k < slots.hours.length && k < OBS_SLOTS; k++) {
-    const rate = levelOf(f.obs[k] as number);
-    if (rate === undefined) continue;
+    const observed = levelOf(f.obs[k] as number);
+    if (observed === undefined) continue;
     const weight = Math.min(1, (f.cover[k] as number) / COVER_UNITS);
     const h = slots.hours[k] as number;
+    // One odd day moves an hour's level by at most ×/÷ OUTLIER_FACTOR (a burst of wins, a guard
+    // holding float, a market outage): real shifts still get through in a few days.
+    const known = levelOf(day[h] as number);
+    const rate =
+      known === undefined
+        ? observed
+        : Math.min(known * OUTLIER_FACTOR, Math.max(known / OUTLIER_FACTOR, observed));
     const b = (slots.weekdays[k] as number) * 24 + h;
     week[b] = smooth(week[b] as number, rate, cfg.alphaWeek * weight);
     day[h] = smooth(day[h] as number, rate, cfg.alphaDay * weight);
