@@ -63,11 +63,14 @@ export function campaign(
   };
 }
 
-/** The report rows of one campaign plan, in day order. */
+/** The report rows of one campaign's plan (`campaign` or `arm:<id>`), in day order. */
 export function daysOf(report: PacingSimReport, campaignId: string, planId = 'campaign'): PlanDayReport[] {
-  return report.plans
-    .filter((p) => p.plan === `c:${campaignId}/${planId}`)
-    .sort((a, b) => a.day.localeCompare(b.day));
+  return rowsOf(report, `c:${campaignId}/${planId}`);
+}
+
+/** The report rows of a plan by its key (`a:<account>/account`, `c:<campaign>/<planId>`), in day order. */
+export function rowsOf(report: PacingSimReport, key: string): PlanDayReport[] {
+  return report.plans.filter((p) => p.plan === key).sort((a, b) => a.day.localeCompare(b.day));
 }
 
 /** Cost per impression over rows. */

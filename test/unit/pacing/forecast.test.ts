@@ -183,7 +183,7 @@ describe('forecast encoding', () => {
     for (const bad of [
       '',
       'f1',
-      'f2|' + good.slice(3),
+      `f2|${good.slice(3)}`,
       good.slice(0, -1),
       `${good.slice(0, -1)}*`,
       'f1|2026-1-1|AAAA',
