@@ -78,6 +78,11 @@ export interface PlanPacingParams {
   readonly throttle: number;
   /** Factor applied to the ad server's bid price (bid shading when < 1). */
   readonly bidMultiplier: number;
-  /** E(t) from the publishing tick to the end of the day. */
+  /**
+   * E(t) from the curve's anchor (at or before the publishing tick: the plan-day's first tick or
+   * its last re-anchoring) to the end of the day. The controller returns the identical object
+   * while the curve is unchanged, so a publisher rewrites the curve only when the reference
+   * changes (day start, budget or mode change, lost forecast).
+   */
   readonly curve: CurvePoints;
 }

@@ -50,9 +50,12 @@ export function quantiseLevel(rate: number): number {
   return Math.min(Q_MAX, 1 + Math.round(Q_STEPS_PER_OCTAVE * Math.log2(1 + rate)));
 }
 
+/** Every level a quantised value can stand for (a table: this runs ~200 times per day roll). */
+const LEVELS = Float64Array.from({ length: Q_MAX + 1 }, (_, q) => 2 ** ((q - 1) / Q_STEPS_PER_OCTAVE) - 1);
+
 /** Quantised level → micros per hour (undefined for 0 = unknown). */
 export function levelOf(q: number): number | undefined {
-  return q > 0 ? 2 ** ((q - 1) / Q_STEPS_PER_OCTAVE) - 1 : undefined;
+  return q > 0 ? LEVELS[q] : undefined;
 }
 
 const zeros = (n: number): number[] => new Array<number>(n).fill(0);
@@ -71,6 +74,89 @@ function smooth(prev: number, rate: number, alpha: number): number {
   return quantiseLevel(p === undefined ? rate : p + alpha * (rate - p));
 }
 
+/** Where a fold writes the hour-of-week levels (a full copy, or only the buckets a profile reads). */
+interface WeekView {
+  wants(bucket: number): boolean;
+  get(bucket: number): number;
+  set(bucket: number, q: number): void;
+}
+
+/** All 168 buckets, in an array. */
+class FullWeek implements WeekView {
+  constructor(readonly levels: number[]) {}
+  wants(): boolean {
+    return true;
+  }
+  get(b: number): number {
+    return this.levels[b] as number;
+  }
+  set(b: number, q: number): void {
+    this.levels[b] = q;
+  }
+}
+
+/** Only the buckets of one day's weekdays (a day spans at most two), over a base forecast. */
+class DayWeek implements WeekView {
+  private readonly days: readonly number[];
+  private readonly changed = new Int32Array(48).fill(-1);
+  constructor(
+    private readonly base: readonly number[],
+    weekdays: readonly number[],
+  ) {
+    const first = weekdays[0] ?? 0;
+    this.days = [first, weekdays.find((w) => w !== first) ?? first];
+  }
+  private index(b: number): number {
+    const d = Math.floor(b / 24);
+    return d === this.days[0] ? b % 24 : d === this.days[1] ? 24 + (b % 24) : -1;
+  }
+  wants(b: number): boolean {
+    return this.index(b) >= 0;
+  }
+  get(b: number): number {
+    const i = this.index(b);
+    const v = i >= 0 ? (this.changed[i] as number) : -1;
+    return v >= 0 ? v : (this.base[b] as number);
+  }
+  set(b: number, q: number): void {
+    const i = this.index(b);
+    if (i >= 0) this.changed[i] = q;
+  }
+}
+
+/**
+ * Folds one day's observations into `week` and `hod` (in place). The single implementation of the
+ * smoothing arithmetic: materialising a forecast and computing a day profile must agree to the
+ * bit, or two leaders would build different curves.
+ */
+function foldDay(
+  day: string,
+  obs: readonly number[],
+  cover: readonly number[],
+  timeZone: string,
+  cfg: PacingControllerConfig,
+  week: WeekView,
+  hod: number[],
+): void {
+  const slots = slotsOfDay(timeZone, day);
+  for (let k = 0; k < slots.hours.length && k < OBS_SLOTS; k++) {
+    const observed = levelOf(obs[k] as number);
+    if (observed === undefined) continue;
+    const weight = Math.min(1, (cover[k] as number) / COVER_UNITS);
+    const h = slots.hours[k] as number;
+    // One odd day moves an hour's level by at most ×/÷ OUTLIER_FACTOR (a burst of wins, a guard
+    // holding float, a market outage): real shifts still get through in a few days.
+    const known = levelOf(hod[h] as number);
+    const rate =
+      known === undefined
+        ? observed
+        : Math.min(known * OUTLIER_FACTOR, Math.max(known / OUTLIER_FACTOR, observed));
+    const b = (slots.weekdays[k] as number) * 24 + h;
+    if (week.wants(b)) week.set(b, smooth(week.get(b), rate, cfg.alphaWeek * weight));
+    hod[h] = smooth(hod[h] as number, rate, cfg.alphaDay * weight);
+  }
+}
+
 /** Folds the observations of `f.obsDay` into the profiles (pure; `f` when there is nothing to fold). */
 export function foldObservations(
   f: TrafficForecast,
@@ -78,25 +164,9 @@ export function foldObservations(
   cfg: PacingControllerConfig,
 ): TrafficForecast {
   if (f.obsDay === '') return f;
-  const slots = slotsOfDay(timeZone, f.obsDay);
   const week = [...f.hourOfWeek];
   const day = [...f.hourOfDay];
-  for (let k = 0; k < slots.hours.length && k < OBS_SLOTS; k++) {
-    const observed = levelOf(f.obs[k] as number);
-    if (observed === undefined) continue;
-    const weight = Math.min(1, (f.cover[k] as number) / COVER_UNITS);
-    const h = slots.hours[k] as number;
-    // One odd day moves an hour's level by at most ×/÷ OUTLIER_FACTOR (a burst of wins, a guard
-    // holding float, a market outage): real shifts still get through in a few days.
-    const known = levelOf(day[h] as number);
-    const rate =
-      known === undefined
-        ? observed
-        : Math.min(known * OUTLIER_FACTOR, Math.max(known / OUTLIER_FACTOR, observed));
-    const b = (slots.weekdays[k] as number) * 24 + h;
-    week[b] = smooth(week[b] as number, rate, cfg.alphaWeek * weight);
-    day[h] = smooth(day[h] as number, rate, cfg.alphaDay * weight);
-  }
+  foldDay(f.obsDay, f.obs, f.cover, timeZone, cfg, new FullWeek(week), day);
   return {
     hourOfWeek: week,
     hourOfDay: day,
@@ -106,7 +176,7 @@ export function foldObservations(
   };
 }
 
-/** One hour slot's observation. */
+/** One slot's observation. */
 export interface SlotObservation {
   readonly day: string;
   readonly slot: number;
@@ -170,9 +240,35 @@ export function dayProfile(
   slots: DaySlots,
   cfg: PacingControllerConfig,
 ): DayProfile {
-  let g = f;
-  if (pending && pending.day < slots.day) g = withObservation(g, pending, timeZone, cfg);
-  if (g.obsDay !== '' && g.obsDay < slots.day) g = foldObservations(g, timeZone, cfg);
+  // The profile of `slots.day` = the forecast with every earlier observation folded in — computed
+  // without materialising it: the hour-of-day levels in a 24-entry copy, and of the hour-of-week
+  // levels only the buckets this day reads (same arithmetic as foldObservations: foldDay).
+  const hod = f.hourOfDay.slice();
+  const view = new DayWeek(f.hourOfWeek, slots.weekdays);
+  let bufDay = f.obsDay;
+  let bufObs = f.obs;
+  let bufCover = f.cover;
+  if (pending && pending.day < slots.day && pending.slot >= 0 && pending.slot < OBS_SLOTS) {
+    // As withObservation(f, pending) would do it.
+    if (bufDay !== '' && pending.day < bufDay) {
+      const one = single(f, pending);
+      foldDay(pending.day, one.obs, one.cover, timeZone, cfg, view, hod);
+    } else {
+      if (bufDay !== '' && bufDay !== pending.day) {
+        foldDay(bufDay, bufObs, bufCover, timeZone, cfg, view, hod);
+        bufObs = EMPTY_FORECAST.obs;
+        bufCover = EMPTY_FORECAST.cover;
+      }
+      const obs = bufDay === pending.day ? [...bufObs] : zeros(OBS_SLOTS);
+      const cover = bufDay === pending.day ? [...bufCover] : zeros(OBS_SLOTS);
+      obs[pending.slot] = pending.level;
+      cover[pending.slot] = Math.max(0, Math.min(COVER_UNITS, Math.round(pending.cover)));
+      bufDay = pending.day;
+      bufObs = obs;
+      bufCover = cover;
+    }
+  }
+  if (bufDay !== '' && bufDay < slots.day) foldDay(bufDay, bufObs, bufCover, timeZone, cfg, view, hod);
   const n = slots.hours.length;
   const levels: (number | undefined)[] = new Array(n);
   let hash = 0x811c9dc5;
@@ -180,8 +276,8 @@ export function dayProfile(
   let known = 0;
   for (let k = 0; k < n; k++) {
     const h = slots.hours[k] as number;
-    const qw = g.hourOfWeek[(slots.weekdays[k] as number) * 24 + h] as number;
-    const qd = g.hourOfDay[h] as number;
+    const qw = view.get((slots.weekdays[k] as number) * 24 + h);
+    const qd = hod[h] as number;
     hash = Math.imul(hash ^ qw, 0x01000193);
     hash = Math.imul(hash ^ qd, 0x01000193);
     const w = levelOf(qw);

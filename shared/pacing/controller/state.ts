@@ -115,7 +115,19 @@ export class StateRecord implements ControllerState {
   }
 }
 
-const INT = /^-?[0-9]{1,16}$/;
+/** A decimal integer (optional leading `-`, 1–16 digits) or undefined; no regex (hot path). */
+function parseInteger(p: string): number | undefined {
+  const neg = p.charCodeAt(0) === 45;
+  const from = neg ? 1 : 0;
+  if (p.length - from < 1 || p.length - from > 16) return undefined;
+  let n = 0;
+  for (let i = from; i < p.length; i++) {
+    const d = p.charCodeAt(i) - 48;
+    if (d < 0 || d > 9) return undefined;
+    n = n * 10 + d;
+  }
+  return neg && n !== 0 ? -n : n;
+}
 
 function dayNumber(day: string): number {
   return Number(day.replaceAll('-', ''));
@@ -161,10 +173,8 @@ export function decodeState(raw: string): ControllerState | undefined {
   if (head !== '1e' && head !== '1a') return undefined;
   const v: number[] = [];
   for (let i = 1; i < parts.length; i++) {
-    const p = parts[i] as string;
-    if (!INT.test(p)) return undefined;
-    const n = Number(p);
-    if (!Number.isSafeInteger(n)) return undefined;
+    const n = parseInteger(parts[i] as string);
+    if (n === undefined) return undefined;
     v.push(n);
   }
   const [dayN, anchorSec, anchorMicros, budgetMicros, shape, integral, pressure, lastSec] = v as [

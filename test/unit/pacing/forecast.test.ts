@@ -20,6 +20,7 @@ import {
   type TrafficForecast,
   withObservation,
 } from '../../../shared/pacing/controller/forecast.js';
+import { prng } from '../../../shared/random/prng.js';
 
 const TZ = 'UTC';
 const slotsOf = (day: string) => daySlots(TZ, dayWindowOf(day, TZ));
@@ -162,6 +163,44 @@ describe('observations and profiles', () => {
     expect(g.obsDay).toBe('2026-11-20');
     expect(g.obs).toEqual(f.obs);
     expect(levelOf(g.hourOfDay[4] as number)).toBeCloseTo(777, -2);
+  });
+});
+
+describe('day profile without materialising the fold', () => {
+  it('equals the profile of the materialised forecast, bit for bit (random histories and pending observations)', () => {
+    const random = prng(77);
+    const days = ['2026-11-07', '2026-11-13', '2026-11-14', '2026-11-19', '2026-11-20', '2026-11-21'];
+    for (let trial = 0; trial < 300; trial++) {
+      let f = EMPTY_FORECAST;
+      const seen = Math.floor(random() * days.length);
+      for (let d = 0; d < seen; d++) {
+        const day = days[d] as string;
+        for (let k = 0; k < 24; k++) {
+          if (random() < 0.3) continue;
+          const o = {
+            day,
+            slot: k,
+            level: quantiseLevel(10 ** (1 + 5 * random())),
+            cover: Math.floor(33 * random()),
+          };
+          f = withObservation(f, o, TZ, cfg);
+        }
+      }
+      const pending =
+        random() < 0.7
+          ? {
+              day: days[Math.floor(random() * days.length)] as string,
+              slot: Math.floor(24 * random()),
+              level: quantiseLevel(10 ** (1 + 5 * random())),
+              cover: Math.floor(33 * random()),
+            }
+          : undefined;
+      const target = slotsOf(random() < 0.5 ? '2026-11-21' : '2026-11-22');
+      let g = f;
+      if (pending && pending.day < target.day) g = withObservation(g, pending, TZ, cfg);
+      if (g.obsDay !== '' && g.obsDay < target.day) g = foldObservations(g, TZ, cfg);
+      expect(dayProfile(f, pending, TZ, target, cfg)).toEqual(dayProfile(g, undefined, TZ, target, cfg));
+    }
   });
 });
 
