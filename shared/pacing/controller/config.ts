@@ -24,7 +24,7 @@ export interface PacingControllerConfig {
    * @default 180_000 (3 min)
    */
   readonly marginMs: number;
-  /** Over the last `endRampMs` of the day the margin shrinks to 0: the day ends on E = budget. @default 1_800_000 */
+  /** Over the last `endRampMs` of the day the margin shrinks to 0: the day ends on E = budget. @default 3_600_000 */
   readonly endRampMs: number;
   /** Lowest bid multiplier (bid shading floor); below it the controller throttles. @default 0.25 */
   readonly minMultiplier: number;
@@ -64,7 +64,7 @@ export const defaultControllerConfig: PacingControllerConfig = {
   ki: 0.25,
   errorClamp: 3,
   marginMs: 180_000,
-  endRampMs: 1_800_000,
+  endRampMs: 3_600_000,
   minMultiplier: 0.25,
   minThrottle: 0.0001,
   elasticity: 1,

@@ -38,6 +38,7 @@ import {
   withObservation,
 } from './forecast.js';
 import {
+  BLANK_STATE,
   type ControllerState,
   decodeState,
   encodeState,
@@ -244,7 +245,6 @@ export function createPacingController(overrides: Partial<PacingControllerConfig
     let s: Draft;
     let memo: Memo;
     let pending: SlotObservation | undefined;
-    let learn = false;
     let dtSec = 0;
 
     if (!sameDay) {
@@ -263,28 +263,14 @@ export function createPacingController(overrides: Partial<PacingControllerConfig
         pending = closed ?? older;
       }
       const profile = mode === 'even' ? dayProfile(f, pending, tz, slots, cfg) : undefined;
-      s = {
-        day: day.day,
-        mode,
-        anchorSec: nowSec,
-        anchorMicros: 0,
-        budgetMicros: budget,
-        shape: 0,
-        integral: 0,
-        pressure: 0,
-        lastSec: nowSec,
-        lastCommitted: committed,
-        lastExpected: 0,
-        leasedAvg: Math.max(0, spend.leasedMicros),
-        accSlot: slotAt(slots, nowMs),
-        accSpend: 0,
-        accGain: 0,
-        accSeconds: 0,
-        pendSlot: -1,
-        pendPrevDay: false,
-        pendLevel: 0,
-        pendCover: 0,
-      };
+      s = new StateRecord(BLANK_STATE) as Draft;
+      s.day = day.day;
+      s.mode = mode;
+      s.budgetMicros = budget;
+      s.lastSec = nowSec;
+      s.lastCommitted = committed;
+      s.leasedAvg = Math.max(0, spend.leasedMicros);
+      s.accSlot = slotAt(slots, nowMs);
       memo = reanchor(s, f, slots, nowSec, committed, budget, mode, profile);
       const need = budget - s.anchorMicros;
       s.integral = quantP(mode === 'asap' ? 0 : initialIntegral(profile, slots, nowMs, need, prev));
@@ -293,7 +279,6 @@ export function createPacingController(overrides: Partial<PacingControllerConfig
       s = new StateRecord(prev) as Draft;
       pending = pendingOf(prev);
       dtSec = nowSec - prev.lastSec;
-      learn = dtSec > 0 && dtSec * 1000 <= cfg.maxGapMs;
       const held = memoOf(prev, f, tz, day);
       if (!held) {
         // The forecast this curve was built from is gone: rebuild the shape from the forecast we
@@ -309,7 +294,6 @@ export function createPacingController(overrides: Partial<PacingControllerConfig
           mode,
           dayProfile(f, pending, tz, slots, cfg),
         );
-        learn = false;
       } else if (budget !== prev.budgetMicros || mode !== prev.mode) {
         // Budget or mode changed: keep E(now) (a cut below it stops at the new budget) and spread
         // what is left of the new budget over the rest of the day by the same profile. Switching
@@ -317,8 +301,8 @@ export function createPacingController(overrides: Partial<PacingControllerConfig
         const eNow = prev.mode === 'asap' ? committed : evaluateCurve(held.curve, nowMs);
         const profile =
           mode === 'even' ? (held.profile ?? dayProfile(f, pending, tz, held.slots, cfg)) : undefined;
+        // Demand is what the market offered, whatever the budget: learning goes on.
         memo = reanchor(s, f, held.slots, nowSec, eNow, budget, mode, profile);
-        learn = false;
       } else {
         memo = held;
       }
@@ -340,6 +324,7 @@ export function createPacingController(overrides: Partial<PacingControllerConfig
         mode === 'asap'
           ? budget - committed < 0.01 * budget
           : prev.lastExpected - prev.lastCommitted < band || expected - committed < band;
+      const learn = dtSec > 0 && dtSec * 1000 <= cfg.maxGapMs;
       if (learn && !capped && spend.initialised) {
         s.accSpend += committed - prev.lastCommitted;
         s.accGain += Math.round(Math.exp(prev.pressure / PRESSURE_SCALE) * dtSec * GAIN_SCALE);

@@ -8,7 +8,7 @@
  * ("Controller" → "When E(t) is re-anchored"); between them the curve object is the same.
  */
 import type { DayWindow } from '../../budget/time-zone.js';
-import type { CurvePoints } from '../types.js';
+import { type CurvePoints, curveSegment } from '../types.js';
 import { type DaySlots, slotAt } from './day-slots.js';
 
 /** E(t) = `micros` from `fromMs` to the day's end (ASAP plans, spent or cut budgets). */
@@ -63,12 +63,7 @@ export function curveSlope(curve: CurvePoints, nowMs: number): number {
   const { atMs, micros } = curve;
   const n = atMs.length;
   if (n < 2 || nowMs < (atMs[0] as number) || nowMs >= (atMs[n - 1] as number)) return 0;
-  let lo = 0;
-  let hi = n - 1;
-  while (hi - lo > 1) {
-    const mid = (lo + hi) >> 1;
-    if ((atMs[mid] as number) <= nowMs) lo = mid;
-    else hi = mid;
-  }
+  const lo = curveSegment(curve, nowMs);
+  const hi = lo + 1;
   return ((micros[hi] as number) - (micros[lo] as number)) / ((atMs[hi] as number) - (atMs[lo] as number));
 }

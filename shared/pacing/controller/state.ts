@@ -16,8 +16,12 @@ export const PRESSURE_SCALE = 10_000;
 /** Fixed-point scale of the accumulated gain (seconds × 10⁶). */
 export const GAIN_SCALE = 1_000_000;
 
-/** See the module comment; docs/pacing.md lists every field. */
-export interface ControllerState {
+/**
+ * A controller state (see the module comment; docs/pacing.md lists every field): plain readonly
+ * data plus a private slot for the curve memo (never encoded, invisible to equality checks). A
+ * decoded state has no memo; the controller rebuilds it from the stored forecast.
+ */
+export class StateRecord {
   /** The plan-day (`YYYY-MM-DD`, advertiser-local) this state belongs to. */
   readonly day: string;
   readonly mode: PacingMode;
@@ -34,7 +38,7 @@ export interface ControllerState {
   readonly pressure: number;
   /** Time of the step that produced this state, epoch seconds. */
   readonly lastSec: number;
-  /** Committed spend (confirmed + in flight + leased) seen then. */
+  /** Spend (confirmed + in flight) seen then. */
   readonly lastCommitted: number;
   /** E(t) then (continuity when the curve has to be rebuilt without its forecast). */
   readonly lastExpected: number;
@@ -42,7 +46,7 @@ export interface ControllerState {
   readonly leasedAvg: number;
   /** Hour slot the learning accumulators belong to (−1: none). */
   readonly accSlot: number;
-  /** Committed spend over the slot's uncensored intervals, micros. */
+  /** Spend over the slot's uncensored intervals, micros. */
   readonly accSpend: number;
   /** Σ e^u × seconds over the same intervals, × GAIN_SCALE. */
   readonly accGain: number;
@@ -53,34 +57,6 @@ export interface ControllerState {
   /** The pending observation belongs to the day before `day`. */
   readonly pendPrevDay: boolean;
   /** Its quantised level and coverage (1/32 units). */
-  readonly pendLevel: number;
-  readonly pendCover: number;
-}
-
-/**
- * The concrete state objects the controller creates and decodes: plain readonly data plus a
- * private slot for the curve memo (never encoded, invisible to equality checks). A decoded
- * state has no memo; the controller rebuilds it from the stored forecast.
- */
-export class StateRecord implements ControllerState {
-  readonly day: string;
-  readonly mode: PacingMode;
-  readonly anchorSec: number;
-  readonly anchorMicros: number;
-  readonly budgetMicros: number;
-  readonly shape: number;
-  readonly integral: number;
-  readonly pressure: number;
-  readonly lastSec: number;
-  readonly lastCommitted: number;
-  readonly lastExpected: number;
-  readonly leasedAvg: number;
-  readonly accSlot: number;
-  readonly accSpend: number;
-  readonly accGain: number;
-  readonly accSeconds: number;
-  readonly pendSlot: number;
-  readonly pendPrevDay: boolean;
   readonly pendLevel: number;
   readonly pendCover: number;
   #memo: unknown;
@@ -115,6 +91,9 @@ export class StateRecord implements ControllerState {
   }
 }
 
+/** The state's data (what is encoded): every public field of {@link StateRecord}. */
+export type ControllerState = Pick<StateRecord, keyof StateRecord>;
+
 /** A decimal integer (optional leading `-`, 1–16 digits) or undefined; no regex (hot path). */
 function parseInteger(p: string): number | undefined {
   const neg = p.charCodeAt(0) === 45;
@@ -139,36 +118,61 @@ function dayString(n: number): string | undefined {
   return `${s.slice(0, 4)}-${s.slice(4, 6)}-${s.slice(6, 8)}`;
 }
 
+/** The plain integer fields, in their encoded order (between the day and the pending observation). */
+const INT_FIELDS = [
+  'anchorSec',
+  'anchorMicros',
+  'budgetMicros',
+  'shape',
+  'integral',
+  'pressure',
+  'lastSec',
+  'lastCommitted',
+  'lastExpected',
+  'leasedAvg',
+  'accSlot',
+  'accSpend',
+  'accGain',
+  'accSeconds',
+] as const;
+type IntField = (typeof INT_FIELDS)[number];
+
+/** A blank state (no day, nothing anchored, nothing learned): what new plan-days and decodes start from. */
+export const BLANK_STATE: ControllerState = Object.freeze({
+  day: '',
+  mode: 'even',
+  anchorSec: 0,
+  anchorMicros: 0,
+  budgetMicros: 0,
+  shape: 0,
+  integral: 0,
+  pressure: 0,
+  lastSec: 0,
+  lastCommitted: 0,
+  lastExpected: 0,
+  leasedAvg: 0,
+  accSlot: -1,
+  accSpend: 0,
+  accGain: 0,
+  accSeconds: 0,
+  pendSlot: -1,
+  pendPrevDay: false,
+  pendLevel: 0,
+  pendCover: 0,
+});
+
 /** Compact text form (see the module comment). */
 export function encodeState(s: ControllerState): string {
+  let out = `1${s.mode === 'asap' ? 'a' : 'e'},${dayNumber(s.day)}`;
+  for (const k of INT_FIELDS) out += `,${s[k]}`;
   const pend = s.pendSlot < 0 ? -1 : s.pendSlot + (s.pendPrevDay ? 32 : 0);
-  const ints = [
-    dayNumber(s.day),
-    s.anchorSec,
-    s.anchorMicros,
-    s.budgetMicros,
-    s.shape,
-    s.integral,
-    s.pressure,
-    s.lastSec,
-    s.lastCommitted,
-    s.lastExpected,
-    s.leasedAvg,
-    s.accSlot,
-    s.accSpend,
-    s.accGain,
-    s.accSeconds,
-    pend,
-    s.pendLevel,
-    s.pendCover,
-  ];
-  return `1${s.mode === 'asap' ? 'a' : 'e'},${ints.join(',')}`;
+  return `${out},${pend},${s.pendLevel},${s.pendCover}`;
 }
 
 /** Parses {@link encodeState}'s output; undefined when the text is not a state of this format. */
 export function decodeState(raw: string): ControllerState | undefined {
   const parts = raw.split(',');
-  if (parts.length !== 19) return undefined;
+  if (parts.length !== INT_FIELDS.length + 5) return undefined;
   const head = parts[0];
   if (head !== '1e' && head !== '1a') return undefined;
   const v: number[] = [];
@@ -177,59 +181,22 @@ export function decodeState(raw: string): ControllerState | undefined {
     if (n === undefined) return undefined;
     v.push(n);
   }
-  const [dayN, anchorSec, anchorMicros, budgetMicros, shape, integral, pressure, lastSec] = v as [
-    number,
-    number,
-    number,
-    number,
-    number,
-    number,
-    number,
-    number,
-  ];
-  const [
-    lastCommitted,
-    lastExpected,
-    leasedAvg,
-    accSlot,
-    accSpend,
-    accGain,
-    accSeconds,
-    pend,
-    pendLevel,
-    pendCover,
-  ] = v.slice(8) as [number, number, number, number, number, number, number, number, number, number];
-  const day = dayString(dayN);
-  if (
-    day === undefined ||
-    budgetMicros < 0 ||
-    anchorMicros < 0 ||
-    leasedAvg < 0 ||
-    integral > 0 ||
-    pressure > 0
-  )
+  const day = dayString(v[0] as number);
+  const [pend, pendLevel, pendCover] = v.slice(INT_FIELDS.length + 1) as [number, number, number];
+  if (day === undefined || pend < -1 || pend > 56) return undefined;
+  const s = new StateRecord(BLANK_STATE);
+  // Fill the integer fields in INT_FIELDS order (the one definition of the format's field order).
+  const w = s as unknown as Record<IntField, number>;
+  for (let i = 0; i < INT_FIELDS.length; i++) w[INT_FIELDS[i] as IntField] = v[i + 1] as number;
+  if (s.budgetMicros < 0 || s.anchorMicros < 0 || s.leasedAvg < 0 || s.integral > 0 || s.pressure > 0)
     return undefined;
-  if (accSlot < -1 || accSlot > 24 || pend < -1 || pend > 56) return undefined;
-  return new StateRecord({
-    day,
-    mode: head === '1a' ? 'asap' : 'even',
-    anchorSec,
-    anchorMicros,
-    budgetMicros,
-    shape,
-    integral,
-    pressure,
-    lastSec,
-    lastCommitted,
-    lastExpected,
-    leasedAvg,
-    accSlot,
-    accSpend,
-    accGain,
-    accSeconds,
-    pendSlot: pend < 0 ? -1 : pend % 32,
-    pendPrevDay: pend >= 32,
-    pendLevel,
-    pendCover,
-  });
+  if (s.accSlot < -1 || s.accSlot > 24) return undefined;
+  const d = s as unknown as { -readonly [K in keyof ControllerState]: ControllerState[K] };
+  d.day = day;
+  d.mode = head === '1a' ? 'asap' : 'even';
+  d.pendSlot = pend < 0 ? -1 : pend % 32;
+  d.pendPrevDay = pend >= 32;
+  d.pendLevel = pendLevel;
+  d.pendCover = pendCover;
+  return s;
 }

@@ -11,16 +11,11 @@
  * - a campaign whose traffic stops for 5 hours (it cannot spend) winds nothing up: when traffic
  *   returns it catches up to E(t) under the cap, then returns to its usual bid multiplier.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { RunningRedis } from '../../../local/emulators/redis.js';
+import { describe, expect, it } from 'vitest';
 import { dayWindowOf } from '../../../shared/budget/time-zone.js';
-import { createPacingController } from '../../../shared/pacing/controller/index.js';
 import { evaluateCurve } from '../../../shared/pacing/types.js';
-import type { RedisClient } from '../../../shared/redis/connect.js';
-import { ManualClock } from '../../../shared/time/clock.js';
 import { SHAPES } from '../../../sim/market/index.js';
-import { type PacingSimReport, runPacingSim } from '../../../sim/pacing-sim.js';
-import { campaign, costPerImpression, daysOf, redisForFile, requestsFor, summary } from './support.js';
+import { campaign, costPerImpression, daysOf, expectClean, requestsFor, simulatedDays } from './support.js';
 
 const TZ = 'Europe/Berlin';
 const DAY3 = dayWindowOf('2026-03-29', TZ);
@@ -31,89 +26,70 @@ const NOON3 = DAY3.startMs + 11 * 3_600_000;
 const OUTAGE = { fromMs: DAY3.startMs + 5 * 3_600_000, toMs: DAY3.startMs + 10 * 3_600_000 };
 const B = 1_500_000;
 
-let server: RunningRedis;
-let redis: RedisClient;
-let report: PacingSimReport;
 /** The outage campaign's multiplier, throttle and gap below E per tick of days 2 and 3. */
 const outageTrace: { at: number; multiplier: number; throttle: number; gap: number }[] = [];
+const base = { timeZone: TZ, budget: B };
 
-beforeAll(async () => {
-  ({ server, redis } = await redisForFile());
-  const base = { timeZone: TZ, budget: B };
-  report = await runPacingSim({
-    redis,
-    clock: new ManualClock(START),
-    startMs: START,
-    durationMs: END - START,
-    controller: createPacingController(),
-    notices: { meanDelayMs: 2_000, maxDelayMs: 60_000, duplicateRate: 0.01, lossNoticeRate: 1 },
-    minFloatMicros: 5_000,
-    accounts: [
-      {
-        id: 'acc-changes',
-        timeZone: TZ,
-        campaigns: [
-          campaign('raise', {
-            ...base,
-            demand: 4,
-            seed: 21,
-            budgetChanges: [{ atMs: NOON3, budgetMicros: 1.5 * B }],
-          }),
-          campaign('cut', {
-            ...base,
-            demand: 3,
-            seed: 22,
-            budgetChanges: [{ atMs: NOON3, budgetMicros: 0.5 * B }],
-          }),
-          campaign('first', { ...base, demand: 3, seed: 23, auction: 'first-price' }),
-          campaign('first-asap', {
-            ...base,
-            demand: 3,
-            seed: 23,
-            auction: 'first-price',
-            pacingMode: 'asap',
-          }),
-          campaign('outage', {
-            ...base,
-            demand: 3,
-            seed: 24,
-            traffic: {
-              requestsPerDay: requestsFor(3, B, 'second-price'),
-              shape: SHAPES.noonPeak,
-              timeZone: TZ,
-              events: [{ ...OUTAGE, factor: 0 }],
-            },
-          }),
-        ],
-      },
-    ],
-    onTick: (now, params, spend) => {
-      if (now < DAY3.startMs - 86_400_000) return;
-      const p = params.get('c:outage/campaign');
-      const s = spend.get('c:outage/campaign');
-      if (!p || !s) return;
-      const gap = (evaluateCurve(p.curve, now) - s.confirmedMicros - s.inFlightMicros) / B;
-      outageTrace.push({ at: now, multiplier: p.bidMultiplier, throttle: p.throttle, gap });
+const run = simulatedDays(() => ({
+  startMs: START,
+  endMs: END,
+  accounts: [
+    {
+      id: 'acc-changes',
+      timeZone: TZ,
+      campaigns: [
+        campaign('raise', {
+          ...base,
+          demand: 4,
+          seed: 21,
+          budgetChanges: [{ atMs: NOON3, budgetMicros: 1.5 * B }],
+        }),
+        campaign('cut', {
+          ...base,
+          demand: 3,
+          seed: 22,
+          budgetChanges: [{ atMs: NOON3, budgetMicros: 0.5 * B }],
+        }),
+        campaign('first', { ...base, demand: 3, seed: 23, auction: 'first-price' }),
+        campaign('first-asap', {
+          ...base,
+          demand: 3,
+          seed: 23,
+          auction: 'first-price',
+          pacingMode: 'asap',
+        }),
+        campaign('outage', {
+          ...base,
+          demand: 3,
+          seed: 24,
+          traffic: {
+            requestsPerDay: requestsFor(3, B, 'second-price'),
+            shape: SHAPES.noonPeak,
+            timeZone: TZ,
+            events: [{ ...OUTAGE, factor: 0 }],
+          },
+        }),
+      ],
     },
-  });
-  console.log(JSON.stringify({ ticks: report.ticks, auctions: report.auctions, notices: report.notices }));
-  for (const row of summary(report.plans)) console.log(JSON.stringify(row));
-}, 300_000);
-
-afterAll(async () => {
-  redis?.disconnect();
-  await server?.stop();
-});
+  ],
+  onTick: (now, params, spend) => {
+    if (now < DAY3.startMs - 86_400_000) return;
+    const p = params.get('c:outage/campaign');
+    const s = spend.get('c:outage/campaign');
+    if (!p || !s) return;
+    const gap = (evaluateCurve(p.curve, now) - s.confirmedMicros - s.inFlightMicros) / B;
+    outageTrace.push({ at: now, multiplier: p.bidMultiplier, throttle: p.throttle, gap });
+  },
+}));
 
 describe('budget changes, first price and a traffic outage over simulated days', () => {
   it('runs clean on a 23-hour day: counters equal the booked wins, no guard errors', () => {
-    expect(report.errors).toEqual([]);
-    for (const p of report.plans) expect(p.countersMicros).toBe(p.spentMicros);
+    expectClean(run());
     expect(DAY3.endMs - DAY3.startMs).toBe(23 * 3_600_000);
   });
 
   it('a budget raised at noon is honoured from then on', () => {
-    const [d1, d2, d3] = daysOf(report, 'raise');
+    const [d1, d2, d3] = daysOf(run(), 'raise');
     for (const d of [d1, d2]) expect((d?.spentMicros ?? 0) / B).toBeGreaterThanOrEqual(0.98);
     expect(d3?.budgetMicros).toBe(1.5 * B);
     expect((d3?.spentMicros ?? 0) / (1.5 * B)).toBeGreaterThanOrEqual(0.98);
@@ -122,7 +98,7 @@ describe('budget changes, first price and a traffic outage over simulated days',
   });
 
   it('a budget cut at noon is honoured from then on', () => {
-    const d3 = daysOf(report, 'cut')[2];
+    const d3 = daysOf(run(), 'cut')[2];
     expect(d3?.budgetMicros).toBe(0.5 * B);
     expect(d3?.spentMicros).toBeLessThanOrEqual(0.5 * B);
     expect((d3?.spentMicros ?? 0) / (0.5 * B)).toBeGreaterThanOrEqual(0.98);
@@ -131,17 +107,17 @@ describe('budget changes, first price and a traffic outage over simulated days',
   });
 
   it('first price: tracks the target and pays less per impression than ASAP', () => {
-    const days = daysOf(report, 'first');
+    const days = daysOf(run(), 'first');
     for (const d of days) {
       expect(d.spentMicros / d.budgetMicros).toBeGreaterThanOrEqual(0.98);
       expect(d.spentMicros).toBeLessThanOrEqual(d.budgetMicros);
     }
     for (const d of days.slice(1)) expect(d.maxDeviation).toBeLessThanOrEqual(0.05);
-    expect(costPerImpression(days)).toBeLessThan(0.9 * costPerImpression(daysOf(report, 'first-asap')));
+    expect(costPerImpression(days)).toBeLessThan(0.9 * costPerImpression(daysOf(run(), 'first-asap')));
   });
 
   it('a campaign that cannot spend for 5 hours catches up under the cap and winds nothing up', () => {
-    const d3 = daysOf(report, 'outage')[2];
+    const d3 = daysOf(run(), 'outage')[2];
     expect(d3?.spentMicros).toBeLessThanOrEqual(B);
     expect((d3?.spentMicros ?? 0) / B).toBeGreaterThanOrEqual(0.98);
     const during = outageTrace.filter((t) => t.at >= OUTAGE.fromMs && t.at < OUTAGE.toMs);

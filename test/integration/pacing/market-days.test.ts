@@ -13,75 +13,51 @@
  *   over the cap, no windup;
  * - a $1 budget (fewer impressions a day than ticks): neither overspends nor starves.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { RunningRedis } from '../../../local/emulators/redis.js';
+import { describe, expect, it } from 'vitest';
 import { dayWindowOf } from '../../../shared/budget/time-zone.js';
-import { createPacingController } from '../../../shared/pacing/controller/index.js';
-import type { RedisClient } from '../../../shared/redis/connect.js';
-import { ManualClock } from '../../../shared/time/clock.js';
-import { type PacingSimReport, runPacingSim } from '../../../sim/pacing-sim.js';
-import { campaign, costPerImpression, daysOf, redisForFile, summary } from './support.js';
+import { campaign, costPerImpression, daysOf, expectClean, simulatedDays } from './support.js';
 
 const TZ = 'America/Los_Angeles';
 const START = dayWindowOf('2026-10-31', TZ).startMs;
 const END = dayWindowOf('2026-11-01', TZ).endMs;
 
-let server: RunningRedis;
-let redis: RedisClient;
-let report: PacingSimReport;
 /** Ticks at which the demand-limited campaign was published at full speed, out of all. */
 const belowTicks = { full: 0, all: 0 };
+const base = { timeZone: TZ, budget: 1_500_000 };
 
-beforeAll(async () => {
-  ({ server, redis } = await redisForFile());
-  const base = { timeZone: TZ, budget: 1_500_000 };
-  report = await runPacingSim({
-    redis,
-    clock: new ManualClock(START),
-    startMs: START,
-    durationMs: END - START,
-    controller: createPacingController(),
-    notices: { meanDelayMs: 2_000, maxDelayMs: 60_000, duplicateRate: 0.01, lossNoticeRate: 1 },
-    minFloatMicros: 5_000,
-    onTick: (_now, params) => {
-      const p = params.get('c:below/campaign');
-      if (!p) return;
-      belowTicks.all++;
-      if (p.throttle === 1 && p.bidMultiplier === 1) belowTicks.full++;
+const run = simulatedDays(() => ({
+  startMs: START,
+  endMs: END,
+  onTick: (_now, params) => {
+    const p = params.get('c:below/campaign');
+    if (!p) return;
+    belowTicks.all++;
+    if (p.throttle === 1 && p.bidMultiplier === 1) belowTicks.full++;
+  },
+  accounts: [
+    {
+      id: 'acc-market',
+      timeZone: TZ,
+      campaigns: [
+        campaign('above', { ...base, demand: 3, seed: 11 }),
+        campaign('above-asap', { ...base, demand: 3, seed: 11, pacingMode: 'asap' }),
+        campaign('below', { ...base, demand: 0.5, seed: 12 }),
+        campaign('below-asap', { ...base, demand: 0.5, seed: 12, pacingMode: 'asap' }),
+        campaign('tiny', { ...base, budget: 1_000_000, demand: 5, seed: 13 }),
+      ],
     },
-    accounts: [
-      {
-        id: 'acc-market',
-        timeZone: TZ,
-        campaigns: [
-          campaign('above', { ...base, demand: 3, seed: 11 }),
-          campaign('above-asap', { ...base, demand: 3, seed: 11, pacingMode: 'asap' }),
-          campaign('below', { ...base, demand: 0.5, seed: 12 }),
-          campaign('below-asap', { ...base, demand: 0.5, seed: 12, pacingMode: 'asap' }),
-          campaign('tiny', { ...base, budget: 1_000_000, demand: 5, seed: 13 }),
-        ],
-      },
-    ],
-  });
-  console.log(JSON.stringify({ ticks: report.ticks, auctions: report.auctions, notices: report.notices }));
-  for (const row of summary(report.plans)) console.log(JSON.stringify(row));
-}, 300_000);
-
-afterAll(async () => {
-  redis?.disconnect();
-  await server?.stop();
-});
+  ],
+}));
 
 describe('pacing over simulated days (real guard, tracker and live counters)', () => {
   it('runs clean: counters equal the booked wins, no guard errors, a 25-hour day included', () => {
-    expect(report.errors).toEqual([]);
-    for (const p of report.plans) expect(p.countersMicros).toBe(p.spentMicros);
+    expectClean(run());
     expect(dayWindowOf('2026-11-01', TZ).endMs - dayWindowOf('2026-11-01', TZ).startMs).toBe(25 * 3_600_000);
-    expect(daysOf(report, 'above').map((d) => d.day)).toEqual(['2026-10-31', '2026-11-01']);
+    expect(daysOf(run(), 'above').map((d) => d.day)).toEqual(['2026-10-31', '2026-11-01']);
   });
 
   it('demand above budget: ≥ 98 % spent every day, never over the cap', () => {
-    for (const d of daysOf(report, 'above')) {
+    for (const d of daysOf(run(), 'above')) {
       expect(d.spentMicros / d.budgetMicros).toBeGreaterThanOrEqual(0.98);
       expect(d.spentMicros).toBeLessThanOrEqual(d.budgetMicros);
       expect(d.maxOverCapMicros).toBeLessThanOrEqual(0);
@@ -89,22 +65,22 @@ describe('pacing over simulated days (real guard, tracker and live counters)', (
   });
 
   it('demand above budget: tracks the traffic-shaped target within 5 % once it has history', () => {
-    const [, ...learned] = daysOf(report, 'above');
+    const [, ...learned] = daysOf(run(), 'above');
     for (const d of learned) expect(d.maxDeviation).toBeLessThanOrEqual(0.05);
   });
 
   it('demand above budget: pays less per impression than ASAP on the same requests', () => {
-    const paced = costPerImpression(daysOf(report, 'above'));
-    const asap = costPerImpression(daysOf(report, 'above-asap'));
+    const paced = costPerImpression(daysOf(run(), 'above'));
+    const asap = costPerImpression(daysOf(run(), 'above-asap'));
     expect(paced).toBeLessThan(asap);
-    for (const d of daysOf(report, 'above-asap')) expect(d.spentMicros).toBeLessThanOrEqual(d.budgetMicros);
+    for (const d of daysOf(run(), 'above-asap')) expect(d.spentMicros).toBeLessThanOrEqual(d.budgetMicros);
   });
 
   it('demand below budget: bids at full speed, spends what the market allows (as ASAP does), never over the cap', () => {
     // Behind all day, it is pinned at full speed (throttle 1, multiplier 1) with nothing wound up…
     expect(belowTicks.full / belowTicks.all).toBeGreaterThan(0.97);
-    const paced = daysOf(report, 'below');
-    const asap = daysOf(report, 'below-asap');
+    const paced = daysOf(run(), 'below');
+    const asap = daysOf(run(), 'below-asap');
     paced.forEach((d, i) => {
       expect(d.spentMicros).toBeLessThanOrEqual(d.budgetMicros);
       expect(d.spentMicros / d.budgetMicros).toBeLessThan(0.6);
@@ -115,12 +91,12 @@ describe('pacing over simulated days (real guard, tracker and live counters)', (
   });
 
   it('a $1 budget neither overspends nor starves', () => {
-    for (const d of daysOf(report, 'tiny')) {
+    for (const d of daysOf(run(), 'tiny')) {
       expect(d.spentMicros).toBeLessThanOrEqual(d.budgetMicros);
       expect(d.spentMicros / d.budgetMicros).toBeGreaterThanOrEqual(0.98);
       expect(d.impressions).toBeLessThan(8640);
     }
-    const [, ...learned] = daysOf(report, 'tiny');
+    const [, ...learned] = daysOf(run(), 'tiny');
     for (const d of learned) expect(d.maxDeviation).toBeLessThanOrEqual(0.05);
   });
 });

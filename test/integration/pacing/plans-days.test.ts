@@ -13,102 +13,79 @@
  * floats ends a few percent short, because the floats the guards still hold at midnight are never
  * spent (docs/pacing.md, "Limits").
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { RunningRedis } from '../../../local/emulators/redis.js';
+import { describe, expect, it } from 'vitest';
 import { dayWindowOf } from '../../../shared/budget/time-zone.js';
-import { createPacingController } from '../../../shared/pacing/controller/index.js';
-import type { RedisClient } from '../../../shared/redis/connect.js';
-import { ManualClock } from '../../../shared/time/clock.js';
 import { SHAPES } from '../../../sim/market/index.js';
-import { type PacingSimReport, runPacingSim } from '../../../sim/pacing-sim.js';
-import { campaign, daysOf, redisForFile, requestsFor, rowsOf, summary } from './support.js';
+import { campaign, daysOf, expectClean, requestsFor, rowsOf, simulatedDays } from './support.js';
 
 const TZ = 'UTC';
 const START = dayWindowOf('2026-11-20', TZ).startMs;
 const END = dayWindowOf('2026-11-21', TZ).endMs;
 const DAY2 = dayWindowOf('2026-11-21', TZ);
 
-let server: RunningRedis;
-let redis: RedisClient;
-let report: PacingSimReport;
 /** Day-2 ticks at which each plan was published at full speed. */
 const fullSpeed = new Map<string, { full: number; all: number }>();
+const tz = { timeZone: TZ };
 
-beforeAll(async () => {
-  ({ server, redis } = await redisForFile());
-  const tz = { timeZone: TZ };
-  report = await runPacingSim({
-    redis,
-    clock: new ManualClock(START),
-    startMs: START,
-    durationMs: END - START,
-    controller: createPacingController(),
-    notices: { meanDelayMs: 2_000, maxDelayMs: 60_000, duplicateRate: 0.01, lossNoticeRate: 1 },
-    minFloatMicros: 5_000,
-    onTick: (now, params) => {
-      if (now < DAY2.startMs) return;
-      for (const [key, p] of params) {
-        const c = fullSpeed.get(key) ?? { full: 0, all: 0 };
-        c.all++;
-        if (p.throttle === 1 && p.bidMultiplier === 1) c.full++;
-        fullSpeed.set(key, c);
-      }
+const run = simulatedDays(() => ({
+  startMs: START,
+  endMs: END,
+  onTick: (now, params) => {
+    if (now < DAY2.startMs) return;
+    for (const [key, p] of params) {
+      const c = fullSpeed.get(key) ?? { full: 0, all: 0 };
+      c.all++;
+      if (p.throttle === 1 && p.bidMultiplier === 1) c.full++;
+      fullSpeed.set(key, c);
+    }
+  },
+  accounts: [
+    {
+      // The account's $2 binds: its two campaigns could each spend $2 and would like to.
+      id: 'acc-bind',
+      timeZone: TZ,
+      budgetMicros: 2_000_000,
+      campaigns: [
+        campaign('x', { ...tz, budget: 2_000_000, demand: 2, seed: 31 }),
+        campaign('y', { ...tz, budget: 2_000_000, demand: 2, seed: 32 }),
+      ],
     },
-    accounts: [
-      {
-        // The account's $2 binds: its two campaigns could each spend $2 and would like to.
-        id: 'acc-bind',
-        timeZone: TZ,
-        budgetMicros: 2_000_000,
-        campaigns: [
-          campaign('x', { ...tz, budget: 2_000_000, demand: 2, seed: 31 }),
-          campaign('y', { ...tz, budget: 2_000_000, demand: 2, seed: 32 }),
-        ],
-      },
-      {
-        id: 'acc-free',
-        timeZone: TZ,
-        budgetMicros: 20_000_000,
-        campaigns: [
-          // The campaign's $0.80 binds over two arms of $0.50 each.
-          campaign('z', {
-            ...tz,
-            budget: 800_000,
-            demand: 4,
-            seed: 33,
-            arms: [
-              { id: 'A', budgetMicros: 500_000, share: 0.5 },
-              { id: 'B', budgetMicros: 500_000, share: 0.5 },
-            ],
-          }),
-          // The arms bind ($1.00 and $1.50, traffic for 3× each) under a campaign budget of $5.
-          campaign('w', {
-            ...tz,
-            budget: 5_000_000,
-            demand: 0,
-            seed: 34,
-            traffic: {
-              requestsPerDay: requestsFor(3, 2_500_000, 'second-price'),
-              shape: SHAPES.noonPeak,
-              timeZone: TZ,
-            },
-            arms: [
-              { id: 'A', budgetMicros: 1_000_000, share: 0.4 },
-              { id: 'B', budgetMicros: 1_500_000, share: 0.6 },
-            ],
-          }),
-        ],
-      },
-    ],
-  });
-  console.log(JSON.stringify({ ticks: report.ticks, auctions: report.auctions, notices: report.notices }));
-  for (const row of summary(report.plans)) console.log(JSON.stringify(row));
-}, 300_000);
-
-afterAll(async () => {
-  redis?.disconnect();
-  await server?.stop();
-});
+    {
+      id: 'acc-free',
+      timeZone: TZ,
+      budgetMicros: 20_000_000,
+      campaigns: [
+        // The campaign's $0.80 binds over two arms of $0.50 each.
+        campaign('z', {
+          ...tz,
+          budget: 800_000,
+          demand: 4,
+          seed: 33,
+          arms: [
+            { id: 'A', budgetMicros: 500_000, share: 0.5 },
+            { id: 'B', budgetMicros: 500_000, share: 0.5 },
+          ],
+        }),
+        // The arms bind ($1.00 and $1.50, traffic for 3× each) under a campaign budget of $5.
+        campaign('w', {
+          ...tz,
+          budget: 5_000_000,
+          demand: 0,
+          seed: 34,
+          traffic: {
+            requestsPerDay: requestsFor(3, 2_500_000, 'second-price'),
+            shape: SHAPES.noonPeak,
+            timeZone: TZ,
+          },
+          arms: [
+            { id: 'A', budgetMicros: 1_000_000, share: 0.4 },
+            { id: 'B', budgetMicros: 1_500_000, share: 0.6 },
+          ],
+        }),
+      ],
+    },
+  ],
+}));
 
 const share = (key: string) => {
   const c = fullSpeed.get(key);
@@ -117,35 +94,34 @@ const share = (key: string) => {
 
 describe('account, campaign and arm plans over simulated days', () => {
   it('runs clean: counters equal the booked wins for every plan, no guard errors', () => {
-    expect(report.errors).toEqual([]);
-    for (const p of report.plans) expect(p.countersMicros).toBe(p.spentMicros);
+    expectClean(run());
   });
 
   it('an account plan constrains its campaigns: it spends its budget on its curve, none over a cap', () => {
-    const account = rowsOf(report, 'a:acc-bind/account');
+    const account = rowsOf(run(), 'a:acc-bind/account');
     for (const d of account) {
       expect(d.spentMicros).toBeLessThanOrEqual(d.budgetMicros);
       expect(d.spentMicros / d.budgetMicros).toBeGreaterThanOrEqual(0.98);
     }
     expect(account[1]?.maxDeviation).toBeLessThanOrEqual(0.05);
     for (const id of ['x', 'y']) {
-      for (const d of daysOf(report, id)) expect(d.spentMicros).toBeLessThan(d.budgetMicros);
+      for (const d of daysOf(run(), id)) expect(d.spentMicros).toBeLessThan(d.budgetMicros);
       // The campaigns' own controllers are not binding: they leave the control to the account.
       expect(share(`c:${id}/campaign`)).toBeGreaterThan(0.9);
     }
-    const [x, y] = ['x', 'y'].map((id) => daysOf(report, id)[1]?.spentMicros ?? 0);
+    const [x, y] = ['x', 'y'].map((id) => daysOf(run(), id)[1]?.spentMicros ?? 0);
     expect((x ?? 0) + (y ?? 0)).toBe(account[1]?.spentMicros);
   });
 
   it('a campaign plan constrains its arms', () => {
-    const z = daysOf(report, 'z');
+    const z = daysOf(run(), 'z');
     for (const d of z) {
       expect(d.spentMicros).toBeLessThanOrEqual(d.budgetMicros);
       expect(d.spentMicros / d.budgetMicros).toBeGreaterThanOrEqual(0.98);
     }
     expect(z[1]?.maxDeviation).toBeLessThanOrEqual(0.05);
     for (const arm of ['A', 'B']) {
-      for (const d of daysOf(report, 'z', `arm:${arm}`)) expect(d.spentMicros).toBeLessThan(d.budgetMicros);
+      for (const d of daysOf(run(), 'z', `arm:${arm}`)) expect(d.spentMicros).toBeLessThan(d.budgetMicros);
       expect(share(`c:z/arm:${arm}`)).toBeGreaterThan(0.9);
     }
     expect(share('a:acc-free/account')).toBeGreaterThan(0.99);
@@ -156,7 +132,7 @@ describe('account, campaign and arm plans over simulated days', () => {
       ['A', 1_000_000],
       ['B', 1_500_000],
     ] as const) {
-      const rows = daysOf(report, 'w', `arm:${arm}`);
+      const rows = daysOf(run(), 'w', `arm:${arm}`);
       for (const d of rows) {
         expect(d.budgetMicros).toBe(budget);
         expect(d.spentMicros).toBeLessThanOrEqual(budget);

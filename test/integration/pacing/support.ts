@@ -2,11 +2,26 @@
  * Shared pieces of the pacing simulations: a real redis-server per file, demand calibration
  * (requests per day for a given multiple of the budget at full speed) and report helpers.
  */
+import { afterAll, beforeAll, expect } from 'vitest';
 import { type RunningRedis, startRedis } from '../../../local/emulators/redis.js';
+import { createPacingController } from '../../../shared/pacing/controller/index.js';
 import { prng } from '../../../shared/random/prng.js';
 import { connectRedis, type RedisClient } from '../../../shared/redis/connect.js';
-import { type AuctionKind, Market, SHAPES, valuationSampler } from '../../../sim/market/index.js';
-import type { PacingSimReport, PlanDayReport, SimCampaign } from '../../../sim/pacing-sim.js';
+import { ManualClock } from '../../../shared/time/clock.js';
+import {
+  type AuctionKind,
+  Market,
+  type NoticeOptions,
+  SHAPES,
+  valuationSampler,
+} from '../../../sim/market/index.js';
+import {
+  type PacingSimOptions,
+  type PacingSimReport,
+  type PlanDayReport,
+  runPacingSim,
+  type SimCampaign,
+} from '../../../sim/pacing-sim.js';
 
 /** A redis-server for one test file. */
 export async function redisForFile(): Promise<{ server: RunningRedis; redis: RedisClient }> {
@@ -14,6 +29,60 @@ export async function redisForFile(): Promise<{ server: RunningRedis; redis: Red
   const port = Number(server.nodes[0]?.split(':')[1]);
   const redis = connectRedis({ mode: 'standalone', nodes: [{ host: '127.0.0.1', port }], tls: false });
   return { server, redis };
+}
+
+/** Notices of every scenario: exponential delay (mean 2 s, exchange deadline 60 s), 1 % duplicated. */
+export const NOTICES: NoticeOptions = {
+  meanDelayMs: 2_000,
+  maxDelayMs: 60_000,
+  duplicateRate: 0.01,
+  lossNoticeRate: 1,
+};
+
+/** A scenario: what differs between the simulation files. */
+export type Scenario = Pick<PacingSimOptions<unknown, unknown>, 'accounts' | 'startMs' | 'onTick'> & {
+  readonly endMs: number;
+};
+
+/**
+ * Runs a scenario once for the test file (before its tests, on its own redis-server) with the
+ * settings every scenario shares — the real controller, 2 guards with floats of at least the
+ * largest bid (5,000 micros), {@link NOTICES} — and logs one line per plan-day. Returns the
+ * report's getter for the tests.
+ */
+export function simulatedDays(scenario: () => Scenario): () => PacingSimReport {
+  let server: RunningRedis | undefined;
+  let redis: RedisClient | undefined;
+  let report: PacingSimReport | undefined;
+  beforeAll(async () => {
+    ({ server, redis } = await redisForFile());
+    const { endMs, ...s } = scenario();
+    report = await runPacingSim({
+      redis,
+      clock: new ManualClock(s.startMs),
+      durationMs: endMs - s.startMs,
+      controller: createPacingController(),
+      notices: NOTICES,
+      minFloatMicros: 5_000,
+      ...s,
+    });
+    console.log(JSON.stringify({ ticks: report.ticks, auctions: report.auctions, notices: report.notices }));
+    for (const row of summary(report.plans)) console.log(JSON.stringify(row));
+  }, 300_000);
+  afterAll(async () => {
+    redis?.disconnect();
+    await server?.stop();
+  });
+  return () => {
+    if (!report) throw new Error('The simulation did not run (see the beforeAll error).');
+    return report;
+  };
+}
+
+/** A clean run: no guard errors, and the live counters hold exactly the wins the tracker booked. */
+export function expectClean(report: PacingSimReport): void {
+  expect(report.errors).toEqual([]);
+  for (const p of report.plans) expect(p.countersMicros).toBe(p.spentMicros);
 }
 
 /** Base bid (valuation median) of the simulated campaigns, micros: $1.50 CPM. */
