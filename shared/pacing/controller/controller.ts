@@ -5,17 +5,17 @@
  * - E(t) is shaped by the plan's traffic forecast (forecast.ts) and anchored once per plan-day;
  *   it is re-anchored only when the budget or the mode changes, or when the forecast the curve was
  *   built from is gone (then through E's last value, so E never jumps).
- * - A PI controller on the position error (setpoint E(t) minus a small margin, measured against
- *   committed spend = confirmed + in flight + leased, the same C the guard uses), normalised by
- *   the planned spend over a horizon, drives one log-pressure u that is split into bid shading
- *   first and throttling second (actuators.ts). Anti-windup: conditional integration and a
- *   clamped integral, so a plan that cannot spend resumes smoothly once it can.
+ * - A PI controller on the position error — setpoint E(t) minus a small margin, against spend
+ *   C = confirmed + in flight plus the float the guards typically hold (the guard caps all three
+ *   at E) — normalised by the planned spend over a horizon, drives one log-pressure u that is
+ *   split into bid shading first and throttling second (actuators.ts). Anti-windup: conditional
+ *   integration and a clamped integral, so a plan that cannot spend resumes smoothly once it can.
  * - Catch-up: the curve is anchored, so spend missed earlier stays a positive error until it is
- *   made up; over the last horizon the normalisation shrinks with the time left, so any shortfall
- *   drives the plan to full speed (the guard still caps every bid at E(t)).
+ *   made up; over the last hour the margin and the float allowance go and the horizon shrinks with
+ *   the time left, so any shortfall drives the plan to full speed (the guard still caps every bid).
  *
- * Pure: no clock, no I/O, no randomness. The curve object is memoised per state (a WeakMap, not
- * part of the state), so an unchanged curve is returned as the identical object.
+ * Pure: no clock, no I/O, no randomness. The curve is memoised on the state object (a private
+ * field, never encoded), so an unchanged curve is returned as the identical object.
  */
 import type { PacingMode, ResolvedPlan } from '../../budget/model.js';
 import type { DayWindow } from '../../budget/time-zone.js';
@@ -89,6 +89,26 @@ function pendingOf(s: ControllerState): SlotObservation | undefined {
     level: s.pendLevel,
     cover: s.pendCover,
   };
+}
+
+/** Thrown for a tick input that cannot be paced; the message names the field and the fix. */
+export class PacingInputError extends Error {
+  override readonly name = 'PacingInputError';
+}
+
+function checkInput(input: PlanTickInput): void {
+  const { day, nowMs, plan } = input;
+  if (!Number.isFinite(nowMs) || nowMs < day.startMs || nowMs >= day.endMs) {
+    throw new PacingInputError(
+      `nowMs ${nowMs} is outside the plan-day ${day.day} [${day.startMs}, ${day.endMs}): pass dayWindow(nowMs, plan.timeZone).`,
+    );
+  }
+  const budget = input.budgetMicros ?? plan.dailyBudgetMicros;
+  if (!(Number.isFinite(budget) && budget >= 0)) {
+    throw new PacingInputError(
+      `budgetMicros ${budget} of plan ${plan.scope}/${plan.planId} is not a budget: give micros ≥ 0.`,
+    );
+  }
 }
 
 /** Creates the controller. */
@@ -222,6 +242,7 @@ export function createPacingController(overrides: Partial<PacingControllerConfig
     forecastIn: TrafficForecast | undefined,
   ): PlanStep<ControllerState, TrafficForecast> {
     const { plan, day, spend, nowMs } = input;
+    checkInput(input);
     const tz = plan.timeZone;
     const budget = Math.max(0, Math.floor(input.budgetMicros ?? plan.dailyBudgetMicros));
     const mode = plan.pacingMode;
@@ -229,13 +250,17 @@ export function createPacingController(overrides: Partial<PacingControllerConfig
     // Spend = confirmed + in flight. Leased float is budget handed to guards, not spend: counting
     // it would make C jump by a whole float at every grant (for small budgets a float is several
     // percent of the day) — the guard keeps counting it for the cap.
-    const committed = spend.confirmedMicros + spend.inFlightMicros;
+    const read = spend.confirmedMicros + spend.inFlightMicros;
+    const unusable = !(Number.isFinite(read) && read >= 0 && spend.leasedMicros >= 0);
+    const committed = unusable ? 0 : read;
+    const leased = unusable ? 0 : spend.leasedMicros;
     let f = forecastIn ?? EMPTY_FORECAST;
     const sameDay = prev !== undefined && prev.day === day.day;
 
-    // Counters unreadable mid-day (Redis reset, not yet rebuilt), or a step older than the last
-    // one: publish the previous parameters unchanged and keep the state.
-    if (sameDay && ((!spend.initialised && prev.lastCommitted > 0) || nowSec < prev.lastSec)) {
+    // Counters unreadable mid-day (Redis reset, not yet rebuilt) or unusable (a corrupt field read
+    // as NaN or negative), or a step older than the last one: publish the previous parameters
+    // unchanged and keep the state.
+    if (sameDay && ((!spend.initialised && prev.lastCommitted > 0) || unusable || nowSec < prev.lastSec)) {
       const held = memoOf(prev, f, tz, day);
       const curve =
         held?.curve ?? flatCurve(nowMs, day.endMs, Math.min(budget, Math.max(0, prev.lastExpected)));
@@ -269,7 +294,7 @@ export function createPacingController(overrides: Partial<PacingControllerConfig
       s.budgetMicros = budget;
       s.lastSec = nowSec;
       s.lastCommitted = committed;
-      s.leasedAvg = Math.max(0, spend.leasedMicros);
+      s.leasedAvg = Math.max(0, leased);
       s.accSlot = slotAt(slots, nowMs);
       memo = reanchor(s, f, slots, nowSec, committed, budget, mode, profile);
       const need = budget - s.anchorMicros;
@@ -346,7 +371,7 @@ export function createPacingController(overrides: Partial<PacingControllerConfig
 
     if (sameDay && dtSec > 0) {
       const a = Math.min(1, (dtSec * 1000) / cfg.leaseSmoothingMs);
-      s.leasedAvg = Math.max(0, Math.round(s.leasedAvg + a * (spend.leasedMicros - s.leasedAvg)));
+      s.leasedAvg = Math.max(0, Math.round(s.leasedAvg + a * (leased - s.leasedAvg)));
     }
 
     // ---- control --------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ export {
   failSafeParams,
 } from './combine.js';
 export { defaultControllerConfig, type PacingControllerConfig } from './config.js';
-export { createPacingController, type PaceController } from './controller.js';
+export { createPacingController, type PaceController, PacingInputError } from './controller.js';
 export type { TrafficForecast } from './forecast.js';
 export type { ControllerState } from './state.js';
 export { publishedCurve } from './target-curve.js';

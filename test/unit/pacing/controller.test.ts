@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { type ResolvedPlan, resolvePlan } from '../../../shared/budget/model.js';
 import { type DayWindow, dayWindow, dayWindowOf } from '../../../shared/budget/time-zone.js';
 import { ControllerConfigError } from '../../../shared/pacing/controller/config.js';
+import { PacingInputError } from '../../../shared/pacing/controller/controller.js';
 import { curveSlope } from '../../../shared/pacing/controller/curve.js';
 import { EMPTY_FORECAST } from '../../../shared/pacing/controller/forecast.js';
 import {
@@ -397,5 +398,44 @@ describe('closed loops (market model, ideal cap)', () => {
     }
     const offsets = [...changes.values()].map((at) => (at[1] as number) % H);
     expect(new Set(offsets).size).toBe(3);
+  });
+});
+
+describe('bad input', () => {
+  it('refuses a tick outside its plan-day or a budget that is not one, naming the field', () => {
+    const plan = planOf(1_000_000);
+    expect(() => ctl.step(input(plan, DAY.endMs, spendOf(0), DAY), undefined, undefined)).toThrow(
+      PacingInputError,
+    );
+    expect(() => ctl.step(input(plan, DAY.startMs, spendOf(0), DAY), undefined, undefined)).not.toThrow();
+    expect(() =>
+      ctl.step({ ...input(plan, DAY.startMs, spendOf(0)), budgetMicros: Number.NaN }, undefined, undefined),
+    ).toThrow(/budgetMicros/);
+  });
+
+  it('a corrupt spend read (NaN, negative) holds the last parameters instead of publishing NaN', () => {
+    const plan = planOf(10_000_000);
+    let r = ctl.step(input(plan, DAY.startMs, spendOf(0)), undefined, undefined);
+    for (let k = 1; k < 100; k++)
+      r = ctl.step(input(plan, DAY.startMs + k * 10_000, spendOf(k * 500)), r.state, r.forecast);
+    for (const bad of [spendOf(Number.NaN), spendOf(-5), spendOf(10, 0, -1)]) {
+      const h = ctl.step(input(plan, DAY.startMs + 100 * 10_000, bad), r.state, r.forecast);
+      expect(h.state).toBe(r.state);
+      expect(Number.isFinite(h.params.throttle) && Number.isFinite(h.params.bidMultiplier)).toBe(true);
+    }
+    // On a plan-day's first tick there is nothing to hold: it starts from zero spend.
+    const fresh = ctl.step(input(plan, DAY.startMs + 7 * H, spendOf(Number.NaN)), undefined, undefined);
+    expect(fresh.state.anchorMicros).toBe(0);
+    expect(ctl.decodeState(ctl.encodeState(fresh.state))).toEqual(fresh.state);
+  });
+
+  it('a zero budget publishes a flat zero curve and the lowest pressure, without NaN', () => {
+    const plan = planOf(0);
+    let r = ctl.step(input(plan, DAY.startMs, spendOf(0)), undefined, undefined);
+    for (let k = 1; k < 60; k++)
+      r = ctl.step(input(plan, DAY.startMs + k * 10_000, spendOf(0)), r.state, r.forecast);
+    expect(evaluateCurve(r.params.curve, DAY.startMs + 12 * H)).toBe(0);
+    expect(Number.isFinite(r.params.throttle)).toBe(true);
+    expect(ctl.decodeState(ctl.encodeState(r.state))).toEqual(r.state);
   });
 });
