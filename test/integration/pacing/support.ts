@@ -40,7 +40,10 @@ export const NOTICES: NoticeOptions = {
 };
 
 /** A scenario: what differs between the simulation files. */
-export type Scenario = Pick<PacingSimOptions<unknown, unknown>, 'accounts' | 'startMs' | 'onTick'> & {
+export type Scenario = Pick<
+  PacingSimOptions<unknown, unknown>,
+  'accounts' | 'startMs' | 'onTick' | 'roundTrip'
+> & {
   readonly endMs: number;
 };
 

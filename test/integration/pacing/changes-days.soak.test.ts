@@ -1,6 +1,6 @@
 /**
  * The controller over three simulated days in Europe/Berlin (the third is the 23-hour
- * spring-forward day), same real stack as market-days.test.ts (real BudgetGuard × 2 on real Redis,
+ * spring-forward day), same real stack as market-days.soak.test.ts (real BudgetGuard × 2 on real Redis,
  * real SpendTracker and live counters, the market model):
  *
  * - a budget raised (×1.5) or cut (×0.5) at local noon of day 3 is honoured from then on: E(t)

@@ -9,6 +9,9 @@
  * - a campaign plan binding over its experiment arms;
  * - experiment arms binding, each with its own budget, curve and controller state.
  *
+ * Every step starts from the stored text of the plan's state and forecast (a leader change on
+ * every tick), so the run also shows the encodings are complete.
+ *
  * Plans here hold ≥ 200 guard floats (F = 5,000 micros, the largest bid): a plan of only ~100
  * floats ends a few percent short, because the floats the guards still hold at midnight are never
  * spent (docs/pacing.md, "Limits").
@@ -30,6 +33,9 @@ const tz = { timeZone: TZ };
 const run = simulatedDays(() => ({
   startMs: START,
   endMs: END,
+  // Every tick every plan is stepped from its stored text (state and forecast decoded), as a new
+  // leader would: the encodings carry everything the controller needs.
+  roundTrip: true,
   onTick: (now, params) => {
     if (now < DAY2.startMs) return;
     for (const [key, p] of params) {
