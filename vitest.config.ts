@@ -28,6 +28,8 @@ export default defineConfig({
         // Real-time simulations with several OS processes (e.g. the overshoot test's bidders):
         // they measure behaviour under a time-compressed day, so they run alone, one file at a
         // time, after the other integration tests, never competing with them for the 2 cores.
+        // Also the simulated pacing days (test/integration/pacing): deterministic, but each keeps
+        // a core busy for minutes, which starves timing-sensitive integration tests beside it.
         test: {
           name: 'soak',
           include: ['test/integration/**/*.soak.test.ts'],

@@ -146,8 +146,23 @@ function startOfLocalDate(y: number, m: number, d: number, timeZone: string): nu
   return hi;
 }
 
+/**
+ * Last window computed per zone: callers ask for the same day over and over (every bid, notice and
+ * pacer tick), and `Intl` costs tens of µs per window. A pure memo: a window is a function of
+ * (zone, instant) and the hit test is exact.
+ */
+const lastWindow = new Map<string, DayWindow>();
+
 /** The advertiser day containing `epochMs` in `timeZone`. */
 export function dayWindow(epochMs: number, timeZone: string): DayWindow {
+  const hit = lastWindow.get(timeZone);
+  if (hit && epochMs >= hit.startMs && epochMs < hit.endMs) return hit;
+  const w = computeDayWindow(epochMs, timeZone);
+  lastWindow.set(timeZone, w);
+  return w;
+}
+
+function computeDayWindow(epochMs: number, timeZone: string): DayWindow {
   const p = localParts(epochMs, timeZone);
   const startMs = startOfLocalDate(p.y, p.m, p.d, timeZone);
   const next = new Date(Date.UTC(p.y, p.m - 1, p.d + 1));

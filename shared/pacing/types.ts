@@ -27,6 +27,22 @@ export interface CurvePoints {
 }
 
 /**
+ * Index i of the segment [atMs[i], atMs[i + 1]) holding `nowMs`, for an instant strictly inside the
+ * curve (atMs[0] < nowMs < last knot); binary search.
+ */
+export function curveSegment(curve: CurvePoints, nowMs: number): number {
+  const { atMs } = curve;
+  let lo = 0;
+  let hi = atMs.length - 1;
+  while (hi - lo > 1) {
+    const mid = (lo + hi) >> 1;
+    if ((atMs[mid] as number) <= nowMs) lo = mid;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/**
  * Value of a curve at `nowMs`: linear between knots, the first value before the first knot, the
  * last value from the last knot on. Integer micros (floored).
  */
@@ -36,14 +52,8 @@ export function evaluateCurve(curve: CurvePoints, nowMs: number): number {
   if (n === 0) return 0;
   if (nowMs <= (atMs[0] as number)) return micros[0] as number;
   if (nowMs >= (atMs[n - 1] as number)) return micros[n - 1] as number;
-  // Binary search for the segment [i, i + 1] holding nowMs.
-  let lo = 0;
-  let hi = n - 1;
-  while (hi - lo > 1) {
-    const mid = (lo + hi) >> 1;
-    if ((atMs[mid] as number) <= nowMs) lo = mid;
-    else hi = mid;
-  }
+  const lo = curveSegment(curve, nowMs);
+  const hi = lo + 1;
   const t0 = atMs[lo] as number;
   const t1 = atMs[hi] as number;
   const v0 = micros[lo] as number;
@@ -78,6 +88,11 @@ export interface PlanPacingParams {
   readonly throttle: number;
   /** Factor applied to the ad server's bid price (bid shading when < 1). */
   readonly bidMultiplier: number;
-  /** E(t) from the publishing tick to the end of the day. */
+  /**
+   * E(t) from the curve's anchor (at or before the publishing tick: the plan-day's first tick or
+   * its last re-anchoring) to the end of the day. The controller returns the identical object
+   * while the curve is unchanged, so a publisher rewrites the curve only when the reference
+   * changes (day start, budget or mode change, lost forecast).
+   */
   readonly curve: CurvePoints;
 }

@@ -7,6 +7,10 @@
  *
  * Storage is the caller's job: `state` is carried from tick to tick (published beside the
  * parameters, docs/pacing.md), `forecast` changes rarely (at most hourly) and is stored apart.
+ * Pass back the very `state` and `forecast` objects a step returned (not re-decoded copies) while
+ * the process holds them: the controller keeps its curve memo on the state object, so a step is a
+ * few µs and an unchanged curve comes back as the identical object. Decode only after a restart or
+ * a leader change (the first step then rebuilds the curve from state + forecast, bit-identical).
  */
 import type { ResolvedPlan } from '../../budget/model.js';
 import type { DayWindow } from '../../budget/time-zone.js';

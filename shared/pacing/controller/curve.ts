@@ -1,0 +1,69 @@
+/**
+ * Building the target curve E(t) of a plan-day (pure). E is piecewise linear with knots at the
+ * anchor and at every hour boundary after it; between knots it grows with the slot's weight (the
+ * forecast demand of that local hour), so spend is planned where the traffic is.
+ *
+ * Anchoring: E passes through (anchorMs, anchorMicros) and ends at (day end, budget). It is
+ * anchored once per plan-day and re-anchored only on the events listed in docs/pacing.md
+ * ("Controller" → "When E(t) is re-anchored"); between them the curve object is the same.
+ */
+import type { DayWindow } from '../../budget/time-zone.js';
+import { type CurvePoints, curveSegment } from '../types.js';
+import { type DaySlots, slotAt } from './day-slots.js';
+
+/** E(t) = `micros` from `fromMs` to the day's end (ASAP plans, spent or cut budgets). */
+export function flatCurve(fromMs: number, endMs: number, micros: number): CurvePoints {
+  return fromMs < endMs
+    ? { atMs: [fromMs, endMs], micros: [micros, micros] }
+    : { atMs: [endMs], micros: [micros] };
+}
+
+/** The linear day curve E(t) = budget × elapsed / day length (the fail-safe and the guard's default). */
+export function linearDayCurve(day: DayWindow, budgetMicros: number): CurvePoints {
+  return { atMs: [day.startMs, day.endMs], micros: [0, budgetMicros] };
+}
+
+/**
+ * E(t) from the anchor to the day's end over the weighted hour slots: E(anchor) = anchorMicros,
+ * E(end) = budget, in between the remainder spread in proportion to the slot weights. A budget at
+ * or below the anchor value gives a flat curve at the budget (nothing more to spend).
+ */
+export function buildCurve(
+  slots: DaySlots,
+  weights: readonly number[],
+  anchorMs: number,
+  anchorMicros: number,
+  budgetMicros: number,
+): CurvePoints {
+  const { knots } = slots;
+  const n = slots.hours.length;
+  const from = Math.max(anchorMs, slots.startMs);
+  if (anchorMicros >= budgetMicros || from >= slots.endMs) return flatCurve(from, slots.endMs, budgetMicros);
+  const a = slotAt(slots, from);
+  const slotLen = (knots[a + 1] as number) - (knots[a] as number);
+  // Weight still ahead in the anchor's slot, then the whole slots after it.
+  const first = ((weights[a] as number) * ((knots[a + 1] as number) - from)) / slotLen;
+  let total = first;
+  for (let k = a + 1; k < n; k++) total += weights[k] as number;
+  if (!(total > 0)) return flatCurve(from, slots.endMs, budgetMicros);
+  const rest = budgetMicros - anchorMicros;
+  const atMs: number[] = [from];
+  const micros: number[] = [anchorMicros];
+  let cum = first;
+  for (let k = a + 1; k <= n; k++) {
+    atMs.push(knots[k] as number);
+    micros.push(k === n ? budgetMicros : anchorMicros + Math.floor((rest * cum) / total));
+    if (k < n) cum += weights[k] as number;
+  }
+  return { atMs, micros };
+}
+
+/** Slope of the curve at `nowMs` (micros per ms; 0 before the first and after the last knot). */
+export function curveSlope(curve: CurvePoints, nowMs: number): number {
+  const { atMs, micros } = curve;
+  const n = atMs.length;
+  if (n < 2 || nowMs < (atMs[0] as number) || nowMs >= (atMs[n - 1] as number)) return 0;
+  const lo = curveSegment(curve, nowMs);
+  const hi = lo + 1;
+  return ((micros[hi] as number) - (micros[lo] as number)) / ((atMs[hi] as number) - (atMs[lo] as number));
+}

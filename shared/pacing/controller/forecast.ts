@@ -1,0 +1,352 @@
+/**
+ * The traffic forecast of one plan: how much the plan could spend per local hour at full speed
+ * (throttle 1, multiplier 1), learned from its own recent days.
+ *
+ * What it learns from: the pacer cannot see bid requests, only the plan's live spend and its own
+ * published parameters. Spend in an interval divided by the gain the controller applied during it
+ * (ĝ = e^u, u = ln throttle + κ·ln multiplier) estimates the full-speed demand of that interval
+ * (a ratio estimator over the hour's uncensored ticks). The estimate's shape is exact whenever u is
+ * constant over the day — which is exactly what a traffic-shaped curve produces — and only
+ * approximate (through κ) while u varies, so day-over-day learning converges to the traffic shape.
+ * Intervals in which the budget guard may have blocked bids (spend at the curve, budget spent)
+ * are censored: they say nothing about demand.
+ *
+ * Structure (all levels quantised, so encode/decode is exact):
+ * - `hourOfWeek[168]` and `hourOfDay[24]`: exponentially smoothed demand levels (0 = unknown);
+ * - `obsDay` + `obs[25]`/`cover[25]`: the observations of one day by hour slot, folded into the
+ *   profiles only when a later day starts. So a day's profile — and the target curve built from
+ *   it — never changes during that day, and any leader rebuilds the identical curve from the
+ *   stored forecast (plus the one pending observation the controller state carries).
+ */
+import type { PacingControllerConfig } from './config.js';
+import { type DaySlots, slotsOfDay } from './day-slots.js';
+
+/** Slots per day kept for observations (a 25 h day has 25). */
+export const OBS_SLOTS = 25;
+/** Coverage is stored in 1/32 of a slot. */
+export const COVER_UNITS = 32;
+const Q_STEPS_PER_OCTAVE = 32;
+const Q_MAX = 4095;
+/** Largest change of an hour's level one day's observation can cause (before smoothing). */
+export const OUTLIER_FACTOR = 4;
+
+/** The forecast (see the module comment). Immutable: updates return a new object. */
+export interface TrafficForecast {
+  /** Quantised demand level per hour of week (weekday × 24 + local hour; Monday = 0). */
+  readonly hourOfWeek: readonly number[];
+  /** Quantised demand level per local hour. */
+  readonly hourOfDay: readonly number[];
+  /** The local day `obs` belongs to, '' when none. */
+  readonly obsDay: string;
+  /** Quantised observed demand per hour slot of `obsDay` (0 = none). */
+  readonly obs: readonly number[];
+  /** Observed share of each slot, in 1/32. */
+  readonly cover: readonly number[];
+}
+
+/** Demand level (micros per hour at full speed) → quantised level (1/32 octave; 0 = unknown). */
+export function quantiseLevel(rate: number): number {
+  if (!(rate >= 0)) return 1;
+  return Math.min(Q_MAX, 1 + Math.round(Q_STEPS_PER_OCTAVE * Math.log2(1 + rate)));
+}
+
+/** Every level a quantised value can stand for (a table: this runs ~200 times per day roll). */
+const LEVELS = Float64Array.from({ length: Q_MAX + 1 }, (_, q) => 2 ** ((q - 1) / Q_STEPS_PER_OCTAVE) - 1);
+
+/** Quantised level → micros per hour (undefined for 0 = unknown). */
+export function levelOf(q: number): number | undefined {
+  return q > 0 ? LEVELS[q] : undefined;
+}
+
+const zeros = (n: number): number[] => new Array<number>(n).fill(0);
+
+/** A forecast with no history: the target curve is flat (linear in time). */
+export const EMPTY_FORECAST: TrafficForecast = Object.freeze({
+  hourOfWeek: Object.freeze(zeros(168)),
+  hourOfDay: Object.freeze(zeros(24)),
+  obsDay: '',
+  obs: Object.freeze(zeros(OBS_SLOTS)),
+  cover: Object.freeze(zeros(OBS_SLOTS)),
+});
+
+function smooth(prev: number, rate: number, alpha: number): number {
+  const p = levelOf(prev);
+  return quantiseLevel(p === undefined ? rate : p + alpha * (rate - p));
+}
+
+/** Where a fold writes the hour-of-week levels (a full copy, or only the buckets a profile reads). */
+interface WeekView {
+  wants(bucket: number): boolean;
+  get(bucket: number): number;
+  set(bucket: number, q: number): void;
+}
+
+/** All 168 buckets, in an array. */
+class FullWeek implements WeekView {
+  constructor(readonly levels: number[]) {}
+  wants(): boolean {
+    return true;
+  }
+  get(b: number): number {
+    return this.levels[b] as number;
+  }
+  set(b: number, q: number): void {
+    this.levels[b] = q;
+  }
+}
+
+/** Only the buckets of one day's weekdays (a day spans at most two), over a base forecast. */
+class DayWeek implements WeekView {
+  private readonly days: readonly number[];
+  private readonly changed = new Int32Array(48).fill(-1);
+  constructor(
+    private readonly base: readonly number[],
+    weekdays: readonly number[],
+  ) {
+    const first = weekdays[0] ?? 0;
+    this.days = [first, weekdays.find((w) => w !== first) ?? first];
+  }
+  private index(b: number): number {
+    const d = Math.floor(b / 24);
+    return d === this.days[0] ? b % 24 : d === this.days[1] ? 24 + (b % 24) : -1;
+  }
+  wants(b: number): boolean {
+    return this.index(b) >= 0;
+  }
+  get(b: number): number {
+    const i = this.index(b);
+    const v = i >= 0 ? (this.changed[i] as number) : -1;
+    return v >= 0 ? v : (this.base[b] as number);
+  }
+  set(b: number, q: number): void {
+    const i = this.index(b);
+    if (i >= 0) this.changed[i] = q;
+  }
+}
+
+/**
+ * Folds one day's observations into `week` and `hod` (in place). The single implementation of the
+ * smoothing arithmetic: materialising a forecast and computing a day profile must agree to the
+ * bit, or two leaders would build different curves.
+ */
+function foldDay(
+  day: string,
+  obs: readonly number[],
+  cover: readonly number[],
+  timeZone: string,
+  cfg: PacingControllerConfig,
+  week: WeekView,
+  hod: number[],
+): void {
+  const slots = slotsOfDay(timeZone, day);
+  for (let k = 0; k < slots.hours.length && k < OBS_SLOTS; k++) {
+    const observed = levelOf(obs[k] as number);
+    if (observed === undefined) continue;
+    const weight = Math.min(1, (cover[k] as number) / COVER_UNITS);
+    const h = slots.hours[k] as number;
+    // One odd day moves an hour's level by at most ×/÷ OUTLIER_FACTOR (a burst of wins, a guard
+    // holding float, a market outage): real shifts still get through in a few days.
+    const known = levelOf(hod[h] as number);
+    const rate =
+      known === undefined
+        ? observed
+        : Math.min(known * OUTLIER_FACTOR, Math.max(known / OUTLIER_FACTOR, observed));
+    const b = (slots.weekdays[k] as number) * 24 + h;
+    if (week.wants(b)) week.set(b, smooth(week.get(b), rate, cfg.alphaWeek * weight));
+    hod[h] = smooth(hod[h] as number, rate, cfg.alphaDay * weight);
+  }
+}
+
+/** Folds the observations of `f.obsDay` into the profiles (pure; `f` when there is nothing to fold). */
+export function foldObservations(
+  f: TrafficForecast,
+  timeZone: string,
+  cfg: PacingControllerConfig,
+): TrafficForecast {
+  if (f.obsDay === '') return f;
+  const week = [...f.hourOfWeek];
+  const day = [...f.hourOfDay];
+  foldDay(f.obsDay, f.obs, f.cover, timeZone, cfg, new FullWeek(week), day);
+  return {
+    hourOfWeek: week,
+    hourOfDay: day,
+    obsDay: '',
+    obs: EMPTY_FORECAST.obs,
+    cover: EMPTY_FORECAST.cover,
+  };
+}
+
+/** One slot's observation. */
+export interface SlotObservation {
+  readonly day: string;
+  readonly slot: number;
+  /** Quantised full-speed demand of the slot. */
+  readonly level: number;
+  /** Observed share of the slot, 1/32 units. */
+  readonly cover: number;
+}
+
+/**
+ * Records one slot's observation. Observations of an earlier day than `obs.day` are folded into
+ * the profiles first; an observation older than the buffered day is folded on its own.
+ */
+export function withObservation(
+  f: TrafficForecast,
+  o: SlotObservation,
+  timeZone: string,
+  cfg: PacingControllerConfig,
+): TrafficForecast {
+  if (o.slot < 0 || o.slot >= OBS_SLOTS) return f;
+  if (f.obsDay !== '' && o.day < f.obsDay) {
+    // A late observation of an older day: fold it alone, keep the buffered day.
+    const alone = foldObservations(single(f, o), timeZone, cfg);
+    return { ...alone, obsDay: f.obsDay, obs: f.obs, cover: f.cover };
+  }
+  const base = f.obsDay !== '' && f.obsDay !== o.day ? foldObservations(f, timeZone, cfg) : f;
+  const obs = base.obsDay === o.day ? [...base.obs] : zeros(OBS_SLOTS);
+  const cover = base.obsDay === o.day ? [...base.cover] : zeros(OBS_SLOTS);
+  obs[o.slot] = o.level;
+  cover[o.slot] = Math.max(0, Math.min(COVER_UNITS, Math.round(o.cover)));
+  return { hourOfWeek: base.hourOfWeek, hourOfDay: base.hourOfDay, obsDay: o.day, obs, cover };
+}
+
+function single(f: TrafficForecast, o: SlotObservation): TrafficForecast {
+  const obs = zeros(OBS_SLOTS);
+  const cover = zeros(OBS_SLOTS);
+  obs[o.slot] = o.level;
+  cover[o.slot] = o.cover;
+  return { hourOfWeek: f.hourOfWeek, hourOfDay: f.hourOfDay, obsDay: o.day, obs, cover };
+}
+
+/** Today's profile: the weights of the target curve per hour slot, and what the forecast knows. */
+export interface DayProfile {
+  readonly slots: DaySlots;
+  /** Relative weight of each slot (demand level × slot length in hours, floored). */
+  readonly weights: readonly number[];
+  /** Full-speed demand of each slot, micros (undefined when the forecast has no level for the plan). */
+  readonly demand: readonly number[] | undefined;
+  /** Fingerprint of the inputs the weights came from (stored in the controller state). */
+  readonly hash: number;
+}
+
+/**
+ * The profile of `slots`' day from the forecast, with everything observed before that day folded
+ * in (and `pending`, the one observation the controller state may still hold).
+ */
+export function dayProfile(
+  f: TrafficForecast,
+  pending: SlotObservation | undefined,
+  timeZone: string,
+  slots: DaySlots,
+  cfg: PacingControllerConfig,
+): DayProfile {
+  // The profile of `slots.day` = the forecast with every earlier observation folded in — computed
+  // without materialising it: the hour-of-day levels in a 24-entry copy, and of the hour-of-week
+  // levels only the buckets this day reads (same arithmetic as foldObservations: foldDay).
+  const hod = f.hourOfDay.slice();
+  const view = new DayWeek(f.hourOfWeek, slots.weekdays);
+  let bufDay = f.obsDay;
+  let bufObs = f.obs;
+  let bufCover = f.cover;
+  if (pending && pending.day < slots.day && pending.slot >= 0 && pending.slot < OBS_SLOTS) {
+    // As withObservation(f, pending) would do it.
+    if (bufDay !== '' && pending.day < bufDay) {
+      const one = single(f, pending);
+      foldDay(pending.day, one.obs, one.cover, timeZone, cfg, view, hod);
+    } else {
+      if (bufDay !== '' && bufDay !== pending.day) {
+        foldDay(bufDay, bufObs, bufCover, timeZone, cfg, view, hod);
+        bufObs = EMPTY_FORECAST.obs;
+        bufCover = EMPTY_FORECAST.cover;
+      }
+      const obs = bufDay === pending.day ? [...bufObs] : zeros(OBS_SLOTS);
+      const cover = bufDay === pending.day ? [...bufCover] : zeros(OBS_SLOTS);
+      obs[pending.slot] = pending.level;
+      cover[pending.slot] = Math.max(0, Math.min(COVER_UNITS, Math.round(pending.cover)));
+      bufDay = pending.day;
+      bufObs = obs;
+      bufCover = cover;
+    }
+  }
+  if (bufDay !== '' && bufDay < slots.day) foldDay(bufDay, bufObs, bufCover, timeZone, cfg, view, hod);
+  const n = slots.hours.length;
+  const levels: (number | undefined)[] = new Array(n);
+  let hash = 0x811c9dc5;
+  let sum = 0;
+  let known = 0;
+  for (let k = 0; k < n; k++) {
+    const h = slots.hours[k] as number;
+    const qw = view.get((slots.weekdays[k] as number) * 24 + h);
+    const qd = hod[h] as number;
+    hash = Math.imul(hash ^ qw, 0x01000193);
+    hash = Math.imul(hash ^ qd, 0x01000193);
+    const w = levelOf(qw);
+    const d = levelOf(qd);
+    const v = w !== undefined && d !== undefined ? cfg.weekBlend * w + (1 - cfg.weekBlend) * d : (d ?? w);
+    levels[k] = v;
+    if (v !== undefined) {
+      sum += v;
+      known++;
+    }
+  }
+  const mean = known > 0 ? sum / known : 1;
+  const weights: number[] = new Array(n);
+  const demand: number[] = new Array(n);
+  for (let k = 0; k < n; k++) {
+    const hours = ((slots.knots[k + 1] as number) - (slots.knots[k] as number)) / 3_600_000;
+    // Unknown hours get the mean; no hour is planned below shapeFloor × mean (a wrong zero would
+    // shut the plan out of an hour that turns out to have traffic).
+    const v = levels[k] ?? mean;
+    demand[k] = v * hours;
+    weights[k] = Math.max(v, cfg.shapeFloor * mean) * hours;
+  }
+  return { slots, weights, demand: known > 0 && sum > 0 ? demand : undefined, hash: (hash >>> 8) & 0xffffff };
+}
+
+// ---- encoding -------------------------------------------------------------------------------
+
+const B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
+const B64_INDEX = new Map<string, number>([...B64].map((c, i) => [c, i]));
+
+function put2(out: string[], q: number): void {
+  out.push(B64[(q >> 6) & 63] as string, B64[q & 63] as string);
+}
+
+/** Compact text form: `f1|<obsDay>|<2 chars × 168 week><× 24 day><× 25 obs><1 char × 25 cover>`. */
+export function encodeForecast(f: TrafficForecast): string {
+  const out: string[] = [];
+  for (const q of f.hourOfWeek) put2(out, q);
+  for (const q of f.hourOfDay) put2(out, q);
+  for (const q of f.obs) put2(out, q);
+  for (const c of f.cover) out.push(B64[c & 63] as string);
+  return `f1|${f.obsDay}|${out.join('')}`;
+}
+
+const BODY = 2 * (168 + 24 + OBS_SLOTS) + OBS_SLOTS;
+
+/** Parses {@link encodeForecast}'s output; undefined when it is not a valid forecast. */
+export function decodeForecast(raw: string): TrafficForecast | undefined {
+  const parts = raw.split('|');
+  if (parts.length !== 3 || parts[0] !== 'f1') return undefined;
+  const obsDay = parts[1] as string;
+  const body = parts[2] as string;
+  if (obsDay !== '' && !/^\d{4}-\d{2}-\d{2}$/.test(obsDay)) return undefined;
+  if (body.length !== BODY) return undefined;
+  const values: number[] = [];
+  for (const c of body) {
+    const v = B64_INDEX.get(c);
+    if (v === undefined) return undefined;
+    values.push(v);
+  }
+  const read2 = (i: number) => ((values[2 * i] as number) << 6) | (values[2 * i + 1] as number);
+  const take = (from: number, n: number) => Array.from({ length: n }, (_, i) => read2(from + i));
+  const cover = values.slice(2 * (168 + 24 + OBS_SLOTS));
+  if (cover.some((c) => c > COVER_UNITS)) return undefined;
+  return {
+    hourOfWeek: take(0, 168),
+    hourOfDay: take(168, 24),
+    obsDay,
+    obs: take(168 + 24, OBS_SLOTS),
+    cover,
+  };
+}

@@ -1,0 +1,233 @@
+/**
+ * The traffic forecast (pure): quantised levels, observations buffered per day and folded into the
+ * hour-of-day / hour-of-week profiles only when a later day starts, smoothing and outlier limits,
+ * the day profile the curve is built from, and the exact text encoding.
+ */
+import { describe, expect, it } from 'vitest';
+import { dayWindowOf } from '../../../shared/budget/time-zone.js';
+import { defaultControllerConfig as cfg } from '../../../shared/pacing/controller/config.js';
+import { daySlots } from '../../../shared/pacing/controller/day-slots.js';
+import {
+  COVER_UNITS,
+  dayProfile,
+  decodeForecast,
+  EMPTY_FORECAST,
+  encodeForecast,
+  foldObservations,
+  levelOf,
+  OUTLIER_FACTOR,
+  quantiseLevel,
+  type TrafficForecast,
+  withObservation,
+} from '../../../shared/pacing/controller/forecast.js';
+import { prng } from '../../../shared/random/prng.js';
+
+const TZ = 'UTC';
+const slotsOf = (day: string) => daySlots(TZ, dayWindowOf(day, TZ));
+
+/** A forecast that observed `levels[h]` in every hour of `day` (full coverage). */
+function observedDay(f: TrafficForecast, day: string, levels: (h: number) => number): TrafficForecast {
+  let g = f;
+  for (let h = 0; h < 24; h++) {
+    g = withObservation(g, { day, slot: h, level: quantiseLevel(levels(h)), cover: COVER_UNITS }, TZ, cfg);
+  }
+  return g;
+}
+
+describe('quantised levels', () => {
+  it('keep a level within 1/32 octave, 0 = unknown', () => {
+    for (const x of [0, 1, 17, 999, 123_456, 9.9e9]) {
+      const back = levelOf(quantiseLevel(x)) as number;
+      expect(Math.abs(Math.log2((1 + back) / (1 + x)))).toBeLessThanOrEqual(1 / 64 + 1e-12);
+    }
+    expect(levelOf(0)).toBeUndefined();
+    expect(quantiseLevel(Number.NaN)).toBe(1);
+  });
+});
+
+describe('observations and profiles', () => {
+  it('with no history the day profile is flat and has no demand level', () => {
+    const p = dayProfile(EMPTY_FORECAST, undefined, TZ, slotsOf('2026-11-21'), cfg);
+    expect(new Set(p.weights)).toEqual(new Set([1]));
+    expect(p.demand).toBeUndefined();
+  });
+
+  it("a day's observations shape the next day only, never the day itself", () => {
+    const shape = (h: number) => (h >= 9 && h < 18 ? 4000 : 1000);
+    const f = observedDay(EMPTY_FORECAST, '2026-11-20', shape);
+    expect(f.obsDay).toBe('2026-11-20');
+    expect(f.hourOfDay.every((q) => q === 0)).toBe(true); // buffered, not folded yet
+    const same = dayProfile(f, undefined, TZ, slotsOf('2026-11-20'), cfg);
+    expect(new Set(same.weights)).toEqual(new Set([1]));
+    const next = dayProfile(f, undefined, TZ, slotsOf('2026-11-21'), cfg);
+    expect((next.weights[12] as number) / (next.weights[3] as number)).toBeCloseTo(4, 1);
+    expect(next.demand?.reduce((a, b) => a + b, 0)).toBeCloseTo(9 * 4000 + 15 * 1000, -3);
+  });
+
+  it('the pending observation held in the controller state gives the same profile as the folded forecast', () => {
+    const f = observedDay(EMPTY_FORECAST, '2026-11-20', (h) => 1000 + 100 * h);
+    const last = { day: '2026-11-20', slot: 23, level: quantiseLevel(50_000), cover: COVER_UNITS };
+    const viaState = dayProfile(f, last, TZ, slotsOf('2026-11-21'), cfg);
+    const viaForecast = dayProfile(
+      withObservation(f, last, TZ, cfg),
+      undefined,
+      TZ,
+      slotsOf('2026-11-21'),
+      cfg,
+    );
+    expect(viaState).toEqual(viaForecast);
+  });
+
+  it('smooths day over day and limits what one odd day can do', () => {
+    let f = observedDay(EMPTY_FORECAST, '2026-11-16', () => 1000);
+    f = foldObservations(
+      observedDay(f, '2026-11-17', () => 2000),
+      TZ,
+      cfg,
+    );
+    // EWMA with alphaDay 0.3: 1000 + 0.3 × 1000.
+    expect(levelOf(f.hourOfDay[5] as number)).toBeCloseTo(1300, -1);
+    // A 100× burst moves the hour by at most OUTLIER_FACTOR before smoothing.
+    const burst = foldObservations(
+      observedDay(f, '2026-11-18', (h) => (h === 5 ? 130_000 : 1300)),
+      TZ,
+      cfg,
+    );
+    const l = levelOf(burst.hourOfDay[5] as number) as number;
+    expect(l).toBeLessThanOrEqual(1300 * (1 + cfg.alphaDay * (OUTLIER_FACTOR - 1)) * 1.03);
+    expect(l).toBeGreaterThan(2000);
+  });
+
+  it('an hour seen only in part moves the level less', () => {
+    const base = foldObservations(
+      observedDay(EMPTY_FORECAST, '2026-11-16', () => 1000),
+      TZ,
+      cfg,
+    );
+    const full = withObservation(
+      base,
+      { day: '2026-11-17', slot: 5, level: quantiseLevel(2000), cover: 32 },
+      TZ,
+      cfg,
+    );
+    const part = withObservation(
+      base,
+      { day: '2026-11-17', slot: 5, level: quantiseLevel(2000), cover: 8 },
+      TZ,
+      cfg,
+    );
+    const lf = levelOf(foldObservations(full, TZ, cfg).hourOfDay[5] as number) as number;
+    const lp = levelOf(foldObservations(part, TZ, cfg).hourOfDay[5] as number) as number;
+    expect(lf).toBeCloseTo(1300, -1);
+    expect(Math.abs(lp - (1000 + 0.25 * 300))).toBeLessThan(15); // within quantisation
+  });
+
+  it('hour-of-week separates weekdays from weekends', () => {
+    // Two weeks: Saturdays at 500, other days at 2000 (2026-11-21 is a Saturday).
+    let f = EMPTY_FORECAST;
+    for (let d = 9; d <= 22; d++) {
+      const day = `2026-11-${String(d).padStart(2, '0')}`;
+      const sat = new Date(`${day}T00:00:00Z`).getUTCDay() === 6;
+      f = observedDay(f, day, () => (sat ? 500 : 2000));
+    }
+    const sat = dayProfile(f, undefined, TZ, slotsOf('2026-11-28'), cfg);
+    const mon = dayProfile(f, undefined, TZ, slotsOf('2026-11-30'), cfg);
+    expect((sat.demand as number[])[10]).toBeLessThan(0.75 * ((mon.demand as number[])[10] as number));
+    // The curve shape depends on relative weights only: both days are flat within themselves.
+    expect(Math.max(...sat.weights) / Math.min(...sat.weights)).toBeCloseTo(1, 5);
+  });
+
+  it('floors hours with little traffic, so a wrong zero cannot shut the plan out', () => {
+    const f = observedDay(EMPTY_FORECAST, '2026-11-20', (h) => (h === 3 ? 0 : 10_000));
+    const p = dayProfile(f, undefined, TZ, slotsOf('2026-11-21'), cfg);
+    const mean = p.weights.reduce((a, b) => a + b, 0) / 24;
+    expect(p.weights[3] as number).toBeGreaterThanOrEqual(cfg.shapeFloor * mean * 0.99);
+  });
+
+  it('the fingerprint changes with the inputs and only with them', () => {
+    const a = observedDay(EMPTY_FORECAST, '2026-11-20', () => 1000);
+    const b = observedDay(EMPTY_FORECAST, '2026-11-20', (h) => (h === 7 ? 5000 : 1000));
+    const s = slotsOf('2026-11-21');
+    expect(dayProfile(a, undefined, TZ, s, cfg).hash).toBe(dayProfile(a, undefined, TZ, s, cfg).hash);
+    expect(dayProfile(a, undefined, TZ, s, cfg).hash).not.toBe(dayProfile(b, undefined, TZ, s, cfg).hash);
+  });
+
+  it('an observation of an older day is folded alone, keeping the buffered day', () => {
+    const f = observedDay(EMPTY_FORECAST, '2026-11-20', () => 1000);
+    const g = withObservation(
+      f,
+      { day: '2026-11-19', slot: 4, level: quantiseLevel(777), cover: 32 },
+      TZ,
+      cfg,
+    );
+    expect(g.obsDay).toBe('2026-11-20');
+    expect(g.obs).toEqual(f.obs);
+    expect(levelOf(g.hourOfDay[4] as number)).toBeCloseTo(777, -2);
+  });
+});
+
+describe('day profile without materialising the fold', () => {
+  it('equals the profile of the materialised forecast, bit for bit (random histories and pending observations)', () => {
+    const random = prng(77);
+    const days = ['2026-11-07', '2026-11-13', '2026-11-14', '2026-11-19', '2026-11-20', '2026-11-21'];
+    for (let trial = 0; trial < 300; trial++) {
+      let f = EMPTY_FORECAST;
+      const seen = Math.floor(random() * days.length);
+      for (let d = 0; d < seen; d++) {
+        const day = days[d] as string;
+        for (let k = 0; k < 24; k++) {
+          if (random() < 0.3) continue;
+          const o = {
+            day,
+            slot: k,
+            level: quantiseLevel(10 ** (1 + 5 * random())),
+            cover: Math.floor(33 * random()),
+          };
+          f = withObservation(f, o, TZ, cfg);
+        }
+      }
+      const pending =
+        random() < 0.7
+          ? {
+              day: days[Math.floor(random() * days.length)] as string,
+              slot: Math.floor(24 * random()),
+              level: quantiseLevel(10 ** (1 + 5 * random())),
+              cover: Math.floor(33 * random()),
+            }
+          : undefined;
+      const target = slotsOf(random() < 0.5 ? '2026-11-21' : '2026-11-22');
+      let g = f;
+      if (pending && pending.day < target.day) g = withObservation(g, pending, TZ, cfg);
+      if (g.obsDay !== '' && g.obsDay < target.day) g = foldObservations(g, TZ, cfg);
+      expect(dayProfile(f, pending, TZ, target, cfg)).toEqual(dayProfile(g, undefined, TZ, target, cfg));
+    }
+  });
+});
+
+describe('forecast encoding', () => {
+  it('round-trips exactly', () => {
+    const f = observedDay(
+      observedDay(EMPTY_FORECAST, '2026-11-19', (h) => 100 * h),
+      '2026-11-20',
+      (h) => 7 * h,
+    );
+    const text = encodeForecast(f);
+    expect(decodeForecast(text)).toEqual(f);
+    expect(text.length).toBeLessThan(500);
+    expect(decodeForecast(encodeForecast(EMPTY_FORECAST))).toEqual(EMPTY_FORECAST);
+  });
+
+  it('rejects text that is not a forecast', () => {
+    const good = encodeForecast(EMPTY_FORECAST);
+    for (const bad of [
+      '',
+      'f1',
+      `f2|${good.slice(3)}`,
+      good.slice(0, -1),
+      `${good.slice(0, -1)}*`,
+      'f1|2026-1-1|AAAA',
+    ]) {
+      expect(decodeForecast(bad)).toBeUndefined();
+    }
+  });
+});
