@@ -24,11 +24,16 @@ export type KinesisHandler = (
 /**
  * Loads a function's real handler module into this process with a local region's environment,
  * as a cold start would (the module reads its configuration at load). Metrics are off and logs
- * quiet: tests assert on stores, not on log output.
+ * quiet unless `metrics` is set: tests assert on stores, not on log output (except the test of
+ * the metrics themselves, which reads the EMF lines).
  */
-export async function loadKinesisHandler(region: LocalRegion, key: FunctionKey): Promise<KinesisHandler> {
+export async function loadKinesisHandler(
+  region: LocalRegion,
+  key: FunctionKey,
+  options: { readonly metrics?: boolean } = {},
+): Promise<KinesisHandler> {
   Object.assign(process.env, region.functionEnv(key), {
-    POWERTOOLS_METRICS_DISABLED: 'true',
+    POWERTOOLS_METRICS_DISABLED: options.metrics ? 'false' : 'true',
     POWERTOOLS_LOG_LEVEL: 'SILENT',
   });
   const entry = fileURLToPath(new URL(`../../${regionResources.functions[key].entry}`, import.meta.url));
