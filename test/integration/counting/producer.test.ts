@@ -150,6 +150,29 @@ describe('KinesisProducer', () => {
     expect((await readAll(StreamName)).data).toHaveLength(19);
   });
 
+  it('enqueue() (fire and forget) puts every record exactly once; a record that fails reaches the callback', async () => {
+    const StreamName = await newStream();
+    const flaky = flakyClient((data) => data === 'fire-13');
+    const producer = new KinesisProducer({
+      client: flaky,
+      streamName: StreamName,
+      maxBufferedRecords: 200,
+      maxAttempts: 2,
+      sleep: async () => {},
+    });
+    const failed: string[] = [];
+    for (const r of records(1500, 'fire')) producer.enqueue(r, (_e, rec) => failed.push(rec.data.toString()));
+    await producer.flush();
+    expect(failed).toEqual(['fire-13']);
+    const { data } = await readAll(StreamName);
+    expect(data.sort()).toEqual(
+      records(1500, 'fire')
+        .map((r) => r.data.toString())
+        .filter((d) => d !== 'fire-13')
+        .sort(),
+    );
+  });
+
   it('applies back-pressure: never more than maxBufferedRecords outstanding', async () => {
     const StreamName = await newStream();
     let peak = 0;
