@@ -5,11 +5,9 @@
  * call (separate batches), and all arrivals in one call (one batch, same order).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type RunningRedis, startRedis } from '../../../local/emulators/redis.js';
 import { ingestRecords } from '../../../shared/counting/ingest.js';
 import { InvalidCountQueryError } from '../../../shared/counting/query.js';
 import { ActionStore } from '../../../shared/counting/store.js';
-import { connectRedis, type RedisClient } from '../../../shared/redis/connect.js';
 import { ManualClock } from '../../../shared/time/clock.js';
 import {
   CAP_EDGE_ROWS,
@@ -18,27 +16,21 @@ import {
   edgeCandidate,
   edgeRecord,
 } from '../../support/cap-edges.js';
+import { type RedisUnderTest, startRedisWithClient } from '../../support/redis.js';
 
-let redis: RunningRedis;
-let client: RedisClient;
+let redis: RedisUnderTest;
 let store: ActionStore;
 
 beforeAll(async () => {
-  redis = await startRedis({ mode: 'standalone' });
-  client = connectRedis({
-    mode: 'standalone',
-    nodes: [{ host: '127.0.0.1', port: Number(redis.nodes[0]?.split(':')[1]) }],
-    tls: false,
-  });
+  redis = await startRedisWithClient('standalone');
   store = new ActionStore({
-    redis: client,
+    redis: redis.client,
     clock: new ManualClock(EDGE_NOW),
     dedupWindowMs: EDGE_DEDUP_WINDOW,
   });
 });
 
 afterAll(async () => {
-  client?.disconnect();
   await redis?.stop();
 });
 

@@ -9,12 +9,12 @@
  * dedup window of 0 (exact-bytes dedup only). Set COUNTING_SEED to replay a run.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type RunningRedis, startRedis } from '../../../local/emulators/redis.js';
 import { ingestRecords } from '../../../shared/counting/ingest.js';
 import type { CapCandidate, CountQuery, FrequencyCap } from '../../../shared/counting/query.js';
 import { ActionStore } from '../../../shared/counting/store.js';
-import { connectRedis, type RedisClient } from '../../../shared/redis/connect.js';
+import type { RedisClient } from '../../../shared/redis/connect.js';
 import { DAY_MS, HOUR_MS, ManualClock, MINUTE_MS } from '../../../shared/time/clock.js';
+import { type RedisUnderTest, startRedisWithClient } from '../../support/redis.js';
 import { actionName, entitiesOf, generateLog, int, pick, prng, ReferenceCounter } from './fixtures.js';
 
 const seed = Number(process.env.COUNTING_SEED ?? Math.floor(Math.random() * 2 ** 31));
@@ -25,7 +25,7 @@ describe.each([
   { mode: 'cluster', windowMs: DAY_MS, events: 10_000 },
   { mode: 'standalone', windowMs: 0, events: 4000 },
 ] as const)('counting differential ($mode, dedup window $windowMs ms)', ({ mode, windowMs, events }) => {
-  let redis: RunningRedis;
+  let redis: RedisUnderTest;
   let client: RedisClient;
   const rand = prng(seed);
   // A day boundary; events span 32 days before it to 10 minutes after (future skew allowed).
@@ -36,12 +36,8 @@ describe.each([
   let log: ReturnType<typeof generateLog>;
 
   beforeAll(async () => {
-    redis = await startRedis({ mode });
-    client = connectRedis({
-      mode,
-      nodes: redis.nodes.map((n) => ({ host: '127.0.0.1', port: Number(n.split(':')[1]) })),
-      tls: false,
-    });
+    redis = await startRedisWithClient(mode);
+    client = redis.client;
     store = new ActionStore({ redis: client, clock, retentionDays: 30, dedupWindowMs: windowMs });
     reference = new ReferenceCounter(30 * DAY_MS, windowMs);
     log = generateLog(rand, events, now0 - 32 * DAY_MS, now0 + 10 * MINUTE_MS);
@@ -63,7 +59,6 @@ describe.each([
   });
 
   afterAll(async () => {
-    client?.disconnect();
     await redis?.stop();
   });
 

@@ -7,31 +7,26 @@
  * redelivered in its original order — every user's counts must equal the brute-force reference.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type RunningRedis, startRedis } from '../../../local/emulators/redis.js';
 import { ingestRecords } from '../../../shared/counting/ingest.js';
 import { ActionStore } from '../../../shared/counting/store.js';
-import { connectRedis, type RedisClient } from '../../../shared/redis/connect.js';
+import type { RedisClient } from '../../../shared/redis/connect.js';
 import { DAY_MS, ManualClock, MINUTE_MS } from '../../../shared/time/clock.js';
+import { type RedisUnderTest, startRedisWithClient } from '../../support/redis.js';
 import { generateLog, prng, ReferenceCounter } from './fixtures.js';
 
 const seed = Number(process.env.COUNTING_SEED ?? Math.floor(Math.random() * 2 ** 31));
 const now0 = Date.UTC(2026, 10, 20, 9);
-let redis: RunningRedis;
+let redis: RedisUnderTest;
 let client: RedisClient;
 let store: ActionStore;
 
 beforeAll(async () => {
-  redis = await startRedis({ mode: 'standalone' });
-  client = connectRedis({
-    mode: 'standalone',
-    nodes: [{ host: '127.0.0.1', port: Number(redis.nodes[0]?.split(':')[1]) }],
-    tls: false,
-  });
+  redis = await startRedisWithClient('standalone');
+  client = redis.client;
   store = new ActionStore({ redis: client, clock: new ManualClock(now0) });
 });
 
 afterAll(async () => {
-  client?.disconnect();
   await redis?.stop();
 });
 

@@ -7,30 +7,25 @@
  * the v1 keys; with `legacyV1Keys: false` v1 keys are neither read nor imported.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type RunningRedis, startRedis } from '../../../local/emulators/redis.js';
 import { ingestRecords } from '../../../shared/counting/ingest.js';
 import { decodeRecord, encodeActionEvent } from '../../../shared/counting/schema.js';
 import { ActionStore, userKey, userLogKey } from '../../../shared/counting/store.js';
-import { connectRedis, type RedisClient } from '../../../shared/redis/connect.js';
+import type { RedisClient } from '../../../shared/redis/connect.js';
 import { DAY_MS, HOUR_MS, ManualClock } from '../../../shared/time/clock.js';
+import { type RedisUnderTest, startRedisWithClient } from '../../support/redis.js';
 import { ReferenceCounter } from './fixtures.js';
 
 const now = Date.UTC(2026, 10, 21, 12);
-let redis: RunningRedis;
+let redis: RedisUnderTest;
 let client: RedisClient;
 const clock = new ManualClock(now);
 
 beforeAll(async () => {
-  redis = await startRedis({ mode: 'cluster' });
-  client = connectRedis({
-    mode: 'cluster',
-    nodes: redis.nodes.map((n) => ({ host: '127.0.0.1', port: Number(n.split(':')[1]) })),
-    tls: false,
-  });
+  redis = await startRedisWithClient('cluster');
+  client = redis.client;
 });
 
 afterAll(async () => {
-  client?.disconnect();
   await redis?.stop();
 });
 
