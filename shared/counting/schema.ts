@@ -382,6 +382,13 @@ function validateRecord(buf: Buffer, layout: Layout): ActionEventError | undefin
   return undefined;
 }
 
+/** A u64 as a decimal string; below 2^53 (every real id) without a BigInt (it is per record). */
+function decimalU64(buf: Buffer, offset: number): string {
+  const hi = buf.readUInt32BE(offset);
+  if (hi < 0x200000) return String(hi * 4294967296 + buf.readUInt32BE(offset + 4));
+  return buf.readBigUInt64BE(offset).toString();
+}
+
 /**
  * Decodes and validates a wire record. Throws {@link ActionEventError} (a MalformedRecordError:
  * the ingest function quarantines it) with a message naming the field and the problem.
@@ -412,7 +419,7 @@ export function decodeRecord(data: Buffer, schema: EventSchema = actionEventSche
   if (error) throw error;
   return {
     version,
-    userId: data.readBigUInt64BE(layout.memberLength).toString(),
+    userId: decimalU64(data, layout.memberLength),
     timestamp: data.readUIntBE(3, 6),
     member: data.subarray(0, layout.memberLength),
   };

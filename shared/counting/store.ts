@@ -48,9 +48,9 @@ declare module 'ioredis' {
       logKey: string,
       v1SetKey: string,
       v1LogKey: string,
-      trimBeforeMs: number,
-      windowMs: number,
-      ttlMs: number,
+      trimBeforeMs: string,
+      windowMs: string,
+      ttlMs: string,
       layoutLengths: string,
       importV1: '0' | '1',
       ...timestampMembers: (number | Buffer)[]
@@ -83,10 +83,17 @@ local set, log, oldSet, oldLog = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local trim = tonumber(ARGV[1])
 local window = tonumber(ARGV[2])
 local near = window > 0 and window - 1 or 0
-local lengths, shortest = {}, nil
-for v, n in string.gmatch(ARGV[4], '(%d+):(%d+)') do
-  lengths[tonumber(v)] = tonumber(n)
-  if not shortest or tonumber(n) < shortest then shortest = tonumber(n) end
+-- Member length by layout version, parsed only when needed (the common path never needs it).
+local lengths, shortest = nil, nil
+local function lengthOf(v)
+  if not lengths then
+    lengths = {}
+    for version, n in string.gmatch(ARGV[4], '(%d+):(%d+)') do
+      lengths[tonumber(version)] = tonumber(n)
+      if not shortest or tonumber(n) < shortest then shortest = tonumber(n) end
+    end
+  end
+  return v and lengths[v]
 end
 
 -- Timestamp of a full member: u64 at bytes 2..9; wider than 48 bits is never valid (-1).
@@ -96,7 +103,7 @@ local function tsOf(m)
   return ((((c * 256 + d) * 256 + e) * 256 + f) * 256 + g) * 256 + h
 end
 local function identityOf(m) return string.sub(m, 1, 1) .. string.sub(m, 10) end
-local function isFull(x) return #x == lengths[string.byte(x, 1)] end
+local function isFull(x) return #x == lengthOf(string.byte(x, 1)) end
 local function fullOf(id, ts)
   local b = {0, 0, 0, 0, 0, 0, 0, 0}
   for i = 8, 3, -1 do b[i] = ts % 256; ts = (ts - b[i]) / 256 end
@@ -106,7 +113,7 @@ end
 local function walk(buf, fn)
   local p, n = 1, #buf
   while p <= n do
-    local len = lengths[string.byte(buf, p)]
+    local len = lengthOf(string.byte(buf, p))
     if not len then return false end
     local m = string.sub(buf, p, p + len - 1)
     fn(m, tsOf(m))
@@ -198,6 +205,7 @@ if removed > 0 then
     return {added, restamped, repaired, migrated}
   end
   local len = redis.call('STRLEN', log)
+  lengthOf(nil)
   if (len - card * shortest) * 4 > len then
     local kept = {}
     if walk(redis.call('GET', log), function(m, ts) if ts >= trim then kept[#kept + 1] = m end end) then
@@ -290,6 +298,9 @@ export class ActionStore {
   private readonly legacyV1Keys: boolean;
   /** `version:memberLength,…` of every known layout, for the script's log walks. */
   private readonly layoutLengths: string;
+  /** Script arguments that never change, as the strings sent (not converted per call). */
+  private readonly windowArg: string;
+  private readonly ttlArg: string;
 
   constructor(options: ActionStoreOptions) {
     const days = options.retentionDays ?? 30;
@@ -314,6 +325,9 @@ export class ActionStore {
     this.layoutLengths = [...this.schema.layouts.values()]
       .map((l) => `${l.version}:${l.memberLength}`)
       .join(',');
+    this.windowArg = String(window);
+    // The TTL outlives every stored event's dedup state by a day; it never decides a count.
+    this.ttlArg = String(this.retentionMs + window + this.maxFutureSkewMs + DAY_MS);
     // Redefining is harmless (same script): several stores may share one client.
     this.redis.defineCommand('countingIngest', { numberOfKeys: 4, lua: INGEST_LUA });
   }
@@ -352,9 +366,7 @@ export class ActionStore {
     const cutoff = this.horizon(now);
     // Dedup state outlives the counting horizon by a window: an arrival inside the retention
     // can be a duplicate of an occurrence up to a window older than the horizon.
-    const trimBefore = cutoff - this.dedupWindowMs;
-    // The TTL outlives every stored event's dedup state by a day; it never decides a count.
-    const ttl = this.retentionMs + this.dedupWindowMs + this.maxFutureSkewMs + DAY_MS;
+    const trimBefore = String(cutoff - this.dedupWindowMs);
     const byUser = new Map<string, (number | Buffer)[]>();
     let expired = 0;
     let total = 0;
@@ -382,8 +394,8 @@ export class ActionStore {
         userKey(userId, this.prefix, 1),
         userLogKey(userId, this.prefix, 1),
         trimBefore,
-        this.dedupWindowMs,
-        ttl,
+        this.windowArg,
+        this.ttlArg,
         this.layoutLengths,
         importV1,
         ...args,
