@@ -5,8 +5,8 @@
  *
  * Semantics (docs/counting.md): an event counts in range [from, to) when from ≤ timestamp < to
  * and timestamp ≥ now − retention (events past retention never count, whether or not Redis has
- * trimmed them yet). Duplicates do not exist at this point: the store keeps each distinct event
- * byte string once.
+ * trimmed them yet). Duplicates do not exist at this point: the store's log holds each counted
+ * occurrence once (an event identity once per dedup window).
  */
 import {
   ACTIONS,
