@@ -58,6 +58,13 @@ function percentile(sorted: number[], p: number): number {
 
 const round = (x: number, digits = 3) => Math.round(x * 10 ** digits) / 10 ** digits;
 
+/** CPU seconds redis-server has used (user + system, main and background threads). */
+async function redisCpuSeconds(client: Redis): Promise<number> {
+  const info = await client.info('cpu');
+  const field = (name: string) => Number(new RegExp(`${name}:([\\d.]+)`).exec(info)?.[1] ?? Number.NaN);
+  return field('used_cpu_user') + field('used_cpu_sys');
+}
+
 async function usedMemory(client: Redis): Promise<number> {
   const info = await client.info('memory');
   return Number(/used_memory:(\d+)/.exec(info)?.[1] ?? Number.NaN);
@@ -138,6 +145,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
       let next = 0;
       let added = 0;
       const cpu0 = process.cpuUsage();
+      const server0 = await redisCpuSeconds(client);
       const start = performance.now();
       await Promise.all(
         Array.from({ length: 4 }, async () => {
@@ -149,11 +157,13 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
           }
         }),
       );
+      const seconds = (performance.now() - start) / 1000;
       const cpu = process.cpuUsage(cpu0);
       return {
-        seconds: (performance.now() - start) / 1000,
+        seconds,
         added,
         cpuSeconds: (cpu.user + cpu.system) / 1e6,
+        serverCpuSeconds: (await redisCpuSeconds(client)) - server0,
       };
     };
     const first = await ingestPass(batches);
@@ -348,6 +358,10 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
       ingestRestampedEventsPerSec: Math.round(totalEvents / third.seconds),
       // Share of the wall time this Node process was on a CPU: ≈ 1 means the client is the bottleneck.
       ingestClientCpuShare: round(first.cpuSeconds / first.seconds, 2),
+      // CPU time per event (µs) of this process and of redis-server: unlike events/s, barely
+      // moved by other processes sharing the machine, so comparable across runs.
+      ingestClientCpuUsPerEvent: round((first.cpuSeconds / totalEvents) * 1e6, 2),
+      ingestRedisCpuUsPerEvent: round((first.serverCpuSeconds / totalEvents) * 1e6, 2),
       bytesPerEvent: Math.round((memAfter - memBefore) / totalEvents),
       capCheckShape: '50 candidates x 4 levels x 3 windows (1h, 7d, 30d); user with 1000 events over 30 days',
       capCheckP50Ms: round(percentile(latencies, 50)),

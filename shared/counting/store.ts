@@ -34,27 +34,47 @@ import {
 import { actionEventSchema, checkEventTime, type DecodedRecord, type EventSchema } from './schema.js';
 import { parseCountQuery } from './sql.js';
 
+/** Arguments of the ingest script: keys, the trim point, the settings, timestamp/member pairs. */
+type CountingIngestArgs = [
+  setKey: string,
+  logKey: string,
+  trimBeforeMs: string,
+  settings: string,
+  ...timestampMembers: (number | Buffer)[],
+];
+/** The same with the user's v1 keys: the first call of the day for a user (maintenance). */
+type CountingMaintainArgs = [
+  setKey: string,
+  logKey: string,
+  v1SetKey: string,
+  v1LogKey: string,
+  trimBeforeMs: string,
+  settings: string,
+  ...timestampMembers: (number | Buffer)[],
+];
+
+/** [counted, re-stamped duplicates, key group repaired (0/1), v1 imported (0/1)]. */
+type IngestReply = [number, number, number, number];
+/** One user's script call: a plain one, or the day's first (maintenance, with the v1 keys). */
+type IngestCall =
+  | { readonly maintain: false; readonly args: CountingIngestArgs }
+  | { readonly maintain: true; readonly args: CountingMaintainArgs };
+
 declare module 'ioredis' {
   interface RedisCommander<Context> {
     /**
-     * Adds one user's arrivals (dedup by identity within the window), repairs a partially lost
-     * key group, imports the user's v1 keys on first touch, trims past retention + window,
-     * compacts the log, refreshes the TTLs. KEYS: set, log, v1 set, v1 log. ARGV: trimBeforeMs,
-     * windowMs, ttlMs, layout lengths (`v:len,…`), import v1 (`1`/`0`), then timestamp/member
-     * pairs. Returns [counted, re-stamped duplicates, key group repaired (0/1), v1 imported (0/1)].
+     * Adds one user's arrivals (dedup by identity within the window) and repairs a partially
+     * lost key group. KEYS: set, log. ARGV: trimBeforeMs, settings (`<ttlMs> <windowMs>
+     * <importV1 0|1> <version:memberLength,…>`), then timestamp/member pairs. Returns [counted,
+     * re-stamped duplicates, key group repaired (0/1), v1 imported (0/1)].
      */
-    countingIngest(
-      setKey: string,
-      logKey: string,
-      v1SetKey: string,
-      v1LogKey: string,
-      trimBeforeMs: string,
-      windowMs: string,
-      ttlMs: string,
-      layoutLengths: string,
-      importV1: '0' | '1',
-      ...timestampMembers: (number | Buffer)[]
-    ): Result<[number, number, number, number], Context>;
+    countingIngest(...args: CountingIngestArgs): Result<IngestReply, Context>;
+    /**
+     * {@link countingIngest} that also maintains the group (trims past retention + window,
+     * compacts the log, refreshes the TTLs) and imports the user's v1 keys into a new group.
+     * KEYS: set, log, v1 set, v1 log. The same script: the first call of the day for a user.
+     */
+    countingIngestMaintain(...args: CountingMaintainArgs): Result<IngestReply, Context>;
   }
 }
 
@@ -79,116 +99,147 @@ declare module 'ioredis' {
  * rewrite when ≥ 25 % of it is garbage keeps compaction amortised O(1) per event.
  */
 const INGEST_LUA = `
-local set, log, oldSet, oldLog = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local trim = tonumber(ARGV[1])
-local window = tonumber(ARGV[2])
-local near = window > 0 and window - 1 or 0
--- Member length by layout version, parsed only when needed (the common path never needs it).
-local lengths, shortest = nil, nil
-local function lengthOf(v)
-  if not lengths then
-    lengths = {}
-    for version, n in string.gmatch(ARGV[4], '(%d+):(%d+)') do
-      lengths[tonumber(version)] = tonumber(n)
-      if not shortest or tonumber(n) < shortest then shortest = tonumber(n) end
+-- Helpers of the rare paths (a repair, a v1 import, a compaction, an arrival a window or more
+-- from its identity's latest occurrence). Built only when one is taken: a function created on
+-- every call, with upvalues, cost more than the whole hot path (an arrival whose identity is
+-- new: ZADD NX + APPEND). This one captures nothing, so defining it is cheap.
+local function helpers(set, log, settings)
+  local h = {}
+  -- settings: "<ttlMs> <windowMs> <importV1 0|1> <version:memberLength,…>"
+  local window = tonumber(string.match(settings, '^%d+ (%d+) '))
+  local near = window > 0 and window - 1 or 0
+  local lengths = {}
+  for version, n in string.gmatch(string.match(settings, ' ([%d:,]*)$'), '(%d+):(%d+)') do
+    lengths[tonumber(version)] = tonumber(n)
+    if not h.shortest or tonumber(n) < h.shortest then h.shortest = tonumber(n) end
+  end
+  -- Timestamp of a full member: u64 at bytes 2..9; wider than 48 bits is never valid (-1).
+  local function tsOf(m)
+    local a, b, c, d, e, f, g, i = string.byte(m, 2, 9)
+    if a ~= 0 or b ~= 0 then return -1 end
+    return ((((c * 256 + d) * 256 + e) * 256 + f) * 256 + g) * 256 + i
+  end
+  local function identityOf(m) return string.sub(m, 1, 1) .. string.sub(m, 10) end
+  local function isFull(x) return #x == lengths[string.byte(x, 1)] end
+  local function fullOf(id, ts)
+    local b = {0, 0, 0, 0, 0, 0, 0, 0}
+    for i = 8, 3, -1 do b[i] = ts % 256; ts = (ts - b[i]) / 256 end
+    return string.sub(id, 1, 1) .. string.char(unpack(b)) .. string.sub(id, 2)
+  end
+  h.tsOf, h.isFull, h.fullOf = tsOf, isFull, fullOf
+  -- Calls fn(member, ts) for each member of a packed log; false at a layout it does not know.
+  function h.walk(buf, fn)
+    local p, n = 1, #buf
+    while p <= n do
+      local len = lengths[string.byte(buf, p)]
+      if not len then return false end
+      local m = string.sub(buf, p, p + len - 1)
+      fn(m, tsOf(m))
+      p = p + len
     end
+    return true
   end
-  return v and lengths[v]
-end
-
--- Timestamp of a full member: u64 at bytes 2..9; wider than 48 bits is never valid (-1).
-local function tsOf(m)
-  local a, b, c, d, e, f, g, h = string.byte(m, 2, 9)
-  if a ~= 0 or b ~= 0 then return -1 end
-  return ((((c * 256 + d) * 256 + e) * 256 + f) * 256 + g) * 256 + h
-end
-local function identityOf(m) return string.sub(m, 1, 1) .. string.sub(m, 10) end
-local function isFull(x) return #x == lengthOf(string.byte(x, 1)) end
-local function fullOf(id, ts)
-  local b = {0, 0, 0, 0, 0, 0, 0, 0}
-  for i = 8, 3, -1 do b[i] = ts % 256; ts = (ts - b[i]) / 256 end
-  return string.sub(id, 1, 1) .. string.char(unpack(b)) .. string.sub(id, 2)
-end
--- Calls fn(member, ts) for each member of a packed log; false at a layout it does not know.
-local function walk(buf, fn)
-  local p, n = 1, #buf
-  while p <= n do
-    local len = lengthOf(string.byte(buf, p))
-    if not len then return false end
-    local m = string.sub(buf, p, p + len - 1)
-    fn(m, tsOf(m))
-    p = p + len
-  end
-  return true
-end
-
--- An arrival: 0 = counted (recorded in the set), 1 = the same bytes again, 2 = the same
--- identity less than a window from a counted occurrence (re-stamped).
-local function arrive(m, ts)
-  local id = identityOf(m)
-  if redis.call('ZADD', set, 'NX', ts, id) == 1 then return 0 end
-  local s = tonumber(redis.call('ZSCORE', set, id))
-  if ts == s then return 1 end
-  if ts >= s + window then
-    redis.call('ZADD', set, s, fullOf(id, s))
-    redis.call('ZADD', set, ts, id)
+  -- An arrival a window or more from its identity's latest occurrence s.
+  function h.beyond(m, id, ts, s)
+    if ts > s then
+      -- The new latest: the previous one becomes a full member.
+      redis.call('ZADD', set, s, fullOf(id, s))
+      redis.call('ZADD', set, ts, id)
+      return 0
+    end
+    -- Earlier: compare with the earlier occurrences less than a window from it.
+    for _, x in ipairs(redis.call('ZRANGEBYSCORE', set, ts - near, ts + near)) do
+      if isFull(x) and identityOf(x) == id then
+        if x == m then return 1 end
+        return 2
+      end
+    end
+    redis.call('ZADD', set, ts, m)
     return 0
   end
-  if ts > s - window then return 2 end
-  for _, x in ipairs(redis.call('ZRANGEBYSCORE', set, ts - near, ts + near)) do
-    if isFull(x) and identityOf(x) == id then
-      if x == m then return 1 end
-      return 2
+  -- An arrival: 0 = counted (recorded in the set), 1 = the same bytes again, 2 = the same
+  -- identity less than a window from a counted occurrence (re-stamped).
+  function h.arrive(m, ts)
+    local id = identityOf(m)
+    if redis.call('ZADD', set, 'NX', ts, id) == 1 then return 0 end
+    local s = tonumber(redis.call('ZSCORE', set, id))
+    if ts == s then return 1 end
+    if math.abs(ts - s) < window then return 2 end
+    return h.beyond(m, id, ts, s)
+  end
+  -- Records an occurrence already known to be counted (rebuilding the set from the log).
+  function h.record(m, ts)
+    local id = identityOf(m)
+    if redis.call('ZADD', set, 'NX', ts, id) == 1 then return end
+    local s = tonumber(redis.call('ZSCORE', set, id))
+    if ts > s then
+      redis.call('ZADD', set, s, fullOf(id, s))
+      redis.call('ZADD', set, ts, id)
+    elseif ts < s then
+      redis.call('ZADD', set, ts, m)
     end
   end
-  redis.call('ZADD', set, ts, m)
-  return 0
+  return h
 end
 
--- Records an occurrence already known to be counted (rebuilding the set from the log).
-local function record(m, ts)
-  local id = identityOf(m)
-  if redis.call('ZADD', set, 'NX', ts, id) == 1 then return end
-  local s = tonumber(redis.call('ZSCORE', set, id))
-  if ts > s then
-    redis.call('ZADD', set, s, fullOf(id, s))
-    redis.call('ZADD', set, ts, id)
-  elseif ts < s then
-    redis.call('ZADD', set, ts, m)
-  end
-end
+-- KEYS: the user's set and log, and — in the first call of the day for the user (the client
+-- keeps count) — the user's v1 set and log: that call also maintains the group (trim, compact,
+-- TTL) and imports v1 keys into a new group.
+local set, log, oldSet, oldLog = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local maintain = oldLog ~= nil
+-- Trim point: now − retention − window.
+local trim = tonumber(ARGV[1])
+local H, window
 
 local added, restamped, repaired, migrated, touched = 0, 0, 0, 0, false
 local present = redis.call('EXISTS', set, log)
 if present == 1 then
+  -- I3 broken: rebuild the missing key from the other before judging any arrival.
+  H = helpers(set, log, ARGV[2])
   repaired, touched = 1, true
   if redis.call('EXISTS', set) == 1 then
     local parts, all = {}, redis.call('ZRANGE', set, 0, -1, 'WITHSCORES')
     for i = 1, #all, 2 do
       local x = all[i]
-      parts[#parts + 1] = isFull(x) and x or fullOf(x, tonumber(all[i + 1]))
+      parts[#parts + 1] = H.isFull(x) and x or H.fullOf(x, tonumber(all[i + 1]))
     end
     redis.call('SET', log, table.concat(parts))
   else
-    walk(redis.call('GET', log), function(m, ts) if ts >= trim then record(m, ts) end end)
+    H.walk(redis.call('GET', log), function(m, ts) if ts >= trim then H.record(m, ts) end end)
   end
-elseif present == 0 and ARGV[5] == '1' and redis.call('EXISTS', oldSet, oldLog) > 0 then
+elseif present == 0 and maintain and string.match(ARGV[2], '^%d+ %d+ 1 ')
+    and redis.call('EXISTS', oldSet, oldLog) > 0 then
   -- First v2 write for a user with v1 keys: replay them through the v2 rule, then drop them.
+  H = helpers(set, log, ARGV[2])
   migrated, touched = 1, true
   local function take(m, ts)
-    if ts >= trim and arrive(m, ts) == 0 then redis.call('APPEND', log, m) end
+    if ts >= trim and H.arrive(m, ts) == 0 then redis.call('APPEND', log, m) end
   end
   if redis.call('EXISTS', oldLog) == 1 then
-    walk(redis.call('GET', oldLog), take)
+    H.walk(redis.call('GET', oldLog), take)
   else
-    for _, m in ipairs(redis.call('ZRANGE', oldSet, 0, -1)) do take(m, tsOf(m)) end
+    for _, m in ipairs(redis.call('ZRANGE', oldSet, 0, -1)) do take(m, H.tsOf(m)) end
   end
   redis.call('UNLINK', oldSet, oldLog)
 end
 
-for i = 6, #ARGV, 2 do
+for i = 3, #ARGV, 2 do
   local m = ARGV[i + 1]
-  local r = arrive(m, tonumber(ARGV[i]))
+  local id = string.sub(m, 1, 1) .. string.sub(m, 10)
+  local r = 0
+  -- The hot path: a new identity is counted (ZADD NX of the identity, APPEND of the member).
+  if redis.call('ZADD', set, 'NX', ARGV[i], id) == 0 then
+    local ts, s = tonumber(ARGV[i]), tonumber(redis.call('ZSCORE', set, id))
+    window = window or tonumber(string.match(ARGV[2], '^%d+ (%d+) '))
+    if ts == s then
+      r = 1
+    elseif math.abs(ts - s) < window then
+      r = 2
+    else
+      H = H or helpers(set, log, ARGV[2])
+      r = H.beyond(m, id, ts, s)
+    end
+  end
   if r == 0 then
     redis.call('APPEND', log, m)
     added = added + 1
@@ -197,27 +248,33 @@ for i = 6, #ARGV, 2 do
   end
 end
 
-local removed = redis.call('ZREMRANGEBYSCORE', set, '-inf', '(' .. ARGV[1])
-if removed > 0 then
+-- Outside maintenance a pure redelivery changes nothing.
+if added == 0 and not touched and not maintain then return {added, restamped, repaired, migrated} end
+-- Trimming only reclaims memory (readers and the dedup rule ignore what is past the trim point),
+-- so once a day per user is enough.
+if maintain and redis.call('ZREMRANGEBYSCORE', set, '-inf', '(' .. trim) > 0 then
   local card = redis.call('ZCARD', set)
   if card == 0 then
     redis.call('DEL', set, log)
     return {added, restamped, repaired, migrated}
   end
+  H = H or helpers(set, log, ARGV[2])
   local len = redis.call('STRLEN', log)
-  lengthOf(nil)
-  if (len - card * shortest) * 4 > len then
+  if (len - card * H.shortest) * 4 > len then
     local kept = {}
-    if walk(redis.call('GET', log), function(m, ts) if ts >= trim then kept[#kept + 1] = m end end) then
+    if H.walk(redis.call('GET', log), function(m, ts) if ts >= trim then kept[#kept + 1] = m end end) then
       redis.call('SET', log, table.concat(kept))
       touched = true
     end
   end
 end
--- A pure redelivery changes nothing, so it need not extend the TTLs either. (SET drops a TTL.)
-if added > 0 or touched then
-  redis.call('PEXPIRE', set, ARGV[3])
-  redis.call('PEXPIRE', log, ARGV[3])
+-- Both keys get the TTL together (I3): at maintenance, and whenever a key is new, rebuilt or
+-- rewritten (SET drops a TTL). The TTL has a day of slack over what it must cover, and the
+-- client maintains each user it writes at least once a day.
+if maintain or touched or present ~= 2 then
+  local ttl = string.match(ARGV[2], '^%d+')
+  redis.call('PEXPIRE', set, ttl)
+  redis.call('PEXPIRE', log, ttl)
 end
 return {added, restamped, repaired, migrated}
 `;
@@ -286,6 +343,9 @@ export interface CapCheckRequest {
 
 const EMPTY = Buffer.alloc(0);
 
+/** Users remembered as maintained today, per store; beyond it the memory is cleared (re-maintains). */
+const MAINTAINED_USERS_MAX = 200_000;
+
 /** Redis-backed store and query API of user-action events. */
 export class ActionStore {
   readonly retentionMs: number;
@@ -296,11 +356,15 @@ export class ActionStore {
   private readonly prefix: string;
   private readonly schema: EventSchema;
   private readonly legacyV1Keys: boolean;
-  /** `version:memberLength,…` of every known layout, for the script's log walks. */
-  private readonly layoutLengths: string;
-  /** Script arguments that never change, as the strings sent (not converted per call). */
-  private readonly windowArg: string;
-  private readonly ttlArg: string;
+  /** The script's settings argument (never changes: built once, not per call). */
+  private readonly settingsArg: string;
+  /**
+   * Users this store maintained (trim, compaction, TTL refresh, v1 import) on `maintainedDay`
+   * of the injected clock: each user written is maintained at least once a (clock) day per
+   * process, which is what the TTL's day of slack relies on.
+   */
+  private readonly maintained = new Set<string>();
+  private maintainedDay = Number.NaN;
 
   constructor(options: ActionStoreOptions) {
     const days = options.retentionDays ?? 30;
@@ -322,14 +386,14 @@ export class ActionStore {
     this.prefix = options.keyPrefix ?? 'act';
     this.schema = options.schema ?? actionEventSchema;
     this.legacyV1Keys = options.legacyV1Keys ?? true;
-    this.layoutLengths = [...this.schema.layouts.values()]
-      .map((l) => `${l.version}:${l.memberLength}`)
-      .join(',');
-    this.windowArg = String(window);
-    // The TTL outlives every stored event's dedup state by a day; it never decides a count.
-    this.ttlArg = String(this.retentionMs + window + this.maxFutureSkewMs + DAY_MS);
+    // The TTL outlives every stored event's dedup state by a day: the slack between two daily
+    // maintenances of a user. It never decides a count.
+    const ttl = this.retentionMs + window + this.maxFutureSkewMs + DAY_MS;
+    const layouts = [...this.schema.layouts.values()].map((l) => `${l.version}:${l.memberLength}`).join(',');
+    this.settingsArg = `${ttl} ${window} ${this.legacyV1Keys ? 1 : 0} ${layouts}`;
     // Redefining is harmless (same script): several stores may share one client.
-    this.redis.defineCommand('countingIngest', { numberOfKeys: 4, lua: INGEST_LUA });
+    this.redis.defineCommand('countingIngest', { numberOfKeys: 2, lua: INGEST_LUA });
+    this.redis.defineCommand('countingIngestMaintain', { numberOfKeys: 4, lua: INGEST_LUA });
   }
 
   /** The user's occurrence-set key. */
@@ -367,7 +431,14 @@ export class ActionStore {
     // Dedup state outlives the counting horizon by a window: an arrival inside the retention
     // can be a duplicate of an occurrence up to a window older than the horizon.
     const trimBefore = String(cutoff - this.dedupWindowMs);
-    const byUser = new Map<string, (number | Buffer)[]>();
+    const day = Math.floor(now / DAY_MS);
+    if (day !== this.maintainedDay || this.maintained.size >= MAINTAINED_USERS_MAX) {
+      this.maintained.clear();
+      this.maintainedDay = day;
+    }
+    // Per user, the script's whole argument list, built once (the client's CPU is the
+    // bottleneck); the first call of the day for a user carries its v1 keys and maintains it.
+    const byUser = new Map<string, IngestCall>();
     let expired = 0;
     let total = 0;
     for (const r of records) {
@@ -377,50 +448,55 @@ export class ActionStore {
         continue;
       }
       total++;
-      let args = byUser.get(r.userId);
-      if (!args) {
-        args = [];
-        byUser.set(r.userId, args);
+      let call = byUser.get(r.userId);
+      if (!call) {
+        const tag = `${this.prefix}:v${KEY_SCHEMA_VERSION}:{${r.userId}}`;
+        if (this.maintained.has(r.userId)) {
+          call = { maintain: false, args: [tag, `${tag}:log`, trimBefore, this.settingsArg] };
+        } else {
+          const v1 = `${this.prefix}:v1:{${r.userId}}`;
+          call = { maintain: true, args: [tag, `${tag}:log`, v1, `${v1}:log`, trimBefore, this.settingsArg] };
+        }
+        byUser.set(r.userId, call);
       }
-      args.push(r.timestamp, r.member);
+      call.args.push(r.timestamp, r.member);
     }
     const result = { added: 0, duplicates: 0, restamped: 0, expired, repaired: 0, migrated: 0 };
     if (byUser.size === 0) return result;
-    const importV1 = this.legacyV1Keys ? '1' : '0';
-    const call = (userId: string, args: (number | Buffer)[]) =>
-      [
-        this.key(userId),
-        this.logKey(userId),
-        userKey(userId, this.prefix, 1),
-        userLogKey(userId, this.prefix, 1),
-        trimBefore,
-        this.windowArg,
-        this.ttlArg,
-        this.layoutLengths,
-        importV1,
-        ...args,
-      ] as const;
-    const tally = ([added, restamped, repaired, migrated]: [number, number, number, number]) => {
-      result.added += added;
-      result.restamped += restamped;
-      result.repaired += repaired;
-      result.migrated += migrated;
+    const tally = (userId: string, call: IngestCall, reply: IngestReply) => {
+      result.added += reply[0];
+      result.restamped += reply[1];
+      result.repaired += reply[2];
+      result.migrated += reply[3];
+      // Maintained once the call that maintains it succeeded.
+      if (call.maintain) this.maintained.add(userId);
     };
     if (byUser.size === 1) {
-      const [[userId, args]] = [...byUser] as [[string, (number | Buffer)[]]];
-      tally(await this.redis.countingIngest(...call(userId, args)));
+      const [entry] = byUser;
+      const [userId, call] = entry as [string, IngestCall];
+      const reply = call.maintain
+        ? await this.redis.countingIngestMaintain(...call.args)
+        : await this.redis.countingIngest(...call.args);
+      tally(userId, call, reply);
     } else {
       await this.ready();
+      const users = [...byUser];
       const results = await pipelineByNode(
         this.redis,
-        [...byUser],
-        ([userId]) => this.key(userId),
-        (p, [userId, args]) => p.countingIngest(...call(userId, args)),
+        users,
+        ([, call]) => call.args[0],
+        (p, [, call]) => {
+          if (call.maintain) p.countingIngestMaintain(...call.args);
+          else p.countingIngest(...call.args);
+        },
       );
-      for (const [error, value] of results) {
-        if (error) throw error;
-        tally(value as [number, number, number, number]);
-      }
+      let failure: Error | undefined;
+      results.forEach(([error, value], i) => {
+        const [userId, call] = users[i] as [string, IngestCall];
+        if (error) failure ??= error;
+        else tally(userId, call, value as IngestReply);
+      });
+      if (failure) throw failure;
     }
     result.duplicates = total - result.added;
     return result;

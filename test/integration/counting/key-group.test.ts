@@ -144,4 +144,38 @@ describe('partially lost key group', () => {
     expect(again.repaired).toBe(partial);
     await expectCounts(users, reference, 'after eviction and redelivery');
   });
+
+  it('both keys always carry the TTL: set on a new group, refreshed at the first write of each (clock) day', async () => {
+    const clock = new ManualClock(now0);
+    const own = new ActionStore({ redis: client, clock });
+    const ttl = 30 * DAY_MS + DAY_MS + 15 * MINUTE_MS + DAY_MS;
+    const user = '424242';
+    const record = (insertion: number, at: number) => {
+      const [r] = population(prng(insertion), 1, 0).records;
+      const copy = Buffer.from(r as Buffer);
+      copy.writeUIntBE(at, 3, 6);
+      copy.writeUInt32BE(insertion, 21);
+      copy.writeBigUInt64BE(BigInt(user), copy.length - 8);
+      return copy;
+    };
+    const ttls = async () => [await client.pttl(own.key(user)), await client.pttl(own.logKey(user))];
+    const near = (value: number, target: number) => value <= target && value > target - 60_000;
+
+    await ingestRecords(own, [record(1, now0 - 1000)]);
+    for (const t of await ttls()) expect(near(t, ttl), `ttl ${t}`).toBe(true);
+    // The day's slack used up (as if a day passed in real time): later writes that same clock
+    // day need not refresh (the client maintained the user today) …
+    await client.pexpire(own.key(user), ttl - DAY_MS);
+    await client.pexpire(own.logKey(user), ttl - DAY_MS);
+    expect((await ingestRecords(own, [record(2, now0 - 500)])).added).toBe(1);
+    for (const t of await ttls()) expect(near(t, ttl - DAY_MS), `ttl ${t}`).toBe(true);
+    // … the first write of the next clock day refreshes both keys.
+    clock.advance(DAY_MS);
+    expect((await ingestRecords(own, [record(3, clock.now() - 500)])).added).toBe(1);
+    for (const t of await ttls()) expect(near(t, ttl), `ttl ${t}`).toBe(true);
+    // A group lost whole and written again the same day gets its TTL at once.
+    await client.del(own.key(user), own.logKey(user));
+    expect((await ingestRecords(own, [record(4, clock.now() - 400)])).added).toBe(1);
+    for (const t of await ttls()) expect(near(t, ttl), `ttl ${t}`).toBe(true);
+  });
 });
