@@ -53,8 +53,11 @@ type CountingMaintainArgs = [
   ...timestampMembers: (number | Buffer)[],
 ];
 
-/** [counted, re-stamped duplicates, key group repaired (0/1), v1 imported (0/1)]. */
-type IngestReply = [number, number, number, number];
+/**
+ * The script's outcome packed in one integer: counted + 2^20 × re-stamped duplicates + 2^40 ×
+ * key group repaired (0/1) + 2^41 × v1 imported (0/1).
+ */
+type IngestReply = number;
 /** One user's script call: a plain one, or the day's first (maintenance, with the v1 keys). */
 type IngestCall =
   | { readonly maintain: false; readonly args: CountingIngestArgs }
@@ -65,8 +68,8 @@ declare module 'ioredis' {
     /**
      * Adds one user's arrivals (dedup by identity within the window) and repairs a partially
      * lost key group. KEYS: set, log. ARGV: trimBeforeMs, settings (`<ttlMs> <windowMs>
-     * <importV1 0|1> <version:memberLength,…>`), then timestamp/member pairs. Returns [counted,
-     * re-stamped duplicates, key group repaired (0/1), v1 imported (0/1)].
+     * <importV1 0|1> <version:memberLength,…>`), then timestamp/member pairs. Returns the outcome
+     * packed in one integer ({@link IngestReply}).
      */
     countingIngest(...args: CountingIngestArgs): Result<IngestReply, Context>;
     /**
@@ -192,6 +195,11 @@ local trim = tonumber(ARGV[1])
 local H, window
 
 local added, restamped, repaired, migrated, touched = 0, 0, 0, 0, false
+-- One integer (an array reply costs the client more to parse): counted + 2^20 × re-stamped +
+-- 2^40 × repaired + 2^41 × migrated (a call carries far fewer than 2^20 arrivals).
+local function outcome()
+  return added + restamped * 1048576 + repaired * 1099511627776 + migrated * 2199023255552
+end
 local present = redis.call('EXISTS', set, log)
 if present == 1 then
   -- I3 broken: rebuild the missing key from the other before judging any arrival.
@@ -249,14 +257,14 @@ for i = 3, #ARGV, 2 do
 end
 
 -- Outside maintenance a pure redelivery changes nothing.
-if added == 0 and not touched and not maintain then return {added, restamped, repaired, migrated} end
+if added == 0 and not touched and not maintain then return outcome() end
 -- Trimming only reclaims memory (readers and the dedup rule ignore what is past the trim point),
 -- so once a day per user is enough.
 if maintain and redis.call('ZREMRANGEBYSCORE', set, '-inf', '(' .. trim) > 0 then
   local card = redis.call('ZCARD', set)
   if card == 0 then
     redis.call('DEL', set, log)
-    return {added, restamped, repaired, migrated}
+    return outcome()
   end
   H = H or helpers(set, log, ARGV[2])
   local len = redis.call('STRLEN', log)
@@ -276,7 +284,7 @@ if maintain or touched or present ~= 2 then
   redis.call('PEXPIRE', set, ttl)
   redis.call('PEXPIRE', log, ttl)
 end
-return {added, restamped, repaired, migrated}
+return outcome()
 `;
 
 /** Version of the key schema; part of every key. v1 deduplicated on the full bytes only. */
@@ -464,10 +472,10 @@ export class ActionStore {
     const result = { added: 0, duplicates: 0, restamped: 0, expired, repaired: 0, migrated: 0 };
     if (byUser.size === 0) return result;
     const tally = (userId: string, call: IngestCall, reply: IngestReply) => {
-      result.added += reply[0];
-      result.restamped += reply[1];
-      result.repaired += reply[2];
-      result.migrated += reply[3];
+      result.added += reply % 2 ** 20;
+      result.restamped += Math.floor(reply / 2 ** 20) % 2 ** 20;
+      result.repaired += Math.floor(reply / 2 ** 40) % 2;
+      result.migrated += Math.floor(reply / 2 ** 41) % 2;
       // Maintained once the call that maintains it succeeded.
       if (call.maintain) this.maintained.add(userId);
     };
