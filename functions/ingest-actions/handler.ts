@@ -4,16 +4,16 @@
  * batch failures) come from kinesisBatchHandler, decoding and storage from shared/counting.
  */
 import { Logger } from '@aws-lambda-powertools/logger';
-import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
+import { Metrics } from '@aws-lambda-powertools/metrics';
 import { dynamoDbClient } from '../../shared/aws/clients.js';
-import { intEnv } from '../../shared/config/env.js';
+import { boolEnv, intEnv } from '../../shared/config/env.js';
 import { ingestRecord } from '../../shared/counting/ingest.js';
 import { ActionStore } from '../../shared/counting/store.js';
 import { kinesisBatchHandler } from '../../shared/lambda/kinesis-batch.js';
 import { deadLetterStoreFromEnv } from '../../shared/quarantine/dead-letter-store.js';
 import { connectRedis, redisConfigFromEnv } from '../../shared/redis/connect.js';
 import { regionResources } from '../../shared/region/resources.js';
-import { systemClock } from '../../shared/time/clock.js';
+import { DAY_MS, systemClock } from '../../shared/time/clock.js';
 
 const spec = regionResources.functions.ingestActions;
 const logger = new Logger({ serviceName: spec.name });
@@ -26,6 +26,9 @@ const store = new ActionStore({
   redis,
   clock: systemClock,
   retentionDays: intEnv('COUNTING_RETENTION_DAYS', 30),
+  dedupWindowMs: intEnv('COUNTING_DEDUP_WINDOW_MS', DAY_MS),
+  // Key schema v1 → v2 upgrade (docs/counting.md): off once no v1 key can remain.
+  legacyV1Keys: boolEnv('COUNTING_IMPORT_V1_KEYS', true),
 });
 
 export const handler = kinesisBatchHandler({
@@ -34,9 +37,13 @@ export const handler = kinesisBatchHandler({
   clock: systemClock,
   logger,
   metrics,
-  handleRecord: async (record) => {
+  handleRecord: async (record, batch) => {
     const result = await ingestRecord(store, record.data);
-    if (result.duplicates > 0) metrics.addMetric('ActionsDuplicate', MetricUnit.Count, result.duplicates);
-    if (result.expired > 0) metrics.addMetric('ActionsExpired', MetricUnit.Count, result.expired);
+    batch.count('ActionsCounted', result.added);
+    batch.count('ActionsDuplicate', result.duplicates);
+    batch.count('ActionsRestamped', result.restamped);
+    batch.count('ActionsExpired', result.expired);
+    batch.count('ActionKeyGroupsRepaired', result.repaired);
+    batch.count('ActionUsersMigratedFromV1', result.migrated);
   },
 });

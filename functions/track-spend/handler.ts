@@ -4,7 +4,7 @@
  * come from kinesisBatchHandler, the domain from shared/spend (SpendTracker).
  */
 import { Logger } from '@aws-lambda-powertools/logger';
-import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
+import { Metrics } from '@aws-lambda-powertools/metrics';
 import { dynamoDbClient } from '../../shared/aws/clients.js';
 import { kinesisBatchHandler } from '../../shared/lambda/kinesis-batch.js';
 import { deadLetterStoreFromEnv } from '../../shared/quarantine/dead-letter-store.js';
@@ -29,12 +29,11 @@ export const handler = kinesisBatchHandler({
   clock: systemClock,
   logger,
   metrics,
-  handleRecord: async (record) => {
+  handleRecord: async (record, batch) => {
     const outcome = await tracker.handle(record.data);
-    if (outcome.duplicate) metrics.addMetric('SpendNoticesDuplicate', MetricUnit.Count, 1);
-    if (outcome.late) metrics.addMetric('SpendNoticesLate', MetricUnit.Count, 1);
-    if (outcome.rebuilt > 0) metrics.addMetric('LiveCountersRebuilt', MetricUnit.Count, outcome.rebuilt);
-    if (outcome.addedMicros > 0)
-      metrics.addMetric('ConfirmedSpendMicros', MetricUnit.Count, outcome.addedMicros);
+    batch.count('SpendNoticesDuplicate', outcome.duplicate ? 1 : 0);
+    batch.count('SpendNoticesLate', outcome.late ? 1 : 0);
+    batch.count('LiveCountersRebuilt', outcome.rebuilt);
+    batch.count('ConfirmedSpendMicros', outcome.addedMicros);
   },
 });

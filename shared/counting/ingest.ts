@@ -1,7 +1,8 @@
 /**
  * Ingest of raw action-event records: decode + validate (malformed → {@link ActionEventError},
- * which the batch handler quarantines), then store with exact dedup. Shared by the Lambda
- * handler (one record at a time, auto-pipelined) and batch callers (tools, benchmarks).
+ * which the batch handler quarantines), then store (dedup by event identity within the window).
+ * Shared by the Lambda handler (one record at a time, auto-pipelined) and batch callers (tools,
+ * benchmarks).
  */
 import { decodeRecord } from './schema.js';
 import type { ActionStore, AddResult } from './store.js';

@@ -5,8 +5,8 @@
  *
  * Semantics (docs/counting.md): an event counts in range [from, to) when from ≤ timestamp < to
  * and timestamp ≥ now − retention (events past retention never count, whether or not Redis has
- * trimmed them yet). Duplicates do not exist at this point: the store keeps each distinct event
- * byte string once.
+ * trimmed them yet). Duplicates do not exist at this point: the store's log holds each counted
+ * occurrence once (an event identity once per dedup window).
  */
 import {
   ACTIONS,
@@ -285,18 +285,42 @@ export function countMembers(
 // ---------------------------------------------------------------------------------------------
 // Frequency caps
 
-/** One cap: at most `max` events of `action` on the candidate's `level` entity in the last `windowMs`. */
+/**
+ * One cap: fewer than `max` events of `action` on the candidate's `level` entity in the window
+ * (now − windowMs, now] allow one more serve. An event exactly `windowMs` old no longer counts;
+ * events stamped ahead of the clock (accepted producer skew) count as now.
+ */
 export interface FrequencyCap {
   /** Entity dimension the cap applies to: 'ad' | 'adGroup' | 'campaign' | 'advertiser' (any id dimension). */
   readonly level: string;
+  /** Window length, ms: a positive integer. */
   readonly windowMs: number;
-  /** Largest count still allowed to be exceeded by one more serve is `max − 1`: count ≥ max rejects. */
+  /**
+   * Serves allowed per window, an integer ≥ 1: count ≥ max rejects. 0 is refused (ad servers
+   * disagree on whether it means "unlimited" or "never"): leave the cap out for no limit, use an
+   * {@link EntityBlock} to never serve.
+   */
   readonly max: number;
   /** @default 'impression' */
   readonly action?: string | number;
   /** Restrict to one view type. @default any view type */
   readonly viewType?: string | number;
+  readonly block?: undefined;
 }
+
+/**
+ * Never serve the candidate's `level` entity to this user (e.g. the user hid the advertiser):
+ * the explicit form of what a `max: 0` cap would ambiguously mean. Always a hit, and the
+ * strictest one; its status has count 0 and remaining 0.
+ */
+export interface EntityBlock {
+  /** Entity dimension blocked: 'ad' | 'adGroup' | 'campaign' | 'advertiser' (any id dimension). */
+  readonly level: string;
+  readonly block: true;
+}
+
+/** What a candidate can carry: frequency caps and blocks. */
+export type CapRule = FrequencyCap | EntityBlock;
 
 /** An ad candidate of a request. */
 export interface CapCandidate {
@@ -304,12 +328,12 @@ export interface CapCandidate {
   readonly id?: string;
   /** Entity ids by level, e.g. `{ ad: '11', adGroup: '7', campaign: '3', advertiser: '1' }`. */
   readonly entities: Readonly<Record<string, unknown>>;
-  readonly caps: readonly FrequencyCap[];
+  readonly caps: readonly CapRule[];
 }
 
-/** A cap's evaluation. */
+/** A cap's (or block's) evaluation. */
 export interface CapStatus {
-  readonly cap: FrequencyCap;
+  readonly cap: CapRule;
   /** The entity id the cap counted. */
   readonly entity: string;
   readonly count: number;
@@ -321,7 +345,10 @@ export interface CapStatus {
 export interface CandidateVerdict {
   readonly id: string;
   readonly allowed: boolean;
-  /** The strictest cap (least remaining; ties → longest window); undefined without caps. */
+  /**
+   * The strictest cap: a block if any, else the least remaining (ties → longest window);
+   * undefined without caps.
+   */
   readonly strictest?: CapStatus;
   /** Every cap that is hit (rejected candidates only). */
   readonly hits: readonly CapStatus[];
@@ -445,14 +472,64 @@ function whereCap(c: CapCandidate, ci: number, k: number): string {
 }
 
 function capStatus(c: CapCandidate, k: number, count: number): CapStatus {
-  const cap = c.caps[k] as FrequencyCap;
-  return { cap, entity: String(c.entities[cap.level]), count, remaining: cap.max - count };
+  const cap = c.caps[k] as CapRule;
+  const remaining = cap.block === true ? 0 : cap.max - count;
+  return { cap, entity: String(c.entities[cap.level]), count, remaining };
+}
+
+/** A cap as the caller wrote it, for error messages. */
+function describeCap(cap: unknown): string {
+  try {
+    return JSON.stringify(cap, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v));
+  } catch {
+    return String(cap);
+  }
+}
+
+/** Throws {@link InvalidCountQueryError} naming the cap unless it is a usable cap or block. */
+function checkRule(schema: EventSchema, c: CapCandidate, ci: number, k: number, cap: CapRule): void {
+  const where = () => `${whereCap(c, ci, k)} ${describeCap(cap)}`;
+  if (cap.block !== undefined) {
+    const extra = cap as { readonly windowMs?: unknown; readonly max?: unknown };
+    if (cap.block !== true || extra.windowMs !== undefined || extra.max !== undefined) {
+      throw new InvalidCountQueryError(
+        `${where()}: a block is exactly { level, block: true } (it has no window or max); ` +
+          'for a frequency cap give windowMs and max instead.',
+      );
+    }
+    const spec = specOf(schema, cap.level, whereCap(c, ci, k));
+    if (spec.kind !== 'id') {
+      throw new InvalidCountQueryError(`${where()}: level "${cap.level}" is not an entity id dimension.`);
+    }
+    const value = c.entities[cap.level];
+    if (value === undefined) {
+      throw new InvalidCountQueryError(`${where()}: the candidate has no "${cap.level}" id in entities.`);
+    }
+    try {
+      valueKey(spec, value);
+    } catch (error) {
+      throw new InvalidCountQueryError(`${where()}: ${(error as Error).message}`, { cause: error });
+    }
+    return;
+  }
+  if (!Number.isSafeInteger(cap.windowMs) || cap.windowMs <= 0) {
+    throw new InvalidCountQueryError(`${where()}: windowMs must be a positive integer (ms).`);
+  }
+  if (cap.max === 0) {
+    throw new InvalidCountQueryError(
+      `${where()}: max 0 is ambiguous (some ad servers read it as "unlimited", others as "never"). ` +
+        `Leave the cap out for no limit, or use { level: '${cap.level}', block: true } to never serve.`,
+    );
+  }
+  if (!Number.isSafeInteger(cap.max) || cap.max < 1) {
+    throw new InvalidCountQueryError(`${where()}: max must be an integer ≥ 1 (serves allowed per window).`);
+  }
 }
 
 /**
  * Evaluates frequency caps for all candidates of one request over one scan of the user's events.
- * A cap counts events with timestamp ≥ now − windowMs (and within retention); a candidate is
- * allowed when every cap has count < max.
+ * A cap counts events with now − windowMs < timestamp (and within retention; stamps ahead of
+ * `now` count as now); a candidate is allowed when it has no block and every cap has count < max.
  */
 export function evaluateCaps(
   log: Buffer | readonly Buffer[],
@@ -524,17 +601,20 @@ function evaluateCapsWith(
     const c = candidates[ci] as CapCandidate;
     const caps = c.caps;
     for (let k = 0; k < caps.length; k++) {
-      const cap = caps[k] as FrequencyCap;
+      const rule = caps[k] as CapRule;
       if (
-        !Number.isSafeInteger(cap.windowMs) ||
-        cap.windowMs <= 0 ||
-        !Number.isSafeInteger(cap.max) ||
-        cap.max < 0
+        rule.block !== undefined ||
+        !Number.isSafeInteger(rule.windowMs) ||
+        rule.windowMs <= 0 ||
+        !Number.isSafeInteger(rule.max) ||
+        rule.max < 1
       ) {
-        throw new InvalidCountQueryError(
-          `${whereCap(c, ci, k)}: windowMs must be a positive integer and max a non-negative integer.`,
-        );
+        checkRule(schema, c, ci, k, rule);
+        // A block: no counter (−1); the verdict rejects on it.
+        capCounter[capIndex++] = -1;
+        continue;
       }
+      const cap = rule as FrequencyCap;
       // The level: a handful per request, found by comparison.
       const level = cap.level;
       let li = 0;
@@ -631,7 +711,8 @@ function evaluateCapsWith(
         lastViewValue = viewValue;
         lastView = viewType;
       }
-      const since = now - cap.windowMs;
+      // (now − w, now]: the first millisecond that counts is one after now − w.
+      const since = now - cap.windowMs + 1;
       if (since < minSince) minSince = since;
       // Identical caps share a counter: an entity has a few (its windows × actions).
       let counter = entityHead[entity] as number;
@@ -743,10 +824,18 @@ function evaluateCapsWith(
     let best = -1;
     let bestRemaining = 0;
     let bestWindow = 0;
+    let block = -1;
     let hitCount = 0;
     for (let k = 0; k < caps.length; k++) {
+      const counter = capCounter[base + k] as number;
+      if (counter < 0) {
+        // A block: always a hit, and the strictest (the first one if several).
+        hitCount++;
+        if (block < 0) block = k;
+        continue;
+      }
       const cap = caps[k] as FrequencyCap;
-      const remaining = cap.max - (counts[finalIndex[capCounter[base + k] as number] as number] as number);
+      const remaining = cap.max - (counts[finalIndex[counter] as number] as number);
       if (remaining <= 0) hitCount++;
       if (
         best < 0 ||
@@ -761,21 +850,27 @@ function evaluateCapsWith(
     const hits: CapStatus[] = [];
     if (hitCount > 0) {
       for (let k = 0; k < caps.length; k++) {
-        const count = counts[finalIndex[capCounter[base + k] as number] as number] as number;
-        if ((caps[k] as FrequencyCap).max - count <= 0) hits.push(capStatus(c, k, count));
+        const counter = capCounter[base + k] as number;
+        if (counter < 0) hits.push(capStatus(c, k, 0));
+        else {
+          const count = counts[finalIndex[counter] as number] as number;
+          if ((caps[k] as FrequencyCap).max - count <= 0) hits.push(capStatus(c, k, count));
+        }
       }
     }
     const id = c.id ?? String(c.entities.ad ?? ci);
     const isAllowed = hitCount === 0;
     const verdict: CandidateVerdict =
-      best >= 0
-        ? {
-            id,
-            allowed: isAllowed,
-            strictest: capStatus(c, best, (caps[best] as FrequencyCap).max - bestRemaining),
-            hits,
-          }
-        : { id, allowed: isAllowed, hits };
+      block >= 0
+        ? { id, allowed: false, strictest: capStatus(c, block, 0), hits }
+        : best >= 0
+          ? {
+              id,
+              allowed: isAllowed,
+              strictest: capStatus(c, best, (caps[best] as FrequencyCap).max - bestRemaining),
+              hits,
+            }
+          : { id, allowed: isAllowed, hits };
     (isAllowed ? allowed : rejected).push(verdict);
   }
   return { allowed, rejected };

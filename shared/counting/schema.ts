@@ -13,7 +13,9 @@
  * ```
  *
  * The stored member is the wire record without the trailing user id (the user id is the Redis
- * key), so dedup on the member is dedup on the full event bytes.
+ * key). An event's **identity** is its member without the timestamp bytes (version, insertion id,
+ * action, view type, ad dimensions; the user is the key): the same identity seen again within the
+ * dedup window counts once, whatever its timestamp (Aperture's rule; shared/counting/store.ts).
  *
  * Extending: add a layout version whose field list is the previous one plus the new dimension(s)
  * (appended before the user id). Old records keep decoding; readers give a dimension an event's
@@ -27,7 +29,7 @@ export type FieldKind =
   | 'code'
   /** u64 entity or user id; rendered as a decimal string. */
   | 'id'
-  /** u64 epoch milliseconds (≤ 2^53 − 1). */
+  /** u64 epoch milliseconds, 1 … 2^48 − 1 (the top two bytes are zero; see {@link MAX_TIMESTAMP_MS}). */
   | 'timestamp'
   /** Opaque bytes rendered as lowercase hex (insertion id). */
   | 'bytes';
@@ -164,8 +166,44 @@ export type ActionEventReason =
   | 'counting.unknown-version'
   | 'counting.wrong-length'
   | 'counting.invalid-field'
+  | 'counting.timestamp-out-of-range'
   | 'counting.timestamp-in-future'
   | 'counting.timestamp-not-ms';
+
+/**
+ * Largest timestamp an event may carry: 2^48 − 1 ms (year 10889). The field is a u64 on the wire,
+ * but every reader — decoder, counting scan, cap scan, the ingest script, other languages — reads
+ * its low 48 bits, so validation rejects anything wider instead of letting a reader truncate it
+ * into a plausible recent time. No real millisecond clock comes near it; microseconds (≥ 2^48
+ * for any date after 1978) and nanoseconds always exceed it, which is how those unit mistakes are
+ * caught.
+ */
+export const MAX_TIMESTAMP_MS = 2 ** 48 - 1;
+
+/** Epoch ms of 2000-01-01 and 2200-01-01: the span a plausible event time falls in. */
+const PLAUSIBLE_FROM = Date.UTC(2000, 0, 1);
+const PLAUSIBLE_TO = Date.UTC(2200, 0, 1);
+
+/**
+ * When a timestamp that is not plausible epoch milliseconds would be plausible in another unit,
+ * says so ("this looks like microseconds since the epoch (… = 2026-11-21T12:00:00.000Z)"); else
+ * an empty string. For error messages: a producer that sends the wrong unit sees the fix.
+ */
+export function timestampUnitHint(value: bigint | number): string {
+  const v = BigInt(value);
+  const units: readonly [string, bigint][] = [
+    ['seconds', -1000n],
+    ['microseconds', 1000n],
+    ['nanoseconds', 1_000_000n],
+  ];
+  for (const [unit, factor] of units) {
+    const ms = factor < 0n ? v * -factor : v / factor;
+    if (ms >= BigInt(PLAUSIBLE_FROM) && ms < BigInt(PLAUSIBLE_TO)) {
+      return ` This looks like ${unit} since the epoch (${v} ${unit} = ${new Date(Number(ms)).toISOString()}): send epoch milliseconds.`;
+    }
+  }
+  return '';
+}
 
 /** A record that is not a valid action event; quarantined by the ingest function. */
 export class ActionEventError extends MalformedRecordError {
@@ -331,15 +369,25 @@ function validateRecord(buf: Buffer, layout: Layout): ActionEventError | undefin
           `it is required. ${advice}`,
       );
     }
-    if (f.kind === 'timestamp' && (buf[f.offset] !== 0 || (buf[f.offset + 1] ?? 0) > 0x1f)) {
+    if (f.kind === 'timestamp' && (buf[f.offset] !== 0 || buf[f.offset + 1] !== 0)) {
+      const value = buf.readBigUInt64BE(f.offset);
       return new ActionEventError(
-        'counting.invalid-field',
+        'counting.timestamp-out-of-range',
         f.name,
-        `Action event v${layout.version} field "${f.name}" exceeds 2^53-1 ms: expected epoch milliseconds. ${advice}`,
+        `Action event v${layout.version} field "${f.name}" (bytes ${f.offset}..${f.offset + f.width - 1}) is ${value}, ` +
+          `above ${MAX_TIMESTAMP_MS} (2^48-1 ms, year 10889): expected epoch milliseconds.` +
+          `${timestampUnitHint(value)} ${advice}`,
       );
     }
   }
   return undefined;
+}
+
+/** A u64 as a decimal string; below 2^53 (every real id) without a BigInt (it is per record). */
+function decimalU64(buf: Buffer, offset: number): string {
+  const hi = buf.readUInt32BE(offset);
+  if (hi < 0x200000) return String(hi * 4294967296 + buf.readUInt32BE(offset + 4));
+  return buf.readBigUInt64BE(offset).toString();
 }
 
 /**
@@ -372,10 +420,42 @@ export function decodeRecord(data: Buffer, schema: EventSchema = actionEventSche
   if (error) throw error;
   return {
     version,
-    userId: data.readBigUInt64BE(layout.memberLength).toString(),
+    userId: decimalU64(data, layout.memberLength),
     timestamp: data.readUIntBE(3, 6),
     member: data.subarray(0, layout.memberLength),
   };
+}
+
+/** Smallest believable event time (2001-09-09, 10^12 ms): below it the producer sent seconds. */
+const MIN_PLAUSIBLE_MS = 1e12;
+
+/**
+ * Rejects an event time before 2001-09-09 (`counting.timestamp-not-ms`: seconds sent as
+ * milliseconds) or more than `maxFutureSkewMs` after the consumer's clock (a producer clock
+ * bug: it would count in windows that have not happened yet). Throws {@link ActionEventError}
+ * (`counting.timestamp-in-future`, quarantined) whose message shows the time as a number and a
+ * date, and the unit it looks like when it is not milliseconds.
+ */
+export function checkEventTime(timestamp: number, now: number, maxFutureSkewMs: number): void {
+  // Epoch *seconds* (or a zero-padded or truncated value) read as milliseconds land before
+  // 2001-09-09: such an event would be skipped as "expired" and silently lost. No real event of
+  // this system is that old, so it is a producer bug: quarantine it with its reason.
+  if (timestamp < MIN_PLAUSIBLE_MS) {
+    throw new ActionEventError(
+      'counting.timestamp-not-ms',
+      'timestamp',
+      `Action event field "timestamp" is ${timestamp} (${new Date(timestamp).toISOString()}), ` +
+        'before 2001-09-09: expected epoch milliseconds — seconds × 1000? Fix the producer and replay the dead letter.',
+    );
+  }
+  if (timestamp <= now + maxFutureSkewMs) return;
+  throw new ActionEventError(
+    'counting.timestamp-in-future',
+    'timestamp',
+    `Action event field "timestamp" is ${timestamp} (${new Date(timestamp).toISOString()}), ` +
+      `more than ${maxFutureSkewMs} ms after the consumer's clock (${new Date(now).toISOString()}).` +
+      `${timestampUnitHint(timestamp)} Fix the producer's clock and replay the dead letter.`,
+  );
 }
 
 /** Renders a field's bytes for humans and group-by keys: ids decimal, codes by name, bytes hex. */

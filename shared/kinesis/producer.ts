@@ -5,12 +5,16 @@
  * - batches into PutRecords calls (≤ 500 entries, ≤ 5 MiB) after a short linger;
  * - retries only the entries a PutRecords call reports as failed (throttled shards), with
  *   exponential backoff and jitter, and whole calls that failed transiently;
- * - back-pressure: `put()` waits while `maxBufferedRecords` are buffered or in flight, so a slow
- *   or throttled stream slows the caller instead of growing memory without bound;
+ * - back-pressure: while `maxBufferedRecords` are buffered or in flight, new records wait in a
+ *   FIFO; each freed slot admits exactly one waiting record (in arrival order), so any number of
+ *   waiting records costs O(1) each — a slow or throttled stream slows the caller instead of
+ *   growing memory without bound;
  * - optional KPL aggregation (aws-kinesis-agg), which the consumer de-aggregates.
  *
  * `put()` resolves once the record is durably on the stream and rejects with
- * {@link KinesisPutError} when it could not be put within `maxAttempts`.
+ * {@link KinesisPutError} when it could not be put within `maxAttempts`. `enqueue()` is the
+ * request path's fire-and-forget form: it never waits, reports failures to a callback, and refuses
+ * records (code `ProducerFull`) once `maxWaitingRecords` are already waiting.
  */
 import { type KinesisClient, PutRecordsCommand, type PutRecordsCommandOutput } from '@aws-sdk/client-kinesis';
 import { type AggregationOptions, aggregateRecords, type ProducerRecord } from './aggregation.js';
@@ -40,8 +44,13 @@ export interface KinesisProducerOptions {
   readonly maxBatchBytes?: number;
   /** How long a partial batch waits for more records. @default 20 */
   readonly lingerMs?: number;
-  /** Records buffered or in flight before `put()` waits (back-pressure). @default 20000 */
+  /** Records buffered or in flight before new ones wait (back-pressure). @default 20000 */
   readonly maxBufferedRecords?: number;
+  /**
+   * Records `enqueue()` lets wait for room beyond `maxBufferedRecords` before refusing new ones
+   * (`put()` callers wait whatever the number: they hold their own promises). @default 100000
+   */
+  readonly maxWaitingRecords?: number;
   /** Concurrent PutRecords calls. @default 4 */
   readonly maxInFlightBatches?: number;
   /** Attempts per entry (first try included). @default 8 */
@@ -59,8 +68,44 @@ export interface KinesisProducerOptions {
 interface Pending {
   readonly record: ProducerRecord;
   readonly resolve: () => void;
-  readonly reject: (error: Error) => void;
+  readonly reject: (error: KinesisPutError) => void;
 }
+
+/**
+ * A first-in first-out queue with O(1) push and shift (`Array.prototype.shift` moves every
+ * element: tens of thousands of waiting records made it quadratic).
+ */
+class Fifo<T> {
+  private items: (T | undefined)[] = [];
+  private head = 0;
+
+  get length(): number {
+    return this.items.length - this.head;
+  }
+
+  push(item: T): void {
+    this.items.push(item);
+  }
+
+  peek(): T | undefined {
+    return this.items[this.head];
+  }
+
+  shift(): T | undefined {
+    if (this.head >= this.items.length) return undefined;
+    const item = this.items[this.head];
+    this.items[this.head++] = undefined;
+    // Drop the consumed prefix once it is most of the array (amortised O(1)).
+    if (this.head >= 1024 && this.head * 2 >= this.items.length) {
+      this.items = this.items.slice(this.head);
+      this.head = 0;
+    }
+    return item;
+  }
+}
+
+/** Called with the error of a record `enqueue()` could not put. */
+export type EnqueueErrorHandler = (error: KinesisPutError, record: ProducerRecord) => void;
 
 /** One PutRecords entry: a plain record, or an aggregate of several. */
 interface Entry {
@@ -86,19 +131,31 @@ export interface ProducerStats {
   entriesSent: number;
   entriesRetried: number;
   recordsFailed: number;
+  /** Records `enqueue()` refused because `maxWaitingRecords` were already waiting. */
+  recordsRefused: number;
 }
+
+const noop = (): void => {};
 
 /** Batched, retrying, back-pressured Kinesis producer. */
 export class KinesisProducer {
-  readonly stats: ProducerStats = { putRecordsCalls: 0, entriesSent: 0, entriesRetried: 0, recordsFailed: 0 };
+  readonly stats: ProducerStats = {
+    putRecordsCalls: 0,
+    entriesSent: 0,
+    entriesRetried: 0,
+    recordsFailed: 0,
+    recordsRefused: 0,
+  };
   private readonly o: Required<Omit<KinesisProducerOptions, 'aggregate'>> & {
     readonly aggregate: AggregationOptions | undefined;
   };
-  private queue: Pending[] = [];
+  /** Admitted records not yet taken into a PutRecords call (counted in `outstanding`). */
+  private readonly queue = new Fifo<Pending>();
+  /** Records waiting for room (not counted in `outstanding`), in arrival order. */
+  private readonly waiting = new Fifo<Pending>();
   private outstanding = 0;
   private inFlight = 0;
   private timer: NodeJS.Timeout | undefined;
-  private spaceWaiters: (() => void)[] = [];
   private idleWaiters: (() => void)[] = [];
 
   constructor(options: KinesisProducerOptions) {
@@ -109,6 +166,7 @@ export class KinesisProducer {
       maxBatchBytes: Math.min(5 * 1024 * 1024, options.maxBatchBytes ?? 5 * 1024 * 1024),
       lingerMs: options.lingerMs ?? 20,
       maxBufferedRecords: options.maxBufferedRecords ?? 20_000,
+      maxWaitingRecords: options.maxWaitingRecords ?? 100_000,
       maxInFlightBatches: options.maxInFlightBatches ?? 4,
       maxAttempts: options.maxAttempts ?? 8,
       baseDelayMs: options.baseDelayMs ?? 50,
@@ -123,18 +181,40 @@ export class KinesisProducer {
     return this.outstanding;
   }
 
+  /** Records waiting for room (beyond {@link buffered}). */
+  get waitingRecords(): number {
+    return this.waiting.length;
+  }
+
   /**
-   * Puts one record; resolves when it is on the stream. Waits first while the producer is full
-   * (back-pressure): `await` it, or at least bound how many you leave pending.
+   * Puts one record; resolves when it is on the stream. While the producer is full the record
+   * waits its turn first (back-pressure): `await` it, or at least bound how many you leave pending.
    */
-  async put(record: ProducerRecord): Promise<void> {
-    while (this.outstanding >= this.o.maxBufferedRecords) {
-      await new Promise<void>((resolve) => this.spaceWaiters.push(resolve));
+  put(record: ProducerRecord): Promise<void> {
+    return new Promise<void>((resolve, reject) => this.accept({ record, resolve, reject }));
+  }
+
+  /**
+   * Fire-and-forget put for the request path: never waits and never throws. A record that cannot
+   * be put — refused because `maxWaitingRecords` are already waiting (code `ProducerFull`), or
+   * failed after its retries — is handed to `onError` with its {@link KinesisPutError}. Records
+   * keep their order with those of `put()`.
+   */
+  enqueue(record: ProducerRecord, onError: EnqueueErrorHandler): void {
+    const pending: Pending = { record, resolve: noop, reject: (error) => onError(error, record) };
+    if (this.hasRoom() || this.waiting.length < this.o.maxWaitingRecords) {
+      this.accept(pending);
+      return;
     }
-    this.outstanding++;
-    const done = new Promise<void>((resolve, reject) => this.queue.push({ record, resolve, reject }));
-    this.schedule();
-    return done;
+    this.stats.recordsRefused++;
+    const error = new KinesisPutError(
+      'ProducerFull',
+      `Record not queued for ${this.o.streamName}: ${this.outstanding} records are in flight and ` +
+        `${this.waiting.length} waiting (maxWaitingRecords). The stream is slower than the producer: ` +
+        'add shards, or raise maxWaitingRecords if the memory allows it.',
+    );
+    // Asynchronously, like every other outcome: the caller is not re-entered from enqueue().
+    queueMicrotask(() => onError(error, record));
   }
 
   /** Puts many records; resolves when all are on the stream, rejects with the first failure. */
@@ -149,6 +229,23 @@ export class KinesisProducer {
     this.drain();
     if (this.outstanding === 0) return;
     await new Promise<void>((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  private hasRoom(): boolean {
+    return this.waiting.length === 0 && this.outstanding < this.o.maxBufferedRecords;
+  }
+
+  /** Admits a record now when there is room (and nobody waiting before it), else queues it. */
+  private accept(pending: Pending): void {
+    if (this.hasRoom()) this.admit(pending);
+    else this.waiting.push(pending);
+  }
+
+  /** Takes a slot for the record: from here it counts as outstanding. */
+  private admit(pending: Pending): void {
+    this.outstanding++;
+    this.queue.push(pending);
+    this.schedule();
   }
 
   private schedule(): void {
@@ -197,7 +294,7 @@ export class KinesisProducer {
       return entries;
     }
     while (this.queue.length > 0 && entries.length < this.o.maxBatchRecords) {
-      const next = this.queue[0] as Pending;
+      const next = this.queue.peek() as Pending;
       const size = next.record.data.length + Buffer.byteLength(next.record.partitionKey);
       if (entries.length > 0 && bytes + size > this.o.maxBatchBytes) break;
       this.queue.shift();
@@ -266,7 +363,7 @@ export class KinesisProducer {
     }
   }
 
-  private settle(entries: readonly Entry[], error?: Error): void {
+  private settle(entries: readonly Entry[], error?: KinesisPutError): void {
     for (const e of entries) {
       for (const w of e.waiters) {
         if (error) {
@@ -276,8 +373,10 @@ export class KinesisProducer {
         this.outstanding--;
       }
     }
-    while (this.spaceWaiters.length > 0 && this.outstanding < this.o.maxBufferedRecords)
-      this.spaceWaiters.shift()?.();
+    // Each freed slot admits exactly one waiting record, oldest first.
+    while (this.waiting.length > 0 && this.outstanding < this.o.maxBufferedRecords) {
+      this.admit(this.waiting.shift() as Pending);
+    }
     if (this.outstanding === 0) for (const w of this.idleWaiters.splice(0)) w();
   }
 }

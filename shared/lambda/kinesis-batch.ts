@@ -11,6 +11,9 @@
  * - a failure to write the dead-letter store is itself a transient failure (retried), so a
  *   record is never lost between "rejected" and "quarantined".
  *
+ * - metrics are counted per invocation ({@link BatchMetrics}) and published as one value per
+ *   metric when it ends: one EMF line per invocation, whatever the batch size.
+ *
  * Handlers must be idempotent per user record: a retried Kinesis record is handled again whole.
  */
 
@@ -43,6 +46,36 @@ export interface UserRecordInput {
   readonly rejection?: MalformedRecordError;
 }
 
+/**
+ * Counts of one invocation. Record handlers add to it; the batch handler publishes each metric
+ * once (the sum) when the invocation ends. Powertools would otherwise store one value per
+ * `addMetric` call and flush every 100 values — many log lines per batch, and a "No application
+ * metrics to publish" warning when a flush happened to empty the store just before the end.
+ */
+export interface BatchMetrics {
+  /** Adds `value` to the metric's count for this invocation (unit Count). */
+  count(name: string, value: number): void;
+}
+
+/**
+ * The sums behind {@link BatchMetrics}. One per handler: invocations run one at a time per
+ * execution environment (with several concurrent invocations in one environment the sums would
+ * mix across them, the totals staying exact).
+ */
+class BatchCounts implements BatchMetrics {
+  private readonly sums = new Map<string, number>();
+
+  count(name: string, value: number): void {
+    this.sums.set(name, (this.sums.get(name) ?? 0) + value);
+  }
+
+  /** Adds one value per metric to `metrics` (logMetrics then flushes them once) and resets. */
+  publishTo(metrics: Metrics): void {
+    for (const [name, sum] of this.sums) metrics.addMetric(name, MetricUnit.Count, sum);
+    this.sums.clear();
+  }
+}
+
 /** Options of {@link kinesisBatchHandler}. */
 export interface KinesisBatchHandlerOptions {
   /** Function name; recorded as the dead letters' source. */
@@ -51,8 +84,11 @@ export interface KinesisBatchHandlerOptions {
   readonly clock: Clock;
   readonly logger: Logger;
   readonly metrics: Metrics;
-  /** Handles one user record; throws {@link MalformedRecordError} for bad content. Must be idempotent. */
-  readonly handleRecord: (record: UserRecordInput) => Promise<void>;
+  /**
+   * Handles one user record; throws {@link MalformedRecordError} for bad content. Must be
+   * idempotent. Counts its metrics in `metrics` (published once per invocation).
+   */
+  readonly handleRecord: (record: UserRecordInput, metrics: BatchMetrics) => Promise<void>;
   /**
    * Handle a batch's records concurrently. Safe for idempotent, commutative effects (counts,
    * deduplicated spend); with ioredis auto-pipelining the whole batch then costs a few round trips.
@@ -118,6 +154,7 @@ export function userRecordsOf(record: KinesisStreamRecord): UserRecordInput[] {
 /** Builds a middy handler for a Kinesis event source with Paceline's batch semantics. */
 export function kinesisBatchHandler(options: KinesisBatchHandlerOptions) {
   const processor = new BatchProcessor(EventType.KinesisDataStreams);
+  const counts = new BatchCounts();
 
   const quarantine = async (input: UserRecordInput, error: MalformedRecordError): Promise<void> => {
     await options.deadLetters.put({
@@ -132,7 +169,7 @@ export function kinesisBatchHandler(options: KinesisBatchHandlerOptions) {
       arrivedAt: input.arrivedAt,
       quarantinedAt: options.clock.now(),
     });
-    options.metrics.addMetric('RecordsQuarantined', MetricUnit.Count, 1);
+    counts.count('RecordsQuarantined', 1);
     options.logger.warn('record quarantined', {
       reasonCode: error.reasonCode,
       reason: error.message,
@@ -163,23 +200,34 @@ export function kinesisBatchHandler(options: KinesisBatchHandlerOptions) {
       inputs.map(async (input) => {
         try {
           if (input.rejection) throw input.rejection;
-          await options.handleRecord(input);
+          await options.handleRecord(input, counts);
         } catch (error) {
           if (error instanceof MalformedRecordError) await quarantine(input, error);
           else throw error;
         }
       }),
     );
-    options.metrics.addMetric('RecordsProcessed', MetricUnit.Count, inputs.length);
+    counts.count('RecordsProcessed', inputs.length);
   };
 
   return middy<KinesisStreamEvent, KinesisStreamBatchResponse>()
     .use(injectLambdaContext(options.logger))
     .use(logMetrics(options.metrics))
-    .handler(async (event, context) =>
-      processPartialResponse(event, handleKinesisRecord, processor, {
-        context,
-        processInParallel: options.processInParallel ?? true,
-      }),
-    );
+    .handler(async (event, context) => {
+      // Always present, so every invocation publishes something (no empty-metrics warning).
+      counts.count('RecordsProcessed', 0);
+      let failed = event.Records.length;
+      try {
+        const response = await processPartialResponse(event, handleKinesisRecord, processor, {
+          context,
+          processInParallel: options.processInParallel ?? true,
+        });
+        failed = response.batchItemFailures.length;
+        return response;
+      } finally {
+        // Kinesis records left for Lambda to retry (all of them when the batch threw).
+        counts.count('RecordsFailed', failed);
+        counts.publishTo(options.metrics);
+      }
+    });
 }

@@ -24,10 +24,15 @@ export type KinesisHandler = (
 /**
  * Loads a function's real handler module into this process with a local region's environment,
  * as a cold start would (the module reads its configuration at load). Metrics are off and logs
- * quiet: tests assert on stores, not on log output.
+ * quiet unless `metrics` is set: tests assert on stores, not on log output (except the test of
+ * the metrics themselves, which reads the EMF lines).
  */
-export async function loadKinesisHandler(region: LocalRegion, key: FunctionKey): Promise<KinesisHandler> {
-  return loadHandler<KinesisHandler>(region, key);
+export async function loadKinesisHandler(
+  region: LocalRegion,
+  key: FunctionKey,
+  options: { readonly metrics?: boolean } = {},
+): Promise<KinesisHandler> {
+  return loadHandler<KinesisHandler>(region, key, {}, options);
 }
 
 /**
@@ -38,9 +43,10 @@ export async function loadHandler<H>(
   region: LocalRegion,
   key: FunctionKey,
   overrides: Readonly<Record<string, string>> = {},
+  options: { readonly metrics?: boolean } = {},
 ): Promise<H> {
   Object.assign(process.env, region.functionEnv(key), overrides, {
-    POWERTOOLS_METRICS_DISABLED: 'true',
+    POWERTOOLS_METRICS_DISABLED: options.metrics ? 'false' : 'true',
     POWERTOOLS_LOG_LEVEL: 'SILENT',
   });
   const entry = fileURLToPath(new URL(`../../${regionResources.functions[key].entry}`, import.meta.url));

@@ -1,7 +1,6 @@
 /**
- * Random action-event logs and a brute-force reference counter for the counting tests. The
- * reference decodes every raw record and counts by plain comparison of rendered field values:
- * it shares nothing with the store's byte-offset matching except the field list.
+ * Random action-event logs (duplicates, re-stamped copies around the dedup window, shuffled
+ * arrival) and a brute-force reference of the counting rule for the counting tests.
  */
 import {
   ACTIONS,
@@ -43,26 +42,58 @@ export function boundaryTimestamp(rand: () => number, start: number, end: number
 }
 
 export interface EventLog {
-  /** Raw records in delivery order: includes duplicates. */
+  /** Raw records in delivery order: includes duplicates and re-stamped copies. */
   readonly records: Buffer[];
   readonly userIds: readonly string[];
   readonly ads: readonly number[];
+  /** Re-stamped copies by their offset from the original, in windows: `inside`, `edge`, `outside`. */
+  readonly restamps: { inside: number; edge: number; outside: number };
 }
 
-/** Generates `count` distinct events plus duplicates (same bytes sent again), shuffled. */
-export function generateLog(rand: () => number, count: number, start: number, end: number): EventLog {
+/** Options of {@link generateLog}. */
+export interface GenerateOptions {
+  /** Share of events that get re-stamped copies (a client retry, a second log source). @default 0.12 */
+  readonly restampShare?: number;
+  /** The dedup window the copies are placed around. @default DAY_MS */
+  readonly windowMs?: number;
+  /** Most re-stamped copies of one event. @default 2 */
+  readonly maxCopies?: number;
+  /**
+   * Distinct insertion ids drawn from (collisions make more occurrences of one identity); 0 gives
+   * every event its own. @default 3000
+   */
+  readonly insertionIds?: number;
+}
+
+/**
+ * Generates `count` distinct events plus duplicates: the same bytes sent again (redelivery), and
+ * re-stamped copies — the same event with another timestamp, inside the dedup window (a few ms to
+ * window − 1 ms either side), exactly on its edge (± window, ± (window − 1)) and outside it (beyond
+ * a window); then shuffled, so copies often arrive before their original.
+ */
+export function generateLog(
+  rand: () => number,
+  count: number,
+  start: number,
+  end: number,
+  options: GenerateOptions = {},
+): EventLog {
+  const window = options.windowMs ?? DAY_MS;
+  const restampShare = options.restampShare ?? 0.12;
   const userIds = Array.from({ length: 8 }, (_, i) => String(7_000_000_000 + i * 7919));
   const ads = Array.from({ length: 12 }, (_, i) => 500 + i);
-  const insertionIds = Array.from({ length: 3000 }, () =>
-    Buffer.from(Array.from({ length: 16 }, () => int(rand, 0, 255))).toString('hex'),
-  );
+  const pool = options.insertionIds ?? 3000;
+  const randomId = () => Buffer.from(Array.from({ length: 16 }, () => int(rand, 0, 255))).toString('hex');
+  const insertionIds = Array.from({ length: pool }, randomId);
   const records: Buffer[] = [];
+  const restamps = { inside: 0, edge: 0, outside: 0 };
+  const sign = () => (rand() < 0.5 ? -1 : 1);
   for (let i = 0; i < count; i++) {
     const ad = pick(rand, ads);
     const event: ActionEvent = {
       userId: pick(rand, userIds),
       timestamp: boundaryTimestamp(rand, start, end),
-      insertionId: pick(rand, insertionIds),
+      insertionId: pool > 0 ? pick(rand, insertionIds) : randomId(),
       action: int(rand, 1, 3),
       viewType: int(rand, 0, 3),
       ...entitiesOf(ad),
@@ -71,34 +102,75 @@ export function generateLog(rand: () => number, count: number, start: number, en
     records.push(bytes);
     // Duplicates: the logging system delivering the same event again, later.
     if (rand() < 0.15) records.push(Buffer.from(bytes));
+    if (window > 0 && rand() < restampShare) {
+      for (let k = int(rand, 1, options.maxCopies ?? 2); k > 0; k--) {
+        const r = rand();
+        const kind = r < 0.5 ? 'inside' : r < 0.75 ? 'edge' : 'outside';
+        const offset =
+          kind === 'inside'
+            ? sign() * pick(rand, [1, 1000, int(rand, 1, window - 1)])
+            : kind === 'edge'
+              ? sign() * pick(rand, [window, window - 1, window + 1])
+              : sign() * int(rand, window + 2, 3 * window);
+        const timestamp = event.timestamp + offset;
+        if (timestamp < start || timestamp >= end) continue;
+        restamps[kind]++;
+        records.push(encodeActionEvent({ ...event, timestamp }));
+      }
+    }
   }
   // Out-of-order arrival: a full shuffle.
   for (let i = records.length - 1; i > 0; i--) {
     const j = Math.floor(rand() * (i + 1));
     [records[i], records[j]] = [records[j] as Buffer, records[i] as Buffer];
   }
-  return { records, userIds, ads };
+  return { records, userIds, ads, restamps };
 }
 
-/** The brute-force reference: distinct events per user, decoded to rendered field values. */
+/**
+ * The brute-force reference of the counting rule (docs/counting.md): records are delivered in
+ * arrival order at a clock instant; a record older than the retention is skipped; otherwise it is
+ * counted unless its identity — every rendered field but the timestamp, plus the user — already
+ * has a counted occurrence at the same instant or less than the dedup window away. Counted events
+ * are kept decoded and counted by plain comparison of rendered values: nothing is shared with the
+ * store's script or byte-offset matching except the field list.
+ */
 export class ReferenceCounter {
-  private readonly byUser = new Map<string, Map<string, Record<string, string>>>();
+  private readonly byUser = new Map<
+    string,
+    { counted: Record<string, string>[]; occurrences: Map<string, number[]> }
+  >();
 
-  constructor(records: readonly Buffer[]) {
+  constructor(
+    readonly retentionMs = 30 * DAY_MS,
+    readonly windowMs = DAY_MS,
+  ) {}
+
+  /** Delivers records (in arrival order) at `now`. */
+  deliver(records: readonly Buffer[], now: number): this {
     for (const r of records) {
       const d = decodeRecord(r);
-      let events = this.byUser.get(d.userId);
-      if (!events) {
-        events = new Map();
-        this.byUser.set(d.userId, events);
+      const { timestamp, ...rest } = decodeMember(d.member);
+      const ts = Number(timestamp);
+      if (ts < now - this.retentionMs) continue;
+      let user = this.byUser.get(d.userId);
+      if (!user) {
+        user = { counted: [], occurrences: new Map() };
+        this.byUser.set(d.userId, user);
       }
-      events.set(d.member.toString('hex'), decodeMember(d.member));
+      const identity = JSON.stringify(rest);
+      const seen = user.occurrences.get(identity) ?? [];
+      if (seen.some((c) => c === ts || Math.abs(c - ts) < this.windowMs)) continue;
+      seen.push(ts);
+      user.occurrences.set(identity, seen);
+      user.counted.push({ ...rest, timestamp: String(ts) });
     }
+    return this;
   }
 
-  /** Distinct events of a user matching a predicate. */
+  /** Counted events of a user. */
   events(userId: string): Record<string, string>[] {
-    return [...(this.byUser.get(userId)?.values() ?? [])];
+    return this.byUser.get(userId)?.counted ?? [];
   }
 
   count(

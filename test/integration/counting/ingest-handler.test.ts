@@ -73,7 +73,16 @@ describe('ingest-actions handler', () => {
     const zeroAction = event('42', 101);
     zeroAction[actionEventSchema.current.byName.get('action')?.offset as number] = 0;
     const badField = kinesisRecord(zeroAction);
-    const batch = [...good.slice(0, 10), truncated, ...good.slice(10), badField];
+    // A producer sending microseconds, and one stamped at the largest valid time (year 10889).
+    const stampedAt = (value: bigint) => {
+      const data = event('42', 102);
+      data.writeBigUInt64BE(value, 1);
+      return kinesisRecord(data);
+    };
+    const micros = BigInt(Date.UTC(2026, 10, 21, 12)) * 1000n;
+    const inMicros = stampedAt(micros);
+    const farFuture = stampedAt(2n ** 48n - 1n);
+    const batch = [...good.slice(0, 10), truncated, inMicros, ...good.slice(10), badField, farFuture];
     const response = await handler({ Records: batch }, context);
     expect(response.batchItemFailures).toEqual([]);
     expect(await impressions('42')).toBe(20);
@@ -86,6 +95,14 @@ describe('ingest-actions handler', () => {
     const b = bySeq.get(`${badField.kinesis.sequenceNumber}.0`);
     expect(b?.reasonCode).toBe('counting.invalid-field');
     expect(b?.reason).toMatch(/field "action".*is zero/);
+    const m = bySeq.get(`${inMicros.kinesis.sequenceNumber}.0`);
+    expect(m?.reasonCode).toBe('counting.timestamp-out-of-range');
+    expect(m?.reason).toContain(
+      `This looks like microseconds since the epoch (${micros} microseconds = 2026-11-21T12:00:00.000Z): send epoch milliseconds.`,
+    );
+    const f = bySeq.get(`${farFuture.kinesis.sequenceNumber}.0`);
+    expect(f?.reasonCode).toBe('counting.timestamp-in-future');
+    expect(f?.reason).toContain('is 281474976710655 (+010889-08-02T05:31:50.655Z)');
   });
 
   it('de-aggregates KPL-aggregated records and dedups them against plain redeliveries', async () => {
@@ -110,7 +127,7 @@ describe('ingest-actions handler', () => {
       () => records.length,
     );
     expect(outcome).toBe(records.length);
-    expect(await deadLetters.list('ingest-actions')).toHaveLength(2); // nothing quarantined
+    expect(await deadLetters.list('ingest-actions')).toHaveLength(4); // only the first test's poison records
     await region.redis.restart(0);
     // Lambda retries the batch, and again (a redelivery): counted once.
     expect((await handler({ Records: records }, context)).batchItemFailures).toEqual([]);

@@ -7,20 +7,16 @@
  */
 import {
   CreateStreamCommand,
-  GetRecordsCommand,
-  GetShardIteratorCommand,
   type KinesisClient,
-  ListShardsCommand,
   PutRecordsCommand,
   type PutRecordsCommandOutput,
   waitUntilStreamExists,
 } from '@aws-sdk/client-kinesis';
-import type { KinesisStreamRecord } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RunningEmulator, startKinesalite } from '../../../local/emulators/aws.js';
 import { kinesisClient } from '../../../shared/aws/clients.js';
 import { KinesisProducer, KinesisPutError } from '../../../shared/kinesis/producer.js';
-import { userRecordsOf } from '../../../shared/lambda/kinesis-batch.js';
+import { readStream } from '../../support/kinesis.js';
 
 let kinesalite: RunningEmulator;
 let client: KinesisClient;
@@ -44,41 +40,11 @@ async function newStream(): Promise<string> {
 
 /** All user records on the stream (de-aggregated like the Lambda consumer does). */
 async function readAll(StreamName: string): Promise<{ kinesisRecords: number; data: string[] }> {
-  const shards = (await client.send(new ListShardsCommand({ StreamName }))).Shards ?? [];
-  const data: string[] = [];
-  let kinesisRecords = 0;
-  for (const shard of shards) {
-    let iterator = (
-      await client.send(
-        new GetShardIteratorCommand({
-          StreamName,
-          ShardId: shard.ShardId,
-          ShardIteratorType: 'TRIM_HORIZON',
-        }),
-      )
-    ).ShardIterator;
-    for (;;) {
-      const page = await client.send(new GetRecordsCommand({ ShardIterator: iterator, Limit: 10_000 }));
-      const records = page.Records ?? [];
-      for (const r of records) {
-        kinesisRecords++;
-        const lambdaRecord = {
-          eventID: `${shard.ShardId}:${r.SequenceNumber}`,
-          kinesis: {
-            data: Buffer.from(r.Data ?? []).toString('base64'),
-            partitionKey: r.PartitionKey,
-            sequenceNumber: r.SequenceNumber,
-            approximateArrivalTimestamp: (r.ApproximateArrivalTimestamp?.getTime() ?? 0) / 1000,
-            kinesisSchemaVersion: '1.0',
-          },
-        } as KinesisStreamRecord;
-        for (const u of userRecordsOf(lambdaRecord)) data.push(u.data.toString('utf8'));
-      }
-      if (records.length === 0) break;
-      iterator = page.NextShardIterator;
-    }
-  }
-  return { kinesisRecords, data };
+  const shards = await readStream(client, StreamName);
+  return {
+    kinesisRecords: shards.reduce((n, s) => n + s.kinesisRecords, 0),
+    data: shards.flatMap((s) => s.data.map((d) => d.toString('utf8'))),
+  };
 }
 
 const records = (n: number, tag: string) =>
@@ -182,6 +148,29 @@ describe('KinesisProducer', () => {
     expect(error.message).toMatch(/after 4 attempts/);
     expect(flaky.calls.slice(1).every((c) => c.length === 1 && c[0] === 'doomed-7')).toBe(true);
     expect((await readAll(StreamName)).data).toHaveLength(19);
+  });
+
+  it('enqueue() (fire and forget) puts every record exactly once; a record that fails reaches the callback', async () => {
+    const StreamName = await newStream();
+    const flaky = flakyClient((data) => data === 'fire-13');
+    const producer = new KinesisProducer({
+      client: flaky,
+      streamName: StreamName,
+      maxBufferedRecords: 200,
+      maxAttempts: 2,
+      sleep: async () => {},
+    });
+    const failed: string[] = [];
+    for (const r of records(1500, 'fire')) producer.enqueue(r, (_e, rec) => failed.push(rec.data.toString()));
+    await producer.flush();
+    expect(failed).toEqual(['fire-13']);
+    const { data } = await readAll(StreamName);
+    expect(data.sort()).toEqual(
+      records(1500, 'fire')
+        .map((r) => r.data.toString())
+        .filter((d) => d !== 'fire-13')
+        .sort(),
+    );
   });
 
   it('applies back-pressure: never more than maxBufferedRecords outstanding', async () => {

@@ -3,7 +3,8 @@
  * its own: whole verdicts (allowed / rejected order, every hit with its count, entity and
  * remaining, the strictest cap) on random requests — mixed layout versions, ids as numbers,
  * decimal strings and above 2^53, actions and view types by name or code, windows on event
- * timestamps ± 1 ms and beyond retention, interleaved levels — and the working memory reused
+ * timestamps ± 1 ms (window (now − w, now]) and beyond retention, interleaved levels, entity blocks
+ * — and the working memory reused
  * from call to call (large request, then small ones; a call nested inside another).
  */
 import { describe, expect, it } from 'vitest';
@@ -11,9 +12,9 @@ import {
   type CandidateVerdict,
   type CapCandidate,
   type CapCheckResult,
+  type CapRule,
   type CapStatus,
   evaluateCaps,
-  type FrequencyCap,
 } from '../../../shared/counting/query.js';
 import {
   ACTIONS,
@@ -77,25 +78,28 @@ function reference(
   const rejected: CandidateVerdict[] = [];
   candidates.forEach((c, ci) => {
     const statuses: CapStatus[] = c.caps.map((cap) => {
+      if (cap.block) return { cap, entity: String(c.entities[cap.level]), count: 0, remaining: 0 };
       const entity = BigInt(c.entities[cap.level] as string | number);
       const action = code(ACTIONS, cap.action ?? 'impression');
       const view = cap.viewType === undefined ? undefined : code(VIEW_TYPES, cap.viewType);
-      const since = Math.max(notBefore, now - cap.windowMs);
       const count = events.filter(
         (e) =>
-          e.ts >= since &&
+          e.ts > now - cap.windowMs &&
+          e.ts >= notBefore &&
           e.ids.get(cap.level) === entity &&
           e.action === action &&
           (view === undefined || e.viewType === view),
       ).length;
       return { cap, entity: String(c.entities[cap.level]), count, remaining: cap.max - count };
     });
-    let strictest: CapStatus | undefined;
-    for (const s of statuses) {
+    // A block is the strictest; else the least remaining, ties → the longest window.
+    const windowOf = (s: CapStatus) => (s.cap.block ? 0 : s.cap.windowMs);
+    let strictest: CapStatus | undefined = statuses.find((s) => s.cap.block);
+    for (const s of strictest ? [] : statuses) {
       if (
         !strictest ||
         s.remaining < strictest.remaining ||
-        (s.remaining === strictest.remaining && s.cap.windowMs > strictest.cap.windowMs)
+        (s.remaining === strictest.remaining && windowOf(s) > windowOf(strictest))
       ) {
         strictest = s;
       }
@@ -152,7 +156,8 @@ function randomCandidates(rand: () => number, count: number, timestamps: readonl
     }
     // Placement 0 = the zero value v1 events have for the dimension they lack.
     if (rand() < 0.2) entities.placement = 0;
-    const caps: FrequencyCap[] = Array.from({ length: int(rand, 0, 9) }, () => {
+    const caps: CapRule[] = Array.from({ length: int(rand, 0, 9) }, (): CapRule => {
+      if (rand() < 0.04) return { level: pick(rand, LEVELS), block: true };
       const cap: {
         level: string;
         windowMs: number;
@@ -162,7 +167,7 @@ function randomCandidates(rand: () => number, count: number, timestamps: readonl
       } = {
         level: pick(rand, LEVELS),
         windowMs: rand() < 0.3 ? edge() : pick(rand, [HOUR_MS, DAY_MS, 7 * DAY_MS, 30 * DAY_MS, 60 * DAY_MS]),
-        max: int(rand, 0, 12),
+        max: int(rand, 1, 12),
       };
       if (rand() < 0.4) cap.action = pick(rand, ['impression', 'click', 2, 3, 'save'] as const);
       if (rand() < 0.3) cap.viewType = pick(rand, ['home', 'search', 2, 3] as const);
@@ -195,6 +200,8 @@ describe('evaluateCaps agrees with a brute-force reference', () => {
     const events = decodeAll(members, v2);
     const inner = randomCandidates(rand, 30, timestamps);
     const outer = randomCandidates(rand, 30, timestamps);
+    // The first candidate reads its ad id (so the getter below runs) whatever the random caps are.
+    outer[0] = { ...(outer[0] as CapCandidate), caps: [{ level: 'ad', windowMs: DAY_MS, max: 3 }] };
     let nested: CapCheckResult | undefined;
     const entities = outer[0]?.entities as Record<string, unknown>;
     const ad = entities.ad;
@@ -206,6 +213,7 @@ describe('evaluateCaps agrees with a brute-force reference', () => {
       },
     });
     const got = evaluateCaps(members, outer, now, now - 30 * DAY_MS, v2);
+    expect(nested).toBeDefined();
     expect(got).toEqual(reference(events, outer, now - 30 * DAY_MS));
     expect(nested).toEqual(reference(events, inner, now - 30 * DAY_MS));
   });

@@ -1,10 +1,14 @@
 import { describe, expect, it } from 'vitest';
+import { countMembers, evaluateCaps } from '../../../shared/counting/query.js';
 import {
   type ActionEventError,
   actionEventSchema,
+  checkEventTime,
   decodeMember,
   decodeRecord,
   encodeActionEvent,
+  MAX_TIMESTAMP_MS,
+  timestampUnitHint,
 } from '../../../shared/counting/schema.js';
 import { MalformedRecordError } from '../../../shared/quarantine/quarantine.js';
 
@@ -111,7 +115,9 @@ describe('action event schema', () => {
 
     const farTs = Buffer.from(data);
     farTs[1] = 0xff;
-    expect(decodeError(farTs).message).toMatch(/"timestamp" exceeds 2\^53-1 ms/);
+    const far = decodeError(farTs);
+    expect(far.reasonCode).toBe('counting.timestamp-out-of-range');
+    expect(far.field).toBe('timestamp');
   });
 
   it('a view type is optional (0 = unknown)', () => {
@@ -131,5 +137,93 @@ describe('action event schema', () => {
     expect(v2.dimensions).toContain('placement');
     // A v1-only reader rejects v2 records with a clear reason (deploy readers first).
     expect(decodeError(newer).reasonCode).toBe('counting.unknown-version');
+  });
+
+  describe('timestamp width: validation, decoding and counting agree on 48 bits', () => {
+    /** A valid record whose 8 timestamp bytes are set raw (bypassing the encoder's checks). */
+    const stamped = (value: bigint): Buffer => {
+      const data = encodeActionEvent(base);
+      data.writeBigUInt64BE(value, 1);
+      return data;
+    };
+    const LIMIT = BigInt(MAX_TIMESTAMP_MS);
+    const microseconds = BigInt(base.timestamp) * 1000n;
+
+    it('the largest accepted timestamp is 2^48 - 1 ms, and every reader reads it whole', () => {
+      expect(MAX_TIMESTAMP_MS).toBe(281_474_976_710_655);
+      const decoded = decodeRecord(stamped(LIMIT));
+      expect(decoded.timestamp).toBe(MAX_TIMESTAMP_MS);
+      expect(decodeMember(decoded.member).timestamp).toBe(String(MAX_TIMESTAMP_MS));
+      expect(encodeActionEvent({ ...base, timestamp: MAX_TIMESTAMP_MS }).equals(stamped(LIMIT))).toBe(true);
+      // Counting and cap scans see the same instant (no truncation): in range at the limit, not before.
+      const at = (from: number, to: number) =>
+        countMembers([decoded.member], [{ ranges: [{ from, to }] }], 0)[0]?.[0]?.total;
+      expect(at(MAX_TIMESTAMP_MS, MAX_TIMESTAMP_MS + 1)).toBe(1);
+      expect(at(MAX_TIMESTAMP_MS - 1, MAX_TIMESTAMP_MS)).toBe(0);
+      const caps = (now: number) =>
+        evaluateCaps(
+          [decoded.member],
+          [{ id: 'x', entities: { ad: 11 }, caps: [{ level: 'ad', windowMs: 1, max: 1, action: 'click' }] }],
+          now,
+          0,
+        ).rejected.length;
+      expect(caps(MAX_TIMESTAMP_MS)).toBe(1);
+      expect(caps(MAX_TIMESTAMP_MS + 1)).toBe(0);
+    });
+
+    it.each([
+      ['2^48', LIMIT + 1n],
+      ['2^48 + 5 (read as 5 ms by a 48-bit reader before)', LIMIT + 6n],
+      ['2^53 - 1 (accepted before)', 2n ** 53n - 1n],
+      ['2^64 - 1', 2n ** 64n - 1n],
+    ])('%s is out of range, quarantined with the value and the limit', (_label, value) => {
+      const error = decodeError(stamped(value));
+      expect(error.reasonCode).toBe('counting.timestamp-out-of-range');
+      expect(error.field).toBe('timestamp');
+      expect(error.message).toContain(`is ${value}, above ${MAX_TIMESTAMP_MS} (2^48-1 ms, year 10889)`);
+      expect(() => encodeActionEvent({ ...base, timestamp: Number(value) })).toThrow(/"timestamp"/);
+    });
+
+    it('microseconds instead of milliseconds: quarantined with the right date and the fix', () => {
+      const error = decodeError(stamped(microseconds));
+      expect(error.reasonCode).toBe('counting.timestamp-out-of-range');
+      expect(error.message).toContain(
+        `is ${microseconds}, above ${MAX_TIMESTAMP_MS} (2^48-1 ms, year 10889): expected epoch milliseconds.`,
+      );
+      expect(error.message).toContain(
+        `This looks like microseconds since the epoch (${microseconds} microseconds = 2026-11-21T12:00:00.000Z): send epoch milliseconds.`,
+      );
+      // The producer-side encoder says the same before anything is sent.
+      expect(() => encodeActionEvent({ ...base, timestamp: Number(microseconds) })).toThrow(
+        /looks like microseconds since the epoch .* = 2026-11-21T12:00:00.000Z/,
+      );
+      // Nanoseconds too.
+      expect(decodeError(stamped(microseconds * 1000n)).message).toContain(
+        'looks like nanoseconds since the epoch',
+      );
+    });
+
+    it('a timestamp ahead of the clock is named with its number and date (no hint for real ms)', () => {
+      const now = base.timestamp;
+      expect(() => checkEventTime(now + 15 * 60_000, now, 15 * 60_000)).not.toThrow();
+      let error: ActionEventError | undefined;
+      try {
+        checkEventTime(MAX_TIMESTAMP_MS, now, 15 * 60_000);
+      } catch (e) {
+        error = e as ActionEventError;
+      }
+      expect(error?.reasonCode).toBe('counting.timestamp-in-future');
+      expect(error?.message).toContain(
+        `is ${MAX_TIMESTAMP_MS} (+010889-08-02T05:31:50.655Z), more than 900000 ms`,
+      );
+      expect(error?.message).not.toContain('looks like');
+      expect(timestampUnitHint(base.timestamp)).toBe('');
+      expect(timestampUnitHint(Math.floor(base.timestamp / 1000))).toContain('looks like seconds');
+    });
+
+    it('the smallest timestamp is 1 ms (0 means the producer forgot it)', () => {
+      expect(decodeRecord(stamped(1n)).timestamp).toBe(1);
+      expect(decodeError(stamped(0n)).reasonCode).toBe('counting.invalid-field');
+    });
   });
 });

@@ -104,7 +104,9 @@ describe('function settings', () => {
     }
   });
 
-  it('ingest-actions keeps the default 30-day retention', () => {
-    expect(Number(regionResources.functions.ingestActions.settings.COUNTING_RETENTION_DAYS)).toBe(30);
+  it('ingest-actions keeps the default 30-day retention and one-day dedup window', () => {
+    const s = regionResources.functions.ingestActions.settings;
+    expect(Number(s.COUNTING_RETENTION_DAYS)).toBe(30);
+    expect(Number(s.COUNTING_DEDUP_WINDOW_MS)).toBe(24 * 60 * 60_000);
   });
 });
