@@ -10,9 +10,12 @@ import type { Construct } from 'constructs';
 import {
   type FunctionKey,
   functionEnvironment,
+  type KeyType,
+  type PacerSettings,
   parameterPrefix,
   physicalName,
-  regionResources,
+  type RegionDescription,
+  regionDescription,
   type StreamKey,
   type TableKey,
 } from '../shared/region/resources.js';
@@ -27,7 +30,15 @@ const projectRoot = fileURLToPath(new URL('..', import.meta.url)).replace(/\/$/,
 export interface RegionalStackProps extends StackProps {
   /** Cache node type. @default 'cache.r7g.large' */
   readonly cacheNodeType?: string;
+  /** Pacer layout (shards, instances per shard, tick, lease TTL). @default defaultPacerSettings */
+  readonly pacer?: Partial<PacerSettings>;
 }
+
+const attributeType: Record<KeyType, dynamodb.AttributeType> = {
+  S: dynamodb.AttributeType.STRING,
+  N: dynamodb.AttributeType.NUMBER,
+  B: dynamodb.AttributeType.BINARY,
+};
 
 /**
  * One Paceline region. Everything it contains is enumerated from `shared/region/resources.ts`,
@@ -37,9 +48,13 @@ export class RegionalStack extends Stack {
   readonly tables: Record<TableKey, dynamodb.Table>;
   readonly streams: Record<StreamKey, kinesis.Stream>;
   readonly functions: Record<FunctionKey, PacelineFunction>;
+  /** The region description this stack was built from. */
+  readonly description: RegionDescription;
 
   constructor(scope: Construct, id: string, props: RegionalStackProps) {
     super(scope, id, props);
+    const regionResources = regionDescription({ ...(props.pacer ? { pacer: props.pacer } : {}) });
+    this.description = regionResources;
     const key = new kms.Key(this, 'Key', {
       description: 'Paceline regional data key (tables, streams, cache, queues, logs)',
       enableKeyRotation: true,
@@ -71,10 +86,10 @@ export class RegionalStack extends Stack {
       TableKey,
       (typeof regionResources.tables)[TableKey],
     ][]) {
-      tables[tableKey] = new dynamodb.Table(this, `Table-${tableKey}`, {
+      const table = new dynamodb.Table(this, `Table-${tableKey}`, {
         tableName: physicalName(spec.suffix),
-        partitionKey: { name: spec.partitionKey.name, type: dynamodb.AttributeType.STRING },
-        sortKey: { name: spec.sortKey.name, type: dynamodb.AttributeType.STRING },
+        partitionKey: { name: spec.partitionKey.name, type: attributeType[spec.partitionKey.type] },
+        sortKey: { name: spec.sortKey.name, type: attributeType[spec.sortKey.type] },
         billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
         encryption: dynamodb.TableEncryption.CUSTOMER_MANAGED,
         encryptionKey: key,
@@ -83,6 +98,18 @@ export class RegionalStack extends Stack {
         removalPolicy: RemovalPolicy.RETAIN,
         ...('ttlAttribute' in spec ? { timeToLiveAttribute: spec.ttlAttribute } : {}),
       });
+      for (const index of 'indexes' in spec ? spec.indexes : []) {
+        table.addGlobalSecondaryIndex({
+          indexName: index.name,
+          partitionKey: { name: index.partitionKey.name, type: attributeType[index.partitionKey.type] },
+          ...(index.sortKey
+            ? { sortKey: { name: index.sortKey.name, type: attributeType[index.sortKey.type] } }
+            : {}),
+          projectionType:
+            index.projection === 'ALL' ? dynamodb.ProjectionType.ALL : dynamodb.ProjectionType.KEYS_ONLY,
+        });
+      }
+      tables[tableKey] = table;
     }
     this.tables = tables;
 

@@ -7,7 +7,7 @@
  * SIGINT/SIGTERM stops every child process it started.
  *
  *   npm start -- [--regions us-east-1,us-west-2] [--redis standalone|cluster] [--prewarm]
- *                [--handler <function>=<module>]...
+ *                [--pacer-shards 4] [--pacer-instances 3] [--handler <function>=<module>]...
  */
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -17,7 +17,12 @@ import {
   defaultRegions,
   type FunctionKey,
   type FunctionSpec,
+  InvalidPacerSettingsError,
+  localPacerSettings,
+  type PacerSettings,
   physicalName,
+  type RegionDescription,
+  regionDescription,
   regionResources,
 } from '../shared/region/resources.js';
 import { RedisServerMissingError } from './emulators/redis.js';
@@ -43,12 +48,38 @@ export interface RuntimeOptions {
   readonly handlerOverrides?: Readonly<Record<string, string>>;
   /** Directory of local state (on-failure records). @default `<repo>/.local` */
   readonly stateDir?: string;
+  /**
+   * Pacer layout and cadence (shards, instances per shard, tick, lease TTL).
+   * @default localPacerSettings (4 shards × 3 instances, 10 s ticks)
+   */
+  readonly pacer?: Partial<PacerSettings>;
+  /**
+   * Length of a schedule "minute", ms: scales EventBridge's minute down for fast tests. The
+   * pacer is told the same length (its `minuteMs`), so it runs its ticks inside it. @default 60_000
+   */
+  readonly msPerMinute?: number;
+  /** Where function instances' stdout/stderr go. @default 'inherit' */
+  readonly functionOutput?: 'inherit' | 'ignore';
   readonly log?: (line: string) => void;
+}
+
+/** The description a runtime provisions and runs, from its options. */
+export function runtimeDescription(
+  options: Pick<RuntimeOptions, 'pacer' | 'msPerMinute'>,
+): RegionDescription {
+  return regionDescription({
+    pacer: {
+      ...localPacerSettings,
+      ...options.pacer,
+      ...(options.msPerMinute === undefined ? {} : { minuteMs: options.msPerMinute }),
+    },
+  });
 }
 
 /** One running region with its functions. */
 export interface RegionRuntime {
   readonly region: LocalRegion;
+  readonly description: RegionDescription;
   readonly invokers: ReadonlyMap<FunctionKey, ProcessInvoker>;
   readonly pollers: ReadonlyMap<FunctionKey, KinesisPoller>;
   readonly onFailure: ReadonlyMap<FunctionKey, LocalOnFailureDestination>;
@@ -60,7 +91,8 @@ export interface RegionRuntime {
 
 async function startRegionRuntime(name: string, options: RuntimeOptions): Promise<RegionRuntime> {
   const log = options.log ?? (() => {});
-  const region = await startLocalRegion({ region: name, redisMode: options.redisMode });
+  const description = runtimeDescription(options);
+  const region = await startLocalRegion({ region: name, redisMode: options.redisMode, description });
   const invokers = new Map<FunctionKey, ProcessInvoker>();
   const pollers = new Map<FunctionKey, KinesisPoller>();
   const onFailure = new Map<FunctionKey, LocalOnFailureDestination>();
@@ -68,14 +100,18 @@ async function startRegionRuntime(name: string, options: RuntimeOptions): Promis
   const handlerModules = new Map<FunctionKey, string>();
   const stateDir = options.stateDir ?? join(repoRoot, '.local');
   try {
-    for (const key of Object.keys(regionResources.functions) as FunctionKey[]) {
-      const spec: FunctionSpec = regionResources.functions[key];
+    for (const key of Object.keys(description.functions) as FunctionKey[]) {
+      const spec: FunctionSpec = description.functions[key];
       const invoker = new ProcessInvoker({
         functionName: spec.name,
         handlerModule: options.handlerOverrides?.[spec.name] ?? spec.entry,
         env: region.functionEnv(key),
-        timeoutMs: spec.timeoutSeconds * 1000,
+        // A scaled-down minute scales the pacer's timeout with it (it runs one "minute" of ticks).
+        timeoutMs: spec.schedule
+          ? spec.timeoutSeconds * 1000 * ((options.msPerMinute ?? 60_000) / 60_000)
+          : spec.timeoutSeconds * 1000,
         memoryMb: spec.memoryMb,
+        ...(options.functionOutput ? { stdio: options.functionOutput } : {}),
       });
       invokers.set(key, invoker);
       handlerModules.set(key, options.handlerOverrides?.[spec.name] ?? spec.entry);
@@ -101,6 +137,7 @@ async function startRegionRuntime(name: string, options: RuntimeOptions): Promis
     }
     const scheduler = new Scheduler(targets, {
       region: name,
+      ...(options.msPerMinute === undefined ? {} : { msPerMinute: options.msPerMinute }),
       onResult: (target, _at, result) => {
         if (!result.ok) log(`[${name}] ${target.ruleName}: ${result.errorType}: ${result.errorMessage}`);
       },
@@ -110,6 +147,7 @@ async function startRegionRuntime(name: string, options: RuntimeOptions): Promis
     scheduler.start();
     return {
       region,
+      description,
       invokers,
       pollers,
       onFailure,
@@ -164,8 +202,8 @@ export function describeRuntime(runtimes: readonly RegionRuntime[]): string {
         .map((s) => `${physicalName(s.suffix)} (${s.shardCount} shards)`)
         .join(', ')}`,
     );
-    for (const key of Object.keys(regionResources.functions) as FunctionKey[]) {
-      const spec: FunctionSpec = regionResources.functions[key];
+    for (const key of Object.keys(rt.description.functions) as FunctionKey[]) {
+      const spec: FunctionSpec = rt.description.functions[key];
       const handlerPath = resolve(repoRoot, rt.handlerModules.get(key) ?? spec.entry);
       const missing = existsSync(handlerPath)
         ? ''
@@ -178,8 +216,15 @@ export function describeRuntime(runtimes: readonly RegionRuntime[]): string {
         );
         lines.push(`      on-failure → ${rt.onFailure.get(key)?.location}`);
       }
-      if (spec.schedule)
-        lines.push(`  λ ${spec.name} ← schedule rate(${spec.schedule.rateMinutes} minute)${missing}`);
+      if (spec.schedule) {
+        const pacer = key === 'pacer' ? rt.description.settings.pacer : undefined;
+        const layout = pacer
+          ? `: ${pacer.shards} shards × ${pacer.instancesPerShard} instances, ${pacer.tickMs / 1000} s ticks, lease ${pacer.leaseTtlMs / 1000} s`
+          : '';
+        lines.push(
+          `  λ ${spec.name} ← schedule rate(${spec.schedule.rateMinutes} minute), ${Math.max(1, spec.schedule.instances.length)} rule(s)${layout}${missing}`,
+        );
+      }
       const pids = rt.invokers.get(key)?.pids ?? [];
       if (pids.length > 0) lines.push(`      instances: pid ${pids.join(', ')}`);
     }
@@ -199,6 +244,8 @@ function parseCli(argv: readonly string[]): RuntimeOptions {
       regions: { type: 'string' },
       redis: { type: 'string' },
       prewarm: { type: 'boolean' },
+      'pacer-shards': { type: 'string' },
+      'pacer-instances': { type: 'string' },
       handler: { type: 'string', multiple: true },
       help: { type: 'boolean' },
     },
@@ -206,6 +253,7 @@ function parseCli(argv: readonly string[]): RuntimeOptions {
   if (values.help) {
     console.log(
       'Usage: npm start -- [--regions us-east-1,us-west-2] [--redis standalone|cluster] [--prewarm]\n' +
+        `                    [--pacer-shards N] [--pacer-instances K]   (pacer layout; default ${localPacerSettings.shards} × ${localPacerSettings.instancesPerShard}, AWS 24 × 3)\n` +
         '                    [--handler <function>=<module path>]...   (run a function with another handler module)',
     );
     process.exit(0);
@@ -232,10 +280,29 @@ function parseCli(argv: readonly string[]): RuntimeOptions {
     }
     handlerOverrides[fn] = module;
   }
+  const pacer: { -readonly [K in keyof PacerSettings]?: PacerSettings[K] } = {};
+  for (const [flag, field] of [
+    ['pacer-shards', 'shards'],
+    ['pacer-instances', 'instancesPerShard'],
+  ] as const) {
+    const raw = values[flag];
+    if (raw === undefined) continue;
+    const n = Number(raw);
+    if (!/^\d+$/.test(raw) || !Number.isSafeInteger(n))
+      throw new UsageError(`--${flag} takes a whole number, got '${raw}'`);
+    pacer[field] = n;
+  }
+  try {
+    runtimeDescription({ pacer });
+  } catch (error) {
+    if (error instanceof InvalidPacerSettingsError) throw new UsageError(error.message);
+    throw error;
+  }
   return {
     regions,
     redisMode: redis,
     prewarm: values.prewarm ?? false,
+    pacer,
     handlerOverrides,
     log: (line) => console.log(line),
   };

@@ -2,7 +2,7 @@
  * DynamoDB (dynalite) and Kinesis (kinesalite) emulators on loopback, in-process. Both speak the
  * real AWS wire protocols, so the real SDK clients are used against them unchanged.
  */
-import type { Server } from 'node:http';
+import { Server } from 'node:http';
 import dynalite from 'dynalite';
 import kinesalite from 'kinesalite';
 import { closeServer, listenLoopback } from './net.js';
@@ -12,11 +12,36 @@ export interface RunningEmulator {
   readonly url: string;
   readonly port: number;
   stop(): Promise<void>;
+  /**
+   * Fault injection: stops listening and drops every open connection (clients get "connection
+   * refused") while keeping the emulator's data; {@link resume} listens on the same port again.
+   */
+  suspend(): Promise<void>;
+  resume(): Promise<void>;
 }
 
 async function start(server: Server): Promise<RunningEmulator> {
   const { url, port } = await listenLoopback(server);
-  return { url, port, stop: () => closeServer(server) };
+  // The plain http.Server methods: dynalite wraps close()/listen() to close and recreate its
+  // store, and an outage must not lose the tables.
+  return {
+    url,
+    port,
+    stop: () => closeServer(server),
+    suspend: () =>
+      new Promise<void>((resolve) => {
+        Server.prototype.close.call(server, () => resolve());
+        server.closeAllConnections();
+      }),
+    resume: () =>
+      new Promise<void>((resolve, reject) => {
+        server.once('error', reject);
+        Server.prototype.listen.call(server, { port, host: '127.0.0.1' }, () => {
+          server.off('error', reject);
+          resolve();
+        });
+      }),
+  };
 }
 
 /** dynalite, in memory, tables ACTIVE immediately. Known gaps: no transactions, no TTL deletion. */

@@ -6,7 +6,7 @@ import { AwsSolutionsChecks } from 'cdk-nag';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../cdk/app.js';
 import type { RegionalStack } from '../../cdk/regional-stack.js';
-import { physicalName, regionResources } from '../../shared/region/resources.js';
+import { type FunctionSpec, physicalName, regionResources } from '../../shared/region/resources.js';
 import { tempDir } from '../support/tmp.js';
 
 const cdkJson = JSON.parse(readFileSync(new URL('../../cdk.json', import.meta.url), 'utf8')) as {
@@ -60,8 +60,9 @@ describe('regional stacks', () => {
 
   it('maps every Kinesis source with the safe defaults of the description', () => {
     for (const t of templates) {
-      for (const spec of Object.values(regionResources.functions)) {
+      for (const spec of Object.values(regionResources.functions) as FunctionSpec[]) {
         const s = spec.source;
+        if (!s) continue;
         t.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
           BatchSize: s.batchSize,
           MaximumBatchingWindowInSeconds: s.maxBatchingWindowSeconds,
@@ -113,7 +114,9 @@ describe('regional stacks', () => {
     for (const t of templates) {
       const alarms = Object.values(t.findResources('AWS::CloudWatch::Alarm'));
       const metrics = alarms.map((a) => (a.Properties as { MetricName?: string }).MetricName);
-      const streamFunctions = Object.values(regionResources.functions).filter((f) => f.source).length;
+      const streamFunctions = (Object.values(regionResources.functions) as FunctionSpec[]).filter(
+        (f) => f.source,
+      ).length;
       expect(metrics.filter((m) => m === 'IteratorAge')).toHaveLength(streamFunctions);
       expect(metrics.filter((m) => m === 'RecordsQuarantined')).toHaveLength(streamFunctions);
       expect(metrics.filter((m) => m === 'ApproximateNumberOfMessagesVisible')).toHaveLength(streamFunctions);

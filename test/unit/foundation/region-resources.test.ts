@@ -1,12 +1,24 @@
 import { describe, expect, it } from 'vitest';
 import {
+  AUTO_LEADER,
+  defaultPacerSettings,
+  type FunctionSpec,
   functionEnvironment,
+  InvalidPacerSettingsError,
+  leaderOverridePath,
+  pacerEnv,
   parameterPrefix,
   physicalName,
+  regionDescription,
   regionResources,
   resourceName,
   type TableKey,
 } from '../../../shared/region/resources.js';
+
+const allFunctions: FunctionSpec[] = Object.values(regionResources.functions);
+const streamFunctions = allFunctions.filter(
+  (f): f is FunctionSpec & { source: NonNullable<FunctionSpec['source']> } => f.source !== undefined,
+);
 
 const inputs = {
   region: 'eu-west-1',
@@ -32,14 +44,14 @@ describe('region description', () => {
   });
 
   it('references only streams and tables it defines', () => {
-    for (const fn of Object.values(regionResources.functions)) {
-      expect(regionResources.streams).toHaveProperty(fn.source.stream);
+    for (const fn of allFunctions) {
+      if (fn.source) expect(regionResources.streams).toHaveProperty(fn.source.stream);
       for (const t of Object.keys(fn.tables)) expect(regionResources.tables).toHaveProperty(t);
     }
   });
 
   it('derives exactly the environment a function declares it uses', () => {
-    for (const fn of Object.values(regionResources.functions)) {
+    for (const fn of allFunctions) {
       const env = functionEnvironment(fn, inputs);
       expect(env.POWERTOOLS_SERVICE_NAME).toBe(fn.name);
       expect(env.PACELINE_REGION).toBe('eu-west-1');
@@ -47,8 +59,10 @@ describe('region description', () => {
       for (const [key, spec] of Object.entries(regionResources.tables)) {
         expect(env[spec.envVar]).toBe(key in fn.tables ? `T-${key}` : undefined);
       }
-      const stream = regionResources.streams[fn.source.stream];
-      expect(env[stream.envVar]).toBe(`S-${fn.source.stream}`);
+      if (fn.source) {
+        const stream = regionResources.streams[fn.source.stream];
+        expect(env[stream.envVar]).toBe(`S-${fn.source.stream}`);
+      }
       expect(env.REDIS_NODES).toBe('h:6380');
       expect(env.REDIS_TLS).toBe('true');
       expect(env.PARAMETER_PREFIX).toBe(fn.readsParameters ? parameterPrefix('eu-west-1') : undefined);
@@ -61,7 +75,7 @@ describe('region description', () => {
   });
 
   it('keeps the safe stream defaults on every source', () => {
-    for (const fn of Object.values(regionResources.functions)) {
+    for (const fn of streamFunctions) {
       expect(fn.source.bisectBatchOnFunctionError).toBe(true);
       expect(fn.source.retryAttempts).toBeGreaterThanOrEqual(0);
       expect(fn.source.retryAttempts).toBeLessThanOrEqual(10);
@@ -86,5 +100,53 @@ describe('function settings', () => {
 
   it('ingest-actions keeps the default 30-day retention', () => {
     expect(Number(regionResources.functions.ingestActions.settings.COUNTING_RETENTION_DAYS)).toBe(30);
+  });
+});
+
+describe('pacer layout from the settings', () => {
+  it('derives one schedule rule per shard × instance with its {shard, instance} input (24 × 3 in AWS)', () => {
+    const pacer = regionResources.functions.pacer;
+    expect(pacer.schedule.rateMinutes).toBe(1);
+    expect(pacer.schedule.instances).toHaveLength(72);
+    expect(pacer.schedule.instances[0]).toEqual({ id: 's0-i0', input: { shard: 0, instance: 0 } });
+    expect(pacer.schedule.instances[71]).toEqual({ id: 's23-i2', input: { shard: 23, instance: 2 } });
+    expect(new Set(pacer.schedule.instances.map((i) => i.id)).size).toBe(72);
+  });
+
+  it('follows the settings: 4 × 3 locally gives 12 rules, 4 override parameters and the env', () => {
+    const d = regionDescription({ pacer: { shards: 4, tickMs: 1000, leaseTtlMs: 2500, minuteMs: 6000 } });
+    expect(d.functions.pacer.schedule.instances).toHaveLength(12);
+    const overrides = Object.values(d.parameters).filter((p) => p.path.startsWith('pacer/leader-override/'));
+    expect(overrides.map((p) => p.path)).toEqual([0, 1, 2, 3].map(leaderOverridePath));
+    for (const p of overrides) expect(p.initial('us-east-1')).toBe(AUTO_LEADER);
+    expect(d.functions.pacer.settings).toMatchObject({
+      [pacerEnv.shards]: '4',
+      [pacerEnv.instancesPerShard]: '3',
+      [pacerEnv.tickMs]: '1000',
+      [pacerEnv.leaseTtlMs]: '2500',
+      [pacerEnv.minuteMs]: '6000',
+    });
+    expect(d.settings.pacer).toEqual({
+      ...defaultPacerSettings,
+      shards: 4,
+      tickMs: 1000,
+      leaseTtlMs: 2500,
+      minuteMs: 6000,
+    });
+  });
+
+  it('refuses settings that cannot work, saying which', () => {
+    expect(() => regionDescription({ pacer: { shards: 0 } })).toThrow(InvalidPacerSettingsError);
+    expect(() => regionDescription({ pacer: { tickMs: 7000 } })).toThrow(/divide/);
+    expect(() => regionDescription({ pacer: { leaseTtlMs: 15_000 } })).toThrow(/leaseTtlMs/);
+    expect(() => regionDescription({ pacer: { shards: 2.5 } })).toThrow(/whole number/);
+  });
+
+  it('gives the budgets table the shard index the pacer queries', () => {
+    expect(regionResources.tables.budgets.indexes[0]).toMatchObject({
+      name: 'by-pacer-shard',
+      partitionKey: { name: 'pacerShard', type: 'S' },
+      sortKey: { name: 'updatedAt', type: 'N' },
+    });
   });
 });
