@@ -2,7 +2,9 @@
  * `tsx cli/budgets.ts <command>`: create, update and list accounts, campaigns and budget plans in
  * the budgets table, and rebuild live spend counters from the ledger. Talks to the table named by
  * BUDGETS_TABLE (default `paceline-budgets`) at AWS_ENDPOINT_URL_DYNAMODB (the local region's
- * dynalite, or AWS). Prints JSON; errors say what was wrong and exit non-zero.
+ * dynalite, or AWS). Prints JSON; errors say what was wrong and exit non-zero. Writes tag items
+ * with their pacer shard: N comes from PACER_SHARDS, else the region's SSM parameter
+ * `/paceline/<region>/pacer/shards` (docs/pacing.md).
  *
  *   account put  --id A --name N --tz America/Los_Angeles [--currency USD] [--mode create|update|upsert]
  *   account list
@@ -14,7 +16,7 @@
  *   reconcile    --campaign C [--day YYYY-MM-DD] [--force]   (needs REDIS_NODES/REDIS_MODE, SPEND_LEDGER_TABLE)
  */
 import { parseArgs } from 'node:util';
-import { dynamoDbClient, endpointsFromEnv } from '../shared/aws/clients.js';
+import { dynamoDbClient, endpointsFromEnv, ssmClient } from '../shared/aws/clients.js';
 import {
   BudgetValidationError,
   type PacingMode,
@@ -29,6 +31,7 @@ import {
 } from '../shared/budget/repository.js';
 import { dayWindow, InvalidTimeZoneError } from '../shared/budget/time-zone.js';
 import { intEnv } from '../shared/config/env.js';
+import { ControlParameterMissingError, resolvePacerShards } from '../shared/pacing/control.js';
 import { connectRedis, redisConfigFromEnv } from '../shared/redis/connect.js';
 import { regionResources, resourceName } from '../shared/region/resources.js';
 import { SpendLedger } from '../shared/spend/ledger.js';
@@ -108,10 +111,21 @@ function budgetMicros(values: Record<string, unknown>): number {
 export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<unknown> {
   const { values, positionals } = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
   const [what, verb] = positionals;
-  const dynamodb = dynamoDbClient(endpointsFromEnv(env));
+  const endpoints = endpointsFromEnv(env);
+  const dynamodb = dynamoDbClient(endpoints);
+  let pacerShards: number | undefined;
+  if (verb === 'put') {
+    const ssm = ssmClient(endpoints);
+    try {
+      pacerShards = await resolvePacerShards(env, ssm, endpoints.region);
+    } finally {
+      ssm.destroy();
+    }
+  }
   const repo = new BudgetRepository({
     client: dynamodb,
     tableName: resourceName(regionResources.tables.budgets, env),
+    ...(pacerShards === undefined ? {} : { pacerShards }),
   });
   try {
     const mode = writeMode(values.mode);
@@ -228,6 +242,7 @@ if (isMain && process.argv.slice(2).some((a) => a === '--help' || a === '-h')) {
         error instanceof BudgetConflictError ||
         error instanceof BudgetNotFoundError ||
         error instanceof InvalidTimeZoneError ||
+        error instanceof ControlParameterMissingError ||
         (error instanceof TypeError && (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS'));
       console.error(known ? `budgets: ${(error as Error).message}` : error);
       process.exit(known ? 2 : 1);

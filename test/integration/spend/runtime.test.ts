@@ -40,7 +40,11 @@ afterAll(async () => {
 describe('track-spend under the local runtime (process instances)', () => {
   it('books every win exactly once from a stream with duplicates, and quarantines the poison record', async () => {
     const region = runtime.region;
-    const repo = new BudgetRepository({ client: region.dynamodb, tableName: region.tableName('budgets') });
+    const repo = new BudgetRepository({
+      client: region.dynamodb,
+      tableName: region.tableName('budgets'),
+      pacerShards: region.description.settings.pacer.shards,
+    });
     await seedBudgets(repo, {
       accountId: 'acc-rt',
       timeZone: TZ,
