@@ -59,8 +59,17 @@ function model<T>(item: BudgetItem): T {
   return rest as unknown as T;
 }
 
+/** What the pacer needs of a shard's budgets (ShardBudgets, or a fixed set in the benchmark). */
+export interface BudgetsRefresh {
+  /** Brings the budgets up to date; throws when the source cannot be read (the old view stays). */
+  refresh(): Promise<RefreshOutcome>;
+  /** True once anything was loaded. */
+  readonly loaded: boolean;
+  campaigns(): readonly CampaignBudgets[];
+}
+
 /** The cached budgets of one pacer shard. */
-export class ShardBudgets {
+export class ShardBudgets implements BudgetsRefresh {
   private items = new Map<string, BudgetItem>();
   /** Campaign ids by account id, and campaign/arm plan items by campaign id (for O(1) rebuilds). */
   private byAccount = new Map<string, Set<string>>();

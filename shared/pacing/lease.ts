@@ -83,7 +83,9 @@ export async function readLease(
   tableName: string,
   shard: number,
 ): Promise<LeaseRecord | undefined> {
-  const out = await doc.send(new GetCommand({ TableName: tableName, Key: leaseKey(shard), ConsistentRead: true }));
+  const out = await doc.send(
+    new GetCommand({ TableName: tableName, Key: leaseKey(shard), ConsistentRead: true }),
+  );
   return toRecord(out.Item);
 }
 

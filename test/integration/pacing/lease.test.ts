@@ -42,7 +42,11 @@ describe('shard lease', () => {
     const a = lease(shard, 0, clock);
     const b = lease(shard, 1, clock);
     expect(await a.tick()).toMatchObject({ held: true, epoch: 1, event: 'acquired' });
-    expect(await b.tick()).toMatchObject({ held: false, event: 'follower', record: { holder: `s${shard}-i0`, epoch: 1 } });
+    expect(await b.tick()).toMatchObject({
+      held: false,
+      event: 'follower',
+      record: { holder: `s${shard}-i0`, epoch: 1 },
+    });
     clock.advance(10_000);
     const renewed = await a.tick();
     expect(renewed).toMatchObject({ held: true, epoch: 1, event: 'renewed' });
@@ -59,7 +63,11 @@ describe('shard lease', () => {
     expect((await b.tick()).held).toBe(false); // 1 ms before expiry: not yet
     clock.advance(1);
     expect(await b.tick()).toMatchObject({ held: true, epoch: 2, event: 'acquired' });
-    expect(await a.tick()).toMatchObject({ held: false, event: 'lost', record: { holder: `s${shard}-i1`, epoch: 2 } });
+    expect(await a.tick()).toMatchObject({
+      held: false,
+      event: 'lost',
+      record: { holder: `s${shard}-i1`, epoch: 2 },
+    });
   });
 
   it('lets exactly one of several contenders win an expired lease', async () => {

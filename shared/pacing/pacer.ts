@@ -1,0 +1,530 @@
+/**
+ * One tick of one pacer shard, in one process: the domain of the pacer function (the handler only
+ * wires it). Every instance runs every tick — warm budgets cache, controller state, connections —
+ * and only the publisher writes:
+ *
+ * 1. read the control parameters (SSM: publish switch of the region, leader override of the shard);
+ * 2. renew / take the lease (DynamoDB);
+ * 3. refresh the shard's budgets (incremental index query; the cache serves through an outage);
+ * 4. decide the role: the override's named instance, else the lease holder, publishes — only when
+ *    the region's `publisher-region` names this region — with fence (g, o, e);
+ * 5. the publisher claims the tick (Lua); a claim that does not continue this process's own last
+ *    publish reloads the controller state published by the previous publisher (no jump at a
+ *    leader change) and rewrites every campaign hash whole;
+ * 6. read every plan-day's live spend (one pipelined read), step the controller for every plan;
+ * 7. the publisher writes the campaign hashes, changed states and forecasts (fenced Lua batches).
+ */
+import { type CampaignBudgets, plansForBid, type ResolvedPlan } from '../budget/model.js';
+import { type DayWindow, dayWindow } from '../budget/time-zone.js';
+import type { RedisClient } from '../redis/connect.js';
+import { planDayKeys } from '../spend/keys.js';
+import type { Clock } from '../time/clock.js';
+import type { BudgetsRefresh } from './budgets-cache.js';
+import { assertPublishable, encodeCurve, encodePlanParams, InvalidPacingParamsError } from './codec.js';
+import { type ControlSnapshot, overrideActive } from './control.js';
+import type { PacingController } from './controller/api.js';
+import { failSafeParams } from './controller/index.js';
+import type { Fence } from './fence.js';
+import { planField } from './keys.js';
+import type { LeaseView } from './lease.js';
+import { type CampaignWrite, type ClaimOutcome, type PublishOutcome, ShardPublisher } from './publisher.js';
+import type { SpendSource } from './spend-source.js';
+import type { CurvePoints, PlanPacingParams, PlanSpendSnapshot } from './types.js';
+
+/** The lease as the pacer uses it (ShardLease). */
+export interface LeaseHandle {
+  tick(): Promise<LeaseView>;
+  heldAt(nowMs: number): boolean;
+  readonly epoch: number;
+}
+
+/** The control parameters as the pacer uses them (PacerControl). */
+export interface ControlHandle {
+  read(): Promise<{ snapshot: ControlSnapshot | undefined; error?: unknown }>;
+}
+
+/** Options of {@link ShardPacer}. */
+export interface ShardPacerOptions {
+  readonly shard: number;
+  /** This region's name (`publisher-region` must hold it for this pacer to publish). */
+  readonly region: string;
+  readonly redis: RedisClient;
+  readonly controller: PacingController<unknown, unknown>;
+  /** The shard's budgets (ShardBudgets, optionally warmed from a snapshot). */
+  readonly budgets: BudgetsRefresh;
+  readonly spend: SpendSource;
+  readonly clock: Clock;
+  readonly tickMs: number;
+  /** Audit stream cap. @default 10_000 */
+  readonly logMaxLen?: number;
+  /** Publish batch size in script arguments. @default 4_000 */
+  readonly maxArgsPerBatch?: number;
+  /** How often a campaign hash's expiry is refreshed (memory only). @default 1 h */
+  readonly expiryRefreshMs?: number;
+}
+
+/** Who this tick runs as. */
+export interface TickIdentity {
+  /** `s<shard>-i<k>`. */
+  readonly instanceId: string;
+  /** `<instanceId>/<process nonce>`: unique per process. */
+  readonly publisherId: string;
+  readonly lease: LeaseHandle;
+  readonly control: ControlHandle;
+}
+
+/** Everything a tick did (metrics, logs, tests). */
+export interface TickOutcome {
+  readonly shard: number;
+  readonly instanceId: string;
+  readonly tick: number;
+  readonly startedAtMs: number;
+  readonly durationMs: number;
+  /** The instance considered itself the publisher this tick (lease holder or named by the override). */
+  readonly isLeader: boolean;
+  /** Claimed the tick and every batch landed. */
+  readonly published: boolean;
+  readonly lease: { readonly event: LeaseView['event']; readonly holder?: string; readonly epoch?: number };
+  /** The leader override in force (`auto` or an instance id); undefined without control parameters. */
+  readonly override?: string;
+  /** False when SSM could not be read this tick (the last values read were used). */
+  readonly controlFresh: boolean;
+  readonly fence?: Fence;
+  readonly claim?: Pick<ClaimOutcome, 'accepted' | 'reason'>;
+  readonly publish?: PublishOutcome;
+  /** Claims and publish batches of this instance refused by the fence. */
+  readonly fencedWritesRejected: number;
+  readonly campaignsPaced: number;
+  readonly plansPaced: number;
+  /** Plans whose controller output could not be published (fail-safe parameters used). */
+  readonly invalidParams: number;
+  /** Publish end − tick start (the tick's wall-clock boundary), ms. */
+  readonly publishLagMs?: number;
+  /** Controller state reloaded from Redis (the previous publisher was someone else). */
+  readonly stateReloaded: boolean;
+  readonly budgets: { readonly ok: boolean; readonly changed: number; readonly error?: string };
+  /** Why nothing was computed (no budgets yet: a cold process while DynamoDB is unreachable). */
+  readonly skippedReason?: string;
+  /** Age of the shard's last claim at the end of the tick, ms (stale-parameter alarm). */
+  readonly paramsAgeMs?: number;
+}
+
+interface PlanMemory {
+  plan: ResolvedPlan;
+  state: unknown;
+  forecast: unknown;
+  /** Encoded state / forecast as last written to (or loaded from) Redis by this process. */
+  writtenState?: string;
+  writtenForecast?: string;
+  /** Loaded from Redis, not yet decoded. */
+  loadedState?: string;
+  loadedForecast?: string;
+}
+
+interface CampaignMemory {
+  plansKey: string;
+  curves: Map<string, CurvePoints>;
+  expiryRefreshedAt: number;
+}
+
+interface PlanResult {
+  readonly params: PlanPacingParams;
+  readonly day: DayWindow;
+}
+
+/** The pacer of one shard in one process (warm state across ticks and invocations). */
+export class ShardPacer {
+  private readonly plans = new Map<string, PlanMemory>();
+  private readonly published = new Map<string, CampaignMemory>();
+  private lastPublished: { publisherId: string; tick: number } | undefined;
+  private readonly days = new Map<string, DayWindow>();
+  private readonly publishers = new Map<string, ShardPublisher>();
+  private readonly expiryRefreshMs: number;
+
+  constructor(private readonly options: ShardPacerOptions) {
+    this.expiryRefreshMs = options.expiryRefreshMs ?? 3_600_000;
+  }
+
+  private publisher(publisherId: string): ShardPublisher {
+    let p = this.publishers.get(publisherId);
+    if (!p) {
+      p = new ShardPublisher({
+        redis: this.options.redis,
+        shard: this.options.shard,
+        publisherId,
+        ...(this.options.logMaxLen ? { logMaxLen: this.options.logMaxLen } : {}),
+        ...(this.options.maxArgsPerBatch ? { maxArgsPerBatch: this.options.maxArgsPerBatch } : {}),
+      });
+      this.publishers.set(publisherId, p);
+    }
+    return p;
+  }
+
+  /** Runs tick `tick` as `who`. Never throws for SSM / DynamoDB faults (reported in the outcome). */
+  async runTick(tick: number, who: TickIdentity): Promise<TickOutcome> {
+    const { clock, shard, region } = this.options;
+    const startedAtMs = clock.now();
+    const control = await who.control.read();
+    const lease = await who.lease.tick();
+    let budgets: TickOutcome['budgets'];
+    try {
+      const r = await this.options.budgets.refresh();
+      budgets = { ok: true, changed: r.campaignsChanged };
+    } catch (error) {
+      budgets = { ok: false, changed: 0, error: (error as Error).message };
+    }
+    const snapshot = control.snapshot;
+    const base = {
+      shard,
+      instanceId: who.instanceId,
+      tick,
+      startedAtMs,
+      lease: { event: lease.event, holder: lease.record?.holder, epoch: lease.record?.epoch },
+      ...(snapshot ? { override: snapshot.override } : {}),
+      controlFresh: snapshot?.fresh ?? false,
+      budgets,
+    };
+    if (!this.options.budgets.loaded) {
+      return {
+        ...base,
+        durationMs: clock.now() - startedAtMs,
+        isLeader: false,
+        published: false,
+        fencedWritesRejected: 0,
+        campaignsPaced: 0,
+        plansPaced: 0,
+        invalidParams: 0,
+        stateReloaded: false,
+        skippedReason: `no budgets loaded yet (${budgets.error ?? 'first load pending'})`,
+      };
+    }
+
+    // Role and fence.
+    let fence: Fence | undefined;
+    if (snapshot && snapshot.publisherRegion === region) {
+      const now = clock.now();
+      if (overrideActive(snapshot)) {
+        if (snapshot.override === who.instanceId)
+          fence = { g: snapshot.generation, o: snapshot.overrideVersion, e: 0 };
+      } else if (who.lease.heldAt(now)) {
+        fence = { g: snapshot.generation, o: snapshot.overrideVersion, e: who.lease.epoch };
+      }
+    }
+    const publisher = this.publisher(who.publisherId);
+    let claim: ClaimOutcome | undefined;
+    let stateReloaded = false;
+    if (fence) {
+      claim = await publisher.claim(fence, tick, clock.now());
+      if (claim.accepted) {
+        const continuous =
+          claim.previous?.publisher === who.publisherId &&
+          this.lastPublished?.publisherId === who.publisherId &&
+          this.lastPublished.tick === claim.previous.tick;
+        if (!continuous) {
+          await this.reloadState(publisher);
+          stateReloaded = true;
+        }
+      }
+    }
+    const publishing = claim?.accepted === true;
+
+    // Compute every plan of every active campaign.
+    const nowMs = clock.now();
+    const campaigns = this.options.budgets.campaigns().filter((b) => b.campaign.status === 'active');
+    const { results, invalid, planCount } = await this.compute(campaigns, nowMs);
+
+    let publish: PublishOutcome | undefined;
+    let publishLagMs: number | undefined;
+    if (publishing && fence) {
+      const writes = this.campaignWrites(campaigns, results, nowMs);
+      const { state, forecast } = this.stateWrites();
+      publish = await publisher.publish({
+        fence,
+        tick,
+        nowMs: clock.now(),
+        campaigns: writes.writes,
+        state,
+        forecast,
+        deleteState: this.pendingDeletes.state,
+        deleteForecast: this.pendingDeletes.forecast,
+      });
+      publishLagMs = clock.now() - tick * this.options.tickMs;
+      if (publish.rejectedBatches === 0) {
+        writes.commit();
+        this.commitStateWrites();
+        this.pendingDeletes = { state: [], forecast: [] };
+        this.lastPublished = { publisherId: who.publisherId, tick };
+      } else {
+        // Lost the claim mid-publish: whatever landed, the next publish by this process is whole.
+        this.published.clear();
+        this.lastPublished = undefined;
+      }
+    }
+    const fencedWritesRejected = (claim && !claim.accepted ? 1 : 0) + (publish?.rejectedBatches ?? 0);
+    const paramsAgeMs = await this.claimAge(publisher);
+    return {
+      ...base,
+      durationMs: clock.now() - startedAtMs,
+      isLeader: fence !== undefined,
+      published: publishing && publish?.rejectedBatches === 0,
+      ...(fence ? { fence } : {}),
+      ...(claim ? { claim: { accepted: claim.accepted, reason: claim.reason } } : {}),
+      ...(publish ? { publish } : {}),
+      fencedWritesRejected,
+      campaignsPaced: campaigns.length,
+      plansPaced: planCount,
+      invalidParams: invalid,
+      ...(publishLagMs === undefined ? {} : { publishLagMs }),
+      ...(paramsAgeMs === undefined ? {} : { paramsAgeMs }),
+      stateReloaded,
+    };
+  }
+
+  /** How old the shard's last claim is (every instance reports it; the alarm takes the max). */
+  private async claimAge(publisher: ShardPublisher): Promise<number | undefined> {
+    try {
+      const at = await this.options.redis.hget(publisher.keys.claim, 'at');
+      return at === null ? undefined : Math.max(0, this.options.clock.now() - Number(at));
+    } catch {
+      return undefined;
+    }
+  }
+
+  private dayOf(timeZone: string, nowMs: number): DayWindow {
+    const cached = this.days.get(timeZone);
+    if (cached && nowMs >= cached.startMs && nowMs < cached.endMs) return cached;
+    const day = dayWindow(nowMs, timeZone);
+    this.days.set(timeZone, day);
+    return day;
+  }
+
+  private async compute(
+    campaigns: readonly CampaignBudgets[],
+    nowMs: number,
+  ): Promise<{ results: Map<string, PlanResult>; invalid: number; planCount: number }> {
+    const unique = new Map<string, ResolvedPlan>();
+    for (const b of campaigns) for (const p of plansOfCampaign(b)) unique.set(planField(p), p);
+    const fields = [...unique.keys()];
+    const plans = [...unique.values()];
+    const days = plans.map((p) => this.dayOf(p.timeZone, nowMs));
+    const spend = await this.options.spend.read(
+      plans.map((p, i) => planDayKeys(p, (days[i] as DayWindow).day).state),
+      nowMs,
+    );
+    const { controller } = this.options;
+    const results = new Map<string, PlanResult>();
+    let invalid = 0;
+    for (let i = 0; i < plans.length; i++) {
+      const field = fields[i] as string;
+      const plan = plans[i] as ResolvedPlan;
+      const day = days[i] as DayWindow;
+      let memory = this.plans.get(field);
+      if (!memory) {
+        memory = { plan, state: undefined, forecast: undefined };
+        this.plans.set(field, memory);
+      }
+      memory.plan = plan;
+      if (memory.loadedState !== undefined) {
+        memory.state = controller.decodeState(memory.loadedState);
+        memory.loadedState = undefined;
+      }
+      if (memory.loadedForecast !== undefined) {
+        memory.forecast = controller.decodeForecast(memory.loadedForecast);
+        memory.loadedForecast = undefined;
+      }
+      let params: PlanPacingParams;
+      try {
+        const step = controller.step(
+          { plan, day, spend: spend[i] as PlanSpendSnapshot, nowMs },
+          memory.state,
+          memory.forecast,
+        );
+        assertPublishable(step.params);
+        params = step.params;
+        memory.state = step.state;
+        memory.forecast = step.forecast;
+      } catch (error) {
+        if (!(error instanceof InvalidPacingParamsError)) throw error;
+        invalid++;
+        params = failSafeParams(
+          { planId: plan.planId, mode: plan.pacingMode, budgetMicros: plan.dailyBudgetMicros, day },
+          nowMs,
+        );
+      }
+      results.set(field, { params, day });
+    }
+    return { results, invalid, planCount: plans.length };
+  }
+
+  private campaignWrites(
+    campaigns: readonly CampaignBudgets[],
+    results: ReadonlyMap<string, PlanResult>,
+    nowMs: number,
+  ): { writes: CampaignWrite[]; commit(): void } {
+    const writes: CampaignWrite[] = [];
+    const updates: [string, CampaignMemory][] = [];
+    for (const b of campaigns) {
+      const plans = plansOfCampaign(b);
+      const plansKey = plans.map((p) => p.planId).join(',');
+      const memory = this.published.get(b.campaign.campaignId);
+      const full = !memory || memory.plansKey !== plansKey;
+      const refresh = full || nowMs - (memory as CampaignMemory).expiryRefreshedAt >= this.expiryRefreshMs;
+      const fields: string[] = full ? ['plans', plansKey] : [];
+      const curves = new Map<string, CurvePoints>();
+      for (const p of plans) {
+        const r = results.get(planField(p)) as PlanResult;
+        fields.push(`p:${p.planId}`, encodePlanParams(r.params, r.day));
+        if (full || memory?.curves.get(p.planId) !== r.params.curve) {
+          fields.push(`e:${p.planId}`, encodeCurve(r.params.curve));
+        }
+        curves.set(p.planId, r.params.curve);
+      }
+      writes.push({ campaignId: b.campaign.campaignId, mode: full ? 'F' : refresh ? 'X' : 'P', fields });
+      updates.push([
+        b.campaign.campaignId,
+        {
+          plansKey,
+          curves,
+          expiryRefreshedAt: refresh ? nowMs : (memory as CampaignMemory).expiryRefreshedAt,
+        },
+      ]);
+    }
+    return {
+      writes,
+      commit: () => {
+        for (const [id, m] of updates) this.published.set(id, m);
+      },
+    };
+  }
+
+  private staged: { state: [PlanMemory, string][]; forecast: [PlanMemory, string][] } = {
+    state: [],
+    forecast: [],
+  };
+  private pendingDeletes: { state: string[]; forecast: string[] } = { state: [], forecast: [] };
+
+  private stateWrites(): { state: string[]; forecast: string[] } {
+    const { controller } = this.options;
+    const state: string[] = [];
+    const forecast: string[] = [];
+    this.staged = { state: [], forecast: [] };
+    for (const [field, m] of this.plans) {
+      if (m.state !== undefined) {
+        const raw = controller.encodeState(m.state);
+        if (raw !== m.writtenState) {
+          state.push(field, raw);
+          this.staged.state.push([m, raw]);
+        }
+      }
+      if (m.forecast !== undefined) {
+        const raw = controller.encodeForecast(m.forecast);
+        if (raw !== m.writtenForecast) {
+          forecast.push(field, raw);
+          this.staged.forecast.push([m, raw]);
+        }
+      }
+    }
+    return { state, forecast };
+  }
+
+  private commitStateWrites(): void {
+    for (const [m, raw] of this.staged.state) m.writtenState = raw;
+    for (const [m, raw] of this.staged.forecast) m.writtenForecast = raw;
+    this.staged = { state: [], forecast: [] };
+  }
+
+  /**
+   * Loads the controller state and forecasts the previous publisher stored, so this publisher
+   * continues them (no jump in the parameters at a leader change), and forgets what it believed
+   * was stored (every campaign hash is rewritten whole on this publish). Fields of plans that no
+   * longer exist are deleted with this publish.
+   */
+  private async reloadState(publisher: ShardPublisher): Promise<void> {
+    const [state, forecast] = await Promise.all([
+      scanHash(this.options.redis, publisher.keys.state),
+      scanHash(this.options.redis, publisher.keys.forecast),
+    ]);
+    this.published.clear();
+    for (const m of this.plans.values()) {
+      m.writtenState = undefined;
+      m.writtenForecast = undefined;
+    }
+    const live = new Set(this.plans.keys());
+    for (const [field, raw] of state) {
+      const m = this.plans.get(field);
+      if (m) {
+        m.loadedState = raw;
+        m.writtenState = raw;
+      }
+    }
+    for (const [field, raw] of forecast) {
+      const m = this.plans.get(field);
+      if (m) {
+        m.loadedForecast = raw;
+        m.writtenForecast = raw;
+      }
+    }
+    // Plans this process has not met yet (a cold process) pick their state up when they appear.
+    for (const [field, raw] of state) {
+      if (!live.has(field)) this.orphans.state.set(field, raw);
+    }
+    for (const [field, raw] of forecast) {
+      if (!live.has(field)) this.orphans.forecast.set(field, raw);
+    }
+    this.adoptOrphans();
+  }
+
+  private readonly orphans = { state: new Map<string, string>(), forecast: new Map<string, string>() };
+
+  /** Matches loaded state of plans not yet in memory against the current budgets. */
+  private adoptOrphans(): void {
+    const known = new Set<string>();
+    for (const b of this.options.budgets.campaigns()) {
+      for (const p of plansOfCampaign(b)) {
+        const field = planField(p);
+        known.add(field);
+        const s = this.orphans.state.get(field);
+        const f = this.orphans.forecast.get(field);
+        if (s === undefined && f === undefined) continue;
+        let m = this.plans.get(field);
+        if (!m) {
+          m = { plan: p, state: undefined, forecast: undefined };
+          this.plans.set(field, m);
+        }
+        if (s !== undefined) {
+          m.loadedState = s;
+          m.writtenState = s;
+        }
+        if (f !== undefined) {
+          m.loadedForecast = f;
+          m.writtenForecast = f;
+        }
+      }
+    }
+    // What no current plan claims belongs to deleted plans: delete it with the next publish.
+    this.pendingDeletes = {
+      state: [...this.orphans.state.keys()].filter((f) => !known.has(f)),
+      forecast: [...this.orphans.forecast.keys()].filter((f) => !known.has(f)),
+    };
+    this.orphans.state.clear();
+    this.orphans.forecast.clear();
+  }
+}
+
+/** Every plan of a campaign in publishing order: account, campaign, then arms by id (stable). */
+export function plansOfCampaign(b: CampaignBudgets): ResolvedPlan[] {
+  const arms = [...b.arms.entries()].sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0)).map(([, p]) => p);
+  return [...plansForBid(b, undefined), ...arms];
+}
+
+/** All fields of a hash, read with HSCAN in pages (a shard's state hash can be large). */
+export async function scanHash(redis: RedisClient, key: string): Promise<Map<string, string>> {
+  const out = new Map<string, string>();
+  let cursor = '0';
+  do {
+    const [next, flat] = await redis.hscan(key, cursor, 'COUNT', 2_000);
+    for (let i = 0; i + 1 < flat.length; i += 2) out.set(flat[i] as string, flat[i + 1] as string);
+    cursor = next;
+  } while (cursor !== '0');
+  return out;
+}
