@@ -59,7 +59,9 @@ function http1Handler(timeouts: ClientTimeouts = {}): NodeHttpHandler {
     httpAgent: new http.Agent({ keepAlive: true, maxSockets: 64 }),
     httpsAgent: new https.Agent({ keepAlive: true, maxSockets: 64 }),
     ...(timeouts.connectionTimeoutMs ? { connectionTimeout: timeouts.connectionTimeoutMs } : {}),
-    ...(timeouts.requestTimeoutMs ? { requestTimeout: timeouts.requestTimeoutMs } : {}),
+    ...(timeouts.requestTimeoutMs
+      ? { requestTimeout: timeouts.requestTimeoutMs, throwOnRequestTimeout: true }
+      : {}),
   });
 }
 

@@ -1,8 +1,8 @@
 /**
- * The pacer's CloudWatch metrics (Powertools EMF), flushed once per tick — never per campaign.
- * Every tick's metrics carry two dimension sets: {service, shard} (what the stack's per-shard
- * alarms watch: the sum of IsLeader over a shard's instances is its number of leaders) and
- * {service, shard, instance} (per-instance dashboards).
+ * The pacer's CloudWatch metrics (Powertools EMF), flushed once per tick — never per campaign:
+ * one record with dimensions {service, shard} (what the stack's per-shard alarms watch: the sum
+ * of IsLeader over a shard's instances is its number of leaders; the maximum ParamsAgeMs is the
+ * age of its parameters) and one with {service, shard, instance} (per-instance dashboards).
  */
 import { type Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { TickOutcome } from './pacer.js';
@@ -31,21 +31,22 @@ export function recordTick(
   tickMs: number,
 ): void {
   const shard = String(outcome.shard);
-  metrics.addDimensions({ shard });
-  metrics.addDimensions({ shard, instance: outcome.instanceId });
   const n = pacerMetricNames;
+  metrics.addDimensions({ shard });
   metrics.addMetric(n.isLeader, MetricUnit.Count, outcome.isLeader ? 1 : 0);
+  if (outcome.paramsAgeMs !== undefined)
+    metrics.addMetric(n.paramsAge, MetricUnit.Milliseconds, outcome.paramsAgeMs);
+  metrics.addMetric(n.tickOverrun, MetricUnit.Count, outcome.durationMs > tickMs ? 1 : 0);
+  metrics.publishStoredMetrics();
+  metrics.addDimensions({ shard, instance: outcome.instanceId });
   metrics.addMetric(n.tickDuration, MetricUnit.Milliseconds, outcome.durationMs);
   metrics.addMetric(n.ticksSkipped, MetricUnit.Count, skippedBefore);
-  metrics.addMetric(n.tickOverrun, MetricUnit.Count, outcome.durationMs > tickMs ? 1 : 0);
   metrics.addMetric(n.campaignsPaced, MetricUnit.Count, outcome.campaignsPaced);
   if (outcome.publishLagMs !== undefined)
     metrics.addMetric(n.publishLag, MetricUnit.Milliseconds, outcome.publishLagMs);
   const changed = outcome.lease.event === 'acquired' || outcome.lease.event === 'lost' ? 1 : 0;
   metrics.addMetric(n.leaseChanges, MetricUnit.Count, changed);
   metrics.addMetric(n.fencedWritesRejected, MetricUnit.Count, outcome.fencedWritesRejected);
-  if (outcome.paramsAgeMs !== undefined)
-    metrics.addMetric(n.paramsAge, MetricUnit.Milliseconds, outcome.paramsAgeMs);
   metrics.addMetric(n.invalidParams, MetricUnit.Count, outcome.invalidParams);
   metrics.addMetric(n.budgetRefreshFailures, MetricUnit.Count, outcome.budgets.ok ? 0 : 1);
   metrics.addMetric(n.controlStale, MetricUnit.Count, outcome.controlFresh ? 0 : 1);

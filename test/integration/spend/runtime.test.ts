@@ -28,6 +28,8 @@ beforeAll(async () => {
     regions: ['us-east-1'],
     redisMode: 'standalone',
     stateDir: tempDir('paceline-spend-runtime-'),
+    // Only what this test exercises: no pacer instances competing for the CPU.
+    functions: ['trackSpend'],
   })) as [RegionRuntime];
   redis = connectRedis(redisConfigFromEnv(runtime.region.functionEnv('trackSpend')));
 }, 120_000);
