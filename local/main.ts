@@ -9,10 +9,11 @@
  *   npm start -- [--regions us-east-1,us-west-2] [--redis standalone|cluster] [--prewarm]
  *                [--pacer-shards 4] [--pacer-instances 3] [--handler <function>=<module>]...
  */
-import { existsSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
+import { type LocalRegionsFile, localRegionsFile } from '../cli/paceline/target.js';
 import {
   defaultRegions,
   type FunctionKey,
@@ -71,6 +72,11 @@ export interface RuntimeOptions {
   readonly bundle?: boolean;
   /** Run only these functions (tests that do not need the others). @default every function */
   readonly functions?: readonly FunctionKey[];
+  /**
+   * Extra environment per function name, over the description's (fault injection in tests, e.g.
+   * `{ pacer: { PACER_FAULT_PAUSE_BEFORE_PUBLISH_MS: '800' } }`). @default {}
+   */
+  readonly extraEnv?: Readonly<Record<string, Readonly<Record<string, string>>>>;
   readonly log?: (line: string) => void;
 }
 
@@ -121,7 +127,7 @@ async function startRegionRuntime(name: string, options: RuntimeOptions): Promis
       const invoker = new ProcessInvoker({
         functionName: spec.name,
         handlerModule: options.handlerOverrides?.[spec.name] ?? spec.entry,
-        env: region.functionEnv(key),
+        env: { ...region.functionEnv(key), ...options.extraEnv?.[spec.name] },
         timeoutMs: spec.timeoutSeconds * 1000,
         memoryMb: spec.memoryMb,
         ...(options.functionOutput ? { stdio: options.functionOutput } : {}),
@@ -419,6 +425,17 @@ async function runCli(): Promise<void> {
     process.exit(1);
   }
   console.log(describeRuntime(runtimes));
+  // Lets `paceline …` find the running local regions without pasting their env.
+  const regionsFile = localRegionsFile(repoRoot);
+  mkdirSync(dirname(regionsFile), { recursive: true });
+  writeFileSync(
+    regionsFile,
+    JSON.stringify({
+      pid: process.pid,
+      regions: runtimes.map((rt) => ({ region: rt.region.region, clientEnv: rt.region.clientEnv })),
+    } satisfies LocalRegionsFile),
+  );
+  process.once('exit', () => rmSync(regionsFile, { force: true }));
   // performance.now() counts from process start, so this includes loading the modules.
   const seconds = (performance.now() / 1000).toFixed(1);
   console.log(

@@ -14,7 +14,7 @@ import { Metrics } from '@aws-lambda-powertools/metrics';
 import type { Context } from 'aws-lambda';
 import { dynamoDbClient, endpointsFromEnv, ssmClient } from '../../shared/aws/clients.js';
 import { BudgetRepository } from '../../shared/budget/repository.js';
-import { requireEnv } from '../../shared/config/env.js';
+import { intEnv, requireEnv } from '../../shared/config/env.js';
 import { ShardBudgets } from '../../shared/pacing/budgets-cache.js';
 import { PacerControl } from '../../shared/pacing/control.js';
 import { createPacingController } from '../../shared/pacing/controller/index.js';
@@ -50,8 +50,13 @@ const budgetsRepo = new BudgetRepository({
 const redis = connectRedis(redisConfigFromEnv());
 redis.on('error', (error: Error) => logger.warn('redis connection error', { error: error.message }));
 const controller = createPacingController();
-/** Distinguishes this process from another one running the same instance (publisher ids). */
-const processNonce = randomUUID().slice(0, 8);
+/**
+ * Distinguishes this process from another one running the same instance (publisher ids): the pid
+ * (operators and tests map a publisher to its process) and a random part (pids are reused).
+ */
+const processNonce = `${process.pid}-${randomUUID().slice(0, 4)}`;
+/** Fault injection for tests (docs/pacing.md): a pause between claim and publish, ms. */
+const pauseBeforePublishMs = intEnv('PACER_FAULT_PAUSE_BEFORE_PUBLISH_MS', 0);
 const clock = systemClock;
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -80,6 +85,7 @@ function warmState(shard: number): ShardWarmState {
         clock,
         tickMs: config.tickMs,
         logMaxLen: config.auditLogMaxLen,
+        ...(pauseBeforePublishMs > 0 ? { beforePublish: () => sleep(pauseBeforePublishMs) } : {}),
       }),
       control: new PacerControl({ ssm, region: config.region, shard, clock }),
     };

@@ -52,20 +52,38 @@ export interface RefreshOutcome {
   readonly campaignsChanged: number;
 }
 
-const itemKey = (i: Pick<BudgetItem, 'pk' | 'sk'>) => `${i.pk}|${i.sk}`;
+const itemKey = budgetItemKey;
 
 function model<T>(item: BudgetItem): T {
   const { pk: _pk, sk: _sk, type: _type, pacerShard: _s, version: _v, updatedAt: _u, ...rest } = item;
   return rest as unknown as T;
 }
 
-/** What the pacer needs of a shard's budgets (ShardBudgets, or a fixed set in the benchmark). */
+/** Changes of the cached items since the last drain (mirrored into the Redis snapshot). */
+export interface BudgetChanges {
+  readonly upserts: readonly BudgetItem[];
+  /** Keys (`<pk>|<sk>`) of items that left the shard (seen missing at a full reload). */
+  readonly removals: readonly string[];
+}
+
+/** What the pacer needs of a shard's budgets (ShardBudgets). */
 export interface BudgetsRefresh {
   /** Brings the budgets up to date; throws when the source cannot be read (the old view stays). */
   refresh(): Promise<RefreshOutcome>;
   /** True once anything was loaded. */
   readonly loaded: boolean;
   campaigns(): readonly CampaignBudgets[];
+  /** Every cached item (a full snapshot). */
+  exportItems(): BudgetItem[];
+  /** Loads a snapshot taken at `takenAtMs` (a cold process warming up without DynamoDB). */
+  importItems(items: readonly BudgetItem[], takenAtMs: number): void;
+  /** Changes since the previous call. */
+  drainChanges(): BudgetChanges;
+}
+
+/** Key of an item in the cache and the snapshot: `<pk>|<sk>`. */
+export function budgetItemKey(i: Pick<BudgetItem, 'pk' | 'sk'>): string {
+  return `${i.pk}|${i.sk}`;
 }
 
 /** The cached budgets of one pacer shard. */
@@ -83,6 +101,8 @@ export class ShardBudgets implements BudgetsRefresh {
   private readonly overlapMs: number;
   /** Bumped whenever the set of budgets changes (callers key derived caches on it). */
   generation = 0;
+  private changed = new Map<string, BudgetItem>();
+  private removed = new Set<string>();
 
   constructor(private readonly options: ShardBudgetsOptions) {
     this.fullReloadMs = options.fullReloadMs ?? 300_000;
@@ -161,13 +181,36 @@ export class ShardBudgets implements BudgetsRefresh {
     this.lastFullMs = takenAtMs;
   }
 
+  drainChanges(): BudgetChanges {
+    const out = { upserts: [...this.changed.values()], removals: [...this.removed] };
+    this.changed = new Map();
+    this.removed = new Set();
+    return out;
+  }
+
   private replaceAll(all: readonly BudgetItem[]): number {
+    const before = this.items;
+    const present = new Set(all.map(itemKey));
+    for (const key of before.keys()) {
+      if (!present.has(key)) {
+        this.removed.add(key);
+        this.changed.delete(key);
+      }
+    }
     this.items = new Map();
     this.byAccount = new Map();
     this.plansByCampaign = new Map();
     this.watermark = Number.NEGATIVE_INFINITY;
     const dirty = new Set<string>(this.derived.keys());
-    for (const item of all) this.apply(item, dirty);
+    const pending = new Set(this.changed.keys());
+    for (const item of all) {
+      const key = itemKey(item);
+      const held = before.get(key);
+      this.apply(item, dirty);
+      // Unchanged by the reload (and not already waiting to be mirrored): nothing to mirror.
+      if (held && held.version === item.version && held.updatedAt === item.updatedAt && !pending.has(key))
+        this.changed.delete(key);
+    }
     this.rebuild(dirty);
     return dirty.size;
   }
@@ -180,6 +223,8 @@ export class ShardBudgets implements BudgetsRefresh {
     if (held && held.version > item.version) return false;
     if (held && held.version === item.version && held.updatedAt >= item.updatedAt) return false;
     this.items.set(key, item);
+    this.changed.set(key, item);
+    this.removed.delete(key);
     const accountId = String(item.accountId);
     if (item.type === 'campaign') {
       const campaignId = String(item.campaignId);

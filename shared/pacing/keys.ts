@@ -8,6 +8,7 @@
  * - `pp:1:{pp:<s>}:c:<campaignId>`   hash   everything a bid of the campaign needs (one HGETALL)
  * - `pp:1:{pp:<s>}:st`               hash   controller state per plan, `<scope>:<planId>` → encoded
  * - `pp:1:{pp:<s>}:fc`               hash   traffic forecast per plan, `<scope>:<planId>` → encoded
+ * - `pp:1:{pp:<s>}:bud`              hash   the shard's budgets snapshot, `<pk>|<sk>` → item JSON, `~meta`
  * - `pp:1:{pp:<s>}:log`              stream audit of claims and publishes (accepted and rejected)
  */
 import { fnv1a32 } from './shard.js';
@@ -20,6 +21,7 @@ export interface ShardKeys {
   readonly claim: string;
   readonly state: string;
   readonly forecast: string;
+  readonly budgets: string;
   readonly log: string;
   campaign(campaignId: string): string;
 }
@@ -31,6 +33,7 @@ export function shardKeys(shard: number): ShardKeys {
     claim: `${base}:claim`,
     state: `${base}:st`,
     forecast: `${base}:fc`,
+    budgets: `${base}:bud`,
     log: `${base}:log`,
     campaign: (campaignId) => `${base}:c:${campaignId}`,
   };

@@ -15,11 +15,12 @@
  * 7. the publisher writes the campaign hashes, changed states and forecasts (fenced Lua batches).
  */
 import { type CampaignBudgets, plansForBid, type ResolvedPlan } from '../budget/model.js';
+import type { BudgetItem } from '../budget/repository.js';
 import { type DayWindow, dayWindow } from '../budget/time-zone.js';
 import type { RedisClient } from '../redis/connect.js';
 import { planDayKeys } from '../spend/keys.js';
 import type { Clock } from '../time/clock.js';
-import type { BudgetsRefresh } from './budgets-cache.js';
+import { type BudgetsRefresh, budgetItemKey } from './budgets-cache.js';
 import { assertPublishable, encodeCurve, encodePlanParams, InvalidPacingParamsError } from './codec.js';
 import { type ControlSnapshot, overrideActive } from './control.js';
 import type { PacingController } from './controller/api.js';
@@ -61,6 +62,11 @@ export interface ShardPacerOptions {
   readonly maxArgsPerBatch?: number;
   /** How often a campaign hash's expiry is refreshed (memory only). @default 1 h */
   readonly expiryRefreshMs?: number;
+  /**
+   * Fault injection: awaited between a successful claim and the publish (the window in which a
+   * paused leader holds a claim it is about to lose). Tests only. @default none
+   */
+  readonly beforePublish?: () => Promise<void>;
 }
 
 /** Who this tick runs as. */
@@ -102,7 +108,13 @@ export interface TickOutcome {
   readonly publishLagMs?: number;
   /** Controller state reloaded from Redis (the previous publisher was someone else). */
   readonly stateReloaded: boolean;
-  readonly budgets: { readonly ok: boolean; readonly changed: number; readonly error?: string };
+  readonly budgets: {
+    readonly ok: boolean;
+    readonly changed: number;
+    readonly error?: string;
+    /** A cold process loaded the shard's budgets snapshot from Redis first. */
+    readonly fromSnapshot?: boolean;
+  };
   /** Why nothing was computed (no budgets yet: a cold process while DynamoDB is unreachable). */
   readonly skippedReason?: string;
   /** Age of the shard's last claim at the end of the tick, ms (stale-parameter alarm). */
@@ -125,6 +137,19 @@ interface CampaignMemory {
   plansKey: string;
   curves: Map<string, CurvePoints>;
   expiryRefreshedAt: number;
+}
+
+interface PlanAtDay {
+  readonly field: string;
+  readonly plan: ResolvedPlan;
+  readonly day: DayWindow;
+}
+
+/** The snapshot hash's metadata field (readers ignore a snapshot without it: half-written). */
+const SNAPSHOT_META = '~meta';
+
+interface SnapshotMeta {
+  readonly takenAtMs: number;
 }
 
 interface PlanResult {
@@ -164,15 +189,13 @@ export class ShardPacer {
   async runTick(tick: number, who: TickIdentity): Promise<TickOutcome> {
     const { clock, shard, region } = this.options;
     const startedAtMs = clock.now();
-    const control = await who.control.read();
-    const lease = await who.lease.tick();
-    let budgets: TickOutcome['budgets'];
-    try {
-      const r = await this.options.budgets.refresh();
-      budgets = { ok: true, changed: r.campaignsChanged };
-    } catch (error) {
-      budgets = { ok: false, changed: 0, error: (error as Error).message };
-    }
+    const publisher = this.publisher(who.publisherId);
+    // SSM, DynamoDB (lease, budgets) and Redis (snapshot) are independent: one round of latency.
+    const [control, lease, budgets] = await Promise.all([
+      who.control.read(),
+      who.lease.tick(),
+      this.refreshBudgets(publisher),
+    ]);
     const snapshot = control.snapshot;
     const base = {
       shard,
@@ -210,11 +233,16 @@ export class ShardPacer {
         fence = { g: snapshot.generation, o: snapshot.overrideVersion, e: who.lease.epoch };
       }
     }
-    const publisher = this.publisher(who.publisherId);
-    let claim: ClaimOutcome | undefined;
-    let stateReloaded = false;
-    if (fence) {
-      claim = await publisher.claim(fence, tick, clock.now());
+
+    // The claim (publisher) and the spend read (everyone) overlap; the controller steps after the
+    // claim, because a new publisher first loads the state its predecessor published.
+    const nowMs = clock.now();
+    const campaigns = this.options.budgets.campaigns().filter((b) => b.campaign.status === 'active');
+    const plans = this.uniquePlans(campaigns, nowMs);
+    const claimStep = async () => {
+      if (!fence) return { claim: undefined, reloaded: false, ageMs: await this.claimAge(publisher) };
+      const claim = await publisher.claim(fence, tick, clock.now());
+      let reloaded = false;
       if (claim.accepted) {
         const continuous =
           claim.previous?.publisher === who.publisherId &&
@@ -222,31 +250,46 @@ export class ShardPacer {
           this.lastPublished.tick === claim.previous.tick;
         if (!continuous) {
           await this.reloadState(publisher);
-          stateReloaded = true;
+          reloaded = true;
         }
       }
-    }
+      return { claim, reloaded, ageMs: claim.accepted ? 0 : await this.claimAge(publisher) };
+    };
+    const [claimed, spend] = await Promise.all([
+      claimStep(),
+      this.options.spend.read(
+        plans.map((p) => planDayKeys(p.plan, p.day.day).state),
+        nowMs,
+      ),
+    ]);
+    const { claim } = claimed;
     const publishing = claim?.accepted === true;
-
-    // Compute every plan of every active campaign.
-    const nowMs = clock.now();
-    const campaigns = this.options.budgets.campaigns().filter((b) => b.campaign.status === 'active');
-    const { results, invalid, planCount } = await this.compute(campaigns, nowMs);
+    const { results, invalid } = this.step(plans, spend, nowMs);
 
     let publish: PublishOutcome | undefined;
     let publishLagMs: number | undefined;
     if (publishing && fence) {
+      await this.options.beforePublish?.();
       const writes = this.campaignWrites(campaigns, results, nowMs);
       const { state, forecast } = this.stateWrites();
+      const fullSnapshot = claimed.reloaded;
+      const changes = this.options.budgets.drainChanges();
+      const budgetSet: string[] = [];
+      for (const item of fullSnapshot ? this.options.budgets.exportItems() : changes.upserts) {
+        budgetSet.push(budgetItemKey(item), JSON.stringify(item));
+      }
+      if (fullSnapshot || budgetSet.length > 0 || changes.removals.length > 0) {
+        budgetSet.push(SNAPSHOT_META, JSON.stringify({ takenAtMs: nowMs } satisfies SnapshotMeta));
+      }
       publish = await publisher.publish({
         fence,
         tick,
         nowMs: clock.now(),
         campaigns: writes.writes,
-        state,
-        forecast,
-        deleteState: this.pendingDeletes.state,
-        deleteForecast: this.pendingDeletes.forecast,
+        state: { set: state, del: this.pendingDeletes.state },
+        forecast: { set: forecast, del: this.pendingDeletes.forecast },
+        budgets: { set: budgetSet, del: fullSnapshot ? [] : changes.removals },
+        replaceBudgets: fullSnapshot,
       });
       publishLagMs = clock.now() - tick * this.options.tickMs;
       if (publish.rejectedBatches === 0) {
@@ -261,7 +304,7 @@ export class ShardPacer {
       }
     }
     const fencedWritesRejected = (claim && !claim.accepted ? 1 : 0) + (publish?.rejectedBatches ?? 0);
-    const paramsAgeMs = await this.claimAge(publisher);
+    const paramsAgeMs = claimed.ageMs;
     return {
       ...base,
       durationMs: clock.now() - startedAtMs,
@@ -272,12 +315,49 @@ export class ShardPacer {
       ...(publish ? { publish } : {}),
       fencedWritesRejected,
       campaignsPaced: campaigns.length,
-      plansPaced: planCount,
+      plansPaced: plans.length,
       invalidParams: invalid,
       ...(publishLagMs === undefined ? {} : { publishLagMs }),
       ...(paramsAgeMs === undefined ? {} : { paramsAgeMs }),
-      stateReloaded,
+      stateReloaded: claimed.reloaded,
     };
+  }
+
+  /**
+   * Brings the budgets up to date. A cold process first loads the shard's snapshot from Redis
+   * (written by the publisher), so it can pace — and publish under an override — while DynamoDB
+   * is unreachable, and then reads only the changes since the snapshot from DynamoDB.
+   */
+  private async refreshBudgets(publisher: ShardPublisher): Promise<TickOutcome['budgets']> {
+    const budgets = this.options.budgets;
+    let fromSnapshot = false;
+    if (!budgets.loaded) {
+      try {
+        const raw = await scanHash(this.options.redis, publisher.keys.budgets);
+        const meta = raw.get(SNAPSHOT_META);
+        if (meta !== undefined) {
+          raw.delete(SNAPSHOT_META);
+          const items = [...raw.values()].map((v) => JSON.parse(v) as BudgetItem);
+          budgets.importItems(items, (JSON.parse(meta) as SnapshotMeta).takenAtMs);
+          // Nothing to mirror back: these items came from the snapshot.
+          budgets.drainChanges();
+          fromSnapshot = true;
+        }
+      } catch {
+        // No usable snapshot: DynamoDB decides below.
+      }
+    }
+    try {
+      const r = await budgets.refresh();
+      return { ok: true, changed: r.campaignsChanged, ...(fromSnapshot ? { fromSnapshot } : {}) };
+    } catch (error) {
+      return {
+        ok: false,
+        changed: 0,
+        error: (error as Error).message,
+        ...(fromSnapshot ? { fromSnapshot } : {}),
+      };
+    }
   }
 
   /** How old the shard's last claim is (every instance reports it; the alarm takes the max). */
@@ -298,26 +378,29 @@ export class ShardPacer {
     return day;
   }
 
-  private async compute(
-    campaigns: readonly CampaignBudgets[],
+  /** Every distinct plan of the campaigns, with its current day (one entry per account plan). */
+  private uniquePlans(campaigns: readonly CampaignBudgets[], nowMs: number): PlanAtDay[] {
+    const unique = new Map<string, PlanAtDay>();
+    for (const b of campaigns) {
+      for (const plan of plansOfCampaign(b)) {
+        const field = planField(plan);
+        if (!unique.has(field)) unique.set(field, { field, plan, day: this.dayOf(plan.timeZone, nowMs) });
+      }
+    }
+    return [...unique.values()];
+  }
+
+  /** One controller step per plan (pure), falling back to fail-safe parameters for bad output. */
+  private step(
+    plans: readonly PlanAtDay[],
+    spend: readonly PlanSpendSnapshot[],
     nowMs: number,
-  ): Promise<{ results: Map<string, PlanResult>; invalid: number; planCount: number }> {
-    const unique = new Map<string, ResolvedPlan>();
-    for (const b of campaigns) for (const p of plansOfCampaign(b)) unique.set(planField(p), p);
-    const fields = [...unique.keys()];
-    const plans = [...unique.values()];
-    const days = plans.map((p) => this.dayOf(p.timeZone, nowMs));
-    const spend = await this.options.spend.read(
-      plans.map((p, i) => planDayKeys(p, (days[i] as DayWindow).day).state),
-      nowMs,
-    );
+  ): { results: Map<string, PlanResult>; invalid: number } {
     const { controller } = this.options;
     const results = new Map<string, PlanResult>();
     let invalid = 0;
     for (let i = 0; i < plans.length; i++) {
-      const field = fields[i] as string;
-      const plan = plans[i] as ResolvedPlan;
-      const day = days[i] as DayWindow;
+      const { field, plan, day } = plans[i] as PlanAtDay;
       let memory = this.plans.get(field);
       if (!memory) {
         memory = { plan, state: undefined, forecast: undefined };
@@ -353,7 +436,7 @@ export class ShardPacer {
       }
       results.set(field, { params, day });
     }
-    return { results, invalid, planCount: plans.length };
+    return { results, invalid };
   }
 
   private campaignWrites(

@@ -36,10 +36,10 @@ declare module 'ioredis' {
       logMaxLen: number,
     ): Result<[number, string, string, string, string, string, string], Context>;
     /**
-     * KEYS: claim, state, forecast, log, campaign keys…  ARGV: g, o, e, tick, publisher, nowMs,
-     * logMaxLen, keepMs, campaign count, then per campaign: mode (F replace | X write + expiry |
-     * P write), value count, field/value pairs; then state pairs count, pairs; forecast pairs
-     * count, pairs; state fields to delete count, fields; forecast fields to delete count, fields.
+     * KEYS: claim, state, forecast, budgets snapshot, log, campaign keys…  ARGV: g, o, e, tick,
+     * publisher, nowMs, logMaxLen, keepMs, replace-snapshot (1|0), campaign count, then per
+     * campaign: mode (F replace | X write + expiry | P write), value count, field/value pairs; then
+     * for state, forecast and snapshot: pairs count, pairs; then for each: delete count, fields.
      * Reply: [accepted 1|0, claim g, o, e, tick, publisher] ('' = none).
      */
     ppPublish(
@@ -72,15 +72,16 @@ const PUBLISH_LUA = `
 local cur = redis.call('HMGET', KEYS[1], 'g', 'o', 'e', 't', 'p')
 local g, o, e, t, by, now = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local fence = g .. '.' .. o .. '.' .. e
-local n = tonumber(ARGV[9])
+local n = tonumber(ARGV[10])
 if cur[1] ~= g or cur[2] ~= o or cur[3] ~= e or cur[4] ~= t or cur[5] ~= by then
-  redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[7], '*', 'k', 'publish', 'ok', 0, 'why', 'claim', 'by', by,
+  redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[7], '*', 'k', 'publish', 'ok', 0, 'why', 'claim', 'by', by,
     'f', fence, 't', t, 'at', now, 'n', n)
   return {0, cur[1] or '', cur[2] or '', cur[3] or '', cur[4] or '', cur[5] or ''}
 end
-local i = 10
+if ARGV[9] == '1' then redis.call('DEL', KEYS[4]) end
+local i = 11
 for c = 1, n do
-  local key = KEYS[4 + c]
+  local key = KEYS[5 + c]
   local mode, nv = ARGV[i], tonumber(ARGV[i + 1])
   i = i + 2
   if mode == 'F' then redis.call('DEL', key) end
@@ -88,19 +89,19 @@ for c = 1, n do
   i = i + nv
   if mode ~= 'P' then redis.call('PEXPIRE', key, ARGV[8]) end
 end
-for h = 2, 3 do
+for h = 2, 4 do
   local nv = tonumber(ARGV[i])
   i = i + 1
   if nv > 0 then redis.call('HSET', KEYS[h], unpack(ARGV, i, i + nv - 1)) end
   i = i + nv
 end
-for h = 2, 3 do
+for h = 2, 4 do
   local nv = tonumber(ARGV[i])
   i = i + 1
   if nv > 0 then redis.call('HDEL', KEYS[h], unpack(ARGV, i, i + nv - 1)) end
   i = i + nv
 end
-redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[7], '*', 'k', 'publish', 'ok', 1, 'why', 'ok', 'by', by,
+redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[7], '*', 'k', 'publish', 'ok', 1, 'why', 'ok', 'by', by,
   'f', fence, 't', t, 'at', now, 'n', n)
 return {1, cur[1], cur[2], cur[3], cur[4], cur[5]}
 `;
@@ -139,19 +140,26 @@ export interface CampaignWrite {
   readonly fields: readonly string[];
 }
 
+/** Fields to set (field, value, …) and to delete in one of the shard's side hashes. */
+export interface HashChanges {
+  readonly set: readonly string[];
+  readonly del?: readonly string[];
+}
+
 /** What to publish in one tick. */
 export interface PublishBatchInput {
   readonly fence: Fence;
   readonly tick: number;
   readonly nowMs: number;
   readonly campaigns: readonly CampaignWrite[];
-  /** Controller state per plan field: field, value, … */
-  readonly state: readonly string[];
-  /** Forecast per plan field (only changed ones): field, value, … */
-  readonly forecast: readonly string[];
-  /** State / forecast fields of plans that no longer exist. */
-  readonly deleteState?: readonly string[];
-  readonly deleteForecast?: readonly string[];
+  /** Controller state per plan field (only changed ones). */
+  readonly state?: HashChanges;
+  /** Forecast per plan field (only changed ones). */
+  readonly forecast?: HashChanges;
+  /** The shard's budgets snapshot (only changed items, unless `replaceBudgets`). */
+  readonly budgets?: HashChanges;
+  /** Rewrite the budgets snapshot whole (its first batch deletes the old one). @default false */
+  readonly replaceBudgets?: boolean;
 }
 
 /** Result of {@link ShardPublisher.publish}. */
@@ -228,7 +236,7 @@ export class ShardPublisher {
    * the outcome counts them.
    */
   async publish(input: PublishBatchInput): Promise<PublishOutcome> {
-    const head = [
+    const head = (replaceBudgets: boolean) => [
       input.fence.g,
       input.fence.o,
       input.fence.e,
@@ -237,59 +245,63 @@ export class ShardPublisher {
       input.nowMs,
       this.logMaxLen,
       this.keepMs,
+      replaceBudgets ? '1' : '0',
     ];
+    const k = this.keys;
+    const fixedKeys = [k.claim, k.state, k.forecast, k.budgets, k.log];
     const batches: { keys: string[]; args: (string | number)[]; campaigns: number }[] = [];
+    let replace = input.replaceBudgets === true;
+    const push = (
+      campaignKeys: string[],
+      body: (string | number)[],
+      count: number,
+      sets: readonly (readonly string[])[],
+      dels: readonly (readonly string[])[],
+    ) => {
+      const args: (string | number)[] = [...head(replace), count, ...body];
+      for (const set of sets) args.push(set.length, ...set);
+      for (const del of dels) args.push(del.length, ...del);
+      batches.push({ keys: [...fixedKeys, ...campaignKeys], args, campaigns: count });
+      replace = false; // only the first batch clears the old snapshot
+    };
+    const none: readonly string[] = [];
+    // Campaign hashes, in batches of about maxArgs script arguments.
     let keys: string[] = [];
     let body: (string | number)[] = [];
     let count = 0;
-    let state: string[] = [];
-    let forecast: string[] = [];
-    const flush = () => {
-      if (count === 0 && state.length === 0 && forecast.length === 0) return;
-      batches.push({
-        keys: [this.keys.claim, this.keys.state, this.keys.forecast, this.keys.log, ...keys],
-        args: [...head, count, ...body, state.length, ...state, forecast.length, ...forecast, 0, 0],
-        campaigns: count,
-      });
-      keys = [];
-      body = [];
-      count = 0;
-      state = [];
-      forecast = [];
-    };
     let size = 0;
     for (const c of input.campaigns) {
-      keys.push(this.keys.campaign(c.campaignId));
+      keys.push(k.campaign(c.campaignId));
       body.push(c.mode, c.fields.length, ...c.fields);
       count++;
       size += 3 + c.fields.length;
       if (size >= this.maxArgs) {
-        flush();
+        push(keys, body, count, [none, none, none], [none, none, none]);
+        keys = [];
+        body = [];
+        count = 0;
         size = 0;
       }
     }
-    flush();
-    // State and forecast pairs in batches of their own (same claim check).
-    for (const [pairs, which] of [
-      [input.state, 'state'],
-      [input.forecast, 'forecast'],
-    ] as const) {
-      for (let i = 0; i < pairs.length; i += this.maxArgs) {
-        const chunk = pairs.slice(i, i + this.maxArgs);
-        if (which === 'state') state = chunk;
-        else forecast = chunk;
-        flush();
+    if (count > 0) push(keys, body, count, [none, none, none], [none, none, none]);
+    // Side hashes (state, forecast, snapshot) in batches of their own, same claim check.
+    const sides = [input.state, input.forecast, input.budgets];
+    for (let h = 0; h < 3; h++) {
+      const changes = sides[h];
+      if (!changes) continue;
+      const sets: (readonly string[])[] = [none, none, none];
+      for (let i = 0; i < changes.set.length; i += this.maxArgs) {
+        sets[h] = changes.set.slice(i, i + this.maxArgs);
+        push([], [], 0, sets, [none, none, none]);
+      }
+      const del = changes.del ?? [];
+      const dels: (readonly string[])[] = [none, none, none];
+      for (let i = 0; i < del.length; i += this.maxArgs) {
+        dels[h] = del.slice(i, i + this.maxArgs);
+        push([], [], 0, [none, none, none], dels);
       }
     }
-    const delState = input.deleteState ?? [];
-    const delForecast = input.deleteForecast ?? [];
-    if (delState.length > 0 || delForecast.length > 0) {
-      batches.push({
-        keys: [this.keys.claim, this.keys.state, this.keys.forecast, this.keys.log],
-        args: [...head, 0, 0, 0, delState.length, ...delState, delForecast.length, ...delForecast],
-        campaigns: 0,
-      });
-    }
+    if (replace) push([], [], 0, [none, none, none], [none, none, none]);
     const results = await pipelineByNode(
       this.options.redis,
       batches,

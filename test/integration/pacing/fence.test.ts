@@ -93,8 +93,7 @@ describe.each(['standalone', 'cluster'] as const)('claims and fenced publishing 
       tick: 50,
       nowMs: NOW,
       campaigns,
-      state: ['x:campaign', 's1'],
-      forecast: [],
+      state: { set: ['x:campaign', 's1'] },
     });
     expect(ok.batches).toBeGreaterThan(1); // 40 arguments per batch: several atomic batches
     expect(ok).toMatchObject({ rejectedBatches: 0, campaignsWritten: 25 });
@@ -112,8 +111,7 @@ describe.each(['standalone', 'cluster'] as const)('claims and fenced publishing 
       tick: 50,
       nowMs: NOW,
       campaigns: campaigns.map((c) => write(c.campaignId, 'late')),
-      state: ['x:campaign', 'late'],
-      forecast: [],
+      state: { set: ['x:campaign', 'late'] },
     });
     expect(late.acceptedBatches).toBe(0);
     expect(late.rejectedBatches).toBe(late.batches);
@@ -126,8 +124,6 @@ describe.each(['standalone', 'cluster'] as const)('claims and fenced publishing 
       tick: 50,
       nowMs: NOW,
       campaigns,
-      state: [],
-      forecast: [],
     });
     expect(stale.acceptedBatches).toBe(0);
 
@@ -152,8 +148,8 @@ describe.each(['standalone', 'cluster'] as const)('claims and fenced publishing 
       tick: 7,
       nowMs: NOW,
       campaigns: [{ campaignId: 'c', mode: 'F', fields: ['plans', 'campaign,arm:A', 'e:arm:A', 'curve'] }],
-      state: ['c:c:campaign', 's', 'c:c:arm:A', 's'],
-      forecast: ['c:c:campaign', 'fc'],
+      state: { set: ['c:c:campaign', 's', 'c:c:arm:A', 's'] },
+      forecast: { set: ['c:c:campaign', 'fc'] },
     });
     await a.claim(f(1, 1, 1), 8, NOW);
     await a.publish({
@@ -161,9 +157,7 @@ describe.each(['standalone', 'cluster'] as const)('claims and fenced publishing 
       tick: 8,
       nowMs: NOW,
       campaigns: [{ campaignId: 'c', mode: 'P', fields: ['p:campaign', 'x'] }],
-      state: [],
-      forecast: [],
-      deleteState: ['c:c:arm:A'],
+      state: { set: [], del: ['c:c:arm:A'] },
     });
     expect(await redis.hgetall(shardKeys(s).campaign('c'))).toMatchObject({
       t: '8',
@@ -177,8 +171,6 @@ describe.each(['standalone', 'cluster'] as const)('claims and fenced publishing 
       tick: 9,
       nowMs: NOW,
       campaigns: [{ campaignId: 'c', mode: 'F', fields: ['plans', 'campaign'] }],
-      state: [],
-      forecast: [],
     });
     expect(Object.keys(await redis.hgetall(shardKeys(s).campaign('c'))).sort()).toEqual([
       'at',

@@ -245,15 +245,20 @@ describe('shard pacer, three instances', () => {
     expect(p?.throttle).toBe(FAIL_SAFE_THROTTLE);
   });
 
-  it('computes nothing in a cold process while DynamoDB is unreachable, and says why', async () => {
+  it('warms a cold process from the Redis budgets snapshot while DynamoDB is unreachable', async () => {
     const clock = new ManualClock(T0 + 9_000_000);
     const [cold] = trio(2, clock) as [TestInstance];
+    const [colder] = trio(0, clock) as [TestInstance];
+    // Shard 0's snapshot is gone (never published, or Redis lost it): nothing to pace from.
+    await redis.del(shardKeys(0).budgets);
     await region.dynamoEmulator.suspend();
     try {
-      const outcome = await cold.tick(Math.floor(clock.now() / TICK));
-      expect(outcome.published).toBe(false);
-      expect(outcome.skippedReason).toMatch(/no budgets loaded/);
-      expect(outcome.budgets.ok).toBe(false);
+      const warm = await cold.tick(Math.floor(clock.now() / TICK));
+      expect(warm.budgets).toMatchObject({ ok: false, fromSnapshot: true });
+      expect(warm.campaignsPaced).toBe(6);
+      const none = await colder.tick(Math.floor(clock.now() / TICK));
+      expect(none.published).toBe(false);
+      expect(none.skippedReason).toMatch(/no budgets loaded/);
     } finally {
       await region.dynamoEmulator.resume();
     }

@@ -64,8 +64,6 @@ async function publish(accountId: string, campaignId: string, plans: PlanPacingP
     tick,
     nowMs,
     campaigns: [{ campaignId, mode: 'F', fields }],
-    state: [],
-    forecast: [],
   });
 }
 
