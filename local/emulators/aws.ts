@@ -22,12 +22,23 @@ export interface RunningEmulator {
 
 async function start(server: Server): Promise<RunningEmulator> {
   const { url, port } = await listenLoopback(server);
+  // Requests being handled: stopping waits for them, since closing the store under a request
+  // (e.g. a stopping function releasing its lease) fails inside the emulator, unhandled.
+  let inflight = 0;
+  server.on('request', (_req, res) => {
+    inflight++;
+    res.once('close', () => inflight--);
+  });
   // The plain http.Server methods: dynalite wraps close()/listen() to close and recreate its
   // store, and an outage must not lose the tables.
   return {
     url,
     port,
-    stop: () => closeServer(server),
+    async stop() {
+      const deadline = Date.now() + 2_000;
+      while (inflight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+      await closeServer(server);
+    },
     suspend: () =>
       new Promise<void>((resolve) => {
         Server.prototype.close.call(server, () => resolve());

@@ -11,7 +11,9 @@
  * - the leader override set while DynamoDB (dynalite) is down → the named instance publishes;
  *   back to `auto` → the lease holder resumes; no tick with two publishers, none without one for
  *   longer than one tick;
- * - `paceline status --json` shows the same, as one JSON object.
+ * - `paceline status --json` shows the same, as one JSON object;
+ * - the AWS layout, 24 shards × 3 instances (72 processes), runs too: every shard publishes, one
+ *   publisher per tick.
  */
 import { execFile } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -35,6 +37,7 @@ let redis: RedisClient | undefined;
 
 async function start(
   extraEnv: Record<string, string> = {},
+  layout: { shards?: number; tickMs?: number; minuteMs?: number; leaseTtlMs?: number } = {},
 ): Promise<{ rt: RegionRuntime; redis: RedisClient }> {
   const [rt] = (await startRuntime({
     regions: ['us-east-1'],
@@ -42,8 +45,12 @@ async function start(
     stateDir: tempDir('paceline-failover-'),
     functions: ['pacer'],
     bundle: true,
-    msPerMinute: MINUTE,
-    pacer: { tickMs: TICK, leaseTtlMs: TTL },
+    msPerMinute: layout.minuteMs ?? MINUTE,
+    pacer: {
+      tickMs: layout.tickMs ?? TICK,
+      leaseTtlMs: layout.leaseTtlMs ?? TTL,
+      ...(layout.shards ? { shards: layout.shards } : {}),
+    },
     functionOutput: 'ignore',
     extraEnv: { pacer: { POWERTOOLS_METRICS_DISABLED: 'true', ...extraEnv } },
   })) as [RegionRuntime];
@@ -254,4 +261,38 @@ describe('pacing service under the process-per-instance runtime', () => {
     expect(() => JSON.parse(out.stdout)).not.toThrow();
     expect(out.stdout.trim().split('\n')).toHaveLength(1);
   }, 180_000);
+
+  it('runs the AWS layout locally: 24 shards × 3 instances, every shard published, one publisher per tick', async () => {
+    const tick = 3_000;
+    const startedAt = Date.now();
+    const { rt, redis: client } = await start(
+      {},
+      { shards: 24, tickMs: tick, minuteMs: 18_000, leaseTtlMs: 7_500 },
+    );
+    expect(rt.description.functions.pacer.schedule.instances).toHaveLength(72);
+    // 72 cold starts (queued, a few at a time: ~0.5 s of CPU each on this 2-core machine), then a
+    // whole warm scaled minute.
+    const invoker = rt.invokers.get('pacer');
+    const warmAt = await waitFor('72 warm pacer processes', 180_000, async () =>
+      (invoker?.pids.length ?? 0) >= 72 ? Date.now() : undefined,
+    );
+    console.log(`24 × 3: 72 processes up ${Math.round((warmAt - startedAt) / 1000)} s after the start`);
+    await sleep(18_000 + tick);
+    console.log(`24 × 3: ${invoker?.pids.length} pacer processes, ${invoker?.coldStarts} cold starts`);
+    expect(invoker?.pids.length).toBeGreaterThanOrEqual(72);
+    const nowTick = Math.floor(Date.now() / tick);
+    let published = 0;
+    for (let shard = 0; shard < 24; shard++) {
+      const byTick = claimsByTick(await readAuditLog(client, shard));
+      expect(
+        [...byTick.values()].filter((p) => p.length > 1),
+        `shard ${shard}`,
+      ).toEqual([]);
+      // The last 4 ticks (the warm minute): a publisher in at least 3 of them.
+      const recent = [1, 2, 3, 4].filter((k) => byTick.has(nowTick - k)).length;
+      expect(recent, `shard ${shard} published ${recent} of the last 4 ticks`).toBeGreaterThanOrEqual(3);
+      published += byTick.size;
+    }
+    console.log(`24 × 3: ${published} shard-ticks published, none with two publishers`);
+  }, 300_000);
 });
