@@ -7,6 +7,7 @@ import * as kms from 'aws-cdk-lib/aws-kms';
 import * as sns from 'aws-cdk-lib/aws-sns';
 import * as ssm from 'aws-cdk-lib/aws-ssm';
 import type { Construct } from 'constructs';
+import { pacerAlarmSpecs } from '../shared/pacing/alarms.js';
 import {
   type FunctionKey,
   functionEnvironment,
@@ -22,7 +23,8 @@ import {
 import { LiveStateCache } from './constructs/cache.js';
 import { PrivateNetwork } from './constructs/network.js';
 import { PacelineFunction } from './constructs/paceline-function.js';
-import { acknowledgeFindings } from './nag.js';
+import { PacerAlarms } from './constructs/pacer-alarms.js';
+import { acknowledgeFindings, acknowledgeIndexGrants } from './nag.js';
 
 const projectRoot = fileURLToPath(new URL('..', import.meta.url)).replace(/\/$/, '');
 
@@ -169,18 +171,33 @@ export class RegionalStack extends Stack {
       for (const streamKey of spec.writesStreams as readonly StreamKey[])
         streams[streamKey].grantWrite(fn.function);
       if (spec.readsParameters) {
+        // Exactly the region's described parameters (no prefix wildcard).
         fn.function.addToRolePolicy(
           new iam.PolicyStatement({
-            actions: ['ssm:GetParameter', 'ssm:GetParameters', 'ssm:GetParametersByPath'],
-            resources: [
-              this.formatArn({ service: 'ssm', resource: 'parameter', resourceName: `${prefix.slice(1)}*` }),
-            ],
+            actions: ['ssm:GetParameter', 'ssm:GetParameters'],
+            resources: Object.values(regionResources.parameters).map((p) =>
+              this.formatArn({
+                service: 'ssm',
+                resource: 'parameter',
+                resourceName: `${prefix.slice(1)}${p.path}`,
+              }),
+            ),
           }),
         );
       }
       functions[fnKey] = fn;
     }
     this.functions = functions;
+    new PacerAlarms(this, 'PacerAlarms', {
+      specs: pacerAlarmSpecs(regionResources.settings.pacer, regionResources.functions.pacer.name),
+      alarmTopic,
+    });
     acknowledgeFindings(this);
+    acknowledgeIndexGrants(
+      this,
+      Object.entries(tables)
+        .filter(([k]) => 'indexes' in regionResources.tables[k as TableKey])
+        .map(([, t]) => this.getLogicalId(t.node.defaultChild as dynamodb.CfnTable)),
+    );
   }
 }

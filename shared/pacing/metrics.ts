@@ -2,7 +2,8 @@
  * The pacer's CloudWatch metrics (Powertools EMF), flushed once per tick — never per campaign:
  * one record with dimensions {service, shard} (what the stack's per-shard alarms watch: the sum
  * of IsLeader over a shard's instances is its number of leaders; the maximum ParamsAgeMs is the
- * age of its parameters) and one with {service, shard, instance} (per-instance dashboards).
+ * age of its parameters), one with {service} (tick overruns, alarmed function-wide) and one with
+ * {service, shard, instance} (per-instance dashboards).
  */
 import { type Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { TickOutcome } from './pacer.js';
@@ -36,6 +37,8 @@ export function recordTick(
   metrics.addMetric(n.isLeader, MetricUnit.Count, outcome.isLeader ? 1 : 0);
   if (outcome.paramsAgeMs !== undefined)
     metrics.addMetric(n.paramsAge, MetricUnit.Milliseconds, outcome.paramsAgeMs);
+  metrics.publishStoredMetrics();
+  // Function-wide (dimension service only): the tick-overrun alarm watches all shards at once.
   metrics.addMetric(n.tickOverrun, MetricUnit.Count, outcome.durationMs > tickMs ? 1 : 0);
   metrics.publishStoredMetrics();
   metrics.addDimensions({ shard, instance: outcome.instanceId });
