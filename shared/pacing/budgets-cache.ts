@@ -72,6 +72,8 @@ export interface BudgetsRefresh {
   refresh(): Promise<RefreshOutcome>;
   /** True once anything was loaded. */
   readonly loaded: boolean;
+  /** Changes whenever the set of budgets changes (derived caches key on it). */
+  readonly generation: number;
   campaigns(): readonly CampaignBudgets[];
   /** Every cached item (a full snapshot). */
   exportItems(): BudgetItem[];
@@ -130,7 +132,7 @@ export class ShardBudgets implements BudgetsRefresh {
       let start: Record<string, unknown> | undefined;
       do {
         const page = await this.options.source(0, start);
-        all.push(...page.items);
+        for (const item of page.items) all.push(item);
         start = page.next;
       } while (start);
       const changed = this.replaceAll(all);

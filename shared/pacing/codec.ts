@@ -34,6 +34,9 @@ function factor(x: number): string {
   return String(Math.round(x * 1e6) / 1e6);
 }
 
+/** Curves already validated (controllers return the same object while a curve is unchanged). */
+const validCurves = new WeakSet<CurvePoints>();
+
 /** Validates what the publisher is about to write; throws {@link InvalidPacingParamsError}. */
 export function assertPublishable(p: PlanPacingParams): void {
   const bad = (what: string) => {
@@ -45,6 +48,7 @@ export function assertPublishable(p: PlanPacingParams): void {
   if (!Number.isSafeInteger(p.budgetMicros) || p.budgetMicros < 0) bad(`budget ${p.budgetMicros} micros`);
   if (p.mode !== 'even' && p.mode !== 'asap') bad(`mode ${String(p.mode)}`);
   if (!/^\d{4}-\d{2}-\d{2}$/.test(p.day)) bad(`day ${p.day}`);
+  if (validCurves.has(p.curve)) return;
   const { atMs, micros } = p.curve;
   if (atMs.length === 0 || atMs.length !== micros.length) bad('curve knots and values differ in length');
   for (let i = 0; i < atMs.length; i++) {
@@ -53,6 +57,7 @@ export function assertPublishable(p: PlanPacingParams): void {
     if (i > 0 && !((atMs[i] as number) > (atMs[i - 1] as number))) bad('curve instants must increase');
     if (i > 0 && (micros[i] as number) < (micros[i - 1] as number)) bad('curve values must not decrease');
   }
+  validCurves.add(p.curve);
 }
 
 /** `p:<planId>` value. */

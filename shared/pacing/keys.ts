@@ -49,7 +49,14 @@ export function campaignParamsKey(accountId: string, campaignId: string, shards:
   return shardKeys(fnv1a32(encoder.encode(accountId)) % shards).campaign(campaignId);
 }
 
+const fields = new WeakMap<object, string>();
+
 /** Field of a plan in the state and forecast hashes: `<scope>:<planId>` (unique in the shard). */
 export function planField(plan: { readonly scope: string; readonly planId: string }): string {
-  return `${plan.scope}:${plan.planId}`;
+  let f = fields.get(plan);
+  if (f === undefined) {
+    f = `${plan.scope}:${plan.planId}`;
+    fields.set(plan, f);
+  }
+  return f;
 }

@@ -119,6 +119,13 @@ export interface TickOutcome {
   readonly skippedReason?: string;
   /** Age of the shard's last claim at the end of the tick, ms (stale-parameter alarm). */
   readonly paramsAgeMs?: number;
+  /** Where the tick's time went, ms: inputs (SSM, lease, budgets), claim + spend read, controller, publish. */
+  readonly phasesMs?: {
+    readonly inputs: number;
+    readonly claimAndSpend: number;
+    readonly step: number;
+    readonly publish: number;
+  };
 }
 
 interface PlanMemory {
@@ -135,6 +142,8 @@ interface PlanMemory {
 
 interface CampaignMemory {
   plansKey: string;
+  /** Encoded `p:` value and curve object last published per plan id. */
+  params: Map<string, string>;
   curves: Map<string, CurvePoints>;
   expiryRefreshedAt: number;
 }
@@ -143,6 +152,8 @@ interface PlanAtDay {
   readonly field: string;
   readonly plan: ResolvedPlan;
   readonly day: DayWindow;
+  /** The plan-day's live-spend state key. */
+  readonly spendKey: string;
 }
 
 /** The snapshot hash's metadata field (readers ignore a snapshot without it: half-written). */
@@ -155,6 +166,8 @@ interface SnapshotMeta {
 interface PlanResult {
   readonly params: PlanPacingParams;
   readonly day: DayWindow;
+  /** The `p:` value, encoded once per tick however many campaigns share the plan. */
+  encoded?: string;
 }
 
 /** The pacer of one shard in one process (warm state across ticks and invocations). */
@@ -196,6 +209,7 @@ export class ShardPacer {
       who.lease.tick(),
       this.refreshBudgets(publisher),
     ]);
+    const inputsDone = clock.now();
     const snapshot = control.snapshot;
     const base = {
       shard,
@@ -237,7 +251,7 @@ export class ShardPacer {
     // The claim (publisher) and the spend read (everyone) overlap; the controller steps after the
     // claim, because a new publisher first loads the state its predecessor published.
     const nowMs = clock.now();
-    const campaigns = this.options.budgets.campaigns().filter((b) => b.campaign.status === 'active');
+    const campaigns = this.activeCampaigns();
     const plans = this.uniquePlans(campaigns, nowMs);
     const claimStep = async () => {
       if (!fence) return { claim: undefined, reloaded: false, ageMs: await this.claimAge(publisher) };
@@ -258,13 +272,15 @@ export class ShardPacer {
     const [claimed, spend] = await Promise.all([
       claimStep(),
       this.options.spend.read(
-        plans.map((p) => planDayKeys(p.plan, p.day.day).state),
+        plans.map((p) => p.spendKey),
         nowMs,
       ),
     ]);
     const { claim } = claimed;
     const publishing = claim?.accepted === true;
+    const spendDone = clock.now();
     const { results, invalid } = this.step(plans, spend, nowMs);
+    const stepDone = clock.now();
 
     let publish: PublishOutcome | undefined;
     let publishLagMs: number | undefined;
@@ -305,9 +321,10 @@ export class ShardPacer {
     }
     const fencedWritesRejected = (claim && !claim.accepted ? 1 : 0) + (publish?.rejectedBatches ?? 0);
     const paramsAgeMs = claimed.ageMs;
+    const endMs = clock.now();
     return {
       ...base,
-      durationMs: clock.now() - startedAtMs,
+      durationMs: endMs - startedAtMs,
       isLeader: fence !== undefined,
       published: publishing && publish?.rejectedBatches === 0,
       ...(fence ? { fence } : {}),
@@ -320,6 +337,12 @@ export class ShardPacer {
       ...(publishLagMs === undefined ? {} : { publishLagMs }),
       ...(paramsAgeMs === undefined ? {} : { paramsAgeMs }),
       stateReloaded: claimed.reloaded,
+      phasesMs: {
+        inputs: inputsDone - startedAtMs,
+        claimAndSpend: spendDone - inputsDone,
+        step: stepDone - spendDone,
+        publish: endMs - stepDone,
+      },
     };
   }
 
@@ -378,17 +401,58 @@ export class ShardPacer {
     return day;
   }
 
-  /** Every distinct plan of the campaigns, with its current day (one entry per account plan). */
+  /**
+   * Every distinct plan of the campaigns, with its current day and spend key (one entry per
+   * account plan). Rebuilt only when the budgets change or a plan's day ends.
+   */
   private uniquePlans(campaigns: readonly CampaignBudgets[], nowMs: number): PlanAtDay[] {
+    const cached = this.planList;
+    if (
+      cached &&
+      cached.generation === this.options.budgets.generation &&
+      cached.campaigns === campaigns.length &&
+      nowMs < cached.validUntil
+    ) {
+      return cached.list;
+    }
     const unique = new Map<string, PlanAtDay>();
+    let validUntil = Number.POSITIVE_INFINITY;
     for (const b of campaigns) {
       for (const plan of plansOfCampaign(b)) {
         const field = planField(plan);
-        if (!unique.has(field)) unique.set(field, { field, plan, day: this.dayOf(plan.timeZone, nowMs) });
+        if (unique.has(field)) continue;
+        const day = this.dayOf(plan.timeZone, nowMs);
+        if (day.endMs < validUntil) validUntil = day.endMs;
+        unique.set(field, { field, plan, day, spendKey: planDayKeys(plan, day.day).state });
       }
     }
-    return [...unique.values()];
+    const list = [...unique.values()];
+    this.planList = {
+      generation: this.options.budgets.generation,
+      campaigns: campaigns.length,
+      validUntil,
+      list,
+    };
+    return list;
   }
+
+  /** Active campaigns, recomputed only when the budgets change. */
+  private activeCampaigns(): readonly CampaignBudgets[] {
+    const g = this.options.budgets.generation;
+    if (this.active?.generation !== g) {
+      this.active = {
+        generation: g,
+        list: this.options.budgets.campaigns().filter((b) => b.campaign.status === 'active'),
+      };
+    }
+    return this.active.list;
+  }
+
+  private active: { generation: number; list: readonly CampaignBudgets[] } | undefined;
+
+  private planList:
+    | { generation: number; campaigns: number; validUntil: number; list: PlanAtDay[] }
+    | undefined;
 
   /** One controller step per plan (pure), falling back to fail-safe parameters for bad output. */
   private step(
@@ -445,37 +509,55 @@ export class ShardPacer {
     nowMs: number,
   ): { writes: CampaignWrite[]; commit(): void } {
     const writes: CampaignWrite[] = [];
-    const updates: [string, CampaignMemory][] = [];
+    const updates: (() => void)[] = [];
     for (const b of campaigns) {
       const plans = plansOfCampaign(b);
-      const plansKey = plans.map((p) => p.planId).join(',');
-      const memory = this.published.get(b.campaign.campaignId);
+      const plansKey = plansKeyOf(b);
+      const campaignId = b.campaign.campaignId;
+      const memory = this.published.get(campaignId);
       const full = !memory || memory.plansKey !== plansKey;
       const refresh = full || nowMs - (memory as CampaignMemory).expiryRefreshedAt >= this.expiryRefreshMs;
       const fields: string[] = full ? ['plans', plansKey] : [];
-      const curves = new Map<string, CurvePoints>();
+      // Only what changed since this publisher's last publish: small parameters and curves alike
+      // (the header fields t, at, f, by are rewritten on every publish by the script).
+      let changed: [string, string, CurvePoints][] | undefined;
       for (const p of plans) {
         const r = results.get(planField(p)) as PlanResult;
-        fields.push(`p:${p.planId}`, encodePlanParams(r.params, r.day));
-        if (full || memory?.curves.get(p.planId) !== r.params.curve) {
-          fields.push(`e:${p.planId}`, encodeCurve(r.params.curve));
-        }
-        curves.set(p.planId, r.params.curve);
+        const encoded = r.encoded ?? (r.encoded = encodePlanParams(r.params, r.day));
+        const curveChanged = full || memory?.curves.get(p.planId) !== r.params.curve;
+        const paramsChanged = full || memory?.params.get(p.planId) !== encoded;
+        if (paramsChanged) fields.push(`p:${p.planId}`, encoded);
+        if (curveChanged) fields.push(`e:${p.planId}`, encodeCurve(r.params.curve));
+        if (paramsChanged || curveChanged) (changed ??= []).push([p.planId, encoded, r.params.curve]);
       }
-      writes.push({ campaignId: b.campaign.campaignId, mode: full ? 'F' : refresh ? 'X' : 'P', fields });
-      updates.push([
-        b.campaign.campaignId,
-        {
+      writes.push({ campaignId, mode: full ? 'F' : refresh ? 'X' : 'P', fields });
+      if (full) {
+        const m: CampaignMemory = {
           plansKey,
-          curves,
-          expiryRefreshedAt: refresh ? nowMs : (memory as CampaignMemory).expiryRefreshedAt,
-        },
-      ]);
+          params: new Map(),
+          curves: new Map(),
+          expiryRefreshedAt: nowMs,
+        };
+        for (const [planId, encoded, curve] of changed ?? []) {
+          m.params.set(planId, encoded);
+          m.curves.set(planId, curve);
+        }
+        updates.push(() => this.published.set(campaignId, m));
+      } else if (changed || refresh) {
+        const m = memory as CampaignMemory;
+        updates.push(() => {
+          for (const [planId, encoded, curve] of changed ?? []) {
+            m.params.set(planId, encoded);
+            m.curves.set(planId, curve);
+          }
+          if (refresh) m.expiryRefreshedAt = nowMs;
+        });
+      }
     }
     return {
       writes,
       commit: () => {
-        for (const [id, m] of updates) this.published.set(id, m);
+        for (const u of updates) u();
       },
     };
   }
@@ -594,10 +676,30 @@ export class ShardPacer {
   }
 }
 
-/** Every plan of a campaign in publishing order: account, campaign, then arms by id (stable). */
-export function plansOfCampaign(b: CampaignBudgets): ResolvedPlan[] {
-  const arms = [...b.arms.entries()].sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0)).map(([, p]) => p);
-  return [...plansForBid(b, undefined), ...arms];
+const plansCache = new WeakMap<CampaignBudgets, { plans: ResolvedPlan[]; key: string }>();
+
+function campaignPlans(b: CampaignBudgets): { plans: ResolvedPlan[]; key: string } {
+  let cached = plansCache.get(b);
+  if (!cached) {
+    const arms = [...b.arms.entries()].sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0)).map(([, p]) => p);
+    const plans = [...plansForBid(b, undefined), ...arms];
+    cached = { plans, key: plans.map((p) => p.planId).join(',') };
+    plansCache.set(b, cached);
+  }
+  return cached;
+}
+
+/**
+ * Every plan of a campaign in publishing order: account, campaign, then arms by id (stable).
+ * Cached per budgets object (the cache rebuilds that object when the campaign's budgets change).
+ */
+export function plansOfCampaign(b: CampaignBudgets): readonly ResolvedPlan[] {
+  return campaignPlans(b).plans;
+}
+
+/** The `plans` field of a campaign hash: its plan ids in publishing order. */
+function plansKeyOf(b: CampaignBudgets): string {
+  return campaignPlans(b).key;
 }
 
 /** All fields of a hash, read with HSCAN in pages (a shard's state hash can be large). */

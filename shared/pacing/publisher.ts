@@ -85,9 +85,14 @@ for c = 1, n do
   local mode, nv = ARGV[i], tonumber(ARGV[i + 1])
   i = i + 2
   if mode == 'F' then redis.call('DEL', key) end
-  redis.call('HSET', key, 'v', '1', 't', t, 'at', now, 'f', fence, 'by', by, unpack(ARGV, i, i + nv - 1))
+  if mode == 'P' then
+    -- a continuing publisher: version, fence and publisher are already this publish's
+    redis.call('HSET', key, 't', t, 'at', now, unpack(ARGV, i, i + nv - 1))
+  else
+    redis.call('HSET', key, 'v', '1', 't', t, 'at', now, 'f', fence, 'by', by, unpack(ARGV, i, i + nv - 1))
+    redis.call('PEXPIRE', key, ARGV[8])
+  end
   i = i + nv
-  if mode ~= 'P' then redis.call('PEXPIRE', key, ARGV[8]) end
 end
 for h = 2, 4 do
   local nv = tonumber(ARGV[i])
@@ -130,8 +135,9 @@ export interface ClaimOutcome {
 
 /**
  * One campaign hash to write: `F` replaces the hash (first publish by this publisher, or the set
- * of plans changed), `X` writes the fields and refreshes the key's expiry, `P` writes the fields
- * only (every tick: small parameters; curves only when they changed).
+ * of plans changed), `X` writes the fields and the whole header and refreshes the key's expiry,
+ * `P` writes the fields and the tick and published-at only — for a publisher continuing its own
+ * publishes, whose version, fence and publisher id are already in the hash.
  */
 export interface CampaignWrite {
   readonly campaignId: string;

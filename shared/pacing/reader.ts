@@ -87,8 +87,14 @@ interface Entry {
   published: PublishedCampaign | undefined;
   fetchedAtMs: number;
   lastLookupTick: number;
-  /** The last view built, reused while nothing changed (lookups allocate nothing). */
-  view?: { tick: number; staleAfter: number; value: CampaignPacing; forBid: Map<string, BidParams> };
+  /** The last view built, reused within its tick (lookups allocate nothing). */
+  view?: {
+    tickStartMs: number;
+    /** The view is rebuilt from this instant: the next tick, or when a plan turns stale. */
+    validUntil: number;
+    value: CampaignPacing;
+    forBid: Map<string, BidParams>;
+  };
 }
 
 const NO_PLANS: ReadonlyMap<string, PlanPacingParams> = new Map();
@@ -150,18 +156,26 @@ export class PacingReader {
    * background.
    */
   forBid(accountId: string, campaignId: string, armId?: string): BidParams {
-    const pacing = this.lookup(campaignId);
-    if (!pacing) {
+    const entry = this.entries.get(campaignId);
+    this.metrics.lookups++;
+    if (!entry) {
       this.metrics.misses++;
       this.metrics.staleServes++;
       void this.fetchOne(accountId, campaignId).catch((e: unknown) => this.options.onError?.(e));
       return { throttle: FAIL_SAFE_THROTTLE, bidMultiplier: 1, status: 'missing' };
     }
-    const entry = this.entries.get(campaignId) as Entry;
-    const memo = entry.view?.forBid;
+    this.metrics.hits++;
+    // Fast path: this tick's view of the campaign, with the combination per arm memoised.
+    const now = this.options.clock.now();
+    let v = entry.view;
+    if (!v || now >= v.validUntil || now < v.tickStartMs) {
+      this.view(entry, now);
+      v = entry.view as NonNullable<Entry['view']>;
+    } else if (v.value.status !== 'fresh') this.metrics.staleServes++;
     const k = armId ?? '';
-    const hit = memo?.get(k);
+    const hit = v.forBid.get(k);
     if (hit) return hit;
+    const pacing = v.value;
     const plans: PlanPacingParams[] = [];
     const a = pacing.plans.get('account');
     const c = pacing.plans.get('campaign');
@@ -174,7 +188,7 @@ export class PacingReader {
     const combined =
       pacing.status === 'missing' ? { throttle: FAIL_SAFE_THROTTLE, bidMultiplier: 1 } : combineForBid(plans);
     const out: BidParams = { ...combined, status: pacing.status };
-    memo?.set(k, out);
+    v.forBid.set(k, out);
     return out;
   }
 
@@ -254,7 +268,7 @@ export class PacingReader {
     const tick = Math.floor(now / this.tickMs);
     entry.lastLookupTick = tick;
     const v = entry.view;
-    if (v && v.tick === tick && now < v.staleAfter) {
+    if (v && now >= v.tickStartMs && now < v.validUntil) {
       if (v.value.status !== 'fresh') this.metrics.staleServes++;
       return v.value;
     }
@@ -266,7 +280,13 @@ export class PacingReader {
       staleAfter = published.publishedAtMs + this.maxAgeMs;
       for (const p of published.plans.values()) staleAfter = Math.min(staleAfter, p.dayWindow.endMs);
     }
-    entry.view = { tick, staleAfter, value, forBid: new Map() };
+    const tickStartMs = tick * this.tickMs;
+    entry.view = {
+      tickStartMs,
+      validUntil: Math.min(staleAfter, tickStartMs + this.tickMs),
+      value,
+      forBid: new Map(),
+    };
     return value;
   }
 
