@@ -70,7 +70,10 @@ function budgetItems(accountIds: readonly string[], campaigns: number, now: numb
   const pacerShard = pacerShardKey(SHARD, SHARDS);
   // Written over past days: each incremental query re-reads only the last minute's changes.
   let written = now - 86_400_000;
-  const stamp = () => ({ version: 1, updatedAt: (written -= 1000), pacerShard });
+  const stamp = () => {
+    written -= 1000;
+    return { version: 1, updatedAt: written, pacerShard };
+  };
   for (let a = 0; a < accountIds.length; a++) {
     const accountId = accountIds[a] as string;
     items.push({

@@ -523,12 +523,16 @@ export class ShardPacer {
       let changed: [string, string, CurvePoints][] | undefined;
       for (const p of plans) {
         const r = results.get(planField(p)) as PlanResult;
-        const encoded = r.encoded ?? (r.encoded = encodePlanParams(r.params, r.day));
+        if (r.encoded === undefined) r.encoded = encodePlanParams(r.params, r.day);
+        const encoded = r.encoded;
         const curveChanged = full || memory?.curves.get(p.planId) !== r.params.curve;
         const paramsChanged = full || memory?.params.get(p.planId) !== encoded;
         if (paramsChanged) fields.push(`p:${p.planId}`, encoded);
         if (curveChanged) fields.push(`e:${p.planId}`, encodeCurve(r.params.curve));
-        if (paramsChanged || curveChanged) (changed ??= []).push([p.planId, encoded, r.params.curve]);
+        if (paramsChanged || curveChanged) {
+          changed = changed ?? [];
+          changed.push([p.planId, encoded, r.params.curve]);
+        }
       }
       writes.push({ campaignId, mode: full ? 'F' : refresh ? 'X' : 'P', fields });
       if (full) {
