@@ -13,7 +13,7 @@
 import net from 'node:net';
 import tls from 'node:tls';
 import { Cluster } from 'ioredis';
-import { type RedisClient, slotOf } from './connect.js';
+import { type RedisClient, slotOf, slotsReady } from './connect.js';
 
 /** Receives one hash's fields as byte ranges of `buf` (valid only during the call). */
 export interface HashVisitor<T> {
@@ -125,6 +125,7 @@ export class RawHashReader {
     const out: T[] = new Array(keys.length);
     const groups = new Map<string, number[]>();
     const client = this.options.client;
+    await slotsReady(client);
     if (client instanceof Cluster) {
       for (let i = 0; i < keys.length; i++) {
         const node = client.slots[slotOf(keys[i] as string)]?.[0] ?? 'unknown';
