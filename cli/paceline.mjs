@@ -3,11 +3,5 @@
 import { register } from 'tsx/esm/api';
 
 register();
-const { main } = await import('./paceline.ts');
-const code = await main(process.argv.slice(2), {
-  out: (line) => console.log(line),
-  err: (line) => console.error(line),
-  env: process.env,
-  now: () => Date.now(),
-});
-process.exit(code);
+const { runFromProcess } = await import('./paceline.ts');
+await runFromProcess();

@@ -122,9 +122,8 @@ export async function main(argv: readonly string[], io: CliIo): Promise<number> 
   }
 }
 
-const invokedDirectly =
-  process.argv[1] !== undefined && import.meta.url === pathToFileURL(resolve(process.argv[1])).href;
-if (invokedDirectly) {
+/** Runs the CLI for this process (arguments, stdout/stderr, environment) and exits with its code. */
+export async function runFromProcess(): Promise<never> {
   const code = await main(process.argv.slice(2), {
     out: (l) => console.log(l),
     err: (l) => console.error(l),
@@ -133,3 +132,7 @@ if (invokedDirectly) {
   });
   process.exit(code);
 }
+
+const invokedDirectly =
+  process.argv[1] !== undefined && import.meta.url === pathToFileURL(resolve(process.argv[1])).href;
+if (invokedDirectly) await runFromProcess();

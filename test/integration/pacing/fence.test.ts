@@ -6,12 +6,12 @@
  * publishers for a tick; every outcome is in the shard's audit stream, in server order.
  */
 import { Cluster } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type RunningRedis, startRedis } from '../../../local/emulators/redis.js';
+import { describe, expect, it } from 'vitest';
 import type { Fence } from '../../../shared/pacing/fence.js';
 import { shardKeys } from '../../../shared/pacing/keys.js';
 import { readAuditLog, ShardPublisher } from '../../../shared/pacing/publisher.js';
-import { connectRedis, type RedisClient, slotOf } from '../../../shared/redis/connect.js';
+import { slotOf } from '../../../shared/redis/connect.js';
+import { useRedis } from '../../support/redis.js';
 
 const NOW = Date.UTC(2026, 10, 21, 12, 0, 0);
 const f = (g: number, o: number, e: number): Fence => ({ g, o, e });
@@ -21,25 +21,11 @@ function write(campaignId: string, value: string) {
 }
 
 describe.each(['standalone', 'cluster'] as const)('claims and fenced publishing (%s)', (mode) => {
-  let server: RunningRedis;
-  let redis: RedisClient;
+  const r = useRedis(mode);
   let shard = 0;
   const nextShard = () => ++shard;
   const publisher = (s: number, id: string) =>
-    new ShardPublisher({ redis, shard: s, publisherId: id, maxArgsPerBatch: 40 });
-
-  beforeAll(async () => {
-    server = await startRedis({ mode });
-    redis = connectRedis({
-      mode,
-      nodes: server.nodes.map((n) => ({ host: '127.0.0.1', port: Number(n.split(':')[1]) })),
-      tls: false,
-    });
-  }, 60_000);
-  afterAll(async () => {
-    redis?.disconnect();
-    await server?.stop();
-  });
+    new ShardPublisher({ redis: r.redis, shard: s, publisherId: id, maxArgsPerBatch: 40 });
 
   it('accepts the first claim, then at most one per tick (equal ticks refused)', async () => {
     const s = nextShard();
@@ -97,8 +83,8 @@ describe.each(['standalone', 'cluster'] as const)('claims and fenced publishing 
     });
     expect(ok.batches).toBeGreaterThan(1); // 40 arguments per batch: several atomic batches
     expect(ok).toMatchObject({ rejectedBatches: 0, campaignsWritten: 25 });
-    expect(await redis.hget(shardKeys(s).campaign('c7'), 'p:campaign')).toBe('a-7');
-    expect(await redis.hgetall(shardKeys(s).campaign('c7'))).toMatchObject({
+    expect(await r.redis.hget(shardKeys(s).campaign('c7'), 'p:campaign')).toBe('a-7');
+    expect(await r.redis.hgetall(shardKeys(s).campaign('c7'))).toMatchObject({
       v: '1',
       t: '50',
       f: '1.1.1',
@@ -116,8 +102,8 @@ describe.each(['standalone', 'cluster'] as const)('claims and fenced publishing 
     expect(late.acceptedBatches).toBe(0);
     expect(late.rejectedBatches).toBe(late.batches);
     expect(late.heldBy).toEqual({ fence: f(1, 1, 2), tick: 51, publisher: 'b/2' });
-    expect(await redis.hget(shardKeys(s).campaign('c7'), 'p:campaign')).toBe('a-7');
-    expect(await redis.hget(shardKeys(s).state, 'x:campaign')).toBe('s1');
+    expect(await r.redis.hget(shardKeys(s).campaign('c7'), 'p:campaign')).toBe('a-7');
+    expect(await r.redis.hget(shardKeys(s).state, 'x:campaign')).toBe('s1');
     // The same publisher id with the right fence but an old tick is refused too.
     const stale = await b.publish({
       fence: f(1, 1, 2),
@@ -127,7 +113,7 @@ describe.each(['standalone', 'cluster'] as const)('claims and fenced publishing 
     });
     expect(stale.acceptedBatches).toBe(0);
 
-    const log = await readAuditLog(redis, s);
+    const log = await readAuditLog(r.redis, s);
     const accepted = log.filter((e) => e.accepted);
     expect(accepted.filter((e) => e.kind === 'claim').map((e) => [e.publisher, e.tick])).toEqual([
       ['a/1', 50],
@@ -159,12 +145,12 @@ describe.each(['standalone', 'cluster'] as const)('claims and fenced publishing 
       campaigns: [{ campaignId: 'c', mode: 'P', fields: ['p:campaign', 'x'] }],
       state: { set: [], del: ['c:c:arm:A'] },
     });
-    expect(await redis.hgetall(shardKeys(s).campaign('c'))).toMatchObject({
+    expect(await r.redis.hgetall(shardKeys(s).campaign('c'))).toMatchObject({
       t: '8',
       'e:arm:A': 'curve',
       'p:campaign': 'x',
     });
-    expect(await redis.hkeys(shardKeys(s).state)).toEqual(['c:c:campaign']);
+    expect(await r.redis.hkeys(shardKeys(s).state)).toEqual(['c:c:campaign']);
     await a.claim(f(1, 1, 1), 9, NOW);
     await a.publish({
       fence: f(1, 1, 1),
@@ -172,7 +158,7 @@ describe.each(['standalone', 'cluster'] as const)('claims and fenced publishing 
       nowMs: NOW,
       campaigns: [{ campaignId: 'c', mode: 'F', fields: ['plans', 'campaign'] }],
     });
-    expect(Object.keys(await redis.hgetall(shardKeys(s).campaign('c'))).sort()).toEqual([
+    expect(Object.keys(await r.redis.hgetall(shardKeys(s).campaign('c'))).sort()).toEqual([
       'at',
       'by',
       'f',
@@ -180,7 +166,7 @@ describe.each(['standalone', 'cluster'] as const)('claims and fenced publishing 
       't',
       'v',
     ]);
-    expect(await redis.pttl(shardKeys(s).campaign('c'))).toBeGreaterThan(86_400_000);
+    expect(await r.redis.pttl(shardKeys(s).campaign('c'))).toBeGreaterThan(86_400_000);
   });
 
   it('delays a new leader whose clock is behind, never giving a tick two publishers', async () => {
@@ -230,9 +216,9 @@ describe.each(['standalone', 'cluster'] as const)('claims and fenced publishing 
       expect(slots.size).toBe(1);
       const nodes = new Set<string>();
       for (let s = 0; s < 24; s++)
-        nodes.add(String((redis as Cluster).slots[slotOf(shardKeys(s).claim)]?.[0]));
+        nodes.add(String((r.redis as Cluster).slots[slotOf(shardKeys(s).claim)]?.[0]));
       expect(nodes.size).toBe(3);
-      expect(redis).toBeInstanceOf(Cluster);
+      expect(r.redis).toBeInstanceOf(Cluster);
     },
   );
 });

@@ -5,30 +5,17 @@
  * to be split across TCP reads — on standalone Redis and a 3-node cluster. Also the CLI's exit code
  * when a store cannot be reached.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { EXIT, main } from '../../../cli/paceline.js';
-import { type RunningRedis, startRedis } from '../../../local/emulators/redis.js';
 import { pipelinedSpendSource, rawSpendSource } from '../../../shared/pacing/spend-source.js';
 import { prng } from '../../../shared/random/prng.js';
-import { connectRedis, pipelineByNode, type RedisClient } from '../../../shared/redis/connect.js';
+import { pipelineByNode } from '../../../shared/redis/connect.js';
+import { useRedis } from '../../support/redis.js';
 
 const NOW = Date.UTC(2026, 10, 21, 12, 0, 0);
 
 describe.each(['standalone', 'cluster'] as const)('bulk live-spend read (%s)', (mode) => {
-  let server: RunningRedis;
-  let redis: RedisClient;
-  beforeAll(async () => {
-    server = await startRedis({ mode });
-    redis = connectRedis({
-      mode,
-      nodes: server.nodes.map((n) => ({ host: '127.0.0.1', port: Number(n.split(':')[1]) })),
-      tls: false,
-    });
-  }, 60_000);
-  afterAll(async () => {
-    redis?.disconnect();
-    await server?.stop();
-  });
+  const r = useRedis(mode);
 
   it('agrees exactly with the contract reader on 3,000 varied hashes', async () => {
     const random = prng(11);
@@ -55,22 +42,22 @@ describe.each(['standalone', 'cluster'] as const)('bulk live-spend read (%s)', (
       writes.push({ key, fields });
     }
     await pipelineByNode(
-      redis,
+      r.redis,
       writes,
       (w) => w.key,
       (p, w) => {
         p.hset(w.key, w.fields);
       },
     );
-    const raw = rawSpendSource(redis);
+    const raw = rawSpendSource(r.redis);
     try {
       const fast = await raw.read(keys, NOW);
-      const reference = await pipelinedSpendSource(redis).read(keys, NOW);
+      const reference = await pipelinedSpendSource(r.redis).read(keys, NOW);
       expect(fast).toEqual(reference);
       expect(fast.filter((s) => !s.initialised).length).toBeGreaterThan(100);
       // A second read on the same connections.
       expect(await raw.read(keys.slice(0, 100), NOW + 60_000)).toEqual(
-        await pipelinedSpendSource(redis).read(keys.slice(0, 100), NOW + 60_000),
+        await pipelinedSpendSource(r.redis).read(keys.slice(0, 100), NOW + 60_000),
       );
     } finally {
       raw.close();
