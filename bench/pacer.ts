@@ -236,8 +236,19 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     const accountIds = shardAccounts(Math.ceil(campaigns / CAMPAIGNS_PER_ACCOUNT));
     const accountOf = (c: number) => accountIds[Math.floor(c / CAMPAIGNS_PER_ACCOUNT)] as string;
     const items = budgetItems(accountIds, campaigns, now);
+    // The index query, in memory: items sorted by updatedAt, a query returns those ≥ since.
+    const byUpdate = [...items].sort((a, b) => a.updatedAt - b.updatedAt);
     const budgets = new ShardBudgets({
-      source: async (since) => ({ items: items.filter((i) => i.updatedAt >= since) }),
+      source: async (since) => {
+        let lo = 0;
+        let hi = byUpdate.length;
+        while (lo < hi) {
+          const mid = (lo + hi) >> 1;
+          if ((byUpdate[mid] as BudgetItem).updatedAt < since) lo = mid + 1;
+          else hi = mid;
+        }
+        return { items: byUpdate.slice(lo) };
+      },
       clock: systemClock,
     });
     await budgets.refresh();

@@ -20,7 +20,7 @@ import { PacerControl } from '../../shared/pacing/control.js';
 import { createPacingController } from '../../shared/pacing/controller/index.js';
 import { runInvocation } from '../../shared/pacing/invocation.js';
 import { ShardLease } from '../../shared/pacing/lease.js';
-import { recordTick } from '../../shared/pacing/metrics.js';
+import { recordTick, recordTrailingSkips } from '../../shared/pacing/metrics.js';
 import { ShardPacer, type TickOutcome } from '../../shared/pacing/pacer.js';
 import { pacerConfigFromEnv, parsePacerInput } from '../../shared/pacing/settings.js';
 import { pacerShardKey } from '../../shared/pacing/shard.js';
@@ -151,6 +151,7 @@ export const handler = async (event: unknown, context?: Context) => {
         logger.debug('tick', { shard: input.shard, instance: input.instanceId, ...summarize(outcome) });
       },
     });
+    recordTrailingSkips(metrics, input.shard, input.instanceId, summary.trailingSkipped);
     return {
       shard: input.shard,
       instance: input.instanceId,

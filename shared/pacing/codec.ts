@@ -36,6 +36,8 @@ function factor(x: number): string {
 
 /** Curves already validated (controllers return the same object while a curve is unchanged). */
 const validCurves = new WeakSet<CurvePoints>();
+/** Day strings already validated (a handful are live at any time). */
+const validDays = new Set<string>();
 
 /** Validates what the publisher is about to write; throws {@link InvalidPacingParamsError}. */
 export function assertPublishable(p: PlanPacingParams): void {
@@ -47,7 +49,11 @@ export function assertPublishable(p: PlanPacingParams): void {
     bad(`bid multiplier ${p.bidMultiplier} is outside (0, 100]`);
   if (!Number.isSafeInteger(p.budgetMicros) || p.budgetMicros < 0) bad(`budget ${p.budgetMicros} micros`);
   if (p.mode !== 'even' && p.mode !== 'asap') bad(`mode ${String(p.mode)}`);
-  if (!/^\d{4}-\d{2}-\d{2}$/.test(p.day)) bad(`day ${p.day}`);
+  if (!validDays.has(p.day)) {
+    if (!/^\d{4}-\d{2}-\d{2}$/.test(p.day)) bad(`day ${p.day}`);
+    if (validDays.size > 1_000) validDays.clear();
+    validDays.add(p.day);
+  }
   if (validCurves.has(p.curve)) return;
   const { atMs, micros } = p.curve;
   if (atMs.length === 0 || atMs.length !== micros.length) bad('curve knots and values differ in length');

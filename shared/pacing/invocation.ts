@@ -61,6 +61,8 @@ export interface InvocationSummary<T> {
   readonly ticksSkipped: number;
   /** Ticks that began after their window's start plus a tenth of a tick (late, still inside it). */
   readonly ticksLate: number;
+  /** Skipped ticks after the last tick run (not yet reported through `onTick`). */
+  readonly trailingSkipped: number;
 }
 
 /** Runs the ticks of the invocation's minute on their wall-clock boundaries. */
@@ -91,5 +93,12 @@ export async function runInvocation<T>(options: InvocationOptions<T>): Promise<I
     options.onTick?.(outcome, pendingSkipped);
     pendingSkipped = 0;
   }
-  return { startedAtMs, plan, outcomes, ticksSkipped: skipped, ticksLate: late };
+  return {
+    startedAtMs,
+    plan,
+    outcomes,
+    ticksSkipped: skipped,
+    ticksLate: late,
+    trailingSkipped: pendingSkipped,
+  };
 }

@@ -55,3 +55,16 @@ export function recordTick(
   metrics.addMetric(n.controlStale, MetricUnit.Count, outcome.controlFresh ? 0 : 1);
   metrics.publishStoredMetrics();
 }
+
+/** Records ticks skipped after an invocation's last tick (no tick record to carry them). */
+export function recordTrailingSkips(
+  metrics: Metrics,
+  shard: number,
+  instanceId: string,
+  skipped: number,
+): void {
+  if (skipped === 0) return;
+  metrics.addDimensions({ shard: String(shard), instance: instanceId });
+  metrics.addMetric(pacerMetricNames.ticksSkipped, MetricUnit.Count, skipped);
+  metrics.publishStoredMetrics();
+}

@@ -66,6 +66,7 @@ describe('pacer invocation cadence', () => {
     });
     expect(summary.outcomes).toHaveLength(3);
     expect(summary.ticksSkipped).toBe(3);
+    expect(summary.trailingSkipped).toBe(3); // reported apart: no later tick carries them
   });
 
   it('plans scaled-down minutes for fast runs (1 s ticks in a 6 s minute)', () => {
