@@ -14,7 +14,9 @@
  * - redisCeilingOpsPerSec: pipelined INCRBY ceiling (bench/ceiling.ts).
  *
  * Progress goes to stderr; the last line on stdout is the JSON. The controller is pluggable
- * (`--controller`): `default` is whatever shared/pacing/controller/index.ts exports.
+ * (`--controller`): `default` is whatever shared/pacing/controller/index.ts exports. `--spend
+ * ioredis` reads live spend through ioredis instead of the raw reader; `--tick-only` stops after the
+ * ticks (profiling).
  */
 import type { Redis } from 'ioredis';
 import { startRedis } from '../local/emulators/redis.js';
@@ -301,6 +303,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
       );
     }
     const tickMs = median(steady.map((o) => o.durationMs));
+    if (args.includes('--tick-only')) return { tickMsFor100kCampaigns: tickMs, campaignsPerTick: campaigns };
     const phase = (k: 'inputs' | 'claimAndSpend' | 'step' | 'publish') =>
       median(steady.map((o) => o.phasesMs?.[k] ?? 0));
 

@@ -41,6 +41,21 @@ const validDays = new Set<string>();
 
 /** Validates what the publisher is about to write; throws {@link InvalidPacingParamsError}. */
 export function assertPublishable(p: PlanPacingParams): void {
+  // Hot path (every plan, every tick): no closure is allocated unless something is wrong.
+  if (
+    p.throttle >= 0 &&
+    p.throttle <= 1 &&
+    Number.isFinite(p.bidMultiplier) &&
+    p.bidMultiplier > 0 &&
+    p.bidMultiplier <= 100 &&
+    Number.isSafeInteger(p.budgetMicros) &&
+    p.budgetMicros >= 0 &&
+    (p.mode === 'even' || p.mode === 'asap') &&
+    validDays.has(p.day) &&
+    validCurves.has(p.curve)
+  ) {
+    return;
+  }
   const bad = (what: string) => {
     throw new InvalidPacingParamsError(`plan ${p.planId}: ${what}`);
   };

@@ -154,6 +154,17 @@ interface PlanAtDay {
   readonly day: DayWindow;
   /** The plan-day's live-spend state key. */
   readonly spendKey: string;
+  readonly memory: PlanMemory;
+}
+
+/** The tick's work list: distinct plans, and per active campaign the indexes of its plans. */
+interface PlanList {
+  readonly generation: number;
+  readonly campaigns: number;
+  readonly validUntil: number;
+  readonly list: PlanAtDay[];
+  /** Per campaign (aligned with the active campaigns): indexes into `list`, publishing order. */
+  readonly byCampaign: Int32Array[];
 }
 
 /** The snapshot hash's metadata field (readers ignore a snapshot without it: half-written). */
@@ -252,7 +263,8 @@ export class ShardPacer {
     // claim, because a new publisher first loads the state its predecessor published.
     const nowMs = clock.now();
     const campaigns = this.activeCampaigns();
-    const plans = this.uniquePlans(campaigns, nowMs);
+    const planList = this.uniquePlans(campaigns, nowMs);
+    const plans = planList.list;
     const claimStep = async () => {
       if (!fence) return { claim: undefined, reloaded: false, ageMs: await this.claimAge(publisher) };
       const claim = await publisher.claim(fence, tick, clock.now());
@@ -286,7 +298,7 @@ export class ShardPacer {
     let publishLagMs: number | undefined;
     if (publishing && fence) {
       await this.options.beforePublish?.();
-      const writes = this.campaignWrites(campaigns, results, nowMs);
+      const writes = this.campaignWrites(campaigns, planList, results, nowMs);
       const { state, forecast } = this.stateWrites();
       const fullSnapshot = claimed.reloaded;
       const changes = this.options.budgets.drainChanges();
@@ -405,7 +417,7 @@ export class ShardPacer {
    * Every distinct plan of the campaigns, with its current day and spend key (one entry per
    * account plan). Rebuilt only when the budgets change or a plan's day ends.
    */
-  private uniquePlans(campaigns: readonly CampaignBudgets[], nowMs: number): PlanAtDay[] {
+  private uniquePlans(campaigns: readonly CampaignBudgets[], nowMs: number): PlanList {
     const cached = this.planList;
     if (
       cached &&
@@ -413,27 +425,43 @@ export class ShardPacer {
       cached.campaigns === campaigns.length &&
       nowMs < cached.validUntil
     ) {
-      return cached.list;
+      return cached;
     }
-    const unique = new Map<string, PlanAtDay>();
+    const index = new Map<string, number>();
+    const list: PlanAtDay[] = [];
+    const byCampaign: Int32Array[] = [];
     let validUntil = Number.POSITIVE_INFINITY;
     for (const b of campaigns) {
-      for (const plan of plansOfCampaign(b)) {
+      const plans = plansOfCampaign(b);
+      const idx = new Int32Array(plans.length);
+      plans.forEach((plan, j) => {
         const field = planField(plan);
-        if (unique.has(field)) continue;
-        const day = this.dayOf(plan.timeZone, nowMs);
-        if (day.endMs < validUntil) validUntil = day.endMs;
-        unique.set(field, { field, plan, day, spendKey: planDayKeys(plan, day.day).state });
-      }
+        let at = index.get(field);
+        if (at === undefined) {
+          const day = this.dayOf(plan.timeZone, nowMs);
+          if (day.endMs < validUntil) validUntil = day.endMs;
+          let memory = this.plans.get(field);
+          if (!memory) {
+            memory = { plan, state: undefined, forecast: undefined };
+            this.plans.set(field, memory);
+          }
+          memory.plan = plan;
+          at = list.length;
+          index.set(field, at);
+          list.push({ field, plan, day, spendKey: planDayKeys(plan, day.day).state, memory });
+        }
+        idx[j] = at;
+      });
+      byCampaign.push(idx);
     }
-    const list = [...unique.values()];
     this.planList = {
       generation: this.options.budgets.generation,
       campaigns: campaigns.length,
       validUntil,
       list,
+      byCampaign,
     };
-    return list;
+    return this.planList;
   }
 
   /** Active campaigns, recomputed only when the budgets change. */
@@ -450,27 +478,19 @@ export class ShardPacer {
 
   private active: { generation: number; list: readonly CampaignBudgets[] } | undefined;
 
-  private planList:
-    | { generation: number; campaigns: number; validUntil: number; list: PlanAtDay[] }
-    | undefined;
+  private planList: PlanList | undefined;
 
   /** One controller step per plan (pure), falling back to fail-safe parameters for bad output. */
   private step(
     plans: readonly PlanAtDay[],
     spend: readonly PlanSpendSnapshot[],
     nowMs: number,
-  ): { results: Map<string, PlanResult>; invalid: number } {
+  ): { results: PlanResult[]; invalid: number } {
     const { controller } = this.options;
-    const results = new Map<string, PlanResult>();
+    const results: PlanResult[] = new Array(plans.length);
     let invalid = 0;
     for (let i = 0; i < plans.length; i++) {
-      const { field, plan, day } = plans[i] as PlanAtDay;
-      let memory = this.plans.get(field);
-      if (!memory) {
-        memory = { plan, state: undefined, forecast: undefined };
-        this.plans.set(field, memory);
-      }
-      memory.plan = plan;
+      const { plan, day, memory } = plans[i] as PlanAtDay;
       if (memory.loadedState !== undefined) {
         memory.state = controller.decodeState(memory.loadedState);
         memory.loadedState = undefined;
@@ -498,20 +518,22 @@ export class ShardPacer {
           nowMs,
         );
       }
-      results.set(field, { params, day });
+      results[i] = { params, day };
     }
     return { results, invalid };
   }
 
   private campaignWrites(
     campaigns: readonly CampaignBudgets[],
-    results: ReadonlyMap<string, PlanResult>,
+    planList: PlanList,
+    results: readonly PlanResult[],
     nowMs: number,
   ): { writes: CampaignWrite[]; commit(): void } {
     const writes: CampaignWrite[] = [];
     const updates: (() => void)[] = [];
-    for (const b of campaigns) {
-      const plans = plansOfCampaign(b);
+    for (let ci = 0; ci < campaigns.length; ci++) {
+      const b = campaigns[ci] as CampaignBudgets;
+      const idx = planList.byCampaign[ci] as Int32Array;
       const plansKey = plansKeyOf(b);
       const campaignId = b.campaign.campaignId;
       const memory = this.published.get(campaignId);
@@ -519,19 +541,21 @@ export class ShardPacer {
       const refresh = full || nowMs - (memory as CampaignMemory).expiryRefreshedAt >= this.expiryRefreshMs;
       const fields: string[] = full ? ['plans', plansKey] : [];
       // Only what changed since this publisher's last publish: small parameters and curves alike
-      // (the header fields t, at, f, by are rewritten on every publish by the script).
+      // (the header fields t and at are rewritten on every publish by the script).
       let changed: [string, string, CurvePoints][] | undefined;
-      for (const p of plans) {
-        const r = results.get(planField(p)) as PlanResult;
+      for (let j = 0; j < idx.length; j++) {
+        const at = idx[j] as number;
+        const planId = (planList.list[at] as PlanAtDay).plan.planId;
+        const r = results[at] as PlanResult;
         if (r.encoded === undefined) r.encoded = encodePlanParams(r.params, r.day);
         const encoded = r.encoded;
-        const curveChanged = full || memory?.curves.get(p.planId) !== r.params.curve;
-        const paramsChanged = full || memory?.params.get(p.planId) !== encoded;
-        if (paramsChanged) fields.push(`p:${p.planId}`, encoded);
-        if (curveChanged) fields.push(`e:${p.planId}`, encodeCurve(r.params.curve));
+        const curveChanged = full || memory?.curves.get(planId) !== r.params.curve;
+        const paramsChanged = full || memory?.params.get(planId) !== encoded;
+        if (paramsChanged) fields.push(`p:${planId}`, encoded);
+        if (curveChanged) fields.push(`e:${planId}`, encodeCurve(r.params.curve));
         if (paramsChanged || curveChanged) {
           changed = changed ?? [];
-          changed.push([p.planId, encoded, r.params.curve]);
+          changed.push([planId, encoded, r.params.curve]);
         }
       }
       writes.push({ campaignId, mode: full ? 'F' : refresh ? 'X' : 'P', fields });

@@ -36,10 +36,12 @@ declare module 'ioredis' {
       logMaxLen: number,
     ): Result<[number, string, string, string, string, string, string], Context>;
     /**
-     * KEYS: claim, state, forecast, budgets snapshot, log, campaign keys…  ARGV: g, o, e, tick,
-     * publisher, nowMs, logMaxLen, keepMs, replace-snapshot (1|0), campaign count, then per
-     * campaign: mode (F replace | X write + expiry | P write), value count, field/value pairs; then
-     * for state, forecast and snapshot: pairs count, pairs; then for each: delete count, fields.
+     * KEYS: claim, state, forecast, budgets snapshot, log, written campaign keys…, touched
+     * campaign keys…  ARGV: g, o, e, tick, publisher, nowMs, logMaxLen, keepMs, replace-snapshot
+     * (1|0), written count, then per written campaign: mode (F replace | X write + expiry | P
+     * write), value count, field/value pairs; touched count (campaigns with nothing changed: tick
+     * and published-at only); then for state, forecast and snapshot: pairs count, pairs; then for
+     * each: delete count, fields.
      * Reply: [accepted 1|0, claim g, o, e, tick, publisher] ('' = none).
      */
     ppPublish(
@@ -93,6 +95,12 @@ for c = 1, n do
     redis.call('PEXPIRE', key, ARGV[8])
   end
   i = i + nv
+end
+-- campaigns whose parameters did not change: only the tick and published-at move
+local m = tonumber(ARGV[i])
+i = i + 1
+for c = 1, m do
+  redis.call('HSET', KEYS[5 + n + c], 't', t, 'at', now)
 end
 for h = 2, 4 do
   local nv = tonumber(ARGV[i])
@@ -261,35 +269,49 @@ export class ShardPublisher {
       campaignKeys: string[],
       body: (string | number)[],
       count: number,
+      touched: string[],
       sets: readonly (readonly string[])[],
       dels: readonly (readonly string[])[],
     ) => {
-      const args: (string | number)[] = [...head(replace), count, ...body];
+      const args: (string | number)[] = [...head(replace), count, ...body, touched.length];
       for (const set of sets) args.push(set.length, ...set);
       for (const del of dels) args.push(del.length, ...del);
-      batches.push({ keys: [...fixedKeys, ...campaignKeys], args, campaigns: count });
+      batches.push({
+        keys: [...fixedKeys, ...campaignKeys, ...touched],
+        args,
+        campaigns: count + touched.length,
+      });
       replace = false; // only the first batch clears the old snapshot
     };
     const none: readonly string[] = [];
-    // Campaign hashes, in batches of about maxArgs script arguments.
+    const noChanges = [none, none, none];
+    // Campaign hashes, in batches of about maxArgs script arguments (keys count too).
     let keys: string[] = [];
     let body: (string | number)[] = [];
+    let touched: string[] = [];
     let count = 0;
     let size = 0;
+    const flush = () => {
+      push(keys, body, count, touched, noChanges, noChanges);
+      keys = [];
+      body = [];
+      touched = [];
+      count = 0;
+      size = 0;
+    };
     for (const c of input.campaigns) {
-      keys.push(k.campaign(c.campaignId));
-      body.push(c.mode, c.fields.length, ...c.fields);
-      count++;
-      size += 3 + c.fields.length;
-      if (size >= this.maxArgs) {
-        push(keys, body, count, [none, none, none], [none, none, none]);
-        keys = [];
-        body = [];
-        count = 0;
-        size = 0;
+      if (c.mode === 'P' && c.fields.length === 0) {
+        touched.push(k.campaign(c.campaignId));
+        size += 1;
+      } else {
+        keys.push(k.campaign(c.campaignId));
+        body.push(c.mode, c.fields.length, ...c.fields);
+        count++;
+        size += 3 + c.fields.length;
       }
+      if (size >= this.maxArgs) flush();
     }
-    if (count > 0) push(keys, body, count, [none, none, none], [none, none, none]);
+    if (count > 0 || touched.length > 0) flush();
     // Side hashes (state, forecast, snapshot) in batches of their own, same claim check.
     const sides = [input.state, input.forecast, input.budgets];
     for (let h = 0; h < 3; h++) {
@@ -298,16 +320,16 @@ export class ShardPublisher {
       const sets: (readonly string[])[] = [none, none, none];
       for (let i = 0; i < changes.set.length; i += this.maxArgs) {
         sets[h] = changes.set.slice(i, i + this.maxArgs);
-        push([], [], 0, sets, [none, none, none]);
+        push([], [], 0, [], sets, noChanges);
       }
       const del = changes.del ?? [];
       const dels: (readonly string[])[] = [none, none, none];
       for (let i = 0; i < del.length; i += this.maxArgs) {
         dels[h] = del.slice(i, i + this.maxArgs);
-        push([], [], 0, [none, none, none], dels);
+        push([], [], 0, [], noChanges, dels);
       }
     }
-    if (replace) push([], [], 0, [none, none, none], [none, none, none]);
+    if (replace) push([], [], 0, [], noChanges, noChanges);
     const results = await pipelineByNode(
       this.options.redis,
       batches,
