@@ -14,6 +14,7 @@
  *                (--daily-budget 1000.50 | --daily-budget-micros 1000500000) [--pacing even|asap] [--mode …]
  *   plan list    --account A [--campaign C]
  *   reconcile    --campaign C [--day YYYY-MM-DD] [--force]   (needs REDIS_NODES/REDIS_MODE, SPEND_LEDGER_TABLE)
+ *   reshard      --shards N   (re-tags every item for N pacer shards: step 2 of the re-shard procedure, docs/pacing.md)
  */
 import { parseArgs } from 'node:util';
 import { dynamoDbClient, endpointsFromEnv, ssmClient } from '../shared/aws/clients.js';
@@ -51,7 +52,8 @@ const USAGE = `usage: budgets <account|campaign|plan> <put|list> [options] | bud
   plan put     --level account|campaign|arm --account A [--campaign C] [--arm X]
                (--daily-budget <dollars> | --daily-budget-micros <int>) [--pacing even|asap] [--mode …]
   plan list    --account A [--campaign C]
-  reconcile    --campaign C [--day YYYY-MM-DD] [--force]`;
+  reconcile    --campaign C [--day YYYY-MM-DD] [--force]
+  reshard      --shards N   (re-tag every item for N pacer shards; docs/pacing.md, "Changing N")`;
 
 const options = {
   id: { type: 'string' },
@@ -69,6 +71,7 @@ const options = {
   pacing: { type: 'string', default: 'even' },
   day: { type: 'string' },
   force: { type: 'boolean', default: false },
+  shards: { type: 'string' },
 } as const;
 
 function need(value: string | undefined, flag: string): string {
@@ -169,6 +172,12 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
     }
     if (what === 'plan' && verb === 'list')
       return await repo.listPlans(need(values.account, 'account'), values.campaign);
+    if (what === 'reshard') {
+      const n = Number(need(values.shards, 'shards'));
+      if (!Number.isSafeInteger(n) || n < 1)
+        throw new CliUsageError(`--shards ${values.shards}: give a whole number ≥ 1.`);
+      return { shards: n, ...(await repo.reshard(n)) };
+    }
     if (what === 'reconcile')
       return await reconcile(
         repo,
