@@ -414,6 +414,13 @@ async function runCli(): Promise<void> {
   };
   process.on('SIGINT', () => onSignal('SIGINT'));
   process.on('SIGTERM', () => onSignal('SIGTERM'));
+  // A launcher that died without passing a signal on (tsx SIGKILLs a child that does not confirm
+  // a relayed signal within 30 ms; a test's SIGKILL of `npm start`) must not leave the regions
+  // running unattended: a changed parent pid means we were orphaned.
+  const parent = process.ppid;
+  setInterval(() => {
+    if (process.ppid !== parent) onSignal('parent exited');
+  }, 1_000).unref();
   try {
     runtimes = await startRuntime(options);
   } catch (error) {
