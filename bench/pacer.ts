@@ -14,7 +14,9 @@
  * - redisCeilingOpsPerSec: pipelined INCRBY ceiling (bench/ceiling.ts).
  *
  * Progress goes to stderr; the last line on stdout is the JSON. The controller is pluggable
- * (`--controller`): `default` is whatever shared/pacing/controller/index.ts exports. `--spend
+ * (`--controller`): `default` is whatever shared/pacing/controller/index.ts exports, `linear` the
+ * baseline, `changing` the baseline with a throttle that moves every tick (a feedback
+ * controller's write volume: every plan's parameters change every tick). `--spend
  * ioredis` reads live spend through ioredis instead of the raw reader; `--tick-only` stops after the
  * ticks (profiling).
  */
@@ -191,6 +193,24 @@ function median(xs: number[]): number {
   return s[Math.floor(s.length / 2)] as number;
 }
 
+/**
+ * The linear baseline with a throttle that moves every tick: what a feedback controller publishes
+ * (every plan's `p:` field changes each tick; curves stay), to measure the write volume of the
+ * steady state of a real controller with the baseline's compute cost.
+ */
+function changingController(): PacingController<unknown, unknown> {
+  const linear = createLinearController() as PacingController<unknown, unknown>;
+  return {
+    ...linear,
+    name: 'linear, throttle changing every tick',
+    step(input, previous, forecast) {
+      const out = linear.step(input, previous, forecast);
+      const throttle = 0.5 + 0.4 * Math.abs(Math.sin(input.nowMs / 10_000 + input.plan.dailyBudgetMicros));
+      return { ...out, params: { ...out.params, throttle } };
+    },
+  };
+}
+
 /** Zipf(s) sampler over 0..n-1 (inverse CDF on a precomputed table). */
 function zipf(n: number, s: number, random: () => number): () => number {
   const cdf = new Float64Array(n);
@@ -221,7 +241,9 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
   const controller: PacingController<unknown, unknown> =
     controllerName === 'linear'
       ? (createLinearController() as PacingController<unknown, unknown>)
-      : createPacingController();
+      : controllerName === 'changing'
+        ? changingController()
+        : createPacingController();
   const server = await startRedis();
   const port = Number(server.nodes[0]?.split(':')[1]);
   const redis = connectRedis(

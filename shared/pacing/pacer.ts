@@ -300,7 +300,10 @@ export class ShardPacer {
       await this.options.beforePublish?.();
       const writes = this.campaignWrites(campaigns, planList, results, nowMs);
       const { state, forecast } = this.stateWrites();
-      const fullSnapshot = claimed.reloaded;
+      // The snapshot is kept up to date incrementally by whoever publishes; it is written whole only
+      // when there is none yet (or it was lost with Redis).
+      const fullSnapshot =
+        claimed.reloaded && !(await this.options.redis.hexists(publisher.keys.budgets, SNAPSHOT_META));
       const changes = this.options.budgets.drainChanges();
       const budgetSet: string[] = [];
       for (const item of fullSnapshot ? this.options.budgets.exportItems() : changes.upserts) {
@@ -537,7 +540,12 @@ export class ShardPacer {
       const plansKey = plansKeyOf(b);
       const campaignId = b.campaign.campaignId;
       const memory = this.published.get(campaignId);
+      // Nothing known of what is stored (a new publisher) or the plans changed: every field.
       const full = !memory || memory.plansKey !== plansKey;
+      // Replace the hash (drop fields of removed plans) only when this publisher knows the plans
+      // changed; a new publisher overwrites every field instead (readers read only the plans
+      // listed in `plans`, so a field left from a removed plan is inert).
+      const replace = memory !== undefined && memory.plansKey !== plansKey;
       const refresh = full || nowMs - (memory as CampaignMemory).expiryRefreshedAt >= this.expiryRefreshMs;
       const fields: string[] = full ? ['plans', plansKey] : [];
       // Only what changed since this publisher's last publish: small parameters and curves alike
@@ -558,7 +566,7 @@ export class ShardPacer {
           changed.push([planId, encoded, r.params.curve]);
         }
       }
-      writes.push({ campaignId, mode: full ? 'F' : refresh ? 'X' : 'P', fields });
+      writes.push({ campaignId, mode: replace ? 'F' : full || refresh ? 'X' : 'P', fields });
       if (full) {
         const m: CampaignMemory = {
           plansKey,

@@ -93,7 +93,9 @@ interface Entry {
     /** The view is rebuilt from this instant: the next tick, or when a plan turns stale. */
     validUntil: number;
     value: CampaignPacing;
+    /** Combined parameters per arm id, and for bids without an arm. */
     forBid: Map<string, BidParams>;
+    noArm?: BidParams;
   };
 }
 
@@ -172,8 +174,9 @@ export class PacingReader {
       this.view(entry, now);
       v = entry.view as NonNullable<Entry['view']>;
     } else if (v.value.status !== 'fresh') this.metrics.staleServes++;
+    if (armId === undefined && v.noArm) return v.noArm;
     const k = armId ?? '';
-    const hit = v.forBid.get(k);
+    const hit = armId === undefined ? undefined : v.forBid.get(k);
     if (hit) return hit;
     const pacing = v.value;
     const plans: PlanPacingParams[] = [];
@@ -188,7 +191,8 @@ export class PacingReader {
     const combined =
       pacing.status === 'missing' ? { throttle: FAIL_SAFE_THROTTLE, bidMultiplier: 1 } : combineForBid(plans);
     const out: BidParams = { ...combined, status: pacing.status };
-    v.forBid.set(k, out);
+    if (armId === undefined) v.noArm = out;
+    else v.forBid.set(k, out);
     return out;
   }
 
