@@ -7,7 +7,9 @@
  *   the warm cache (ShardBudgets), live spend of every plan-day read from Redis (one pipelined
  *   read), one controller step per plan, fenced publish of every campaign hash (and changed
  *   state) — the real ShardPacer with its lease and SSM reads stubbed (they are one call each);
- *   median of `--ticks` steady ticks after a first (leader-change) tick, which is reported apart;
+ *   median of `--ticks` steady ticks after a first tick (empty Redis: every hash and the budgets
+ *   snapshot written whole), which is reported apart, as is a leader change (another process
+ *   takes over: state reload, every field rewritten);
  * - readerLookupsPerSec: PacingReader.forBid() from the local cache, per second, one process;
  * - remoteReadReduction: 1 − remote reads / lookups at a stated request mix (below), against one
  *   remote read per lookup;
@@ -325,7 +327,12 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
       );
     }
     const tickMs = median(steady.map((o) => o.durationMs));
-    if (args.includes('--tick-only')) return { tickMsFor100kCampaigns: tickMs, campaignsPerTick: campaigns };
+    // A leader change with the snapshot and hashes in place: another process of the shard takes
+    // over (under Lambda about once a minute): state reload and every field rewritten.
+    const takeover = await pacer.runTick(tick++, { ...who, publisherId: 's0-i1/bench' });
+    progress(`leader-change tick: ${takeover.durationMs} ms ${JSON.stringify(takeover.phasesMs)}`);
+    if (args.includes('--tick-only'))
+      return { tickMsFor100kCampaigns: tickMs, leaderChangeTickMs: takeover.durationMs, campaignsPerTick: campaigns };
     const phase = (k: 'inputs' | 'claimAndSpend' | 'step' | 'publish') =>
       median(steady.map((o) => o.phasesMs?.[k] ?? 0));
 
@@ -430,6 +437,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
         publish: phase('publish'),
       },
       firstTickMs: first.durationMs,
+      leaderChangeTickMs: takeover.durationMs,
       redisBusyMsPerTick: median(serverMs),
       readerLookupsPerSec,
       remoteReadReduction,

@@ -743,7 +743,7 @@ export async function scanHash(redis: RedisClient, key: string): Promise<Map<str
   const out = new Map<string, string>();
   let cursor = '0';
   do {
-    const [next, flat] = await redis.hscan(key, cursor, 'COUNT', 2_000);
+    const [next, flat] = await redis.hscan(key, cursor, 'COUNT', 10_000);
     for (let i = 0; i + 1 < flat.length; i += 2) out.set(flat[i] as string, flat[i + 1] as string);
     cursor = next;
   } while (cursor !== '0');
