@@ -332,7 +332,11 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     const takeover = await pacer.runTick(tick++, { ...who, publisherId: 's0-i1/bench' });
     progress(`leader-change tick: ${takeover.durationMs} ms ${JSON.stringify(takeover.phasesMs)}`);
     if (args.includes('--tick-only'))
-      return { tickMsFor100kCampaigns: tickMs, leaderChangeTickMs: takeover.durationMs, campaignsPerTick: campaigns };
+      return {
+        tickMsFor100kCampaigns: tickMs,
+        leaderChangeTickMs: takeover.durationMs,
+        campaignsPerTick: campaigns,
+      };
     const phase = (k: 'inputs' | 'claimAndSpend' | 'step' | 'publish') =>
       median(steady.map((o) => o.phasesMs?.[k] ?? 0));
 
