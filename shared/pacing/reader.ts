@@ -41,6 +41,12 @@ export interface PacingReaderOptions {
   readonly idleTicks?: number;
   /** Called with background refresh failures (entries then age into the fail-safe). */
   readonly onError?: (error: unknown) => void;
+  /**
+   * While started, lookups read the time from a copy refreshed every this many ms instead of
+   * asking the clock each time: reading the clock costs ~0.3 µs on a VM without a vDSO clock,
+   * more than the rest of a cached lookup. View boundaries move by at most this much. @default 5
+   */
+  readonly clockResolutionMs?: number;
 }
 
 /** Freshness of what a lookup returns. */
@@ -87,16 +93,15 @@ interface Entry {
   published: PublishedCampaign | undefined;
   fetchedAtMs: number;
   lastLookupTick: number;
-  /** The last view built, reused within its tick (lookups allocate nothing). */
-  view?: {
-    tickStartMs: number;
-    /** The view is rebuilt from this instant: the next tick, or when a plan turns stale. */
-    validUntil: number;
-    value: CampaignPacing;
-    /** Combined parameters per arm id, and for bids without an arm. */
-    forBid: Map<string, BidParams>;
-    noArm?: BidParams;
-  };
+  // The view of the current tick, reused by every lookup until it expires (lookups allocate
+  // nothing). Flat fields, all set when the entry is created: one object shape, few cache lines.
+  /** The view is valid in [viewFrom, viewUntil): this tick, or until a plan turns stale. */
+  viewFrom: number;
+  viewUntil: number;
+  viewValue: CampaignPacing | undefined;
+  /** Combined parameters for bids without an arm, and per arm id. */
+  noArm: BidParams | undefined;
+  arms: Map<string, BidParams> | undefined;
 }
 
 const NO_PLANS: ReadonlyMap<string, PlanPacingParams> = new Map();
@@ -122,6 +127,9 @@ export class PacingReader {
   private readonly idleTicks: number;
   private timer: NodeJS.Timeout | undefined;
   private running = false;
+  /** The coarse time while started (see `clockResolutionMs`); undefined: ask the clock. */
+  private coarseNow: number | undefined;
+  private coarseTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly options: PacingReaderOptions) {
     this.tickMs = options.tickMs ?? TICK_MS;
@@ -168,17 +176,16 @@ export class PacingReader {
     }
     this.metrics.hits++;
     // Fast path: this tick's view of the campaign, with the combination per arm memoised.
-    const now = this.options.clock.now();
-    let v = entry.view;
-    if (!v || now >= v.validUntil || now < v.tickStartMs) {
-      this.view(entry, now);
-      v = entry.view as NonNullable<Entry['view']>;
-    } else if (v.value.status !== 'fresh') this.metrics.staleServes++;
-    if (armId === undefined && v.noArm) return v.noArm;
-    const k = armId ?? '';
-    const hit = armId === undefined ? undefined : v.forBid.get(k);
-    if (hit) return hit;
-    const pacing = v.value;
+    const now = this.coarseNow ?? this.options.clock.now();
+    if (now >= entry.viewUntil || now < entry.viewFrom) this.view(entry, now);
+    else if ((entry.viewValue as CampaignPacing).status !== 'fresh') this.metrics.staleServes++;
+    if (armId === undefined) {
+      if (entry.noArm) return entry.noArm;
+    } else {
+      const hit = entry.arms?.get(armId);
+      if (hit) return hit;
+    }
+    const pacing = entry.viewValue as CampaignPacing;
     const plans: PlanPacingParams[] = [];
     const a = pacing.plans.get('account');
     const c = pacing.plans.get('campaign');
@@ -191,8 +198,11 @@ export class PacingReader {
     const combined =
       pacing.status === 'missing' ? { throttle: FAIL_SAFE_THROTTLE, bidMultiplier: 1 } : combineForBid(plans);
     const out: BidParams = { ...combined, status: pacing.status };
-    if (armId === undefined) v.noArm = out;
-    else v.forBid.set(k, out);
+    if (armId === undefined) entry.noArm = out;
+    else {
+      entry.arms = entry.arms ?? new Map();
+      entry.arms.set(armId, out);
+    }
     return out;
   }
 
@@ -222,6 +232,11 @@ export class PacingReader {
   start(): void {
     if (this.running) return;
     this.running = true;
+    this.coarseNow = this.options.clock.now();
+    this.coarseTimer = setInterval(() => {
+      this.coarseNow = this.options.clock.now();
+    }, this.options.clockResolutionMs ?? 5);
+    this.coarseTimer.unref?.();
     const arm = () => {
       if (!this.running) return;
       const now = this.options.clock.now();
@@ -240,6 +255,8 @@ export class PacingReader {
   close(): void {
     this.running = false;
     if (this.timer) clearTimeout(this.timer);
+    if (this.coarseTimer) clearInterval(this.coarseTimer);
+    this.coarseNow = undefined;
   }
 
   /** Published parameters of a plan, if cached and fresh (the guard's curve uses this). */
@@ -271,10 +288,9 @@ export class PacingReader {
   private view(entry: Entry, now: number): CampaignPacing {
     const tick = Math.floor(now / this.tickMs);
     entry.lastLookupTick = tick;
-    const v = entry.view;
-    if (v && now >= v.tickStartMs && now < v.validUntil) {
-      if (v.value.status !== 'fresh') this.metrics.staleServes++;
-      return v.value;
+    if (entry.viewValue && now >= entry.viewFrom && now < entry.viewUntil) {
+      if (entry.viewValue.status !== 'fresh') this.metrics.staleServes++;
+      return entry.viewValue;
     }
     const value = this.build(entry, now);
     if (value.status !== 'fresh') this.metrics.staleServes++;
@@ -285,12 +301,11 @@ export class PacingReader {
       for (const p of published.plans.values()) staleAfter = Math.min(staleAfter, p.dayWindow.endMs);
     }
     const tickStartMs = tick * this.tickMs;
-    entry.view = {
-      tickStartMs,
-      validUntil: Math.min(staleAfter, tickStartMs + this.tickMs),
-      value,
-      forBid: new Map(),
-    };
+    entry.viewFrom = tickStartMs;
+    entry.viewUntil = Math.min(staleAfter, tickStartMs + this.tickMs);
+    entry.viewValue = value;
+    entry.noArm = undefined;
+    entry.arms = undefined;
     return value;
   }
 
@@ -363,6 +378,11 @@ export class PacingReader {
         published,
         fetchedAtMs: now,
         lastLookupTick: prev?.lastLookupTick ?? tick,
+        viewFrom: 0,
+        viewUntil: 0,
+        viewValue: undefined,
+        noArm: undefined,
+        arms: undefined,
       });
     }
   }
