@@ -6,6 +6,7 @@
 const benchmarks: Record<string, () => Promise<{ run(args: string[]): Promise<Record<string, unknown>> }>> = {
   counting: () => import('./counting.js'),
   spend: () => import('./spend.js'),
+  pacer: () => import('./pacer.js'),
 };
 
 const [name, ...args] = process.argv.slice(2);

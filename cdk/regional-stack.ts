@@ -8,21 +8,26 @@ import * as s3 from 'aws-cdk-lib/aws-s3';
 import * as sns from 'aws-cdk-lib/aws-sns';
 import * as ssm from 'aws-cdk-lib/aws-ssm';
 import type { Construct } from 'constructs';
+import { pacerAlarmSpecs } from '../shared/pacing/alarms.js';
 import {
   type BucketKey,
   type FunctionKey,
   type FunctionSpec,
   functionEnvironment,
+  type KeyType,
+  type PacerSettings,
   parameterPrefix,
   physicalName,
-  regionResources,
+  type RegionDescription,
+  regionDescription,
   type StreamKey,
   type TableKey,
 } from '../shared/region/resources.js';
 import { LiveStateCache } from './constructs/cache.js';
 import { PrivateNetwork } from './constructs/network.js';
 import { PacelineFunction } from './constructs/paceline-function.js';
-import { acknowledgeFindings, acknowledgeObjectPrefix } from './nag.js';
+import { PacerAlarms } from './constructs/pacer-alarms.js';
+import { acknowledgeFindings, acknowledgeIndexGrants, acknowledgeObjectPrefix } from './nag.js';
 
 const projectRoot = fileURLToPath(new URL('..', import.meta.url)).replace(/\/$/, '');
 
@@ -30,7 +35,15 @@ const projectRoot = fileURLToPath(new URL('..', import.meta.url)).replace(/\/$/,
 export interface RegionalStackProps extends StackProps {
   /** Cache node type. @default 'cache.r7g.large' */
   readonly cacheNodeType?: string;
+  /** Pacer layout (shards, instances per shard, tick, lease TTL). @default defaultPacerSettings */
+  readonly pacer?: Partial<PacerSettings>;
 }
+
+const attributeType: Record<KeyType, dynamodb.AttributeType> = {
+  S: dynamodb.AttributeType.STRING,
+  N: dynamodb.AttributeType.NUMBER,
+  B: dynamodb.AttributeType.BINARY,
+};
 
 /**
  * One Paceline region. Everything it contains is enumerated from `shared/region/resources.ts`,
@@ -41,9 +54,13 @@ export class RegionalStack extends Stack {
   readonly streams: Record<StreamKey, kinesis.Stream>;
   readonly buckets: Record<BucketKey, s3.Bucket>;
   readonly functions: Record<FunctionKey, PacelineFunction>;
+  /** The region description this stack was built from. */
+  readonly description: RegionDescription;
 
   constructor(scope: Construct, id: string, props: RegionalStackProps) {
     super(scope, id, props);
+    const regionResources = regionDescription({ ...(props.pacer ? { pacer: props.pacer } : {}) });
+    this.description = regionResources;
     const key = new kms.Key(this, 'Key', {
       description: 'Paceline regional data key (tables, streams, cache, queues, logs)',
       enableKeyRotation: true,
@@ -76,10 +93,10 @@ export class RegionalStack extends Stack {
       TableKey,
       (typeof regionResources.tables)[TableKey],
     ][]) {
-      tables[tableKey] = new dynamodb.Table(this, `Table-${tableKey}`, {
+      const table = new dynamodb.Table(this, `Table-${tableKey}`, {
         tableName: physicalName(spec.suffix),
-        partitionKey: { name: spec.partitionKey.name, type: dynamodb.AttributeType.STRING },
-        sortKey: { name: spec.sortKey.name, type: dynamodb.AttributeType.STRING },
+        partitionKey: { name: spec.partitionKey.name, type: attributeType[spec.partitionKey.type] },
+        sortKey: { name: spec.sortKey.name, type: attributeType[spec.sortKey.type] },
         billingMode: dynamodb.BillingMode.PAY_PER_REQUEST,
         encryption: dynamodb.TableEncryption.CUSTOMER_MANAGED,
         encryptionKey: key,
@@ -88,6 +105,18 @@ export class RegionalStack extends Stack {
         removalPolicy: RemovalPolicy.RETAIN,
         ...('ttlAttribute' in spec ? { timeToLiveAttribute: spec.ttlAttribute } : {}),
       });
+      for (const index of 'indexes' in spec ? spec.indexes : []) {
+        table.addGlobalSecondaryIndex({
+          indexName: index.name,
+          partitionKey: { name: index.partitionKey.name, type: attributeType[index.partitionKey.type] },
+          ...(index.sortKey
+            ? { sortKey: { name: index.sortKey.name, type: attributeType[index.sortKey.type] } }
+            : {}),
+          projectionType:
+            index.projection === 'ALL' ? dynamodb.ProjectionType.ALL : dynamodb.ProjectionType.KEYS_ONLY,
+        });
+      }
+      tables[tableKey] = table;
     }
     this.tables = tables;
 
@@ -179,18 +208,33 @@ export class RegionalStack extends Stack {
         acknowledgeObjectPrefix(this, bucket, spec.name);
       }
       if (spec.readsParameters) {
+        // Exactly the region's described parameters (no prefix wildcard).
         fn.function.addToRolePolicy(
           new iam.PolicyStatement({
-            actions: ['ssm:GetParameter', 'ssm:GetParameters', 'ssm:GetParametersByPath'],
-            resources: [
-              this.formatArn({ service: 'ssm', resource: 'parameter', resourceName: `${prefix.slice(1)}*` }),
-            ],
+            actions: ['ssm:GetParameter', 'ssm:GetParameters'],
+            resources: Object.values(regionResources.parameters).map((p) =>
+              this.formatArn({
+                service: 'ssm',
+                resource: 'parameter',
+                resourceName: `${prefix.slice(1)}${p.path}`,
+              }),
+            ),
           }),
         );
       }
       functions[fnKey] = fn;
     }
     this.functions = functions;
+    new PacerAlarms(this, 'PacerAlarms', {
+      specs: pacerAlarmSpecs(regionResources.settings.pacer, regionResources.functions.pacer.name),
+      alarmTopic,
+    });
     acknowledgeFindings(this);
+    acknowledgeIndexGrants(
+      this,
+      Object.entries(tables)
+        .filter(([k]) => 'indexes' in regionResources.tables[k as TableKey])
+        .map(([, t]) => this.getLogicalId(t.node.defaultChild as dynamodb.CfnTable)),
+    );
   }
 }

@@ -5,7 +5,8 @@
  * dynalite), or AWS with `--aws`. Prints its target first; human output, JSON with `--json`.
  * Input is parsed strictly (plain decimals, real calendar days, flags consistent with the plan
  * level, canonical zone names); an error is one line with a documented exit code, and nothing
- * is written.
+ * is written. Writes tag items with their pacer shard: N comes from PACER_SHARDS, else the
+ * region's SSM parameter `/paceline/<region>/pacer/shards` (docs/pacing.md).
  *
  *   account put  --id A --name N --tz America/Los_Angeles [--currency USD] [--mode create|update|upsert]
  *   account list
@@ -15,9 +16,10 @@
  *                (--daily-budget 1000.50 | --daily-budget-micros 1000500000) [--pacing even|asap] [--mode …]
  *   plan list    --account A [--campaign C]
  *   reconcile    --campaign C [--day YYYY-MM-DD] [--force]   (needs REDIS_NODES/REDIS_MODE, SPEND_LEDGER_TABLE)
+ *   reshard      --shards N   (re-tags every item for N pacer shards: step 2 of the re-shard procedure, docs/pacing.md)
  */
 import { parseArgs } from 'node:util';
-import { dynamoDbClient } from '../shared/aws/clients.js';
+import { dynamoDbClient, ssmClient } from '../shared/aws/clients.js';
 import {
   BudgetValidationError,
   type PacingMode,
@@ -32,6 +34,7 @@ import {
 } from '../shared/budget/repository.js';
 import { dayWindow, InvalidDayError, InvalidTimeZoneError, parseDay } from '../shared/budget/time-zone.js';
 import { InvalidEnvError, intEnv, MissingEnvError } from '../shared/config/env.js';
+import { ControlParameterMissingError, resolvePacerShards } from '../shared/pacing/control.js';
 import { connectRedis, redisConfigFromEnv } from '../shared/redis/connect.js';
 import { regionResources, resourceName } from '../shared/region/resources.js';
 import { SpendLedger } from '../shared/spend/ledger.js';
@@ -50,8 +53,10 @@ const USAGE = `usage: budgets <account|campaign|plan> <put|list> [options] [--js
                (--daily-budget <dollars> | --daily-budget-micros <int>) [--pacing even|asap] [--mode …]
   plan list    --account A [--campaign C]
   reconcile    --campaign C [--day YYYY-MM-DD] [--force]
+  reshard      --shards N   (re-tag every item for N pacer shards; docs/pacing.md, "Changing N")
   amounts: --daily-budget 1000 or 1000.50 (plain decimal, ≤ 6 decimals), --daily-budget-micros 1000500000 (plain integer)
-  --aws: act on AWS when no local endpoint variable (AWS_ENDPOINT_URL_DYNAMODB, …) is set`;
+  --aws: act on AWS when no local endpoint variable (AWS_ENDPOINT_URL_DYNAMODB, …) is set
+  exit codes: 0 ok, 1 unexpected error, 2 usage or invalid input, 3 not found, 4 conflict`;
 
 const options = {
   id: { type: 'string' },
@@ -70,6 +75,7 @@ const options = {
   day: { type: 'string' },
   force: { type: 'boolean', default: false },
   aws: { type: 'boolean', default: false },
+  shards: { type: 'string' },
 } as const;
 
 function need(value: string | undefined, flag: string): string {
@@ -151,15 +157,27 @@ export async function main(
   const { values, positionals } = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
   const [what, verb] = positionals;
   const known = ['account put', 'account list', 'campaign put', 'campaign list', 'plan put', 'plan list'];
-  if (!(what === 'reconcile' && positionals.length === 1) && !known.includes(positionals.join(' '))) {
+  const single = (what === 'reconcile' || what === 'reshard') && positionals.length === 1;
+  if (!single && !known.includes(positionals.join(' '))) {
     throw new CliUsageError(`Unknown command "${positionals.join(' ')}".\n${USAGE}`);
   }
   const target = targetOf(env, values.aws);
   log(`target ${target.text}, table ${resourceName(regionResources.tables.budgets, env)}`);
-  const dynamodb = dynamoDbClient(target.endpoints);
+  const endpoints = target.endpoints;
+  const dynamodb = dynamoDbClient(endpoints);
+  let pacerShards: number | undefined;
+  if (verb === 'put') {
+    const ssm = ssmClient(endpoints);
+    try {
+      pacerShards = await resolvePacerShards(env, ssm, endpoints.region);
+    } finally {
+      ssm.destroy();
+    }
+  }
   const repo = new BudgetRepository({
     client: dynamodb,
     tableName: resourceName(regionResources.tables.budgets, env),
+    ...(pacerShards === undefined ? {} : { pacerShards }),
   });
   try {
     const mode = writeMode(values.mode);
@@ -201,6 +219,12 @@ export async function main(
     }
     if (what === 'plan' && verb === 'list')
       return await repo.listPlans(need(values.account, 'account'), values.campaign);
+    if (what === 'reshard') {
+      const n = Number(need(values.shards, 'shards'));
+      if (!Number.isSafeInteger(n) || n < 1)
+        throw new CliUsageError(`--shards ${values.shards}: give a whole number ≥ 1.`);
+      return { shards: n, ...(await repo.reshard(n)) };
+    }
     if (what === 'reconcile')
       return await reconcile(
         repo,
@@ -275,7 +299,8 @@ export const budgetsExitCode: ExitCodeOf = (error) => {
     error instanceof InvalidTimeZoneError ||
     error instanceof InvalidDayError ||
     error instanceof MissingEnvError ||
-    error instanceof InvalidEnvError
+    error instanceof InvalidEnvError ||
+    error instanceof ControlParameterMissingError
   )
     return EXIT.usage;
   if (error instanceof BudgetNotFoundError) return EXIT.notFound;

@@ -7,17 +7,23 @@
  * SIGINT/SIGTERM stops every child process it started.
  *
  *   npm start -- [--regions us-east-1,us-west-2] [--redis standalone|cluster] [--prewarm]
- *                [--handler <function>=<module>]...
+ *                [--pacer-shards 4] [--pacer-instances 3] [--handler <function>=<module>]...
  */
-import { existsSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
+import { type LocalRegionsFile, localRegionsFile } from '../cli/paceline/target.js';
 import {
   defaultRegions,
   type FunctionKey,
   type FunctionSpec,
+  InvalidPacerSettingsError,
+  localPacerSettings,
+  type PacerSettings,
   physicalName,
+  type RegionDescription,
+  regionDescription,
   regionResources,
 } from '../shared/region/resources.js';
 import { RedisServerMissingError } from './emulators/redis.js';
@@ -25,6 +31,7 @@ import { LocalOnFailureDestination } from './esm/on-failure.js';
 import { KinesisPoller } from './esm/poller.js';
 import { type LocalRegion, startLocalRegion } from './region.js';
 import { Scheduler, type ScheduleTarget, scheduleTargets } from './scheduler.js';
+import { bundleModule } from './worker/bundle.js';
 import { ProcessInvoker, repoRoot } from './worker/process-invoker.js';
 
 /** Printed once everything is up; tests wait for it. */
@@ -43,16 +50,59 @@ export interface RuntimeOptions {
   readonly handlerOverrides?: Readonly<Record<string, string>>;
   /** Directory of local state (on-failure records). @default `<repo>/.local` */
   readonly stateDir?: string;
+  /**
+   * Pacer layout and cadence (shards, instances per shard, tick, lease TTL).
+   * @default localPacerSettings (4 shards × 3 instances, 10 s ticks)
+   */
+  readonly pacer?: Partial<PacerSettings>;
+  /**
+   * Length of a schedule "minute", ms: scales EventBridge's minute down for fast tests. The
+   * pacer is told the same length (its `minuteMs`), so it runs its ticks inside it. @default 60_000
+   */
+  readonly msPerMinute?: number;
+  /** Where function instances' stdout/stderr go. @default 'inherit' */
+  readonly functionOutput?: 'inherit' | 'ignore';
+  /**
+   * Run instances from esbuild bundles on plain `node` (as Lambda runs the CDK's bundles) instead
+   * of compiling TypeScript with `tsx` at every cold start: about half the CPU per cold start.
+   * Bundles are rebuilt when a source changed (restart to pick up a code change). A handler that
+   * cannot be bundled runs through `tsx`, so its error shows at invoke time. @default false
+   * (`npm start` turns it on; `--no-bundle` turns it off)
+   */
+  readonly bundle?: boolean;
+  /** Run only these functions (tests that do not need the others). @default every function */
+  readonly functions?: readonly FunctionKey[];
+  /**
+   * Extra environment per function name, over the description's (fault injection in tests, e.g.
+   * `{ pacer: { PACER_FAULT_PAUSE_BEFORE_PUBLISH_MS: '800' } }`). @default {}
+   */
+  readonly extraEnv?: Readonly<Record<string, Readonly<Record<string, string>>>>;
   readonly log?: (line: string) => void;
+}
+
+/** The description a runtime provisions and runs, from its options. */
+export function runtimeDescription(
+  options: Pick<RuntimeOptions, 'pacer' | 'msPerMinute'>,
+): RegionDescription {
+  return regionDescription({
+    pacer: {
+      ...localPacerSettings,
+      ...options.pacer,
+      ...(options.msPerMinute === undefined ? {} : { minuteMs: options.msPerMinute }),
+    },
+  });
 }
 
 /** One running region with its functions. */
 export interface RegionRuntime {
   readonly region: LocalRegion;
+  readonly description: RegionDescription;
   readonly invokers: ReadonlyMap<FunctionKey, ProcessInvoker>;
   readonly pollers: ReadonlyMap<FunctionKey, KinesisPoller>;
   readonly onFailure: ReadonlyMap<FunctionKey, LocalOnFailureDestination>;
   readonly scheduler: Scheduler;
+  /** Resolves when the handler bundles are in use (at once without `bundle`). */
+  readonly bundled: Promise<void>;
   /** Handler module each function runs. */
   readonly handlerModules: ReadonlyMap<FunctionKey, string>;
   stop(): Promise<void>;
@@ -60,22 +110,27 @@ export interface RegionRuntime {
 
 async function startRegionRuntime(name: string, options: RuntimeOptions): Promise<RegionRuntime> {
   const log = options.log ?? (() => {});
-  const region = await startLocalRegion({ region: name, redisMode: options.redisMode });
+  const description = runtimeDescription(options);
+  const region = await startLocalRegion({ region: name, redisMode: options.redisMode, description });
   const invokers = new Map<FunctionKey, ProcessInvoker>();
   const pollers = new Map<FunctionKey, KinesisPoller>();
   const onFailure = new Map<FunctionKey, LocalOnFailureDestination>();
   const targets: ScheduleTarget[] = [];
   const handlerModules = new Map<FunctionKey, string>();
   const stateDir = options.stateDir ?? join(repoRoot, '.local');
+  const keys = (Object.keys(description.functions) as FunctionKey[]).filter(
+    (k) => !options.functions || options.functions.includes(k),
+  );
   try {
-    for (const key of Object.keys(regionResources.functions) as FunctionKey[]) {
-      const spec: FunctionSpec = regionResources.functions[key];
+    for (const key of keys) {
+      const spec: FunctionSpec = description.functions[key];
       const invoker = new ProcessInvoker({
         functionName: spec.name,
         handlerModule: options.handlerOverrides?.[spec.name] ?? spec.entry,
-        env: region.functionEnv(key),
+        env: { ...region.functionEnv(key), ...options.extraEnv?.[spec.name] },
         timeoutMs: spec.timeoutSeconds * 1000,
         memoryMb: spec.memoryMb,
+        ...(options.functionOutput ? { stdio: options.functionOutput } : {}),
       });
       invokers.set(key, invoker);
       handlerModules.set(key, options.handlerOverrides?.[spec.name] ?? spec.entry);
@@ -101,19 +156,35 @@ async function startRegionRuntime(name: string, options: RuntimeOptions): Promis
     }
     const scheduler = new Scheduler(targets, {
       region: name,
+      ...(options.msPerMinute === undefined ? {} : { msPerMinute: options.msPerMinute }),
       onResult: (target, _at, result) => {
         if (!result.ok) log(`[${name}] ${target.ruleName}: ${result.errorType}: ${result.errorMessage}`);
       },
     });
+    // Bundles are built in the background: the region is ready at once, instances started before
+    // the bundles exist run through tsx, later ones from the bundles.
+    const bundling = options.bundle
+      ? bundleFunctions(keys, description, options, log).then(
+          (b) => {
+            for (const [key, handler] of b.handlers) invokers.get(key)?.useBundle(b.workerEntry, handler);
+          },
+          (error: unknown) =>
+            log(`[${name}] bundling failed, running handlers through tsx: ${String(error)}`),
+        )
+      : Promise.resolve();
     await Promise.all([...pollers.values()].map((p) => p.start()));
+    // Prewarmed instances start from the bundles (half the CPU of a tsx cold start).
+    if (options.prewarm) await bundling;
     if (options.prewarm) await Promise.all([...invokers.values()].map((i) => i.prewarm(1)));
     scheduler.start();
     return {
       region,
+      description,
       invokers,
       pollers,
       onFailure,
       scheduler,
+      bundled: bundling,
       handlerModules,
       async stop() {
         // Closing the invokers kills the instances, which also cuts in-flight invocations short.
@@ -130,6 +201,29 @@ async function startRegionRuntime(name: string, options: RuntimeOptions): Promis
     await region.stop();
     throw error;
   }
+}
+
+/** Bundles the worker entry and each function's handler; a handler that fails to bundle runs via tsx. */
+async function bundleFunctions(
+  keys: readonly FunctionKey[],
+  description: RegionDescription,
+  options: RuntimeOptions,
+  log: (line: string) => void,
+): Promise<{ workerEntry: string; handlers: Map<FunctionKey, string> }> {
+  const workerEntry = await bundleModule('local/worker/worker-entry.ts', repoRoot);
+  const handlers = new Map<FunctionKey, string>();
+  await Promise.all(
+    keys.map(async (key) => {
+      const spec: FunctionSpec = description.functions[key];
+      const module = options.handlerOverrides?.[spec.name] ?? spec.entry;
+      try {
+        handlers.set(key, await bundleModule(module, repoRoot));
+      } catch (error) {
+        log(`${spec.name}: not bundled (${(error as Error).message.split('\n')[0]}); running it through tsx`);
+      }
+    }),
+  );
+  return { workerEntry, handlers };
 }
 
 /** Starts every region; if one fails, the others are stopped before the error propagates. */
@@ -169,8 +263,8 @@ export function describeRuntime(runtimes: readonly RegionRuntime[]): string {
         .map((s) => `${physicalName(s.suffix)} (${s.shardCount} shards)`)
         .join(', ')}`,
     );
-    for (const key of Object.keys(regionResources.functions) as FunctionKey[]) {
-      const spec: FunctionSpec = regionResources.functions[key];
+    for (const key of Object.keys(rt.description.functions) as FunctionKey[]) {
+      const spec: FunctionSpec = rt.description.functions[key];
       const handlerPath = resolve(repoRoot, rt.handlerModules.get(key) ?? spec.entry);
       const missing = existsSync(handlerPath)
         ? ''
@@ -183,8 +277,15 @@ export function describeRuntime(runtimes: readonly RegionRuntime[]): string {
         );
         lines.push(`      on-failure → ${rt.onFailure.get(key)?.location}`);
       }
-      if (spec.schedule)
-        lines.push(`  λ ${spec.name} ← schedule rate(${spec.schedule.rateMinutes} minute)${missing}`);
+      if (spec.schedule) {
+        const pacer = key === 'pacer' ? rt.description.settings.pacer : undefined;
+        const layout = pacer
+          ? `: ${pacer.shards} shards × ${pacer.instancesPerShard} instances, ${pacer.tickMs / 1000} s ticks, lease ${pacer.leaseTtlMs / 1000} s`
+          : '';
+        lines.push(
+          `  λ ${spec.name} ← schedule rate(${spec.schedule.rateMinutes} minute), ${Math.max(1, spec.schedule.instances.length)} rule(s)${layout}${missing}`,
+        );
+      }
       const pids = rt.invokers.get(key)?.pids ?? [];
       if (pids.length > 0) lines.push(`      instances: pid ${pids.join(', ')}`);
     }
@@ -204,6 +305,9 @@ function parseCli(argv: readonly string[]): RuntimeOptions {
       regions: { type: 'string' },
       redis: { type: 'string' },
       prewarm: { type: 'boolean' },
+      'no-bundle': { type: 'boolean' },
+      'pacer-shards': { type: 'string' },
+      'pacer-instances': { type: 'string' },
       handler: { type: 'string', multiple: true },
       help: { type: 'boolean' },
     },
@@ -211,7 +315,9 @@ function parseCli(argv: readonly string[]): RuntimeOptions {
   if (values.help) {
     console.log(
       'Usage: npm start -- [--regions us-east-1,us-west-2] [--redis standalone|cluster] [--prewarm]\n' +
-        '                    [--handler <function>=<module path>]...   (run a function with another handler module)',
+        `                    [--pacer-shards N] [--pacer-instances K]   (pacer layout; default ${localPacerSettings.shards} × ${localPacerSettings.instancesPerShard}, AWS 24 × 3)\n` +
+        '                    [--handler <function>=<module path>]...   (run a function with another handler module)\n' +
+        '                    [--no-bundle]   (compile handlers with tsx at each cold start instead of esbuild bundles)',
     );
     process.exit(0);
   }
@@ -237,10 +343,30 @@ function parseCli(argv: readonly string[]): RuntimeOptions {
     }
     handlerOverrides[fn] = module;
   }
+  const pacer: { -readonly [K in keyof PacerSettings]?: PacerSettings[K] } = {};
+  for (const [flag, field] of [
+    ['pacer-shards', 'shards'],
+    ['pacer-instances', 'instancesPerShard'],
+  ] as const) {
+    const raw = values[flag];
+    if (raw === undefined) continue;
+    const n = Number(raw);
+    if (!/^\d+$/.test(raw) || !Number.isSafeInteger(n))
+      throw new UsageError(`--${flag} takes a whole number, got '${raw}'`);
+    pacer[field] = n;
+  }
+  try {
+    runtimeDescription({ pacer });
+  } catch (error) {
+    if (error instanceof InvalidPacerSettingsError) throw new UsageError(error.message);
+    throw error;
+  }
   return {
     regions,
     redisMode: redis,
     prewarm: values.prewarm ?? false,
+    bundle: !values['no-bundle'],
+    pacer,
     handlerOverrides,
     log: (line) => console.log(line),
   };
@@ -293,6 +419,13 @@ async function runCli(): Promise<void> {
   };
   process.on('SIGINT', () => onSignal('SIGINT'));
   process.on('SIGTERM', () => onSignal('SIGTERM'));
+  // A launcher that died without passing a signal on (tsx SIGKILLs a child that does not confirm
+  // a relayed signal within 30 ms; a test's SIGKILL of `npm start`) must not leave the regions
+  // running unattended: a changed parent pid means we were orphaned.
+  const parent = process.ppid;
+  setInterval(() => {
+    if (process.ppid !== parent) onSignal('parent exited');
+  }, 1_000).unref();
   try {
     runtimes = await startRuntime(options);
   } catch (error) {
@@ -304,6 +437,17 @@ async function runCli(): Promise<void> {
     process.exit(1);
   }
   console.log(describeRuntime(runtimes));
+  // Lets `paceline …` find the running local regions without pasting their env.
+  const regionsFile = localRegionsFile(repoRoot);
+  mkdirSync(dirname(regionsFile), { recursive: true });
+  writeFileSync(
+    regionsFile,
+    JSON.stringify({
+      pid: process.pid,
+      regions: runtimes.map((rt) => ({ region: rt.region.region, clientEnv: rt.region.clientEnv })),
+    } satisfies LocalRegionsFile),
+  );
+  process.once('exit', () => rmSync(regionsFile, { force: true }));
   // performance.now() counts from process start, so this includes loading the modules.
   const seconds = (performance.now() / 1000).toFixed(1);
   console.log(

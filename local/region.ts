@@ -18,8 +18,13 @@ import {
   type BucketKey,
   type FunctionKey,
   functionEnvironment,
+  localPacerSettings,
+  pacerEnv,
   parameterPrefix,
   physicalName,
+  type RegionDescription,
+  redisEnv,
+  regionDescription,
   regionResources,
   type StreamKey,
   type TableKey,
@@ -34,17 +39,31 @@ export interface LocalRegionOptions {
   readonly region?: string;
   /** Redis deployment. @default 'standalone' */
   readonly redisMode?: 'standalone' | 'cluster';
+  /**
+   * The region description to provision and run (pacer shards and instances, …).
+   * @default regionDescription({ pacer: localPacerSettings }) — 4 pacer shards × 3 instances
+   */
+  readonly description?: RegionDescription;
+}
+
+/** The description a local region uses unless told otherwise (4 pacer shards instead of 24). */
+export function localDescription(): RegionDescription {
+  return regionDescription({ pacer: localPacerSettings });
 }
 
 /** A running local region. */
 export interface LocalRegion {
   readonly region: string;
+  /** What this region was provisioned from. */
+  readonly description: RegionDescription;
   readonly endpoints: AwsEndpoints & {
     readonly dynamodb: string;
     readonly kinesis: string;
     readonly ssm: string;
     readonly s3: string;
   };
+  /** The dynalite emulator (suspend()/resume() it to simulate a DynamoDB outage). */
+  readonly dynamoEmulator: RunningEmulator;
   readonly redis: RunningRedis;
   readonly dynamodb: DynamoDBClient;
   readonly kinesis: KinesisClient;
@@ -55,7 +74,10 @@ export interface LocalRegion {
   bucketName(key: BucketKey): string;
   /** The complete environment of a function instance: resources, Redis, endpoints, credentials. */
   functionEnv(key: FunctionKey): Record<string, string>;
-  /** Environment that points any SDK client (CLIs, tests) at this region's emulators. */
+  /**
+   * Environment that points any SDK client and Paceline CLI at this region: the AWS endpoints and
+   * credentials, Redis (`REDIS_NODES`, `REDIS_MODE`) and the pacer shard count (`PACER_SHARDS`).
+   */
   readonly clientEnv: Record<string, string>;
   stop(): Promise<void>;
 }
@@ -63,6 +85,7 @@ export interface LocalRegion {
 /** Starts the emulators of one region and creates its tables, streams and parameters. */
 export async function startLocalRegion(options: LocalRegionOptions = {}): Promise<LocalRegion> {
   const region = options.region ?? 'us-east-1';
+  const description = options.description ?? localDescription();
   const started: { stop(): Promise<void> }[] = [];
   try {
     const redis = await startRedis({ mode: options.redisMode ?? 'standalone' });
@@ -81,18 +104,23 @@ export async function startLocalRegion(options: LocalRegionOptions = {}): Promis
       ssm: ssmClient(endpoints),
       s3: s3Client(endpoints),
     };
-    await provisionRegion(region, clients);
-    const clientEnv = {
+    await provisionRegion(region, clients, description);
+    const clientEnv: Record<string, string> = {
       ...endpointsToEnv(endpoints),
       AWS_ACCESS_KEY_ID: 'local',
       AWS_SECRET_ACCESS_KEY: 'local',
+      [redisEnv.nodes]: redis.nodesEnv,
+      [redisEnv.mode]: redis.mode,
+      [pacerEnv.shards]: String(description.settings.pacer.shards),
     };
     const tableName = (key: TableKey) => physicalName(regionResources.tables[key].suffix);
     const streamName = (key: StreamKey) => physicalName(regionResources.streams[key].suffix);
     const bucketName = (key: BucketKey) => physicalName(regionResources.buckets[key].suffix);
     return {
       region,
+      description,
       endpoints,
+      dynamoEmulator: dynamo,
       redis,
       ...clients,
       tableName,
@@ -101,7 +129,7 @@ export async function startLocalRegion(options: LocalRegionOptions = {}): Promis
       clientEnv,
       functionEnv: (key) => ({
         ...clientEnv,
-        ...functionEnvironment(regionResources.functions[key], {
+        ...functionEnvironment(description.functions[key], {
           region,
           tableName,
           streamName,
@@ -124,11 +152,12 @@ export async function startLocalRegion(options: LocalRegionOptions = {}): Promis
 export async function provisionRegion(
   region: string,
   clients: { dynamodb: DynamoDBClient; kinesis: KinesisClient; ssm: SSMClient; s3: S3Client },
+  description: RegionDescription = localDescription(),
 ): Promise<void> {
   await Promise.all([
     provisionTables(clients.dynamodb),
     provisionStreams(clients.kinesis),
-    provisionParameters(region, clients.ssm),
+    provisionParameters(region, clients.ssm, description),
     provisionBuckets(clients.s3),
   ]);
 }
@@ -151,13 +180,36 @@ export async function provisionTables(dynamodb: DynamoDBClient): Promise<void> {
   await Promise.all(
     Object.values(regionResources.tables).map(async (t) => {
       const keys = [t.partitionKey, t.sortKey];
+      const indexes = 'indexes' in t ? t.indexes : [];
+      const attributes = new Map<string, string>();
+      for (const k of [
+        ...keys,
+        ...indexes.flatMap((i) => (i.sortKey ? [i.partitionKey, i.sortKey] : [i.partitionKey])),
+      ])
+        attributes.set(k.name, k.type);
+      const keySchema = (pk: { name: string }, sk?: { name: string }) => [
+        { AttributeName: pk.name, KeyType: 'HASH' as const },
+        ...(sk ? [{ AttributeName: sk.name, KeyType: 'RANGE' as const }] : []),
+      ];
       try {
         await dynamodb.send(
           new CreateTableCommand({
             TableName: physicalName(t.suffix),
             BillingMode: 'PAY_PER_REQUEST',
-            AttributeDefinitions: keys.map((k) => ({ AttributeName: k.name, AttributeType: k.type })),
-            KeySchema: keys.map((k, i) => ({ AttributeName: k.name, KeyType: i === 0 ? 'HASH' : 'RANGE' })),
+            AttributeDefinitions: [...attributes].map(([name, type]) => ({
+              AttributeName: name,
+              AttributeType: type as 'S' | 'N' | 'B',
+            })),
+            KeySchema: keySchema(t.partitionKey, t.sortKey),
+            ...(indexes.length > 0
+              ? {
+                  GlobalSecondaryIndexes: indexes.map((i) => ({
+                    IndexName: i.name,
+                    KeySchema: keySchema(i.partitionKey, i.sortKey),
+                    Projection: { ProjectionType: i.projection },
+                  })),
+                }
+              : {}),
           }),
         );
       } catch (error) {
@@ -183,10 +235,14 @@ export async function provisionStreams(kinesis: KinesisClient): Promise<void> {
 }
 
 /** Writes the described parameters' initial values where they do not exist yet. */
-export async function provisionParameters(region: string, ssm: SSMClient): Promise<void> {
+export async function provisionParameters(
+  region: string,
+  ssm: SSMClient,
+  description: RegionDescription = localDescription(),
+): Promise<void> {
   const prefix = parameterPrefix(region);
   await Promise.all(
-    Object.values(regionResources.parameters).map((p) =>
+    Object.values(description.parameters).map((p) =>
       ssm
         .send(
           new PutParameterCommand({ Name: `${prefix}${p.path}`, Value: p.initial(region), Type: 'String' }),

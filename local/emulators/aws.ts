@@ -3,7 +3,7 @@
  * All speak the real AWS wire protocols, so the real SDK clients are used against them unchanged.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
-import type { Server } from 'node:http';
+import { Server } from 'node:http';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,11 +17,47 @@ export interface RunningEmulator {
   readonly url: string;
   readonly port: number;
   stop(): Promise<void>;
+  /**
+   * Fault injection: stops listening and drops every open connection (clients get "connection
+   * refused") while keeping the emulator's data; {@link resume} listens on the same port again.
+   */
+  suspend(): Promise<void>;
+  resume(): Promise<void>;
 }
 
 async function start(server: Server): Promise<RunningEmulator> {
   const { url, port } = await listenLoopback(server);
-  return { url, port, stop: () => closeServer(server) };
+  // Requests being handled: stopping waits for them, since closing the store under a request
+  // (e.g. a stopping function releasing its lease) fails inside the emulator, unhandled.
+  let inflight = 0;
+  server.on('request', (_req, res) => {
+    inflight++;
+    res.once('close', () => inflight--);
+  });
+  // The plain http.Server methods: dynalite wraps close()/listen() to close and recreate its
+  // store, and an outage must not lose the tables.
+  return {
+    url,
+    port,
+    async stop() {
+      const deadline = Date.now() + 2_000;
+      while (inflight > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+      await closeServer(server);
+    },
+    suspend: () =>
+      new Promise<void>((resolve) => {
+        Server.prototype.close.call(server, () => resolve());
+        server.closeAllConnections();
+      }),
+    resume: () =>
+      new Promise<void>((resolve, reject) => {
+        server.once('error', reject);
+        Server.prototype.listen.call(server, { port, host: '127.0.0.1' }, () => {
+          server.off('error', reject);
+          resolve();
+        });
+      }),
+  };
 }
 
 /** dynalite, in memory, tables ACTIVE immediately. Known gaps: no transactions, no TTL deletion. */
@@ -62,14 +98,27 @@ export async function startS3(): Promise<RunningEmulator> {
   };
   account.DUMMY_ACCOUNT.createKeyPair('local', 'local');
   const directory = mkdtempSync(join(tmpdir(), 'paceline-s3-'));
-  const server = new S3rver({ address: '127.0.0.1', port: 0, directory, silent: true });
+  let server = new S3rver({ address: '127.0.0.1', port: 0, directory, silent: true });
   const { port } = await server.run();
+  let running = true;
   return {
     url: `http://127.0.0.1:${port}`,
     port,
     async stop() {
-      await server.close();
+      if (running) await server.close();
+      running = false;
       rmSync(directory, { recursive: true, force: true });
+    },
+    // The objects live in the folder: a new server on the same port and folder serves them again.
+    async suspend() {
+      if (running) await server.close();
+      running = false;
+    },
+    async resume() {
+      if (running) return;
+      server = new S3rver({ address: '127.0.0.1', port, directory, silent: true });
+      await server.run();
+      running = true;
     },
   };
 }

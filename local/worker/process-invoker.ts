@@ -7,6 +7,7 @@
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { availableParallelism } from 'node:os';
 import { isAbsolute, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { InvokeFailure, InvokeResult, Invoker } from './invoker.js';
@@ -36,6 +37,11 @@ export interface ProcessInvokerOptions {
   readonly memoryMb?: number;
   /** Where instances' stdout/stderr go. @default 'inherit' */
   readonly stdio?: 'inherit' | 'ignore';
+  /**
+   * A prebuilt JavaScript bundle of `worker-entry.ts` (local/worker/bundle.ts): instances then run
+   * on plain `node`, without `tsx`, and `handlerModule` should be a bundle too. @default none (tsx)
+   */
+  readonly bundledWorkerEntry?: string;
 }
 
 /** What an operator sees of one instance. */
@@ -66,10 +72,10 @@ class Instance {
     private readonly options: ProcessInvokerOptions,
     env: Record<string, string>,
   ) {
-    this.proc = fork(workerEntry, [], {
+    this.proc = fork(options.bundledWorkerEntry ?? workerEntry, [], {
       cwd: repoRoot,
       env,
-      execArgv: ['--import', 'tsx'],
+      execArgv: options.bundledWorkerEntry ? [] : ['--import', 'tsx'],
       stdio:
         options.stdio === 'ignore'
           ? ['ignore', 'ignore', 'ignore', 'ipc']
@@ -189,11 +195,48 @@ class Instance {
     this.proc.kill('SIGKILL');
   }
 
-  async stop(): Promise<void> {
-    this.kill();
+  /**
+   * A clean stop: SIGTERM (a handler may release what it holds, e.g. the pacer's leases), then
+   * SIGKILL after `graceMs` — Lambda's shutdown phase.
+   */
+  async stop(graceMs = 1_000): Promise<void> {
+    if (this.dead) return this.exited;
+    this.proc.kill('SIGCONT');
+    this.proc.kill('SIGTERM');
+    const timer = setTimeout(() => this.kill(), graceMs);
     await this.exited;
+    clearTimeout(timer);
   }
 }
+
+/**
+ * Limits how many instances initialise at once across every invoker of this runner. Many
+ * instances starting together (72 pacer instances on the minute) would otherwise share the CPU so
+ * thinly that every init takes tens of seconds and hits its timeout; queued, they come up one
+ * after another at full speed. Lambda has no such queue, but nothing observable depends on it:
+ * a queued invocation simply starts later, as a slow cold start would.
+ */
+class ConcurrencyGate {
+  private active = 0;
+  private readonly waiting: (() => void)[] = [];
+  constructor(readonly limit: number) {}
+
+  async acquire(): Promise<() => void> {
+    if (this.active >= this.limit) await new Promise<void>((resolve) => this.waiting.push(resolve));
+    else this.active++;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const next = this.waiting.shift();
+      if (next) next();
+      else this.active--;
+    };
+  }
+}
+
+/** Two initialising instances per core. */
+const initGate = new ConcurrencyGate(Math.max(2, availableParallelism() * 2));
 
 /** Runs a function's instances as child processes. */
 export class ProcessInvoker implements Invoker {
@@ -204,7 +247,10 @@ export class ProcessInvoker implements Invoker {
   /** Instances started so far (cold starts). */
   coldStarts = 0;
 
-  constructor(private readonly options: ProcessInvokerOptions) {
+  private options: ProcessInvokerOptions;
+
+  constructor(options: ProcessInvokerOptions) {
+    this.options = options;
     this.functionName = options.functionName;
     const handlerModule = isAbsolute(options.handlerModule)
       ? options.handlerModule
@@ -228,6 +274,15 @@ export class ProcessInvoker implements Invoker {
     };
   }
 
+  /**
+   * Runs instances started from now on from bundles (local/worker/bundle.ts): plain `node`, no
+   * `tsx`. Instances already running keep their code, as Lambda's warm environments do.
+   */
+  useBundle(bundledWorkerEntry: string, bundledHandler: string): void {
+    this.options = { ...this.options, bundledWorkerEntry };
+    this.env[workerEnv.handlerModule] = bundledHandler;
+  }
+
   /** Live instances. */
   get instances(): InstanceInfo[] {
     return this.pool
@@ -242,7 +297,13 @@ export class ProcessInvoker implements Invoker {
 
   /** Starts `count` instances ahead of traffic (like provisioned concurrency); resolves when initialised. */
   async prewarm(count = 1): Promise<void> {
-    await Promise.all(Array.from({ length: count }, () => this.spawn().ready));
+    await Promise.all(
+      Array.from({ length: count }, async () => {
+        const release = await initGate.acquire();
+        const instance = this.spawn();
+        await instance.ready.finally(release);
+      }),
+    );
   }
 
   private spawn(): Instance {
@@ -255,7 +316,23 @@ export class ProcessInvoker implements Invoker {
   async invoke(event: unknown): Promise<InvokeResult> {
     if (this.closed) return { ok: false, errorType: 'Runtime.Closed', errorMessage: 'invoker is closed' };
     this.prune();
-    const instance = this.pool.find((i) => !i.busy && !i.dead) ?? this.spawn();
+    let instance = this.pool.find((i) => !i.busy && !i.dead);
+    if (!instance) {
+      // A cold start: wait for an init slot (see initGate), then take an instance that became
+      // idle meanwhile or start one.
+      const release = await initGate.acquire();
+      if (this.closed) {
+        release();
+        return { ok: false, errorType: 'Runtime.Closed', errorMessage: 'invoker is closed' };
+      }
+      this.prune();
+      instance = this.pool.find((i) => !i.busy && !i.dead);
+      if (instance) release();
+      else {
+        instance = this.spawn();
+        void instance.ready.finally(release);
+      }
+    }
     instance.busy = true;
     try {
       const initFailure = await instance.ready;

@@ -49,11 +49,28 @@ export function endpointsToEnv(endpoints: AwsEndpoints): Record<string, string> 
   return env;
 }
 
+/**
+ * Bounds for callers on a deadline (the pacer's 10 s ticks): without them an unreachable endpoint
+ * holds a call for the SDK's retries and the OS connect timeout.
+ */
+export interface ClientTimeouts {
+  /** Connection timeout, ms. @default the SDK's (none) */
+  readonly connectionTimeoutMs?: number;
+  /** Per-request timeout, ms. @default the SDK's (none) */
+  readonly requestTimeoutMs?: number;
+  /** Attempts including the first. @default the SDK's (3) */
+  readonly maxAttempts?: number;
+}
+
 /** Keep-alive HTTP/1.1 handler: fast against emulators and required by kinesalite (no HTTP/2). */
-function http1Handler(): NodeHttpHandler {
+function http1Handler(timeouts: ClientTimeouts = {}): NodeHttpHandler {
   return new NodeHttpHandler({
     httpAgent: new http.Agent({ keepAlive: true, maxSockets: 64 }),
     httpsAgent: new https.Agent({ keepAlive: true, maxSockets: 64 }),
+    ...(timeouts.connectionTimeoutMs ? { connectionTimeout: timeouts.connectionTimeoutMs } : {}),
+    ...(timeouts.requestTimeoutMs
+      ? { requestTimeout: timeouts.requestTimeoutMs, throwOnRequestTimeout: true }
+      : {}),
   });
 }
 
@@ -61,10 +78,14 @@ function http1Handler(): NodeHttpHandler {
 const localCredentials = { accessKeyId: 'local', secretAccessKey: 'local' };
 
 /** A DynamoDB client for `endpoints`. */
-export function dynamoDbClient(endpoints: AwsEndpoints = endpointsFromEnv()): DynamoDBClient {
+export function dynamoDbClient(
+  endpoints: AwsEndpoints = endpointsFromEnv(),
+  timeouts: ClientTimeouts = {},
+): DynamoDBClient {
   return new DynamoDBClient({
     region: endpoints.region,
-    requestHandler: http1Handler(),
+    requestHandler: http1Handler(timeouts),
+    ...(timeouts.maxAttempts ? { maxAttempts: timeouts.maxAttempts } : {}),
     ...(endpoints.dynamodb ? { endpoint: endpoints.dynamodb, credentials: localCredentials } : {}),
   });
 }
@@ -79,10 +100,14 @@ export function kinesisClient(endpoints: AwsEndpoints = endpointsFromEnv()): Kin
 }
 
 /** An SSM client for `endpoints`. */
-export function ssmClient(endpoints: AwsEndpoints = endpointsFromEnv()): SSMClient {
+export function ssmClient(
+  endpoints: AwsEndpoints = endpointsFromEnv(),
+  timeouts: ClientTimeouts = {},
+): SSMClient {
   return new SSMClient({
     region: endpoints.region,
-    requestHandler: http1Handler(),
+    requestHandler: http1Handler(timeouts),
+    ...(timeouts.maxAttempts ? { maxAttempts: timeouts.maxAttempts } : {}),
     ...(endpoints.ssm ? { endpoint: endpoints.ssm, credentials: localCredentials } : {}),
   });
 }

@@ -12,6 +12,12 @@
  * (account and its plan). Every item carries a `version`; writes are conditional on it so two
  * operators cannot silently overwrite each other (optimistic concurrency, no transactions —
  * dynalite has none). Plans hold budgets only: spend lives in the ledger and live counters.
+ *
+ * Pacer shards: every account, campaign and plan item also carries `pacerShard` =
+ * `<N>:<fnv1a32(accountId) mod N>` and `updatedAt`, the keys of the `by-pacer-shard` index, so a
+ * pacer reads only its shard, incrementally (shared/pacing/budgets-cache.ts). Writers therefore
+ * need the region's shard count N (`pacerShards`); see docs/pacing.md for how N is found and
+ * changed.
  */
 import { ConditionalCheckFailedException, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import {
@@ -21,7 +27,9 @@ import {
   PutCommand,
   QueryCommand,
   ScanCommand,
+  UpdateCommand,
 } from '@aws-sdk/lib-dynamodb';
+import { accountShardKey } from '../pacing/shard.js';
 import {
   type Account,
   type BudgetPlan,
@@ -40,7 +48,34 @@ export interface BudgetRepositoryOptions {
   readonly client: DynamoDBClient;
   /** Physical name of the budgets table (`BUDGETS_TABLE`). */
   readonly tableName: string;
+  /**
+   * The region's pacer shard count N, needed to write (items are tagged with their shard). Read
+   * it from `PACER_SHARDS` or the SSM parameter `/paceline/<region>/pacer/shards`. Reads work
+   * without it; a write without it throws {@link BudgetShardingError}.
+   */
+  readonly pacerShards?: number;
 }
+
+/** Thrown when a write cannot tag its item with a pacer shard (no shard count configured). */
+export class BudgetShardingError extends Error {
+  override readonly name = 'BudgetShardingError';
+}
+
+/** Name of the budgets table's index by pacer shard (keys `pacerShard`, `updatedAt`). */
+export const PACER_SHARD_INDEX = 'by-pacer-shard';
+
+/** Item types a pacer reads from its shard's index. */
+export type BudgetItemType = 'account' | 'campaign' | 'plan';
+
+/** A raw budgets-table item as the shard index returns it (pk, sk, type and the model's fields). */
+export type BudgetItem = Record<string, unknown> & {
+  readonly pk: string;
+  readonly sk: string;
+  readonly type: BudgetItemType;
+  readonly version: number;
+  readonly updatedAt: number;
+  readonly pacerShard: string;
+};
 
 /** Thrown when an item to create exists already, or an update lost an optimistic-concurrency race. */
 export class BudgetConflictError extends Error {
@@ -70,12 +105,24 @@ function planKey(p: Pick<BudgetPlan, 'level' | 'accountId' | 'campaignId' | 'arm
 export class BudgetRepository {
   private readonly doc: DynamoDBDocumentClient;
   private readonly tableName: string;
+  private readonly pacerShards: number | undefined;
 
   constructor(options: BudgetRepositoryOptions) {
     this.doc = DynamoDBDocumentClient.from(options.client, {
       marshallOptions: { removeUndefinedValues: true },
     });
     this.tableName = options.tableName;
+    this.pacerShards = options.pacerShards;
+  }
+
+  private shardKey(accountId: string): string {
+    if (this.pacerShards === undefined) {
+      throw new BudgetShardingError(
+        'BudgetRepository needs pacerShards (the region pacer shard count N) to write: set PACER_SHARDS ' +
+          'or read /paceline/<region>/pacer/shards from SSM (the local runner prints PACER_SHARDS).',
+      );
+    }
+    return accountShardKey(accountId, this.pacerShards);
   }
 
   /** Creates or updates an account (validated). */
@@ -89,7 +136,7 @@ export class BudgetRepository {
     validateAccount(canonical);
     return this.write(
       accountKey(account.accountId),
-      { type: 'account', ...canonical },
+      { type: 'account', ...canonical, pacerShard: this.shardKey(account.accountId) },
       mode,
       now,
       `account ${account.accountId}`,
@@ -103,10 +150,11 @@ export class BudgetRepository {
     now = Date.now(),
   ): Promise<Versioned<Campaign>> {
     validateCampaign(campaign);
+    const pacerShard = this.shardKey(campaign.accountId);
     await this.requireAccount(campaign.accountId);
     const stored = await this.write(
       campaignKey(campaign.campaignId),
-      { type: 'campaign', ...campaign },
+      { type: 'campaign', ...campaign, pacerShard },
       mode,
       now,
       `campaign ${campaign.campaignId}`,
@@ -135,6 +183,7 @@ export class BudgetRepository {
     now = Date.now(),
   ): Promise<Versioned<BudgetPlan>> {
     validatePlan(plan);
+    const pacerShard = this.shardKey(plan.accountId);
     await this.requireAccount(plan.accountId);
     if (plan.level !== 'account') {
       const c = await this.getCampaign(plan.campaignId as string);
@@ -145,7 +194,86 @@ export class BudgetRepository {
         );
       }
     }
-    return this.write(planKey(plan), { type: 'plan', ...plan }, mode, now, `plan ${planIdOf(plan)}`);
+    return this.write(
+      planKey(plan),
+      { type: 'plan', ...plan, pacerShard },
+      mode,
+      now,
+      `plan ${planIdOf(plan)}`,
+    );
+  }
+
+  /**
+   * One page of a pacer shard's items (accounts, campaigns, plans) with `updatedAt ≥ sinceMs`,
+   * oldest change first, from the `by-pacer-shard` index: no scan. Index reads are eventually
+   * consistent (DynamoDB propagates index writes asynchronously), so callers re-read an overlap.
+   */
+  async shardItemsPage(
+    shardKey: string,
+    sinceMs: number,
+    startKey?: Record<string, unknown>,
+  ): Promise<{ items: BudgetItem[]; next?: Record<string, unknown> }> {
+    const page = await this.doc.send(
+      new QueryCommand({
+        TableName: this.tableName,
+        IndexName: PACER_SHARD_INDEX,
+        KeyConditionExpression: 'pacerShard = :s AND updatedAt >= :t',
+        ExpressionAttributeValues: { ':s': shardKey, ':t': sinceMs },
+        ExclusiveStartKey: startKey,
+      }),
+    );
+    return {
+      items: (page.Items ?? []) as BudgetItem[],
+      ...(page.LastEvaluatedKey ? { next: page.LastEvaluatedKey } : {}),
+    };
+  }
+
+  /**
+   * Re-tags every item for a new shard count (the re-shard procedure, docs/pacing.md). A Scan:
+   * operator tooling, run once per change of N, never on a hot path. Each item is updated only if
+   * its version did not change meanwhile (a concurrent edit already wrote the new tag when the
+   * writers use the new N); `updatedAt` is bumped so pacers pick the item up incrementally.
+   * Returns how many items were re-tagged and how many already had the new tag.
+   */
+  async reshard(newShards: number, now = Date.now()): Promise<{ retagged: number; unchanged: number }> {
+    let retagged = 0;
+    let unchanged = 0;
+    let start: Record<string, unknown> | undefined;
+    do {
+      const page = await this.doc.send(
+        new ScanCommand({
+          TableName: this.tableName,
+          FilterExpression: '#t IN (:a, :c, :p)',
+          ExpressionAttributeNames: { '#t': 'type' },
+          ExpressionAttributeValues: { ':a': 'account', ':c': 'campaign', ':p': 'plan' },
+          ExclusiveStartKey: start,
+        }),
+      );
+      for (const item of page.Items ?? []) {
+        const key = accountShardKey(String(item.accountId), newShards);
+        if (item.pacerShard === key) {
+          unchanged++;
+          continue;
+        }
+        try {
+          await this.doc.send(
+            new UpdateCommand({
+              TableName: this.tableName,
+              Key: { pk: item.pk, sk: item.sk },
+              UpdateExpression: 'SET pacerShard = :s, updatedAt = :now',
+              ConditionExpression: 'version = :v',
+              ExpressionAttributeValues: { ':s': key, ':now': now, ':v': item.version },
+            }),
+          );
+          retagged++;
+        } catch (error) {
+          if (!(error instanceof ConditionalCheckFailedException)) throw error;
+          unchanged++; // rewritten concurrently by a writer (which tags with its own N)
+        }
+      }
+      start = page.LastEvaluatedKey;
+    } while (start);
+    return { retagged, unchanged };
   }
 
   /** The account, or undefined. */
@@ -311,8 +439,8 @@ function canonicalZoneOrAsGiven(timeZone: unknown): string {
   }
 }
 
-/** Drops the key and type attributes of a stored item (the item's shape is ours: we wrote it). */
+/** Drops the key, type and index attributes of a stored item (the item's shape is ours: we wrote it). */
 function strip<T>(item: Record<string, unknown>): T {
-  const { pk: _pk, sk: _sk, type: _type, ...rest } = item;
+  const { pk: _pk, sk: _sk, type: _type, pacerShard: _shard, ...rest } = item;
   return rest as unknown as T;
 }

@@ -88,6 +88,29 @@ export function slotOf(key: string): number {
   return calculateSlot(key);
 }
 
+/**
+ * Resolves once a cluster client knows the slot table (it loads it when it connects); at once for
+ * a standalone client. Grouping keys by node before that would put every key in one group.
+ */
+export async function slotsReady(client: RedisClient): Promise<void> {
+  if (!(client instanceof Cluster) || client.status === 'ready') return;
+  if (client.status === 'wait') void client.connect().catch(() => {});
+  await new Promise<void>((resolve, reject) => {
+    const onReady = () => {
+      client.off('error', onError);
+      resolve();
+    };
+    const onError = (error: Error) => {
+      if (client.status === 'end') {
+        client.off('ready', onReady);
+        reject(error);
+      }
+    };
+    client.once('ready', onReady);
+    client.on('error', onError);
+  });
+}
+
 /** A pipeline-capable command builder (what `client.pipeline()` returns). */
 export type Pipeline = ReturnType<Redis['pipeline']>;
 
@@ -107,6 +130,7 @@ export async function pipelineByNode<T>(
 ): Promise<Array<[Error | null, unknown]>> {
   const results: Array<[Error | null, unknown]> = new Array(items.length);
   const groups = new Map<string, number[]>();
+  await slotsReady(client);
   if (client instanceof Cluster) {
     for (let i = 0; i < items.length; i++) {
       const node = client.slots[slotOf(keyOf(items[i] as T))]?.[0] ?? 'unknown';

@@ -9,14 +9,35 @@
 /** DynamoDB attribute type of a key attribute. */
 export type KeyType = 'S' | 'N' | 'B';
 
+/** A key attribute of a table or index. */
+export interface KeyAttribute {
+  readonly name: string;
+  readonly type: KeyType;
+}
+
+/**
+ * A global secondary index. Both the CDK stack and the local provisioning create it from here;
+ * queries on it are eventually consistent (DynamoDB propagates GSI writes asynchronously).
+ */
+export interface IndexSpec {
+  readonly name: string;
+  readonly partitionKey: KeyAttribute;
+  readonly sortKey?: KeyAttribute;
+  /** Attributes copied into the index: everything (`ALL`) or only the keys. */
+  readonly projection: 'ALL' | 'KEYS_ONLY';
+  readonly purpose: string;
+}
+
 /** A DynamoDB table. Every table uses generic `pk`/`sk` names so domains own their key design. */
 export interface TableSpec {
   /** Environment variable that carries the table's physical name into functions. */
   readonly envVar: string;
   /** Physical-name suffix; the full name is `paceline-<suffix>` (see {@link physicalName}). */
   readonly suffix: string;
-  readonly partitionKey: { readonly name: string; readonly type: KeyType };
-  readonly sortKey: { readonly name: string; readonly type: KeyType };
+  readonly partitionKey: KeyAttribute;
+  readonly sortKey: KeyAttribute;
+  /** Global secondary indexes. @default none */
+  readonly indexes?: readonly IndexSpec[];
   /** Attribute holding an epoch-seconds expiry; DynamoDB TTL only reclaims storage, code checks expiry. */
   readonly ttlAttribute?: string;
   /** What the table is for (shown in docs and the runner's banner). */
@@ -135,6 +156,17 @@ const tables = {
     suffix: 'budgets',
     partitionKey: { name: 'pk', type: 'S' },
     sortKey: { name: 'sk', type: 'S' },
+    indexes: [
+      {
+        name: 'by-pacer-shard',
+        // `<N>:<shard>` written by every BudgetRepository write (shared/pacing/shard.ts); a pacer
+        // queries only its own shard, incrementally by `updatedAt`, never scanning the table.
+        partitionKey: { name: 'pacerShard', type: 'S' },
+        sortKey: { name: 'updatedAt', type: 'N' },
+        projection: 'ALL',
+        purpose: "A pacer shard's accounts, campaigns and plans, newest change last.",
+      },
+    ],
     purpose: 'The ads database: accounts, campaigns, budget plans (integer micros, time zone, pacing mode).',
   },
   spendLedger: {
@@ -296,11 +328,179 @@ const parameters = {
   },
 } as const satisfies Record<string, ParameterSpec>;
 
-/** The whole description of a region. */
-export const regionResources = { tables, streams, buckets, functions, parameters } as const;
+/**
+ * The pacer's layout and cadence in a region: typed settings, not constants. The schedule
+ * instances (one EventBridge rule per shard × instance), the per-shard leader-override parameters
+ * and the pacer's environment are all derived from them, by the CDK stack and the local runner
+ * alike ({@link regionDescription}).
+ */
+export interface PacerSettings {
+  /**
+   * Shards N: an account belongs to shard fnv1a32(utf8(accountId)) mod N. Changing N needs the
+   * re-shard procedure of docs/pacing.md (budget items carry their shard). @default 24
+   */
+  readonly shards: number;
+  /** Instances per shard: all compute every tick, one publishes. @default 3 */
+  readonly instancesPerShard: number;
+  /** Tick length, ms (parameters are recomputed and published every tick). @default 10_000 */
+  readonly tickMs: number;
+  /**
+   * Lease time-to-live, ms: a dead leader is replaced within this plus one tick. At least two
+   * ticks, so one slow tick does not lose the lease. @default 25_000
+   */
+  readonly leaseTtlMs: number;
+  /**
+   * The schedule period an invocation covers, ms: EventBridge's minute. Only the local runner
+   * lowers it (with the scheduler's `msPerMinute`) so tests run a "minute" of ticks fast.
+   * @default 60_000
+   */
+  readonly minuteMs: number;
+}
+
+/** The pacer in AWS: 24 shards × 3 instances, 10 s ticks (the seed's layout). */
+export const defaultPacerSettings: PacerSettings = {
+  shards: 24,
+  instancesPerShard: 3,
+  tickMs: 10_000,
+  leaseTtlMs: 25_000,
+  minuteMs: 60_000,
+};
+
+/** The local runner's default: 4 shards × 3 instances (12 processes per region instead of 72). */
+export const localPacerSettings: PacerSettings = { ...defaultPacerSettings, shards: 4 };
+
+/** Thrown for pacer settings that cannot work; the message says which and why. */
+export class InvalidPacerSettingsError extends Error {
+  override readonly name = 'InvalidPacerSettingsError';
+}
+
+/** Validates pacer settings (whole numbers, ticks dividing the minute, a lease of ≥ 2 ticks). */
+export function validatePacerSettings(s: PacerSettings): PacerSettings {
+  const whole = (name: string, v: number, min: number, max: number) => {
+    if (!Number.isSafeInteger(v) || v < min || v > max)
+      throw new InvalidPacerSettingsError(`pacer ${name} = ${v}: give a whole number from ${min} to ${max}.`);
+  };
+  whole('shards', s.shards, 1, 256);
+  whole('instancesPerShard', s.instancesPerShard, 1, 9);
+  whole('tickMs', s.tickMs, 100, 60_000);
+  whole('minuteMs', s.minuteMs, s.tickMs, 3_600_000);
+  whole('leaseTtlMs', s.leaseTtlMs, 2 * s.tickMs, 600_000);
+  if (s.minuteMs % s.tickMs !== 0)
+    throw new InvalidPacerSettingsError(
+      `pacer tickMs ${s.tickMs} must divide minuteMs ${s.minuteMs}: ticks sit on wall-clock boundaries.`,
+    );
+  return s;
+}
+
+/** Environment variables carrying {@link PacerSettings} into the pacer (and printed for the CLI). */
+export const pacerEnv = {
+  shards: 'PACER_SHARDS',
+  instancesPerShard: 'PACER_INSTANCES_PER_SHARD',
+  tickMs: 'PACER_TICK_MS',
+  leaseTtlMs: 'PACER_LEASE_TTL_MS',
+  minuteMs: 'PACER_MINUTE_MS',
+} as const satisfies Record<keyof PacerSettings, string>;
+
+/** Id of a pacer instance, as in its rule name and lease holder: `s<shard>-i<instance>`. */
+export function pacerInstanceId(shard: number, instance: number): string {
+  return `s${shard}-i${instance}`;
+}
+
+/** The input EventBridge passes to one pacer instance (a type alias: it is also a JSON record). */
+export type PacerInput = { readonly shard: number; readonly instance: number };
+
+/** SSM path (below the region prefix) of a shard's leader override: an instance id or `auto`. */
+export function leaderOverridePath(shard: number): string {
+  return `pacer/leader-override/${shard}`;
+}
+
+/** SSM path (below the region prefix) of the shard count N writers must use. */
+export const pacerShardsPath = 'pacer/shards';
+
+/** Leader-override value meaning "the lease holder publishes". */
+export const AUTO_LEADER = 'auto';
+
+function pacerFunction(s: PacerSettings) {
+  const instances: { id: string; input: PacerInput }[] = [];
+  for (let shard = 0; shard < s.shards; shard++) {
+    for (let instance = 0; instance < s.instancesPerShard; instance++) {
+      instances.push({ id: pacerInstanceId(shard, instance), input: { shard, instance } });
+    }
+  }
+  return {
+    name: 'pacer',
+    entry: 'functions/pacer/handler.ts',
+    // 1,769 MB = one full vCPU: a shard of 100k campaigns is computed in one process per tick.
+    memoryMb: 1769,
+    // Six ticks of a minute, then return; the margin covers a late start (docs/pacing.md).
+    timeoutSeconds: Math.ceil((s.minuteMs + 15_000) / 1000),
+    schedule: { rateMinutes: 1, instances },
+    tables: { budgets: 'read', leases: 'readwrite' },
+    writesStreams: [],
+    usesRedis: true,
+    settings: {
+      [pacerEnv.shards]: String(s.shards),
+      [pacerEnv.instancesPerShard]: String(s.instancesPerShard),
+      [pacerEnv.tickMs]: String(s.tickMs),
+      [pacerEnv.leaseTtlMs]: String(s.leaseTtlMs),
+      [pacerEnv.minuteMs]: String(s.minuteMs),
+    },
+    readsParameters: true,
+    purpose: 'Scheduled shard pacer: computes pacing parameters every tick, the lease holder publishes them.',
+  } as const satisfies FunctionSpec;
+}
+
+/** Parameters derived from the pacer settings: N for writers, one leader override per shard. */
+function pacerParameters(s: PacerSettings): Record<string, ParameterSpec> {
+  const out: Record<string, ParameterSpec> = {
+    pacerShards: {
+      path: pacerShardsPath,
+      initial: () => String(s.shards),
+      purpose:
+        'Pacer shard count N: writers of the budgets table tag items with shard = fnv1a32(account) mod N.',
+    },
+  };
+  for (let shard = 0; shard < s.shards; shard++) {
+    out[`pacerLeaderOverride${shard}`] = {
+      path: leaderOverridePath(shard),
+      initial: () => AUTO_LEADER,
+      purpose: `Leader override of pacer shard ${shard}: an instance id (e.g. ${pacerInstanceId(shard, 0)}) publishes, or auto (the lease holder).`,
+    };
+  }
+  return out;
+}
+
+/** Settings a region description is derived from. */
+export interface RegionSettings {
+  readonly pacer: PacerSettings;
+}
+
+/**
+ * The whole description of a region for the given settings. Everything that depends on a
+ * setting (the pacer's schedule instances, environment and override parameters) is derived here,
+ * so the CDK stack and the local runner cannot disagree.
+ */
+export function regionDescription(settings: { readonly pacer?: Partial<PacerSettings> } = {}) {
+  const pacer = validatePacerSettings({ ...defaultPacerSettings, ...settings.pacer });
+  return {
+    tables,
+    streams,
+    buckets,
+    functions: { ...functions, pacer: pacerFunction(pacer) },
+    parameters: { ...pacerParameters(pacer), ...parameters } as typeof parameters &
+      Readonly<Record<string, ParameterSpec>>,
+    settings: { pacer } satisfies RegionSettings,
+  } as const;
+}
+
+/** A region's description (see {@link regionDescription}). */
+export type RegionDescription = ReturnType<typeof regionDescription>;
+
+/** The description of an AWS region with the default settings. */
+export const regionResources: RegionDescription = regionDescription();
 
 /** Keys of the region's functions. */
-export type FunctionKey = keyof typeof functions;
+export type FunctionKey = keyof RegionDescription['functions'];
 
 /** Regions Paceline deploys to; the local runner starts the same ones side by side. */
 export const defaultRegions = ['us-east-1', 'us-west-2'] as const;

@@ -197,22 +197,25 @@ export async function readPlanDay(
   stateKey: string,
   nowMs: number,
 ): Promise<PlanDaySnapshot> {
-  return planDayFromFields(await redis.hgetall(stateKey), nowMs);
+  return planDaySnapshot(await redis.hgetall(stateKey), nowMs);
 }
 
-/** A plan-day's figures from the raw fields of its state hash, with the live-slot rule at `nowMs`. */
-export function planDayFromFields(all: Readonly<Record<string, string>>, nowMs: number): PlanDaySnapshot {
+/**
+ * A plan-day's live figures from its state hash (as HGETALL returns it), applying the live-slot
+ * rule at `nowMs`. Pure: bulk readers (the pacer) fetch many hashes in one pipeline and parse here.
+ */
+export function planDaySnapshot(all: Readonly<Record<string, string>>, nowMs: number): PlanDaySnapshot {
   const q = Number(all.q);
   const t = Number(all.t);
   const kmin = Math.floor((nowMs - t) / q);
   let leased = 0;
   let inFlight = 0;
-  for (const [field, value] of Object.entries(all)) {
+  for (const field in all) {
     const prefix = field.slice(0, 2);
     if (prefix !== 'l:' && prefix !== 'f:') continue;
     if (Number(field.slice(2)) < kmin) continue;
-    if (prefix === 'l:') leased += Number(value);
-    else inFlight += Number(value);
+    if (prefix === 'l:') leased += Number(all[field]);
+    else inFlight += Number(all[field]);
   }
   return {
     epoch: all.r,

@@ -1,4 +1,5 @@
-/** A real redis-server (standalone or 3-node cluster) on free loopback ports, with a client. */
+/** A real redis-server (standalone or a 3-node cluster) and a client for it. */
+import { afterAll, beforeAll } from 'vitest';
 import { type RunningRedis, startRedis } from '../../local/emulators/redis.js';
 import { connectRedis, parseNodes, type RedisClient } from '../../shared/redis/connect.js';
 
@@ -21,4 +22,25 @@ export async function startRedisWithClient(mode: 'standalone' | 'cluster'): Prom
       await redis.stop();
     },
   };
+}
+
+/** Handle filled in `beforeAll`: `handle.redis` is usable inside tests. */
+export interface TestRedis {
+  server: RunningRedis;
+  redis: RedisClient;
+}
+
+/** Starts Redis for the current describe block (or file) and stops it afterwards. */
+export function useRedis(mode: 'standalone' | 'cluster' = 'standalone'): TestRedis {
+  const handle = {} as TestRedis;
+  beforeAll(async () => {
+    const started = await startRedisWithClient(mode);
+    handle.server = started.redis;
+    handle.redis = started.client;
+  }, 60_000);
+  afterAll(async () => {
+    handle.redis?.disconnect();
+    await handle.server?.stop();
+  });
+  return handle;
 }

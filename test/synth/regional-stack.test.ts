@@ -238,6 +238,99 @@ describe('regional stacks', () => {
   });
 });
 
+describe('pacer in the stack (derived from the region description)', () => {
+  const pacer = regionResources.functions.pacer;
+  const settings = regionResources.settings.pacer;
+
+  it('has one EventBridge rule per (shard, instance), each with its {shard, instance} input', () => {
+    for (const t of templates) {
+      const rules = Object.values(t.findResources('AWS::Events::Rule'));
+      const inputs = rules.flatMap((r) =>
+        ((r.Properties as { Targets: { Input?: string }[] }).Targets ?? []).map((x) => x.Input),
+      );
+      expect(rules).toHaveLength(settings.shards * settings.instancesPerShard);
+      expect(new Set(inputs)).toEqual(new Set(pacer.schedule.instances.map((i) => JSON.stringify(i.input))));
+      for (const r of rules)
+        expect((r.Properties as { ScheduleExpression: string }).ScheduleExpression).toBe('rate(1 minute)');
+    }
+  });
+
+  it('creates a leader-override parameter per shard (auto) and the shard count for writers', () => {
+    const t = templates[0] as Template;
+    const params = Object.values(t.findResources('AWS::SSM::Parameter')).map(
+      (p) => p.Properties as { Name: string; Value: string },
+    );
+    const overrides = params.filter((p) => p.Name.includes('/pacer/leader-override/'));
+    expect(overrides).toHaveLength(settings.shards);
+    expect(overrides.every((p) => p.Value === 'auto')).toBe(true);
+    expect(params.find((p) => p.Name.endsWith('/pacer/shards'))?.Value).toBe(String(settings.shards));
+  });
+
+  it('gives the pacer its settings, the leases and budgets tables, and the budgets shard index', () => {
+    const t = templates[0] as Template;
+    t.hasResourceProperties('AWS::Lambda::Function', {
+      FunctionName: 'paceline-pacer',
+      Environment: {
+        Variables: Match.objectLike({
+          PACER_SHARDS: '24',
+          PACER_INSTANCES_PER_SHARD: '3',
+          PACER_TICK_MS: '10000',
+          PACER_LEASE_TTL_MS: String(settings.leaseTtlMs),
+          PARAMETER_PREFIX: '/paceline/us-east-1/',
+        }),
+      },
+    });
+    t.hasResourceProperties('AWS::DynamoDB::Table', {
+      TableName: 'paceline-budgets',
+      GlobalSecondaryIndexes: [
+        Match.objectLike({
+          IndexName: 'by-pacer-shard',
+          KeySchema: [
+            { AttributeName: 'pacerShard', KeyType: 'HASH' },
+            { AttributeName: 'updatedAt', KeyType: 'RANGE' },
+          ],
+        }),
+      ],
+    });
+  });
+
+  it('alarms per shard on 0 leaders, several leaders and stale parameters, and on tick overruns', () => {
+    for (const t of templates) {
+      const alarms = Object.values(t.findResources('AWS::CloudWatch::Alarm')).map(
+        (a) =>
+          a.Properties as {
+            MetricName?: string;
+            ComparisonOperator: string;
+            Threshold: number;
+            TreatMissingData: string;
+            Dimensions?: { Name: string; Value: string }[];
+            AlarmActions?: unknown[];
+          },
+      );
+      const shardOf = (a: (typeof alarms)[number]) => a.Dimensions?.find((d) => d.Name === 'shard')?.Value;
+      const noLeader = alarms.filter(
+        (a) => a.MetricName === 'IsLeader' && a.ComparisonOperator === 'LessThanThreshold',
+      );
+      const many = alarms.filter(
+        (a) => a.MetricName === 'IsLeader' && a.ComparisonOperator === 'GreaterThanThreshold',
+      );
+      const stale = alarms.filter((a) => a.MetricName === 'ParamsAgeMs');
+      for (const group of [noLeader, many, stale]) {
+        expect(new Set(group.map(shardOf))).toEqual(
+          new Set(Array.from({ length: settings.shards }, (_, s) => String(s))),
+        );
+        expect(group.every((a) => (a.AlarmActions ?? []).length === 1)).toBe(true);
+      }
+      expect(noLeader.every((a) => a.Threshold === 1 && a.TreatMissingData === 'breaching')).toBe(true);
+      expect(many.every((a) => a.Threshold === 60_000 / settings.tickMs)).toBe(true);
+      expect(
+        stale.every((a) => a.Threshold === 3 * settings.tickMs && a.TreatMissingData === 'breaching'),
+      ).toBe(true);
+      expect(alarms.filter((a) => a.MetricName === 'TickOverruns')).toHaveLength(1);
+    }
+  });
+});
+
 describe('cdk-nag', () => {
   it('fails synthesis on an unacknowledged finding (the check is live)', () => {
     const app = new App({ outdir: tempDir('paceline-nag-') });

@@ -60,7 +60,7 @@ export interface FailSafeOptions {
  * alone, which spends evenly in the large and never over the cap.
  */
 export function failSafeParams(
-  plan: ResolvedPlan,
+  plan: Pick<ResolvedPlan, 'planId' | 'pacingMode' | 'dailyBudgetMicros'>,
   day: DayWindow,
   options: FailSafeOptions = {},
 ): PlanPacingParams {

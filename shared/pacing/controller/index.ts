@@ -17,5 +17,8 @@ export {
 export { defaultControllerConfig, type PacingControllerConfig } from './config.js';
 export { createPacingController, type PaceController, PacingInputError } from './controller.js';
 export type { TrafficForecast } from './forecast.js';
+// The linear baseline (spend ∝ time of day, no feedback): the simulator's "linear" strategy and
+// a reference the controller's tests compare against.
+export { createLinearController, linearCurve } from './linear.js';
 export type { ControllerState } from './state.js';
 export { publishedCurve } from './target-curve.js';

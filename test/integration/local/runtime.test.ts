@@ -21,6 +21,7 @@ beforeAll(async () => {
     regions: ['us-west-2'],
     redisMode: 'standalone',
     stateDir,
+    functions: ['ingestActions', 'trackSpend'],
     handlerOverrides: {
       'ingest-actions': 'test/fixtures/handlers/echo.ts',
       'track-spend': 'functions/not-written-yet/handler.ts',

@@ -15,7 +15,14 @@ import { describe, expect, it } from 'vitest';
 import { dayWindowOf } from '../../../shared/budget/time-zone.js';
 import { evaluateCurve } from '../../../shared/pacing/types.js';
 import { SHAPES } from '../../../sim/market/index.js';
-import { campaign, costPerImpression, daysOf, expectClean, requestsFor, simulatedDays } from './support.js';
+import {
+  campaign,
+  costPerImpression,
+  daysOf,
+  expectClean,
+  requestsFor,
+  simulatedDays,
+} from './simulation.js';
 
 const TZ = 'Europe/Berlin';
 const DAY3 = dayWindowOf('2026-03-29', TZ);

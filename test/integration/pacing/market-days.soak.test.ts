@@ -15,7 +15,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { dayWindowOf } from '../../../shared/budget/time-zone.js';
-import { campaign, costPerImpression, daysOf, expectClean, simulatedDays } from './support.js';
+import { campaign, costPerImpression, daysOf, expectClean, simulatedDays } from './simulation.js';
 
 const TZ = 'America/Los_Angeles';
 const START = dayWindowOf('2026-10-31', TZ).startMs;

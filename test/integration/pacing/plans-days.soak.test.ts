@@ -19,7 +19,7 @@
 import { describe, expect, it } from 'vitest';
 import { dayWindowOf } from '../../../shared/budget/time-zone.js';
 import { SHAPES } from '../../../sim/market/index.js';
-import { campaign, daysOf, expectClean, requestsFor, rowsOf, simulatedDays } from './support.js';
+import { campaign, daysOf, expectClean, requestsFor, rowsOf, simulatedDays } from './simulation.js';
 
 const TZ = 'UTC';
 const START = dayWindowOf('2026-11-20', TZ).startMs;

@@ -1,170 +1,164 @@
-/**
- * Shared pieces of the pacing simulations: a real redis-server per file, demand calibration
- * (requests per day for a given multiple of the budget at full speed) and report helpers.
- */
-import { afterAll, beforeAll, expect } from 'vitest';
-import { type RunningRedis, startRedis } from '../../../local/emulators/redis.js';
-import { createPacingController } from '../../../shared/pacing/controller/index.js';
-import { prng } from '../../../shared/random/prng.js';
-import { connectRedis, type RedisClient } from '../../../shared/redis/connect.js';
-import { ManualClock } from '../../../shared/time/clock.js';
-import {
-  type AuctionKind,
-  Market,
-  type NoticeOptions,
-  SHAPES,
-  valuationSampler,
-} from '../../../sim/market/index.js';
-import {
-  type PacingSimOptions,
-  type PacingSimReport,
-  type PlanDayReport,
-  runPacingSim,
-  type SimCampaign,
-} from '../../../sim/pacing-sim.js';
+/** Shared set-up of the pacing integration tests: budgets in a shard, pacer instances on a manual clock. */
+import { PutParameterCommand, type SSMClient } from '@aws-sdk/client-ssm';
+import type { LocalRegion } from '../../../local/region.js';
+import { BudgetRepository } from '../../../shared/budget/repository.js';
+import { ShardBudgets } from '../../../shared/pacing/budgets-cache.js';
+import { PacerControl } from '../../../shared/pacing/control.js';
+import type { PacingController } from '../../../shared/pacing/controller/api.js';
+import { ShardLease } from '../../../shared/pacing/lease.js';
+import { ShardPacer, type TickOutcome } from '../../../shared/pacing/pacer.js';
+import { readAuditLog } from '../../../shared/pacing/publisher.js';
+import { pacerShardKey, shardOfAccount } from '../../../shared/pacing/shard.js';
+import { pipelinedSpendSource } from '../../../shared/pacing/spend-source.js';
+import type { RedisClient } from '../../../shared/redis/connect.js';
+import { leaderOverridePath, pacerInstanceId, parameterPrefix } from '../../../shared/region/resources.js';
+import type { Clock } from '../../../shared/time/clock.js';
 
-/** A redis-server for one test file. */
-export async function redisForFile(): Promise<{ server: RunningRedis; redis: RedisClient }> {
-  const server = await startRedis();
-  const port = Number(server.nodes[0]?.split(':')[1]);
-  const redis = connectRedis({ mode: 'standalone', nodes: [{ host: '127.0.0.1', port }], tls: false });
-  return { server, redis };
-}
-
-/** Notices of every scenario: exponential delay (mean 2 s, exchange deadline 60 s), 1 % duplicated. */
-export const NOTICES: NoticeOptions = {
-  meanDelayMs: 2_000,
-  maxDelayMs: 60_000,
-  duplicateRate: 0.01,
-  lossNoticeRate: 1,
-};
-
-/** A scenario: what differs between the simulation files. */
-export type Scenario = Pick<
-  PacingSimOptions<unknown, unknown>,
-  'accounts' | 'startMs' | 'onTick' | 'roundTrip'
-> & {
-  readonly endMs: number;
-};
-
-/**
- * Runs a scenario once for the test file (before its tests, on its own redis-server) with the
- * settings every scenario shares — the real controller, 2 guards with floats of at least the
- * largest bid (5,000 micros), {@link NOTICES} — and logs one line per plan-day. Returns the
- * report's getter for the tests.
- */
-export function simulatedDays(scenario: () => Scenario): () => PacingSimReport {
-  let server: RunningRedis | undefined;
-  let redis: RedisClient | undefined;
-  let report: PacingSimReport | undefined;
-  beforeAll(async () => {
-    ({ server, redis } = await redisForFile());
-    const { endMs, ...s } = scenario();
-    report = await runPacingSim({
-      redis,
-      clock: new ManualClock(s.startMs),
-      durationMs: endMs - s.startMs,
-      controller: createPacingController(),
-      notices: NOTICES,
-      minFloatMicros: 5_000,
-      ...s,
-    });
-    console.log(JSON.stringify({ ticks: report.ticks, auctions: report.auctions, notices: report.notices }));
-    for (const row of summary(report.plans)) console.log(JSON.stringify(row));
-  }, 300_000);
-  afterAll(async () => {
-    redis?.disconnect();
-    await server?.stop();
-  });
-  return () => {
-    if (!report) throw new Error('The simulation did not run (see the beforeAll error).');
-    return report;
-  };
-}
-
-/** A clean run: no guard errors, and the live counters hold exactly the wins the tracker booked. */
-export function expectClean(report: PacingSimReport): void {
-  expect(report.errors).toEqual([]);
-  for (const p of report.plans) expect(p.countersMicros).toBe(p.spentMicros);
-}
-
-/** Base bid (valuation median) of the simulated campaigns, micros: $1.50 CPM. */
-export const BASE_BID = 1500;
-
-/** Expected full-speed spend per eligible request (Monte Carlo over the market's prices). */
-export function spendPerRequest(auction: AuctionKind, baseBid = BASE_BID, priceCampaign = '1458'): number {
-  const market = new Market({
-    traffic: { requestsPerDay: 0, shape: SHAPES.flat },
-    auction,
-    seed: 1,
-    priceCampaign,
-  });
-  const random = prng(4242);
-  const valuation = valuationSampler(baseBid);
-  let total = 0;
-  const n = 200_000;
-  for (let i = 0; i < n; i++) {
-    const bid = valuation(random);
-    const price = market.prices.sample(random);
-    if (bid > price) total += auction === 'first-price' ? bid : price;
+/** `count` account ids that hash to `shard` of `shards`. */
+export function accountsInShard(shard: number, shards: number, count: number, prefix = 'acct'): string[] {
+  const out: string[] = [];
+  for (let i = 0; out.length < count; i++) {
+    const id = `${prefix}-${i}`;
+    if (shardOfAccount(id, shards) === shard) out.push(id);
   }
-  return total / n;
+  return out;
 }
 
-/** Requests per day so that bidding on all of them at full value would spend `demand × budget`. */
-export function requestsFor(demand: number, budgetMicros: number, auction: AuctionKind): number {
-  return Math.round((demand * budgetMicros) / spendPerRequest(auction));
+/** Creates accounts (with an account plan), campaigns (campaign plan) and, on the first campaign, arms A and B. */
+export async function seedShard(
+  repo: BudgetRepository,
+  accountIds: readonly string[],
+  campaignsPerAccount: number,
+  now: number,
+): Promise<string[]> {
+  const campaigns: string[] = [];
+  for (const accountId of accountIds) {
+    await repo.putAccount(
+      { accountId, name: accountId, timeZone: 'America/New_York', currency: 'USD' },
+      'upsert',
+      now,
+    );
+    await repo.putPlan(
+      { level: 'account', accountId, dailyBudgetMicros: 900_000_000, pacingMode: 'even' },
+      'upsert',
+      now,
+    );
+    for (let c = 0; c < campaignsPerAccount; c++) {
+      const campaignId = `${accountId}-c${c}`;
+      campaigns.push(campaignId);
+      await repo.putCampaign({ campaignId, accountId, name: campaignId, status: 'active' }, 'upsert', now);
+      await repo.putPlan(
+        { level: 'campaign', accountId, campaignId, dailyBudgetMicros: 100_000_000, pacingMode: 'even' },
+        'upsert',
+        now,
+      );
+      if (c === 0) {
+        for (const armId of ['A', 'B']) {
+          await repo.putPlan(
+            { level: 'arm', accountId, campaignId, armId, dailyBudgetMicros: 40_000_000, pacingMode: 'asap' },
+            'upsert',
+            now,
+          );
+        }
+      }
+    }
+  }
+  return campaigns;
 }
 
-/** A campaign of the scenarios (second price, noon-peak traffic, even pacing unless overridden). */
-export function campaign(
-  id: string,
-  opts: { budget: number; demand: number; seed: number; timeZone: string } & Partial<SimCampaign>,
-): SimCampaign {
-  const { budget, demand, seed, timeZone, ...rest } = opts;
-  const auction = rest.auction ?? 'second-price';
+/** A pacer instance as one process would run it. */
+export interface TestInstance {
+  readonly instanceId: string;
+  readonly pacer: ShardPacer;
+  readonly lease: ShardLease;
+  readonly control: PacerControl;
+  readonly publisherId: string;
+  tick(tick: number): Promise<TickOutcome>;
+}
+
+/** Options of {@link makeInstance}. */
+export interface InstanceOptions {
+  readonly region: LocalRegion;
+  readonly redis: RedisClient;
+  readonly shard: number;
+  readonly instance: number;
+  readonly clock: Clock;
+  readonly controller: PacingController<unknown, unknown>;
+  readonly tickMs?: number;
+  readonly leaseTtlMs?: number;
+  /** Distinguishes processes of one instance. @default 'p' */
+  readonly nonce?: string;
+}
+
+/** One pacer instance (own budgets cache, lease, control reader) against a local region. */
+export function makeInstance(o: InstanceOptions): TestInstance {
+  const shards = o.region.description.settings.pacer.shards;
+  const repo = new BudgetRepository({ client: o.region.dynamodb, tableName: o.region.tableName('budgets') });
+  const instanceId = pacerInstanceId(o.shard, o.instance);
+  const tickMs = o.tickMs ?? 10_000;
+  const pacer = new ShardPacer({
+    shard: o.shard,
+    region: o.region.region,
+    redis: o.redis,
+    controller: o.controller,
+    budgets: new ShardBudgets({
+      source: (since, start) => repo.shardItemsPage(pacerShardKey(o.shard, shards), since, start),
+      clock: o.clock,
+    }),
+    spend: pipelinedSpendSource(o.redis),
+    clock: o.clock,
+    tickMs,
+  });
+  const lease = new ShardLease({
+    client: o.region.dynamodb,
+    tableName: o.region.tableName('leases'),
+    shard: o.shard,
+    instanceId,
+    processId: o.nonce ?? 'p',
+    invocationStartMs: o.clock.now(),
+    ttlMs: o.leaseTtlMs ?? 25_000,
+    clock: o.clock,
+  });
+  const control = new PacerControl({
+    ssm: o.region.ssm,
+    region: o.region.region,
+    shard: o.shard,
+    clock: o.clock,
+  });
+  const publisherId = `${instanceId}/${o.nonce ?? 'p'}`;
   return {
-    id,
-    budgetMicros: budget,
-    pacingMode: 'even',
-    baseBidMicros: BASE_BID,
-    auction,
-    seed,
-    traffic: { requestsPerDay: requestsFor(demand, budget, auction), shape: SHAPES.noonPeak, timeZone },
-    ...rest,
+    instanceId,
+    pacer,
+    lease,
+    control,
+    publisherId,
+    tick: (tick) => pacer.runTick(tick, { instanceId, publisherId, lease, control }),
   };
 }
 
-/** The report rows of one campaign's plan (`campaign` or `arm:<id>`), in day order. */
-export function daysOf(report: PacingSimReport, campaignId: string, planId = 'campaign'): PlanDayReport[] {
-  return rowsOf(report, `c:${campaignId}/${planId}`);
+/** Sets a shard's leader override (`auto` or an instance id). */
+export async function setOverride(
+  ssm: SSMClient,
+  region: string,
+  shard: number,
+  value: string,
+): Promise<void> {
+  await ssm.send(
+    new PutParameterCommand({
+      Name: `${parameterPrefix(region)}${leaderOverridePath(shard)}`,
+      Value: value,
+      Overwrite: true,
+      Type: 'String',
+    }),
+  );
 }
 
-/** The report rows of a plan by its key (`a:<account>/account`, `c:<campaign>/<planId>`), in day order. */
-export function rowsOf(report: PacingSimReport, key: string): PlanDayReport[] {
-  return report.plans.filter((p) => p.plan === key).sort((a, b) => a.day.localeCompare(b.day));
-}
-
-/** Cost per impression over rows. */
-export function costPerImpression(rows: readonly PlanDayReport[]): number {
-  const charged = rows.reduce((a, r) => a + r.chargedMicros, 0);
-  const imps = rows.reduce((a, r) => a + r.impressions, 0);
-  return charged / Math.max(1, imps);
-}
-
-/** One line per plan-day for the test log (what the docs' tables are built from). */
-export function summary(rows: readonly PlanDayReport[]): object[] {
-  return rows.map((r) => ({
-    plan: r.plan,
-    day: r.day,
-    utilisation: +(r.spentMicros / r.budgetMicros).toFixed(4),
-    maxDeviation: +r.maxDeviation.toFixed(4),
-    rmsDeviation: +r.rmsDeviation.toFixed(4),
-    ...(r.maxDeviationAfterChange === undefined
-      ? {}
-      : { maxDeviationAfterChange: +r.maxDeviationAfterChange.toFixed(4) }),
-    overspend: +Math.max(0, (r.spentMicros - r.budgetMicros) / r.budgetMicros).toFixed(5),
-    costPerImpression: Math.round(r.chargedMicros / Math.max(1, r.impressions)),
-    impressions: r.impressions,
-  }));
+/** Accepted claims per tick from the shard's audit stream (the server's record of who published). */
+export async function publishersByTick(redis: RedisClient, shard: number): Promise<Map<number, string[]>> {
+  const out = new Map<number, string[]>();
+  for (const e of await readAuditLog(redis, shard)) {
+    if (e.kind !== 'claim' || !e.accepted) continue;
+    out.set(e.tick, [...(out.get(e.tick) ?? []), e.publisher]);
+  }
+  return out;
 }

@@ -114,7 +114,11 @@ describe('budgets CLI', () => {
     const all = (await main(['plan', 'list', '--account', 'acme'])) as { level: string }[];
     expect(all.map((p) => p.level).sort()).toEqual(['account', 'arm', 'campaign']);
 
-    const repo = new BudgetRepository({ client: region.dynamodb, tableName: region.tableName('budgets') });
+    const repo = new BudgetRepository({
+      client: region.dynamodb,
+      tableName: region.tableName('budgets'),
+      pacerShards: region.description.settings.pacer.shards,
+    });
     const b = (await repo.getCampaignBudgets('spring'))!;
     expect(b.account.timeZone).toBe('Pacific/Auckland');
     expect(b.common.map((p) => [p.planId, p.dailyBudgetMicros])).toEqual([
@@ -211,7 +215,11 @@ describe('budgets CLI', () => {
       ['arm:B', 700],
     ]);
     const redis = connectRedis(redisConfigFromEnv(env));
-    const repo = new BudgetRepository({ client: region.dynamodb, tableName: region.tableName('budgets') });
+    const repo = new BudgetRepository({
+      client: region.dynamodb,
+      tableName: region.tableName('budgets'),
+      pacerShards: region.description.settings.pacer.shards,
+    });
     const arm = (await repo.getCampaignBudgets('spring'))!.arms.get('B')!;
     expect((await readPlanDay(redis, planDayKeys(arm, day).state, now)).confirmedMicros).toBe(700);
     redis.disconnect();

@@ -34,7 +34,11 @@ afterAll(async () => {
 describe('spend in cluster mode', () => {
   it('keeps exact counters for plans on different nodes and leases from each', async () => {
     expect(redis).toBeInstanceOf(Cluster);
-    const repo = new BudgetRepository({ client: region.dynamodb, tableName: region.tableName('budgets') });
+    const repo = new BudgetRepository({
+      client: region.dynamodb,
+      tableName: region.tableName('budgets'),
+      pacerShards: region.description.settings.pacer.shards,
+    });
     const campaigns = ['k1', 'k2', 'k3', 'k4'];
     await seedBudgets(repo, {
       accountId: 'acc-k',

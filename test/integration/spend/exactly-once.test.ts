@@ -27,7 +27,11 @@ beforeAll(async () => {
   const env = region.functionEnv('trackSpend');
   handler = await loadKinesisHandler(region, 'trackSpend');
   redis = connectRedis(redisConfigFromEnv(env));
-  repo = new BudgetRepository({ client: region.dynamodb, tableName: region.tableName('budgets') });
+  repo = new BudgetRepository({
+    client: region.dynamodb,
+    tableName: region.tableName('budgets'),
+    pacerShards: region.description.settings.pacer.shards,
+  });
   ledger = new SpendLedger({ client: region.dynamodb, tableName: region.tableName('spendLedger') });
   await seedBudgets(repo, {
     accountId: 'acc1',

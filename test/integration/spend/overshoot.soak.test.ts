@@ -28,7 +28,7 @@ import { resolvePlan } from '../../../shared/budget/model.js';
 import { dayWindow } from '../../../shared/budget/time-zone.js';
 import { connectRedis, type RedisClient } from '../../../shared/redis/connect.js';
 import { planDayKeys } from '../../../shared/spend/keys.js';
-import { type PlanDaySnapshot, planDayFromFields, readPlanDay } from '../../../shared/spend/live-counters.js';
+import { type PlanDaySnapshot, planDaySnapshot, readPlanDay } from '../../../shared/spend/live-counters.js';
 import { type BidderConfig, type BidderReport, barrier } from '../../fixtures/spend/bidder.js';
 
 const PROCESSES = 2;
@@ -156,7 +156,7 @@ async function scenario(resetAtDayFraction: number | undefined) {
           plans.map(async (p) => {
             const fields = await countersClient.hgetall(planDayKeys(p, day.day).state);
             const committed = (s: PlanDaySnapshot) => s.leasedMicros + s.inFlightMicros;
-            return committed(planDayFromFields(fields, at)) - committed(planDayFromFields(fields, day.endMs));
+            return committed(planDaySnapshot(fields, at)) - committed(planDaySnapshot(fields, day.endMs));
           }),
         );
       }

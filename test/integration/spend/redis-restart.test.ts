@@ -52,7 +52,11 @@ async function waitReady(client: RedisClient): Promise<void> {
 
 describe('Redis restart mid-day', () => {
   it('rebuilds live counters equal to the ledger and loses no spend', async () => {
-    const repo = new BudgetRepository({ client: region.dynamodb, tableName: region.tableName('budgets') });
+    const repo = new BudgetRepository({
+      client: region.dynamodb,
+      tableName: region.tableName('budgets'),
+      pacerShards: region.description.settings.pacer.shards,
+    });
     await seedBudgets(repo, {
       accountId: 'acc-r',
       timeZone: TZ,

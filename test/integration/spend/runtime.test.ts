@@ -28,6 +28,8 @@ beforeAll(async () => {
     regions: ['us-east-1'],
     redisMode: 'standalone',
     stateDir: tempDir('paceline-spend-runtime-'),
+    // Only what this test exercises: no pacer instances competing for the CPU.
+    functions: ['trackSpend'],
   })) as [RegionRuntime];
   redis = connectRedis(redisConfigFromEnv(runtime.region.functionEnv('trackSpend')));
 }, 120_000);
@@ -40,7 +42,11 @@ afterAll(async () => {
 describe('track-spend under the local runtime (process instances)', () => {
   it('books every win exactly once from a stream with duplicates, and quarantines the poison record', async () => {
     const region = runtime.region;
-    const repo = new BudgetRepository({ client: region.dynamodb, tableName: region.tableName('budgets') });
+    const repo = new BudgetRepository({
+      client: region.dynamodb,
+      tableName: region.tableName('budgets'),
+      pacerShards: region.description.settings.pacer.shards,
+    });
     await seedBudgets(repo, {
       accountId: 'acc-rt',
       timeZone: TZ,

@@ -1,13 +1,24 @@
 import { describe, expect, it } from 'vitest';
 import {
+  AUTO_LEADER,
+  defaultPacerSettings,
   type FunctionSpec,
   functionEnvironment,
+  InvalidPacerSettingsError,
+  leaderOverridePath,
+  pacerEnv,
   parameterPrefix,
   physicalName,
+  regionDescription,
   regionResources,
   resourceName,
   type TableKey,
 } from '../../../shared/region/resources.js';
+
+const allFunctions: FunctionSpec[] = Object.values(regionResources.functions);
+const streamFunctions = allFunctions.filter(
+  (f): f is FunctionSpec & { source: NonNullable<FunctionSpec['source']> } => f.source !== undefined,
+);
 
 const inputs = {
   region: 'eu-west-1',
@@ -16,8 +27,6 @@ const inputs = {
   bucketName: (k: string) => `B-${k}`,
   redis: { nodes: 'h:6380', mode: 'cluster' as const, tls: true },
 };
-
-const allFunctions = Object.values(regionResources.functions) as FunctionSpec[];
 
 describe('region description', () => {
   it('gives every resource a unique physical name', () => {
@@ -71,13 +80,12 @@ describe('region description', () => {
   });
 
   it('keeps the safe stream defaults on every source', () => {
-    for (const { source } of allFunctions) {
-      if (!source) continue;
-      expect(source.bisectBatchOnFunctionError).toBe(true);
-      expect(source.retryAttempts).toBeGreaterThanOrEqual(0);
-      expect(source.retryAttempts).toBeLessThanOrEqual(10);
-      expect(source.maxRecordAgeSeconds).toBeGreaterThan(0);
-      expect(source.reportBatchItemFailures).toBe(true);
+    for (const fn of streamFunctions) {
+      expect(fn.source.bisectBatchOnFunctionError).toBe(true);
+      expect(fn.source.retryAttempts).toBeGreaterThanOrEqual(0);
+      expect(fn.source.retryAttempts).toBeLessThanOrEqual(10);
+      expect(fn.source.maxRecordAgeSeconds).toBeGreaterThan(0);
+      expect(fn.source.reportBatchItemFailures).toBe(true);
     }
   });
 
@@ -108,5 +116,53 @@ describe('function settings', () => {
     const s = regionResources.functions.ingestActions.settings;
     expect(Number(s.COUNTING_RETENTION_DAYS)).toBe(30);
     expect(Number(s.COUNTING_DEDUP_WINDOW_MS)).toBe(24 * 60 * 60_000);
+  });
+});
+
+describe('pacer layout from the settings', () => {
+  it('derives one schedule rule per shard × instance with its {shard, instance} input (24 × 3 in AWS)', () => {
+    const pacer = regionResources.functions.pacer;
+    expect(pacer.schedule.rateMinutes).toBe(1);
+    expect(pacer.schedule.instances).toHaveLength(72);
+    expect(pacer.schedule.instances[0]).toEqual({ id: 's0-i0', input: { shard: 0, instance: 0 } });
+    expect(pacer.schedule.instances[71]).toEqual({ id: 's23-i2', input: { shard: 23, instance: 2 } });
+    expect(new Set(pacer.schedule.instances.map((i) => i.id)).size).toBe(72);
+  });
+
+  it('follows the settings: 4 × 3 locally gives 12 rules, 4 override parameters and the env', () => {
+    const d = regionDescription({ pacer: { shards: 4, tickMs: 1000, leaseTtlMs: 2500, minuteMs: 6000 } });
+    expect(d.functions.pacer.schedule.instances).toHaveLength(12);
+    const overrides = Object.values(d.parameters).filter((p) => p.path.startsWith('pacer/leader-override/'));
+    expect(overrides.map((p) => p.path)).toEqual([0, 1, 2, 3].map(leaderOverridePath));
+    for (const p of overrides) expect(p.initial('us-east-1')).toBe(AUTO_LEADER);
+    expect(d.functions.pacer.settings).toMatchObject({
+      [pacerEnv.shards]: '4',
+      [pacerEnv.instancesPerShard]: '3',
+      [pacerEnv.tickMs]: '1000',
+      [pacerEnv.leaseTtlMs]: '2500',
+      [pacerEnv.minuteMs]: '6000',
+    });
+    expect(d.settings.pacer).toEqual({
+      ...defaultPacerSettings,
+      shards: 4,
+      tickMs: 1000,
+      leaseTtlMs: 2500,
+      minuteMs: 6000,
+    });
+  });
+
+  it('refuses settings that cannot work, saying which', () => {
+    expect(() => regionDescription({ pacer: { shards: 0 } })).toThrow(InvalidPacerSettingsError);
+    expect(() => regionDescription({ pacer: { tickMs: 7000 } })).toThrow(/divide/);
+    expect(() => regionDescription({ pacer: { leaseTtlMs: 15_000 } })).toThrow(/leaseTtlMs/);
+    expect(() => regionDescription({ pacer: { shards: 2.5 } })).toThrow(/whole number/);
+  });
+
+  it('gives the budgets table the shard index the pacer queries', () => {
+    expect(regionResources.tables.budgets.indexes[0]).toMatchObject({
+      name: 'by-pacer-shard',
+      partitionKey: { name: 'pacerShard', type: 'S' },
+      sortKey: { name: 'updatedAt', type: 'N' },
+    });
   });
 });

@@ -1,0 +1,163 @@
+/**
+ * pacer: one EventBridge rule per (shard, instance) invokes this every minute with
+ * `{shard, instance}`; the invocation runs the ticks of its minute on wall-clock boundaries
+ * (shared/pacing/invocation.ts) and returns before the next minute's invocation starts. Wiring
+ * only: the domain is shared/pacing (ShardPacer: lease, budgets, controller, fenced publishing).
+ *
+ * Warm state (budgets cache, controller state, connections) lives in the module, per shard, and
+ * survives across invocations of this execution environment — whichever instance of the shard
+ * an invocation runs as.
+ */
+import { randomUUID } from 'node:crypto';
+import { Logger } from '@aws-lambda-powertools/logger';
+import { Metrics } from '@aws-lambda-powertools/metrics';
+import type { Context } from 'aws-lambda';
+import { dynamoDbClient, endpointsFromEnv, ssmClient } from '../../shared/aws/clients.js';
+import { BudgetRepository } from '../../shared/budget/repository.js';
+import { intEnv, requireEnv } from '../../shared/config/env.js';
+import { ShardBudgets } from '../../shared/pacing/budgets-cache.js';
+import { PacerControl } from '../../shared/pacing/control.js';
+import { createPacingController } from '../../shared/pacing/controller/index.js';
+import { runInvocation } from '../../shared/pacing/invocation.js';
+import { ShardLease } from '../../shared/pacing/lease.js';
+import { recordTick, recordTrailingSkips } from '../../shared/pacing/metrics.js';
+import { ShardPacer, type TickOutcome } from '../../shared/pacing/pacer.js';
+import { pacerConfigFromEnv, parsePacerInput } from '../../shared/pacing/settings.js';
+import { pacerShardKey } from '../../shared/pacing/shard.js';
+import { pipelinedSpendSource } from '../../shared/pacing/spend-source.js';
+import { connectRedis, redisConfigFromEnv } from '../../shared/redis/connect.js';
+import { regionResources } from '../../shared/region/resources.js';
+import { systemClock } from '../../shared/time/clock.js';
+
+const spec = regionResources.functions.pacer;
+const config = pacerConfigFromEnv();
+const logger = new Logger({ serviceName: spec.name });
+const metrics = new Metrics({ serviceName: spec.name });
+// A tick must not hang on an unreachable dependency: bounded calls, one retry.
+const timeouts = {
+  connectionTimeoutMs: Math.max(250, Math.floor(config.tickMs / 10)),
+  requestTimeoutMs: Math.max(500, Math.floor(config.tickMs / 4)),
+  maxAttempts: 2,
+};
+const endpoints = endpointsFromEnv();
+const dynamodb = dynamoDbClient(endpoints, timeouts);
+const ssm = ssmClient(endpoints, timeouts);
+const leasesTable = requireEnv(regionResources.tables.leases.envVar);
+const budgetsRepo = new BudgetRepository({
+  client: dynamodb,
+  tableName: requireEnv(regionResources.tables.budgets.envVar),
+});
+const redis = connectRedis(redisConfigFromEnv());
+redis.on('error', (error: Error) => logger.warn('redis connection error', { error: error.message }));
+const controller = createPacingController();
+/**
+ * Distinguishes this process from another one running the same instance (publisher ids): the pid
+ * (operators and tests map a publisher to its process) and a random part (pids are reused).
+ */
+const processNonce = `${process.pid}-${randomUUID().slice(0, 4)}`;
+/** Fault injection for tests (docs/pacing.md): a pause between claim and publish, ms. */
+const pauseBeforePublishMs = intEnv('PACER_FAULT_PAUSE_BEFORE_PUBLISH_MS', 0);
+const clock = systemClock;
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+interface ShardWarmState {
+  readonly pacer: ShardPacer;
+  readonly control: PacerControl;
+}
+const shards = new Map<number, ShardWarmState>();
+
+function warmState(shard: number): ShardWarmState {
+  let s = shards.get(shard);
+  if (!s) {
+    const budgets = new ShardBudgets({
+      source: (since, start) => budgetsRepo.shardItemsPage(pacerShardKey(shard, config.shards), since, start),
+      clock,
+      fullReloadMs: config.budgetsFullReloadMs,
+    });
+    s = {
+      pacer: new ShardPacer({
+        shard,
+        region: config.region,
+        redis,
+        controller,
+        budgets,
+        spend: pipelinedSpendSource(redis),
+        clock,
+        tickMs: config.tickMs,
+        logMaxLen: config.auditLogMaxLen,
+        ...(pauseBeforePublishMs > 0 ? { beforePublish: () => sleep(pauseBeforePublishMs) } : {}),
+      }),
+      control: new PacerControl({ ssm, region: config.region, shard, clock }),
+    };
+    shards.set(shard, s);
+  }
+  return s;
+}
+
+/** Compact per-tick record returned to the invoker (and logged). */
+function summarize(o: TickOutcome) {
+  return {
+    tick: o.tick,
+    leader: o.isLeader,
+    published: o.published,
+    claim: o.claim?.reason,
+    rejected: o.fencedWritesRejected,
+    lease: o.lease.event,
+    epoch: o.lease.epoch,
+    ms: o.durationMs,
+    campaigns: o.campaignsPaced,
+    ...(o.skippedReason ? { skipped: o.skippedReason } : {}),
+  };
+}
+
+/** The latest lease of each shard this environment ran (held between invocations until adopted). */
+const leases = new Map<number, ShardLease>();
+// A clean stop (the environment is shut down) releases held leases, so a successor takes over at
+// once instead of waiting for expiry.
+process.once('SIGTERM', () => {
+  void Promise.allSettled([...leases.values()].map((l) => l.release())).finally(() => process.exit(0));
+});
+
+export const handler = async (event: unknown, context?: Context) => {
+  const input = parsePacerInput(event, config);
+  const { pacer, control } = warmState(input.shard);
+  const lease = new ShardLease({
+    client: dynamodb,
+    tableName: leasesTable,
+    shard: input.shard,
+    instanceId: input.instanceId,
+    processId: `${process.pid}/${processNonce}`,
+    invocationStartMs: clock.now(),
+    ttlMs: config.leaseTtlMs,
+    clock,
+  });
+  leases.set(input.shard, lease);
+  {
+    const who = {
+      instanceId: input.instanceId,
+      publisherId: `${input.instanceId}/${processNonce}`,
+      lease,
+      control,
+    };
+    const summary = await runInvocation({
+      clock,
+      sleep,
+      tickMs: config.tickMs,
+      minuteMs: config.minuteMs,
+      ...(context ? { remainingMs: () => context.getRemainingTimeInMillis() } : {}),
+      runTick: (tick) => pacer.runTick(tick, who),
+      onTick: (outcome, skippedBefore) => {
+        recordTick(metrics, outcome, skippedBefore, config.tickMs);
+        logger.debug('tick', { shard: input.shard, instance: input.instanceId, ...summarize(outcome) });
+      },
+    });
+    recordTrailingSkips(metrics, input.shard, input.instanceId, summary.trailingSkipped);
+    return {
+      shard: input.shard,
+      instance: input.instanceId,
+      pid: process.pid,
+      ticksSkipped: summary.ticksSkipped,
+      ticks: summary.outcomes.map(summarize),
+    };
+  }
+};

@@ -1,0 +1,97 @@
+/**
+ * The pacer's alarms as data (pure), from the pacer settings: the CDK stack creates exactly
+ * these (cdk/constructs/pacer-alarms.ts). Metrics come from shared/pacing/metrics.ts, one record
+ * per instance and tick with dimensions {service: pacer, shard}.
+ *
+ * - no leader: the shard's IsLeader sum over a minute is 0 for 2 minutes (each leader adds one
+ *   per tick; missing data — no instance running — counts as no leader);
+ * - several leaders: the sum exceeds the minute's ticks in 2 of 3 minutes (more than one
+ *   instance believed it should publish in some tick; one late or overlapping invocation alone
+ *   does not trip it);
+ * - stale parameters: the newest publish of the shard is older than 3 ticks for 2 minutes
+ *   (missing data breaches: nobody running means nobody publishing);
+ * - tick overrun: ticks longer than the tick length, function-wide, 3 or more in 5 minutes.
+ */
+import type { PacerSettings } from '../region/resources.js';
+import { pacerMetricNames } from './metrics.js';
+
+/** One alarm, independent of CDK. */
+export interface AlarmSpec {
+  /** Stable id (construct id). */
+  readonly id: string;
+  readonly description: string;
+  readonly metricName: string;
+  readonly dimensions: Readonly<Record<string, string>>;
+  readonly statistic: 'Sum' | 'Maximum';
+  readonly periodSeconds: number;
+  readonly comparison: 'LessThanThreshold' | 'GreaterThanThreshold' | 'GreaterThanOrEqualToThreshold';
+  readonly threshold: number;
+  readonly evaluationPeriods: number;
+  readonly datapointsToAlarm: number;
+  readonly treatMissingData: 'breaching' | 'notBreaching';
+}
+
+/** The pacer's alarms for a layout. */
+export function pacerAlarmSpecs(settings: PacerSettings, service = 'pacer'): AlarmSpec[] {
+  const ticksPerMinute = Math.round(60_000 / settings.tickMs);
+  const out: AlarmSpec[] = [];
+  for (let shard = 0; shard < settings.shards; shard++) {
+    const dimensions = { service, shard: String(shard) };
+    out.push(
+      {
+        id: `PacerNoLeader-${shard}`,
+        description: `pacer shard ${shard}: no instance publishing (0 leaders) for 2 minutes — check leases, set the leader override`,
+        metricName: pacerMetricNames.isLeader,
+        dimensions,
+        statistic: 'Sum',
+        periodSeconds: 60,
+        comparison: 'LessThanThreshold',
+        threshold: 1,
+        evaluationPeriods: 2,
+        datapointsToAlarm: 2,
+        treatMissingData: 'breaching',
+      },
+      {
+        id: `PacerManyLeaders-${shard}`,
+        description: `pacer shard ${shard}: more than one instance acting as leader — fencing keeps one publisher per tick; set the leader override`,
+        metricName: pacerMetricNames.isLeader,
+        dimensions,
+        statistic: 'Sum',
+        periodSeconds: 60,
+        comparison: 'GreaterThanThreshold',
+        threshold: ticksPerMinute,
+        evaluationPeriods: 3,
+        datapointsToAlarm: 2,
+        treatMissingData: 'notBreaching',
+      },
+      {
+        id: `PacerStaleParams-${shard}`,
+        description: `pacer shard ${shard}: parameters older than 3 ticks — ad servers are on the fail-safe`,
+        metricName: pacerMetricNames.paramsAge,
+        dimensions,
+        statistic: 'Maximum',
+        periodSeconds: 60,
+        comparison: 'GreaterThanThreshold',
+        threshold: 3 * settings.tickMs,
+        evaluationPeriods: 2,
+        datapointsToAlarm: 2,
+        treatMissingData: 'breaching',
+      },
+    );
+  }
+  out.push({
+    id: 'PacerTickOverrun',
+    description:
+      'pacer: ticks took longer than the tick length (3+ in 5 minutes) — shard too large or a dependency slow',
+    metricName: pacerMetricNames.tickOverrun,
+    dimensions: { service },
+    statistic: 'Sum',
+    periodSeconds: 300,
+    comparison: 'GreaterThanOrEqualToThreshold',
+    threshold: 3,
+    evaluationPeriods: 1,
+    datapointsToAlarm: 1,
+    treatMissingData: 'notBreaching',
+  });
+  return out;
+}

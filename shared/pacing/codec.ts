@@ -1,0 +1,207 @@
+/**
+ * Value encodings of the published campaign hash, contract v1 (docs/pacing.md has the same with a
+ * worked example). Pure functions, shared by the publisher and the reader, so the two cannot
+ * disagree; plain decimal text, so a reader in any language parses it with split and atoi/atof.
+ *
+ * Hash `pp:1:{pp:<shard>}:c:<campaignId>`:
+ *
+ * | field          | value                                                                          |
+ * | -------------- | ------------------------------------------------------------------------------ |
+ * | `v`            | `1` (contract version)                                                          |
+ * | `t`            | tick id of the publish (⌊epochMs / tickMs⌋)                                     |
+ * | `at`           | published-at, epoch ms (publisher's clock)                                      |
+ * | `f`            | fence `g.o.e`                                                                   |
+ * | `by`           | publisher id (`<instance id>/<process nonce>`)                                  |
+ * | `plans`        | plan ids present, comma-separated: `account`, `campaign`, `arm:<armId>`        |
+ * | `p:<planId>`   | `throttle,bidMultiplier,budgetMicros,mode,day,dayStartMs,dayEndMs`              |
+ * | `e:<planId>`   | E(t): knots `atMs,micros` separated by `;`, the first absolute, the rest deltas |
+ */
+import type { PacingMode } from '../budget/model.js';
+import type { DayWindow } from '../budget/time-zone.js';
+import { type Fence, parseFence } from './fence.js';
+import type { CurvePoints, PlanPacingParams } from './types.js';
+
+/** Contract version written in field `v`. */
+export const PACING_CONTRACT_VERSION = 1;
+
+/** Thrown when a controller's output cannot be published (e.g. a NaN throttle). */
+export class InvalidPacingParamsError extends Error {
+  override readonly name = 'InvalidPacingParamsError';
+}
+
+/** Formats a factor with at most 6 decimals (plain decimal, no exponent). */
+function factor(x: number): string {
+  return String(Math.round(x * 1e6) / 1e6);
+}
+
+/** Curves already validated (controllers return the same object while a curve is unchanged). */
+const validCurves = new WeakSet<CurvePoints>();
+/** Day strings already validated (a handful are live at any time). */
+const validDays = new Set<string>();
+
+/** Validates what the publisher is about to write; throws {@link InvalidPacingParamsError}. */
+export function assertPublishable(p: PlanPacingParams): void {
+  // Hot path (every plan, every tick): no closure is allocated unless something is wrong.
+  if (
+    p.throttle >= 0 &&
+    p.throttle <= 1 &&
+    Number.isFinite(p.bidMultiplier) &&
+    p.bidMultiplier > 0 &&
+    p.bidMultiplier <= 100 &&
+    Number.isSafeInteger(p.budgetMicros) &&
+    p.budgetMicros >= 0 &&
+    (p.mode === 'even' || p.mode === 'asap') &&
+    validDays.has(p.day) &&
+    validCurves.has(p.curve)
+  ) {
+    return;
+  }
+  const bad = (what: string) => {
+    throw new InvalidPacingParamsError(`plan ${p.planId}: ${what}`);
+  };
+  if (!(p.throttle >= 0 && p.throttle <= 1)) bad(`throttle ${p.throttle} is outside [0, 1]`);
+  if (!(Number.isFinite(p.bidMultiplier) && p.bidMultiplier > 0 && p.bidMultiplier <= 100))
+    bad(`bid multiplier ${p.bidMultiplier} is outside (0, 100]`);
+  if (!Number.isSafeInteger(p.budgetMicros) || p.budgetMicros < 0) bad(`budget ${p.budgetMicros} micros`);
+  if (p.mode !== 'even' && p.mode !== 'asap') bad(`mode ${String(p.mode)}`);
+  if (!validDays.has(p.day)) {
+    if (!/^\d{4}-\d{2}-\d{2}$/.test(p.day)) bad(`day ${p.day}`);
+    if (validDays.size > 1_000) validDays.clear();
+    validDays.add(p.day);
+  }
+  if (validCurves.has(p.curve)) return;
+  const { atMs, micros } = p.curve;
+  if (atMs.length === 0 || atMs.length !== micros.length) bad('curve knots and values differ in length');
+  for (let i = 0; i < atMs.length; i++) {
+    if (!Number.isSafeInteger(atMs[i]) || !Number.isSafeInteger(micros[i]))
+      bad(`curve knot ${i} is not integral`);
+    if (i > 0 && !((atMs[i] as number) > (atMs[i - 1] as number))) bad('curve instants must increase');
+    if (i > 0 && (micros[i] as number) < (micros[i - 1] as number)) bad('curve values must not decrease');
+  }
+  validCurves.add(p.curve);
+}
+
+/** `p:<planId>` value. */
+export function encodePlanParams(p: PlanPacingParams, day: DayWindow): string {
+  return `${factor(p.throttle)},${factor(p.bidMultiplier)},${p.budgetMicros},${p.mode},${p.day},${day.startMs},${day.endMs}`;
+}
+
+/** `e:<planId>` value: first knot absolute, then deltas. */
+export function encodeCurve(curve: CurvePoints): string {
+  const parts: string[] = [];
+  let t = 0;
+  let v = 0;
+  for (let i = 0; i < curve.atMs.length; i++) {
+    const at = curve.atMs[i] as number;
+    const m = curve.micros[i] as number;
+    parts.push(`${at - t},${m - v}`);
+    t = at;
+    v = m;
+  }
+  return parts.join(';');
+}
+
+/** Parses {@link encodeCurve}'s output; undefined when malformed. */
+export function decodeCurve(raw: string): CurvePoints | undefined {
+  const atMs: number[] = [];
+  const micros: number[] = [];
+  let t = 0;
+  let v = 0;
+  for (const knot of raw.split(';')) {
+    const comma = knot.indexOf(',');
+    if (comma <= 0) return undefined;
+    const dt = Number(knot.slice(0, comma));
+    const dv = Number(knot.slice(comma + 1));
+    if (!Number.isSafeInteger(dt) || !Number.isSafeInteger(dv)) return undefined;
+    t += dt;
+    v += dv;
+    if (atMs.length > 0 && (dt <= 0 || dv < 0)) return undefined;
+    atMs.push(t);
+    micros.push(v);
+  }
+  return atMs.length > 0 ? { atMs, micros } : undefined;
+}
+
+/** One plan's parameters as a reader gets them back, with the day window. */
+export interface PublishedPlan extends PlanPacingParams {
+  readonly dayWindow: DayWindow;
+}
+
+/** Everything published for a campaign (one HGETALL). */
+export interface PublishedCampaign {
+  readonly version: number;
+  readonly tick: number;
+  readonly publishedAtMs: number;
+  readonly fence: Fence;
+  readonly publisher: string;
+  /** By plan id: `account`, `campaign`, `arm:<armId>`. */
+  readonly plans: ReadonlyMap<string, PublishedPlan>;
+}
+
+/** Why a hash could not be decoded. */
+export class PacingDecodeError extends Error {
+  override readonly name = 'PacingDecodeError';
+}
+
+const MODES = new Set<PacingMode>(['even', 'asap']);
+
+function decodePlan(planId: string, params: string | undefined, curveRaw: string | undefined): PublishedPlan {
+  if (params === undefined) throw new PacingDecodeError(`plan ${planId}: no p:${planId} field`);
+  if (curveRaw === undefined) throw new PacingDecodeError(`plan ${planId}: no e:${planId} field`);
+  const f = params.split(',');
+  if (f.length !== 7) throw new PacingDecodeError(`plan ${planId}: p: field has ${f.length} parts, not 7`);
+  const throttle = Number(f[0]);
+  const bidMultiplier = Number(f[1]);
+  const budgetMicros = Number(f[2]);
+  const mode = f[3] as PacingMode;
+  const day = f[4] as string;
+  const startMs = Number(f[5]);
+  const endMs = Number(f[6]);
+  const curve = decodeCurve(curveRaw);
+  if (
+    !(throttle >= 0 && throttle <= 1) ||
+    !(bidMultiplier > 0 && Number.isFinite(bidMultiplier)) ||
+    !Number.isSafeInteger(budgetMicros) ||
+    !MODES.has(mode) ||
+    !/^\d{4}-\d{2}-\d{2}$/.test(day) ||
+    !Number.isSafeInteger(startMs) ||
+    !Number.isSafeInteger(endMs) ||
+    !curve
+  ) {
+    throw new PacingDecodeError(`plan ${planId}: malformed parameters ${JSON.stringify(params)}`);
+  }
+  return {
+    planId,
+    throttle,
+    bidMultiplier,
+    budgetMicros,
+    mode,
+    day,
+    curve,
+    dayWindow: { day, startMs, endMs },
+  };
+}
+
+/**
+ * Decodes a campaign hash (HGETALL reply). Undefined for an empty hash (never published);
+ * throws {@link PacingDecodeError} for a malformed one (counted by the reader, never guessed at).
+ */
+export function decodeCampaignHash(hash: Readonly<Record<string, string>>): PublishedCampaign | undefined {
+  if (hash.v === undefined) return undefined;
+  const version = Number(hash.v);
+  if (version !== PACING_CONTRACT_VERSION) {
+    throw new PacingDecodeError(`contract version ${hash.v} is not ${PACING_CONTRACT_VERSION}`);
+  }
+  const tick = Number(hash.t);
+  const publishedAtMs = Number(hash.at);
+  const fence = parseFence(hash.f);
+  if (!Number.isSafeInteger(tick) || !Number.isSafeInteger(publishedAtMs) || !fence) {
+    throw new PacingDecodeError(`malformed header t=${hash.t} at=${hash.at} f=${hash.f}`);
+  }
+  const plans = new Map<string, PublishedPlan>();
+  for (const planId of (hash.plans ?? '').split(',')) {
+    if (planId === '') continue;
+    plans.set(planId, decodePlan(planId, hash[`p:${planId}`], hash[`e:${planId}`]));
+  }
+  return { version, tick, publishedAtMs, fence, publisher: hash.by ?? '', plans };
+}

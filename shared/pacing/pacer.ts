@@ -1,0 +1,750 @@
+/**
+ * One tick of one pacer shard, in one process: the domain of the pacer function (the handler only
+ * wires it). Every instance runs every tick — warm budgets cache, controller state, connections —
+ * and only the publisher writes:
+ *
+ * 1. read the control parameters (SSM: publish switch of the region, leader override of the shard);
+ * 2. renew / take the lease (DynamoDB);
+ * 3. refresh the shard's budgets (incremental index query; the cache serves through an outage);
+ * 4. decide the role: the override's named instance, else the lease holder, publishes — only when
+ *    the region's `publisher-region` names this region — with fence (g, o, e);
+ * 5. the publisher claims the tick (Lua); a claim that does not continue this process's own last
+ *    publish reloads the controller state published by the previous publisher (no jump at a
+ *    leader change) and rewrites every campaign hash whole;
+ * 6. read every plan-day's live spend (one pipelined read), step the controller for every plan;
+ * 7. the publisher writes the campaign hashes, changed states and forecasts (fenced Lua batches).
+ */
+import { type CampaignBudgets, plansForBid, type ResolvedPlan } from '../budget/model.js';
+import type { BudgetItem } from '../budget/repository.js';
+import { type DayWindow, dayWindow } from '../budget/time-zone.js';
+import type { RedisClient } from '../redis/connect.js';
+import { planDayKeys } from '../spend/keys.js';
+import type { Clock } from '../time/clock.js';
+import { type BudgetsRefresh, budgetItemKey } from './budgets-cache.js';
+import { assertPublishable, encodeCurve, encodePlanParams, InvalidPacingParamsError } from './codec.js';
+import { type ControlSnapshot, overrideActive } from './control.js';
+import type { PacingController } from './controller/api.js';
+import { failSafeParams, PacingInputError } from './controller/index.js';
+import type { Fence } from './fence.js';
+import { planField } from './keys.js';
+import type { LeaseView } from './lease.js';
+import { type CampaignWrite, type ClaimOutcome, type PublishOutcome, ShardPublisher } from './publisher.js';
+import type { SpendSource } from './spend-source.js';
+import type { CurvePoints, PlanPacingParams, PlanSpendSnapshot } from './types.js';
+
+/** The lease as the pacer uses it (ShardLease). */
+export interface LeaseHandle {
+  tick(): Promise<LeaseView>;
+  heldAt(nowMs: number): boolean;
+  readonly epoch: number;
+}
+
+/** The control parameters as the pacer uses them (PacerControl). */
+export interface ControlHandle {
+  read(): Promise<{ snapshot: ControlSnapshot | undefined; error?: unknown }>;
+}
+
+/** Options of {@link ShardPacer}. */
+export interface ShardPacerOptions {
+  readonly shard: number;
+  /** This region's name (`publisher-region` must hold it for this pacer to publish). */
+  readonly region: string;
+  readonly redis: RedisClient;
+  readonly controller: PacingController<unknown, unknown>;
+  /** The shard's budgets (ShardBudgets, optionally warmed from a snapshot). */
+  readonly budgets: BudgetsRefresh;
+  readonly spend: SpendSource;
+  readonly clock: Clock;
+  readonly tickMs: number;
+  /** Audit stream cap. @default 10_000 */
+  readonly logMaxLen?: number;
+  /** Publish batch size in script arguments. @default 4_000 */
+  readonly maxArgsPerBatch?: number;
+  /** How often a campaign hash's expiry is refreshed (memory only). @default 1 h */
+  readonly expiryRefreshMs?: number;
+  /**
+   * Fault injection: awaited between a successful claim and the publish (the window in which a
+   * paused leader holds a claim it is about to lose). Tests only. @default none
+   */
+  readonly beforePublish?: () => Promise<void>;
+}
+
+/** Who this tick runs as. */
+export interface TickIdentity {
+  /** `s<shard>-i<k>`. */
+  readonly instanceId: string;
+  /** `<instanceId>/<process nonce>`: unique per process. */
+  readonly publisherId: string;
+  readonly lease: LeaseHandle;
+  readonly control: ControlHandle;
+}
+
+/** Everything a tick did (metrics, logs, tests). */
+export interface TickOutcome {
+  readonly shard: number;
+  readonly instanceId: string;
+  readonly tick: number;
+  readonly startedAtMs: number;
+  readonly durationMs: number;
+  /** The instance considered itself the publisher this tick (lease holder or named by the override). */
+  readonly isLeader: boolean;
+  /** Claimed the tick and every batch landed. */
+  readonly published: boolean;
+  readonly lease: { readonly event: LeaseView['event']; readonly holder?: string; readonly epoch?: number };
+  /** The leader override in force (`auto` or an instance id); undefined without control parameters. */
+  readonly override?: string;
+  /** False when SSM could not be read this tick (the last values read were used). */
+  readonly controlFresh: boolean;
+  readonly fence?: Fence;
+  readonly claim?: Pick<ClaimOutcome, 'accepted' | 'reason'>;
+  readonly publish?: PublishOutcome;
+  /** Claims and publish batches of this instance refused by the fence. */
+  readonly fencedWritesRejected: number;
+  readonly campaignsPaced: number;
+  readonly plansPaced: number;
+  /** Plans whose controller output could not be published (fail-safe parameters used). */
+  readonly invalidParams: number;
+  /** Publish end − tick start (the tick's wall-clock boundary), ms. */
+  readonly publishLagMs?: number;
+  /** Controller state reloaded from Redis (the previous publisher was someone else). */
+  readonly stateReloaded: boolean;
+  readonly budgets: {
+    readonly ok: boolean;
+    readonly changed: number;
+    readonly error?: string;
+    /** A cold process loaded the shard's budgets snapshot from Redis first. */
+    readonly fromSnapshot?: boolean;
+  };
+  /** Why nothing was computed (no budgets yet: a cold process while DynamoDB is unreachable). */
+  readonly skippedReason?: string;
+  /** Age of the shard's last claim at the end of the tick, ms (stale-parameter alarm). */
+  readonly paramsAgeMs?: number;
+  /** Where the tick's time went, ms: inputs (SSM, lease, budgets), claim + spend read, controller, publish. */
+  readonly phasesMs?: {
+    readonly inputs: number;
+    readonly claimAndSpend: number;
+    readonly step: number;
+    readonly publish: number;
+  };
+}
+
+interface PlanMemory {
+  plan: ResolvedPlan;
+  state: unknown;
+  forecast: unknown;
+  /** Encoded state / forecast as last written to (or loaded from) Redis by this process. */
+  writtenState?: string;
+  writtenForecast?: string;
+  /** Loaded from Redis, not yet decoded. */
+  loadedState?: string;
+  loadedForecast?: string;
+}
+
+interface CampaignMemory {
+  plansKey: string;
+  /** Encoded `p:` value and curve object last published per plan id. */
+  params: Map<string, string>;
+  curves: Map<string, CurvePoints>;
+  expiryRefreshedAt: number;
+}
+
+interface PlanAtDay {
+  readonly field: string;
+  readonly plan: ResolvedPlan;
+  readonly day: DayWindow;
+  /** The plan-day's live-spend state key. */
+  readonly spendKey: string;
+  readonly memory: PlanMemory;
+}
+
+/** The tick's work list: distinct plans, and per active campaign the indexes of its plans. */
+interface PlanList {
+  readonly generation: number;
+  readonly campaigns: number;
+  readonly validUntil: number;
+  readonly list: PlanAtDay[];
+  /** Per campaign (aligned with the active campaigns): indexes into `list`, publishing order. */
+  readonly byCampaign: Int32Array[];
+}
+
+/** The snapshot hash's metadata field (readers ignore a snapshot without it: half-written). */
+const SNAPSHOT_META = '~meta';
+
+interface SnapshotMeta {
+  readonly takenAtMs: number;
+}
+
+interface PlanResult {
+  readonly params: PlanPacingParams;
+  readonly day: DayWindow;
+  /** The `p:` value, encoded once per tick however many campaigns share the plan. */
+  encoded?: string;
+}
+
+/** The pacer of one shard in one process (warm state across ticks and invocations). */
+export class ShardPacer {
+  private readonly plans = new Map<string, PlanMemory>();
+  private readonly published = new Map<string, CampaignMemory>();
+  private lastPublished: { publisherId: string; tick: number } | undefined;
+  private readonly days = new Map<string, DayWindow>();
+  private readonly publishers = new Map<string, ShardPublisher>();
+  private readonly expiryRefreshMs: number;
+
+  constructor(private readonly options: ShardPacerOptions) {
+    this.expiryRefreshMs = options.expiryRefreshMs ?? 3_600_000;
+  }
+
+  private publisher(publisherId: string): ShardPublisher {
+    let p = this.publishers.get(publisherId);
+    if (!p) {
+      p = new ShardPublisher({
+        redis: this.options.redis,
+        shard: this.options.shard,
+        publisherId,
+        ...(this.options.logMaxLen ? { logMaxLen: this.options.logMaxLen } : {}),
+        ...(this.options.maxArgsPerBatch ? { maxArgsPerBatch: this.options.maxArgsPerBatch } : {}),
+      });
+      this.publishers.set(publisherId, p);
+    }
+    return p;
+  }
+
+  /** Runs tick `tick` as `who`. Never throws for SSM / DynamoDB faults (reported in the outcome). */
+  async runTick(tick: number, who: TickIdentity): Promise<TickOutcome> {
+    const { clock, shard, region } = this.options;
+    const startedAtMs = clock.now();
+    const publisher = this.publisher(who.publisherId);
+    // SSM, DynamoDB (lease, budgets) and Redis (snapshot) are independent: one round of latency.
+    const [control, lease, budgets] = await Promise.all([
+      who.control.read(),
+      who.lease.tick(),
+      this.refreshBudgets(publisher),
+    ]);
+    const inputsDone = clock.now();
+    const snapshot = control.snapshot;
+    const base = {
+      shard,
+      instanceId: who.instanceId,
+      tick,
+      startedAtMs,
+      lease: { event: lease.event, holder: lease.record?.holder, epoch: lease.record?.epoch },
+      ...(snapshot ? { override: snapshot.override } : {}),
+      controlFresh: snapshot?.fresh ?? false,
+      budgets,
+    };
+    if (!this.options.budgets.loaded) {
+      return {
+        ...base,
+        durationMs: clock.now() - startedAtMs,
+        isLeader: false,
+        published: false,
+        fencedWritesRejected: 0,
+        campaignsPaced: 0,
+        plansPaced: 0,
+        invalidParams: 0,
+        stateReloaded: false,
+        skippedReason: `no budgets loaded yet (${budgets.error ?? 'first load pending'})`,
+      };
+    }
+
+    // Role and fence.
+    let fence: Fence | undefined;
+    if (snapshot && snapshot.publisherRegion === region) {
+      const now = clock.now();
+      if (overrideActive(snapshot)) {
+        if (snapshot.override === who.instanceId)
+          fence = { g: snapshot.generation, o: snapshot.overrideVersion, e: 0 };
+      } else if (who.lease.heldAt(now)) {
+        fence = { g: snapshot.generation, o: snapshot.overrideVersion, e: who.lease.epoch };
+      }
+    }
+
+    // The claim (publisher) and the spend read (everyone) overlap; the controller steps after the
+    // claim, because a new publisher first loads the state its predecessor published.
+    const nowMs = clock.now();
+    const campaigns = this.activeCampaigns();
+    const planList = this.uniquePlans(campaigns, nowMs);
+    const plans = planList.list;
+    const claimStep = async () => {
+      if (!fence) return { claim: undefined, reloaded: false, ageMs: await this.claimAge(publisher) };
+      const claim = await publisher.claim(fence, tick, clock.now());
+      let reloaded = false;
+      if (claim.accepted) {
+        const continuous =
+          claim.previous?.publisher === who.publisherId &&
+          this.lastPublished?.publisherId === who.publisherId &&
+          this.lastPublished.tick === claim.previous.tick;
+        if (!continuous) {
+          await this.reloadState(publisher);
+          reloaded = true;
+        }
+      }
+      return { claim, reloaded, ageMs: claim.accepted ? 0 : await this.claimAge(publisher) };
+    };
+    const [claimed, spend] = await Promise.all([
+      claimStep(),
+      this.options.spend.read(
+        plans.map((p) => p.spendKey),
+        nowMs,
+      ),
+    ]);
+    const { claim } = claimed;
+    const publishing = claim?.accepted === true;
+    const spendDone = clock.now();
+    const { results, invalid } = this.step(plans, spend, nowMs);
+    const stepDone = clock.now();
+
+    let publish: PublishOutcome | undefined;
+    let publishLagMs: number | undefined;
+    if (publishing && fence) {
+      await this.options.beforePublish?.();
+      const writes = this.campaignWrites(campaigns, planList, results, nowMs);
+      const { state, forecast } = this.stateWrites();
+      // The snapshot is kept up to date incrementally by whoever publishes; it is written whole only
+      // when there is none yet (or it was lost with Redis).
+      const fullSnapshot =
+        claimed.reloaded && !(await this.options.redis.hexists(publisher.keys.budgets, SNAPSHOT_META));
+      const changes = this.options.budgets.drainChanges();
+      const budgetSet: string[] = [];
+      for (const item of fullSnapshot ? this.options.budgets.exportItems() : changes.upserts) {
+        budgetSet.push(budgetItemKey(item), JSON.stringify(item));
+      }
+      if (fullSnapshot || budgetSet.length > 0 || changes.removals.length > 0) {
+        budgetSet.push(SNAPSHOT_META, JSON.stringify({ takenAtMs: nowMs } satisfies SnapshotMeta));
+      }
+      publish = await publisher.publish({
+        fence,
+        tick,
+        nowMs: clock.now(),
+        campaigns: writes.writes,
+        state: { set: state, del: this.pendingDeletes.state },
+        forecast: { set: forecast, del: this.pendingDeletes.forecast },
+        budgets: { set: budgetSet, del: fullSnapshot ? [] : changes.removals },
+        replaceBudgets: fullSnapshot,
+      });
+      publishLagMs = clock.now() - tick * this.options.tickMs;
+      if (publish.rejectedBatches === 0) {
+        writes.commit();
+        this.commitStateWrites();
+        this.pendingDeletes = { state: [], forecast: [] };
+        this.lastPublished = { publisherId: who.publisherId, tick };
+      } else {
+        // Lost the claim mid-publish: whatever landed, the next publish by this process is whole.
+        this.published.clear();
+        this.lastPublished = undefined;
+      }
+    }
+    const fencedWritesRejected = (claim && !claim.accepted ? 1 : 0) + (publish?.rejectedBatches ?? 0);
+    const paramsAgeMs = claimed.ageMs;
+    const endMs = clock.now();
+    return {
+      ...base,
+      durationMs: endMs - startedAtMs,
+      isLeader: fence !== undefined,
+      published: publishing && publish?.rejectedBatches === 0,
+      ...(fence ? { fence } : {}),
+      ...(claim ? { claim: { accepted: claim.accepted, reason: claim.reason } } : {}),
+      ...(publish ? { publish } : {}),
+      fencedWritesRejected,
+      campaignsPaced: campaigns.length,
+      plansPaced: plans.length,
+      invalidParams: invalid,
+      ...(publishLagMs === undefined ? {} : { publishLagMs }),
+      ...(paramsAgeMs === undefined ? {} : { paramsAgeMs }),
+      stateReloaded: claimed.reloaded,
+      phasesMs: {
+        inputs: inputsDone - startedAtMs,
+        claimAndSpend: spendDone - inputsDone,
+        step: stepDone - spendDone,
+        publish: endMs - stepDone,
+      },
+    };
+  }
+
+  /**
+   * Brings the budgets up to date. A cold process first loads the shard's snapshot from Redis
+   * (written by the publisher), so it can pace — and publish under an override — while DynamoDB
+   * is unreachable, and then reads only the changes since the snapshot from DynamoDB.
+   */
+  private async refreshBudgets(publisher: ShardPublisher): Promise<TickOutcome['budgets']> {
+    const budgets = this.options.budgets;
+    let fromSnapshot = false;
+    if (!budgets.loaded) {
+      try {
+        const raw = await scanHash(this.options.redis, publisher.keys.budgets);
+        const meta = raw.get(SNAPSHOT_META);
+        if (meta !== undefined) {
+          raw.delete(SNAPSHOT_META);
+          const items = [...raw.values()].map((v) => JSON.parse(v) as BudgetItem);
+          budgets.importItems(items, (JSON.parse(meta) as SnapshotMeta).takenAtMs);
+          // Nothing to mirror back: these items came from the snapshot.
+          budgets.drainChanges();
+          fromSnapshot = true;
+        }
+      } catch {
+        // No usable snapshot: DynamoDB decides below.
+      }
+    }
+    try {
+      const r = await budgets.refresh();
+      return { ok: true, changed: r.campaignsChanged, ...(fromSnapshot ? { fromSnapshot } : {}) };
+    } catch (error) {
+      return {
+        ok: false,
+        changed: 0,
+        error: (error as Error).message,
+        ...(fromSnapshot ? { fromSnapshot } : {}),
+      };
+    }
+  }
+
+  /** How old the shard's last claim is (every instance reports it; the alarm takes the max). */
+  private async claimAge(publisher: ShardPublisher): Promise<number | undefined> {
+    try {
+      const at = await this.options.redis.hget(publisher.keys.claim, 'at');
+      return at === null ? undefined : Math.max(0, this.options.clock.now() - Number(at));
+    } catch {
+      return undefined;
+    }
+  }
+
+  private dayOf(timeZone: string, nowMs: number): DayWindow {
+    const cached = this.days.get(timeZone);
+    if (cached && nowMs >= cached.startMs && nowMs < cached.endMs) return cached;
+    const day = dayWindow(nowMs, timeZone);
+    this.days.set(timeZone, day);
+    return day;
+  }
+
+  /**
+   * Every distinct plan of the campaigns, with its current day and spend key (one entry per
+   * account plan). Rebuilt only when the budgets change or a plan's day ends.
+   */
+  private uniquePlans(campaigns: readonly CampaignBudgets[], nowMs: number): PlanList {
+    const cached = this.planList;
+    if (
+      cached &&
+      cached.generation === this.options.budgets.generation &&
+      cached.campaigns === campaigns.length &&
+      nowMs < cached.validUntil
+    ) {
+      return cached;
+    }
+    const index = new Map<string, number>();
+    const list: PlanAtDay[] = [];
+    const byCampaign: Int32Array[] = [];
+    let validUntil = Number.POSITIVE_INFINITY;
+    for (const b of campaigns) {
+      const plans = plansOfCampaign(b);
+      const idx = new Int32Array(plans.length);
+      plans.forEach((plan, j) => {
+        const field = planField(plan);
+        let at = index.get(field);
+        if (at === undefined) {
+          const day = this.dayOf(plan.timeZone, nowMs);
+          if (day.endMs < validUntil) validUntil = day.endMs;
+          let memory = this.plans.get(field);
+          if (!memory) {
+            memory = { plan, state: undefined, forecast: undefined };
+            this.plans.set(field, memory);
+          }
+          memory.plan = plan;
+          at = list.length;
+          index.set(field, at);
+          list.push({ field, plan, day, spendKey: planDayKeys(plan, day.day).state, memory });
+        }
+        idx[j] = at;
+      });
+      byCampaign.push(idx);
+    }
+    this.planList = {
+      generation: this.options.budgets.generation,
+      campaigns: campaigns.length,
+      validUntil,
+      list,
+      byCampaign,
+    };
+    return this.planList;
+  }
+
+  /** Active campaigns, recomputed only when the budgets change. */
+  private activeCampaigns(): readonly CampaignBudgets[] {
+    const g = this.options.budgets.generation;
+    if (this.active?.generation !== g) {
+      this.active = {
+        generation: g,
+        list: this.options.budgets.campaigns().filter((b) => b.campaign.status === 'active'),
+      };
+    }
+    return this.active.list;
+  }
+
+  private active: { generation: number; list: readonly CampaignBudgets[] } | undefined;
+
+  private planList: PlanList | undefined;
+
+  /** One controller step per plan (pure), falling back to fail-safe parameters for bad output. */
+  private step(
+    plans: readonly PlanAtDay[],
+    spend: readonly PlanSpendSnapshot[],
+    nowMs: number,
+  ): { results: PlanResult[]; invalid: number } {
+    const { controller } = this.options;
+    const results: PlanResult[] = new Array(plans.length);
+    let invalid = 0;
+    for (let i = 0; i < plans.length; i++) {
+      const { plan, day, memory } = plans[i] as PlanAtDay;
+      if (memory.loadedState !== undefined) {
+        memory.state = controller.decodeState(memory.loadedState);
+        memory.loadedState = undefined;
+      }
+      if (memory.loadedForecast !== undefined) {
+        memory.forecast = controller.decodeForecast(memory.loadedForecast);
+        memory.loadedForecast = undefined;
+      }
+      let params: PlanPacingParams;
+      try {
+        const step = controller.step(
+          { plan, day, spend: spend[i] as PlanSpendSnapshot, nowMs },
+          memory.state,
+          memory.forecast,
+        );
+        assertPublishable(step.params);
+        params = step.params;
+        memory.state = step.state;
+        memory.forecast = step.forecast;
+      } catch (error) {
+        // A bad input (a corrupt budget, a tick outside the plan's day) or a bad output of one
+        // plan must not stop the shard: that plan gets the fail-safe, counted in ParamsInvalid.
+        if (!(error instanceof InvalidPacingParamsError) && !(error instanceof PacingInputError)) throw error;
+        invalid++;
+        params = failSafeParams(plan, day);
+      }
+      results[i] = { params, day };
+    }
+    return { results, invalid };
+  }
+
+  private campaignWrites(
+    campaigns: readonly CampaignBudgets[],
+    planList: PlanList,
+    results: readonly PlanResult[],
+    nowMs: number,
+  ): { writes: CampaignWrite[]; commit(): void } {
+    const writes: CampaignWrite[] = [];
+    const updates: (() => void)[] = [];
+    for (let ci = 0; ci < campaigns.length; ci++) {
+      const b = campaigns[ci] as CampaignBudgets;
+      const idx = planList.byCampaign[ci] as Int32Array;
+      const plansKey = plansKeyOf(b);
+      const campaignId = b.campaign.campaignId;
+      const memory = this.published.get(campaignId);
+      // Nothing known of what is stored (a new publisher) or the plans changed: every field.
+      const full = !memory || memory.plansKey !== plansKey;
+      // Replace the hash (drop fields of removed plans) only when this publisher knows the plans
+      // changed; a new publisher overwrites every field instead (readers read only the plans
+      // listed in `plans`, so a field left from a removed plan is inert).
+      const replace = memory !== undefined && memory.plansKey !== plansKey;
+      const refresh = full || nowMs - (memory as CampaignMemory).expiryRefreshedAt >= this.expiryRefreshMs;
+      const fields: string[] = full ? ['plans', plansKey] : [];
+      // Only what changed since this publisher's last publish: small parameters and curves alike
+      // (the header fields t and at are rewritten on every publish by the script).
+      let changed: [string, string, CurvePoints][] | undefined;
+      for (let j = 0; j < idx.length; j++) {
+        const at = idx[j] as number;
+        const planId = (planList.list[at] as PlanAtDay).plan.planId;
+        const r = results[at] as PlanResult;
+        if (r.encoded === undefined) r.encoded = encodePlanParams(r.params, r.day);
+        const encoded = r.encoded;
+        const curveChanged = full || memory?.curves.get(planId) !== r.params.curve;
+        const paramsChanged = full || memory?.params.get(planId) !== encoded;
+        if (paramsChanged) fields.push(`p:${planId}`, encoded);
+        if (curveChanged) fields.push(`e:${planId}`, encodeCurve(r.params.curve));
+        if (paramsChanged || curveChanged) {
+          changed = changed ?? [];
+          changed.push([planId, encoded, r.params.curve]);
+        }
+      }
+      writes.push({ campaignId, mode: replace ? 'F' : full || refresh ? 'X' : 'P', fields });
+      if (full) {
+        const m: CampaignMemory = {
+          plansKey,
+          params: new Map(),
+          curves: new Map(),
+          expiryRefreshedAt: nowMs,
+        };
+        for (const [planId, encoded, curve] of changed ?? []) {
+          m.params.set(planId, encoded);
+          m.curves.set(planId, curve);
+        }
+        updates.push(() => this.published.set(campaignId, m));
+      } else if (changed || refresh) {
+        const m = memory as CampaignMemory;
+        updates.push(() => {
+          for (const [planId, encoded, curve] of changed ?? []) {
+            m.params.set(planId, encoded);
+            m.curves.set(planId, curve);
+          }
+          if (refresh) m.expiryRefreshedAt = nowMs;
+        });
+      }
+    }
+    return {
+      writes,
+      commit: () => {
+        for (const u of updates) u();
+      },
+    };
+  }
+
+  private staged: { state: [PlanMemory, string][]; forecast: [PlanMemory, string][] } = {
+    state: [],
+    forecast: [],
+  };
+  private pendingDeletes: { state: string[]; forecast: string[] } = { state: [], forecast: [] };
+
+  private stateWrites(): { state: string[]; forecast: string[] } {
+    const { controller } = this.options;
+    const state: string[] = [];
+    const forecast: string[] = [];
+    this.staged = { state: [], forecast: [] };
+    for (const [field, m] of this.plans) {
+      if (m.state !== undefined) {
+        const raw = controller.encodeState(m.state);
+        if (raw !== m.writtenState) {
+          state.push(field, raw);
+          this.staged.state.push([m, raw]);
+        }
+      }
+      if (m.forecast !== undefined) {
+        const raw = controller.encodeForecast(m.forecast);
+        if (raw !== m.writtenForecast) {
+          forecast.push(field, raw);
+          this.staged.forecast.push([m, raw]);
+        }
+      }
+    }
+    return { state, forecast };
+  }
+
+  private commitStateWrites(): void {
+    for (const [m, raw] of this.staged.state) m.writtenState = raw;
+    for (const [m, raw] of this.staged.forecast) m.writtenForecast = raw;
+    this.staged = { state: [], forecast: [] };
+  }
+
+  /**
+   * Loads the controller state and forecasts the previous publisher stored, so this publisher
+   * continues them (no jump in the parameters at a leader change), and forgets what it believed
+   * was stored (every campaign hash is rewritten whole on this publish). Fields of plans that no
+   * longer exist are deleted with this publish.
+   */
+  private async reloadState(publisher: ShardPublisher): Promise<void> {
+    const [state, forecast] = await Promise.all([
+      scanHash(this.options.redis, publisher.keys.state),
+      scanHash(this.options.redis, publisher.keys.forecast),
+    ]);
+    this.published.clear();
+    for (const m of this.plans.values()) {
+      m.writtenState = undefined;
+      m.writtenForecast = undefined;
+    }
+    const live = new Set(this.plans.keys());
+    for (const [field, raw] of state) {
+      const m = this.plans.get(field);
+      if (m) {
+        m.loadedState = raw;
+        m.writtenState = raw;
+      }
+    }
+    for (const [field, raw] of forecast) {
+      const m = this.plans.get(field);
+      if (m) {
+        m.loadedForecast = raw;
+        m.writtenForecast = raw;
+      }
+    }
+    // Plans this process has not met yet (a cold process) pick their state up when they appear.
+    for (const [field, raw] of state) {
+      if (!live.has(field)) this.orphans.state.set(field, raw);
+    }
+    for (const [field, raw] of forecast) {
+      if (!live.has(field)) this.orphans.forecast.set(field, raw);
+    }
+    this.adoptOrphans();
+  }
+
+  private readonly orphans = { state: new Map<string, string>(), forecast: new Map<string, string>() };
+
+  /** Matches loaded state of plans not yet in memory against the current budgets. */
+  private adoptOrphans(): void {
+    const known = new Set<string>();
+    for (const b of this.options.budgets.campaigns()) {
+      for (const p of plansOfCampaign(b)) {
+        const field = planField(p);
+        known.add(field);
+        const s = this.orphans.state.get(field);
+        const f = this.orphans.forecast.get(field);
+        if (s === undefined && f === undefined) continue;
+        let m = this.plans.get(field);
+        if (!m) {
+          m = { plan: p, state: undefined, forecast: undefined };
+          this.plans.set(field, m);
+        }
+        if (s !== undefined) {
+          m.loadedState = s;
+          m.writtenState = s;
+        }
+        if (f !== undefined) {
+          m.loadedForecast = f;
+          m.writtenForecast = f;
+        }
+      }
+    }
+    // What no current plan claims belongs to deleted plans: delete it with the next publish.
+    this.pendingDeletes = {
+      state: [...this.orphans.state.keys()].filter((f) => !known.has(f)),
+      forecast: [...this.orphans.forecast.keys()].filter((f) => !known.has(f)),
+    };
+    this.orphans.state.clear();
+    this.orphans.forecast.clear();
+  }
+}
+
+const plansCache = new WeakMap<CampaignBudgets, { plans: ResolvedPlan[]; key: string }>();
+
+function campaignPlans(b: CampaignBudgets): { plans: ResolvedPlan[]; key: string } {
+  let cached = plansCache.get(b);
+  if (!cached) {
+    const arms = [...b.arms.entries()].sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0)).map(([, p]) => p);
+    const plans = [...plansForBid(b, undefined), ...arms];
+    cached = { plans, key: plans.map((p) => p.planId).join(',') };
+    plansCache.set(b, cached);
+  }
+  return cached;
+}
+
+/**
+ * Every plan of a campaign in publishing order: account, campaign, then arms by id (stable).
+ * Cached per budgets object (the cache rebuilds that object when the campaign's budgets change).
+ */
+export function plansOfCampaign(b: CampaignBudgets): readonly ResolvedPlan[] {
+  return campaignPlans(b).plans;
+}
+
+/** The `plans` field of a campaign hash: its plan ids in publishing order. */
+function plansKeyOf(b: CampaignBudgets): string {
+  return campaignPlans(b).key;
+}
+
+/** All fields of a hash, read with HSCAN in pages (a shard's state hash can be large). */
+export async function scanHash(redis: RedisClient, key: string): Promise<Map<string, string>> {
+  const out = new Map<string, string>();
+  let cursor = '0';
+  do {
+    const [next, flat] = await redis.hscan(key, cursor, 'COUNT', 10_000);
+    for (let i = 0; i + 1 < flat.length; i += 2) out.set(flat[i] as string, flat[i + 1] as string);
+    cursor = next;
+  } while (cursor !== '0');
+  return out;
+}

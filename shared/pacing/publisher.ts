@@ -1,0 +1,429 @@
+/**
+ * Fenced publishing of a shard's pacing parameters: two typed Lua scripts over the shard's keys,
+ * which all share the hash tag `{pp:<shard>}` (one slot, so each script is atomic in cluster mode
+ * too).
+ *
+ * - `ppClaim` — claims tick t for the shard with fence (g, o, e): accepted iff the fence is ≥ the
+ *   stored one (lexicographically) and t > the stored tick. At most one publisher per
+ *   (shard, tick); after a higher fence has claimed, a lower one can never claim again.
+ * - `ppPublish` — writes a batch of campaign hashes plus the plans' controller state and
+ *   forecast, accepted only while the stored claim is exactly the caller's (fence, t, publisher).
+ *   A paused or partitioned ex-leader that resumes after a newer claim has every write rejected.
+ *
+ * Both append their outcome (accepted or rejected, and why) to the shard's audit stream, capped
+ * at `logMaxLen` entries: the server's own, ordered record of who wrote which tick.
+ */
+import type { Result } from 'ioredis';
+import { pipelineByNode, type RedisClient } from '../redis/connect.js';
+import { type Fence, parseFence } from './fence.js';
+import { type ShardKeys, shardKeys } from './keys.js';
+
+declare module 'ioredis' {
+  interface RedisCommander<Context> {
+    /**
+     * KEYS: claim, log. ARGV: g, o, e, tick, publisher, nowMs, logMaxLen.
+     * Reply: [accepted 1|0, reason ok|fence|tick, previous g, o, e, tick, publisher] ('' = none).
+     */
+    ppClaim(
+      claim: string,
+      log: string,
+      g: number,
+      o: number,
+      e: number,
+      tick: number,
+      publisher: string,
+      nowMs: number,
+      logMaxLen: number,
+    ): Result<[number, string, string, string, string, string, string], Context>;
+    /**
+     * KEYS: claim, state, forecast, budgets snapshot, log, written campaign keys…, touched
+     * campaign keys…  ARGV: g, o, e, tick, publisher, nowMs, logMaxLen, keepMs, replace-snapshot
+     * (1|0), written count, then per written campaign one argument: mode (F replace | X write +
+     * expiry | P write) and its field/value pairs, joined by the unit separator (0x1f); touched count (campaigns with nothing changed: tick
+     * and published-at only); then for state, forecast and snapshot: pairs count, pairs; then for
+     * each: delete count, fields.
+     * Reply: [accepted 1|0, claim g, o, e, tick, publisher] ('' = none).
+     */
+    ppPublish(
+      numKeys: number,
+      ...keysAndArgs: (string | number)[]
+    ): Result<[number, string, string, string, string, string], Context>;
+  }
+}
+
+const CLAIM_LUA = `
+local cur = redis.call('HMGET', KEYS[1], 'g', 'o', 'e', 't', 'p')
+local g, o, e, t = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local why = 'ok'
+if cur[1] then
+  local cg, co, ce, ct = tonumber(cur[1]) or -1, tonumber(cur[2]) or -1, tonumber(cur[3]) or -1, tonumber(cur[4]) or -1
+  if g < cg or (g == cg and (o < co or (o == co and e < ce))) then why = 'fence'
+  elseif t <= ct then why = 'tick' end
+end
+local ok = 0
+if why == 'ok' then
+  ok = 1
+  redis.call('HSET', KEYS[1], 'g', ARGV[1], 'o', ARGV[2], 'e', ARGV[3], 't', ARGV[4], 'p', ARGV[5], 'at', ARGV[6])
+end
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[7], '*', 'k', 'claim', 'ok', ok, 'why', why, 'by', ARGV[5],
+  'f', ARGV[1] .. '.' .. ARGV[2] .. '.' .. ARGV[3], 't', ARGV[4], 'at', ARGV[6])
+return {ok, why, cur[1] or '', cur[2] or '', cur[3] or '', cur[4] or '', cur[5] or ''}
+`;
+
+const PUBLISH_LUA = `
+local cur = redis.call('HMGET', KEYS[1], 'g', 'o', 'e', 't', 'p')
+local g, o, e, t, by, now = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local fence = g .. '.' .. o .. '.' .. e
+local n = tonumber(ARGV[10])
+if cur[1] ~= g or cur[2] ~= o or cur[3] ~= e or cur[4] ~= t or cur[5] ~= by then
+  redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[7], '*', 'k', 'publish', 'ok', 0, 'why', 'claim', 'by', by,
+    'f', fence, 't', t, 'at', now, 'n', n)
+  return {0, cur[1] or '', cur[2] or '', cur[3] or '', cur[4] or '', cur[5] or ''}
+end
+if ARGV[9] == '1' then redis.call('DEL', KEYS[4]) end
+local i = 11
+for c = 1, n do
+  local key = KEYS[5 + c]
+  -- one argument per campaign: mode, then field, value, … separated by the unit separator (31)
+  local packed = ARGV[i]
+  i = i + 1
+  local f, nf, pos = {}, 0, 1
+  while true do
+    local sep = string.find(packed, '\\31', pos, true)
+    nf = nf + 1
+    if not sep then
+      f[nf] = string.sub(packed, pos)
+      break
+    end
+    f[nf] = string.sub(packed, pos, sep - 1)
+    pos = sep + 1
+  end
+  local mode = f[1]
+  if mode == 'F' then redis.call('DEL', key) end
+  if mode == 'P' then
+    -- a continuing publisher: version, fence and publisher are already this publish's
+    redis.call('HSET', key, 't', t, 'at', now, unpack(f, 2, nf))
+  else
+    redis.call('HSET', key, 'v', '1', 't', t, 'at', now, 'f', fence, 'by', by, unpack(f, 2, nf))
+    redis.call('PEXPIRE', key, ARGV[8])
+  end
+end
+-- campaigns whose parameters did not change: only the tick and published-at move
+local m = tonumber(ARGV[i])
+i = i + 1
+for c = 1, m do
+  redis.call('HSET', KEYS[5 + n + c], 't', t, 'at', now)
+end
+for h = 2, 4 do
+  local nv = tonumber(ARGV[i])
+  i = i + 1
+  if nv > 0 then redis.call('HSET', KEYS[h], unpack(ARGV, i, i + nv - 1)) end
+  i = i + nv
+end
+for h = 2, 4 do
+  local nv = tonumber(ARGV[i])
+  i = i + 1
+  if nv > 0 then redis.call('HDEL', KEYS[h], unpack(ARGV, i, i + nv - 1)) end
+  i = i + nv
+end
+redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[7], '*', 'k', 'publish', 'ok', 1, 'why', 'ok', 'by', by,
+  'f', fence, 't', t, 'at', now, 'n', n)
+return {1, cur[1], cur[2], cur[3], cur[4], cur[5]}
+`;
+
+/** Registers the pacing scripts on a client (idempotent). */
+export function definePacingCommands(redis: RedisClient): void {
+  redis.defineCommand('ppClaim', { numberOfKeys: 2, lua: CLAIM_LUA });
+  redis.defineCommand('ppPublish', { lua: PUBLISH_LUA });
+}
+
+/** A shard's claim as stored. */
+export interface StoredClaim {
+  readonly fence: Fence;
+  readonly tick: number;
+  readonly publisher: string;
+}
+
+/** Result of {@link ShardPublisher.claim}. */
+export interface ClaimOutcome {
+  readonly accepted: boolean;
+  /** `ok`, `fence` (a higher fence holds the shard) or `tick` (the tick is already claimed). */
+  readonly reason: 'ok' | 'fence' | 'tick';
+  /** The claim stored before this call; undefined when the shard was never claimed. */
+  readonly previous: StoredClaim | undefined;
+}
+
+/**
+ * One campaign hash to write: `F` replaces the hash (first publish by this publisher, or the set
+ * of plans changed), `X` writes the fields and the whole header and refreshes the key's expiry,
+ * `P` writes the fields and the tick and published-at only — for a publisher continuing its own
+ * publishes, whose version, fence and publisher id are already in the hash.
+ */
+export interface CampaignWrite {
+  readonly campaignId: string;
+  readonly mode: 'F' | 'X' | 'P';
+  /** field, value, field, value, … (the header fields v, t, at, f, by are added by the script). */
+  readonly fields: readonly string[];
+}
+
+/** Fields to set (field, value, …) and to delete in one of the shard's side hashes. */
+export interface HashChanges {
+  readonly set: readonly string[];
+  readonly del?: readonly string[];
+}
+
+/** What to publish in one tick. */
+export interface PublishBatchInput {
+  readonly fence: Fence;
+  readonly tick: number;
+  readonly nowMs: number;
+  readonly campaigns: readonly CampaignWrite[];
+  /** Controller state per plan field (only changed ones). */
+  readonly state?: HashChanges;
+  /** Forecast per plan field (only changed ones). */
+  readonly forecast?: HashChanges;
+  /** The shard's budgets snapshot (only changed items, unless `replaceBudgets`). */
+  readonly budgets?: HashChanges;
+  /** Rewrite the budgets snapshot whole (its first batch deletes the old one). @default false */
+  readonly replaceBudgets?: boolean;
+}
+
+/** Result of {@link ShardPublisher.publish}. */
+export interface PublishOutcome {
+  readonly batches: number;
+  readonly acceptedBatches: number;
+  /** Batches refused because the stored claim was not the caller's (fenced writes rejected). */
+  readonly rejectedBatches: number;
+  readonly campaignsWritten: number;
+  /** The claim that refused the first rejected batch. */
+  readonly heldBy?: StoredClaim;
+}
+
+/** Options of {@link ShardPublisher}. */
+export interface ShardPublisherOptions {
+  readonly redis: RedisClient;
+  readonly shard: number;
+  /** Unique per process: `<instance id>/<nonce>` (two processes of one instance must differ). */
+  readonly publisherId: string;
+  /** Audit stream length (approximate cap). @default 10_000 */
+  readonly logMaxLen?: number;
+  /** Expiry refreshed on campaign hashes (memory only; readers check `at`). @default 2 days */
+  readonly keepMs?: number;
+  /** Script arguments per batch (a batch is one atomic script run). @default 4_000 */
+  readonly maxArgsPerBatch?: number;
+}
+
+function claimFrom(parts: readonly string[]): StoredClaim | undefined {
+  const [g, o, e, t, p] = parts;
+  const fence = parseFence(`${g}.${o}.${e}`);
+  const tick = Number(t);
+  if (!fence || t === '' || !Number.isSafeInteger(tick)) return undefined;
+  return { fence, tick, publisher: p ?? '' };
+}
+
+/** Claims ticks and publishes parameters of one shard, fenced. */
+export class ShardPublisher {
+  readonly keys: ShardKeys;
+  private readonly logMaxLen: number;
+  private readonly keepMs: number;
+  private readonly maxArgs: number;
+
+  constructor(private readonly options: ShardPublisherOptions) {
+    this.keys = shardKeys(options.shard);
+    this.logMaxLen = options.logMaxLen ?? 10_000;
+    this.keepMs = options.keepMs ?? 2 * 86_400_000;
+    this.maxArgs = options.maxArgsPerBatch ?? 4_000;
+    definePacingCommands(options.redis);
+  }
+
+  get publisherId(): string {
+    return this.options.publisherId;
+  }
+
+  /** Claims `tick` with `fence` (one atomic script). */
+  async claim(fence: Fence, tick: number, nowMs: number): Promise<ClaimOutcome> {
+    const [ok, why, ...prev] = await this.options.redis.ppClaim(
+      this.keys.claim,
+      this.keys.log,
+      fence.g,
+      fence.o,
+      fence.e,
+      tick,
+      this.options.publisherId,
+      nowMs,
+      this.logMaxLen,
+    );
+    return { accepted: ok === 1, reason: why as ClaimOutcome['reason'], previous: claimFrom(prev) };
+  }
+
+  /**
+   * Publishes campaign hashes, state and forecasts in batches (each an atomic script that checks
+   * the claim first), pipelined to the shard's node. Batches after a lost claim are all rejected:
+   * the outcome counts them.
+   */
+  async publish(input: PublishBatchInput): Promise<PublishOutcome> {
+    const head = (replaceBudgets: boolean) => [
+      input.fence.g,
+      input.fence.o,
+      input.fence.e,
+      input.tick,
+      this.options.publisherId,
+      input.nowMs,
+      this.logMaxLen,
+      this.keepMs,
+      replaceBudgets ? '1' : '0',
+    ];
+    const k = this.keys;
+    const fixedKeys = [k.claim, k.state, k.forecast, k.budgets, k.log];
+    const batches: { keys: string[]; args: (string | number)[]; campaigns: number }[] = [];
+    let replace = input.replaceBudgets === true;
+    const push = (
+      campaignKeys: string[],
+      body: (string | number)[],
+      count: number,
+      touched: string[],
+      sets: readonly (readonly string[])[],
+      dels: readonly (readonly string[])[],
+    ) => {
+      const args: (string | number)[] = [...head(replace), count, ...body, touched.length];
+      for (const set of sets) args.push(set.length, ...set);
+      for (const del of dels) args.push(del.length, ...del);
+      batches.push({
+        keys: [...fixedKeys, ...campaignKeys, ...touched],
+        args,
+        campaigns: count + touched.length,
+      });
+      replace = false; // only the first batch clears the old snapshot
+    };
+    const none: readonly string[] = [];
+    const noChanges = [none, none, none];
+    // Campaign hashes, in batches of about maxArgs script arguments (keys count too).
+    let keys: string[] = [];
+    let body: (string | number)[] = [];
+    let touched: string[] = [];
+    let count = 0;
+    let size = 0;
+    const flush = () => {
+      push(keys, body, count, touched, noChanges, noChanges);
+      keys = [];
+      body = [];
+      touched = [];
+      count = 0;
+      size = 0;
+    };
+    for (const c of input.campaigns) {
+      if (c.mode === 'P' && c.fields.length === 0) {
+        touched.push(k.campaign(c.campaignId));
+        size += 1;
+      } else {
+        keys.push(k.campaign(c.campaignId));
+        // One packed argument per campaign: a script argument costs the client far more than its
+        // bytes, and the script splits it cheaply. Field names and encoded values never hold 0x1f.
+        body.push(c.fields.length === 0 ? c.mode : `${c.mode}\x1f${c.fields.join('\x1f')}`);
+        count++;
+        size += 2 + (c.fields.length >> 2);
+      }
+      if (size >= this.maxArgs) flush();
+    }
+    if (count > 0 || touched.length > 0) flush();
+    // Side hashes (state, forecast, snapshot) in batches of their own, same claim check.
+    const sides = [input.state, input.forecast, input.budgets];
+    for (let h = 0; h < 3; h++) {
+      const changes = sides[h];
+      if (!changes) continue;
+      const sets: (readonly string[])[] = [none, none, none];
+      for (let i = 0; i < changes.set.length; i += this.maxArgs) {
+        sets[h] = changes.set.slice(i, i + this.maxArgs);
+        push([], [], 0, [], sets, noChanges);
+      }
+      const del = changes.del ?? [];
+      const dels: (readonly string[])[] = [none, none, none];
+      for (let i = 0; i < del.length; i += this.maxArgs) {
+        dels[h] = del.slice(i, i + this.maxArgs);
+        push([], [], 0, [], noChanges, dels);
+      }
+    }
+    if (replace) push([], [], 0, [], noChanges, noChanges);
+    const results = await pipelineByNode(
+      this.options.redis,
+      batches,
+      () => this.keys.claim,
+      (pipeline, b) => {
+        pipeline.ppPublish(b.keys.length, ...b.keys, ...b.args);
+      },
+    );
+    let accepted = 0;
+    let rejected = 0;
+    let written = 0;
+    let heldBy: StoredClaim | undefined;
+    for (let i = 0; i < results.length; i++) {
+      const [error, reply] = results[i] as [Error | null, unknown];
+      if (error) throw error;
+      const [ok, ...claim] = reply as [number, ...string[]];
+      if (ok === 1) {
+        accepted++;
+        written += (batches[i] as { campaigns: number }).campaigns;
+      } else {
+        rejected++;
+        heldBy ??= claimFrom(claim);
+      }
+    }
+    return {
+      batches: batches.length,
+      acceptedBatches: accepted,
+      rejectedBatches: rejected,
+      campaignsWritten: written,
+      ...(heldBy ? { heldBy } : {}),
+    };
+  }
+
+  /** The shard's stored claim (operator view, continuity checks). */
+  async storedClaim(): Promise<(StoredClaim & { atMs: number }) | undefined> {
+    const h = await this.options.redis.hgetall(this.keys.claim);
+    const c = claimFrom([h.g ?? '', h.o ?? '', h.e ?? '', h.t ?? '', h.p ?? '']);
+    return c ? { ...c, atMs: Number(h.at) } : undefined;
+  }
+}
+
+/** One entry of a shard's audit stream. */
+export interface AuditEntry {
+  /** Stream id: server order. */
+  readonly id: string;
+  readonly kind: 'claim' | 'publish';
+  readonly accepted: boolean;
+  /** `ok`; for claims `fence` or `tick`; for publishes `claim` (the stored claim was not the caller's). */
+  readonly reason: string;
+  readonly publisher: string;
+  readonly fence: string;
+  readonly tick: number;
+  readonly atMs: number;
+  /** Campaigns in the batch (publish). */
+  readonly campaigns?: number;
+}
+
+/** Reads a shard's audit stream, oldest first (tests, operators). */
+export async function readAuditLog(
+  redis: RedisClient,
+  shard: number,
+  count = 100_000,
+): Promise<AuditEntry[]> {
+  const entries = (await redis.xrange(shardKeys(shard).log, '-', '+', 'COUNT', count)) as [
+    string,
+    string[],
+  ][];
+  return entries.map(([id, flat]) => {
+    const f: Record<string, string> = {};
+    for (let i = 0; i + 1 < flat.length; i += 2) f[flat[i] as string] = flat[i + 1] as string;
+    return {
+      id,
+      kind: f.k as 'claim' | 'publish',
+      accepted: f.ok === '1',
+      reason: f.why ?? '',
+      publisher: f.by ?? '',
+      fence: f.f ?? '',
+      tick: Number(f.t),
+      atMs: Number(f.at),
+      ...(f.n === undefined ? {} : { campaigns: Number(f.n) }),
+    };
+  });
+}

@@ -1,0 +1,73 @@
+/**
+ * The pacer function's configuration from its environment (derived from the region description
+ * by the CDK stack and the local runner) and the validation of its EventBridge input.
+ */
+import { intEnv, requireEnv } from '../config/env.js';
+import {
+  type PacerInput,
+  type PacerSettings,
+  pacerEnv,
+  pacerInstanceId,
+  validatePacerSettings,
+} from '../region/resources.js';
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/** Everything the pacer reads from its environment. */
+export interface PacerConfig extends PacerSettings {
+  readonly region: string;
+  /** Audit stream cap per shard. @default 10_000 */
+  readonly auditLogMaxLen: number;
+  /** Full reload period of the budgets cache, ms. @default 300_000 */
+  readonly budgetsFullReloadMs: number;
+}
+
+/** Reads and validates the pacer's configuration; throws naming the variable at fault. */
+export function pacerConfigFromEnv(env: Env = process.env): PacerConfig {
+  // requireEnv names a missing variable; intEnv names one that is not an integer.
+  const required = (name: string) => intEnv(name, Number(requireEnv(name, env)), env);
+  const settings = validatePacerSettings({
+    shards: required(pacerEnv.shards),
+    instancesPerShard: required(pacerEnv.instancesPerShard),
+    tickMs: required(pacerEnv.tickMs),
+    leaseTtlMs: required(pacerEnv.leaseTtlMs),
+    minuteMs: intEnv(pacerEnv.minuteMs, 60_000, env),
+  });
+  return {
+    ...settings,
+    region: requireEnv('PACELINE_REGION', env),
+    auditLogMaxLen: intEnv('PACER_AUDIT_LOG_MAXLEN', 10_000, env),
+    budgetsFullReloadMs: intEnv('PACER_BUDGETS_FULL_RELOAD_MS', 300_000, env),
+  };
+}
+
+/** Thrown for an EventBridge input that is not `{shard, instance}` of this layout. */
+export class InvalidPacerInputError extends Error {
+  override readonly name = 'InvalidPacerInputError';
+}
+
+/** Validates the rule's constant input against the layout; returns it with the instance id. */
+export function parsePacerInput(
+  event: unknown,
+  settings: Pick<PacerSettings, 'shards' | 'instancesPerShard'>,
+): PacerInput & { readonly instanceId: string } {
+  const e = event as Partial<Record<keyof PacerInput, unknown>> | null;
+  const shard = e?.shard;
+  const instance = e?.instance;
+  if (
+    typeof shard !== 'number' ||
+    typeof instance !== 'number' ||
+    !Number.isInteger(shard) ||
+    !Number.isInteger(instance) ||
+    shard < 0 ||
+    shard >= settings.shards ||
+    instance < 0 ||
+    instance >= settings.instancesPerShard
+  ) {
+    throw new InvalidPacerInputError(
+      `Pacer input ${JSON.stringify(event)} is not {"shard": 0..${settings.shards - 1}, "instance": 0..${settings.instancesPerShard - 1}}: ` +
+        'each EventBridge rule passes its own (the region description derives them).',
+    );
+  }
+  return { shard, instance, instanceId: pacerInstanceId(shard, instance) };
+}

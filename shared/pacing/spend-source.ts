@@ -1,0 +1,162 @@
+/**
+ * How the pacer reads live spend every tick: one snapshot per plan-day state hash (live counters,
+ * contract v1 in docs/spend.md), many hashes per round trip. An interface, so the benchmark and
+ * tests can compare implementations: {@link rawSpendSource} (the pacer's) folds replies from raw
+ * bytes, {@link pipelinedSpendSource} pipelines ioredis HGETALL grouped by cluster node.
+ */
+import { Cluster } from 'ioredis';
+import { pipelineByNode, type RedisClient } from '../redis/connect.js';
+import { type HashVisitor, parseIntBytes, RawHashReader } from '../redis/raw-hgetall.js';
+import { planDaySnapshot } from '../spend/live-counters.js';
+import type { PlanSpendSnapshot } from './types.js';
+
+/** Reads plan-day spend snapshots. */
+export interface SpendSource {
+  /** Snapshots of the given plan-day state keys at `nowMs`, in the same order. */
+  read(stateKeys: readonly string[], nowMs: number): Promise<PlanSpendSnapshot[]>;
+}
+
+/** A plan-day that has no live counters (not started today, or Redis lost them). */
+export const NO_SPEND: PlanSpendSnapshot = {
+  initialised: false,
+  confirmedMicros: 0,
+  inFlightMicros: 0,
+  leasedMicros: 0,
+};
+
+/** Options of {@link pipelinedSpendSource}. */
+export interface PipelinedSpendSourceOptions {
+  /** Commands per pipeline round (rounds overlap). @default 2_000 */
+  readonly chunk?: number;
+  /** Pipelines in flight at once. @default 4 */
+  readonly parallel?: number;
+}
+
+/** HGETALL per key, pipelined in chunks grouped by cluster node, parsed with the live-slot rule. */
+export function pipelinedSpendSource(
+  redis: RedisClient,
+  options: PipelinedSpendSourceOptions = {},
+): SpendSource {
+  const chunk = options.chunk ?? 2_000;
+  const parallel = options.parallel ?? 4;
+  return {
+    async read(stateKeys, nowMs) {
+      const out: PlanSpendSnapshot[] = new Array(stateKeys.length);
+      let next = 0;
+      const worker = async () => {
+        for (;;) {
+          const from = next;
+          if (from >= stateKeys.length) return;
+          next += chunk;
+          const keys = stateKeys.slice(from, from + chunk);
+          const results = await pipelineByNode(
+            redis,
+            keys,
+            (k) => k,
+            (p, k) => {
+              p.hgetall(k);
+            },
+          );
+          for (let i = 0; i < keys.length; i++) {
+            const [error, hash] = results[i] as [Error | null, Record<string, string>];
+            if (error) throw error;
+            out[from + i] = toSnapshot(hash, nowMs);
+          }
+        }
+      };
+      await Promise.all(Array.from({ length: parallel }, worker));
+      return out;
+    },
+  };
+}
+
+function toSnapshot(hash: Record<string, string>, nowMs: number): PlanSpendSnapshot {
+  if (hash.r === undefined) return NO_SPEND;
+  const s = planDaySnapshot(hash, nowMs);
+  return {
+    initialised: true,
+    confirmedMicros: s.confirmedMicros,
+    inFlightMicros: s.inFlightMicros,
+    leasedMicros: s.leasedMicros,
+  };
+}
+
+/**
+ * Folds a live-spend state hash (contract v1, docs/spend.md) from its reply bytes: `r` present
+ * (initialised), `c` confirmed, and the live `l:<k>` / `f:<k>` slot sums (k ≥ ⌊(now − t) / q⌋).
+ */
+class SpendVisitor implements HashVisitor<PlanSpendSnapshot> {
+  private exists = false;
+  private initialised = false;
+  private c = 0;
+  private q = Number.NaN;
+  private t = Number.NaN;
+  private readonly slots: number[] = [];
+  private readonly values: number[] = [];
+  private readonly kinds: number[] = [];
+
+  constructor(private readonly nowMs: number) {}
+
+  begin(exists: boolean): void {
+    this.exists = exists;
+    this.initialised = false;
+    this.c = 0;
+    this.q = Number.NaN;
+    this.t = Number.NaN;
+    this.slots.length = 0;
+    this.values.length = 0;
+    this.kinds.length = 0;
+  }
+
+  field(buf: Buffer, fs: number, fe: number, vs: number, ve: number): void {
+    const len = fe - fs;
+    const b0 = buf[fs];
+    if (len === 1) {
+      if (b0 === 0x72 /* r */) this.initialised = true;
+      else if (b0 === 0x63 /* c */) this.c = parseIntBytes(buf, vs, ve);
+      else if (b0 === 0x71 /* q */) this.q = parseIntBytes(buf, vs, ve);
+      else if (b0 === 0x74 /* t */) this.t = parseIntBytes(buf, vs, ve);
+    } else if (len > 2 && buf[fs + 1] === 0x3a /* : */ && (b0 === 0x6c /* l */ || b0 === 0x66) /* f */) {
+      this.kinds.push(b0);
+      this.slots.push(parseIntBytes(buf, fs + 2, fe));
+      this.values.push(parseIntBytes(buf, vs, ve));
+    }
+  }
+
+  end(): PlanSpendSnapshot {
+    if (!this.exists || !this.initialised) return NO_SPEND;
+    const kmin = Math.floor((this.nowMs - this.t) / this.q);
+    let leased = 0;
+    let inFlight = 0;
+    for (let i = 0; i < this.slots.length; i++) {
+      if ((this.slots[i] as number) < kmin) continue;
+      if (this.kinds[i] === 0x6c) leased += this.values[i] as number;
+      else inFlight += this.values[i] as number;
+    }
+    return {
+      initialised: true,
+      confirmedMicros: this.c,
+      leasedMicros: Math.max(0, leased),
+      inFlightMicros: Math.max(0, inFlight),
+    };
+  }
+
+  fromObject(hash: Readonly<Record<string, string>>): PlanSpendSnapshot {
+    return toSnapshot(hash, this.nowMs);
+  }
+}
+
+/**
+ * HGETALL of every plan-day over raw RESP connections, folded from the reply bytes
+ * (shared/redis/raw-hgetall.ts): the pacer's default, several times faster than ioredis objects.
+ * Falls back to {@link pipelinedSpendSource} for a client with AUTH configured.
+ */
+export function rawSpendSource(redis: RedisClient): SpendSource & { close(): void } {
+  const opts = redis instanceof Cluster ? redis.options.redisOptions : redis.options;
+  if (opts?.password) return { ...pipelinedSpendSource(redis), close: () => {} };
+  const reader = new RawHashReader({ client: redis });
+  return {
+    read: (stateKeys, nowMs) => reader.read(stateKeys, new SpendVisitor(nowMs)),
+    close: () => reader.close(),
+  };
+}

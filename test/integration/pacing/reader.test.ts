@@ -1,0 +1,225 @@
+/**
+ * PacingReader against real Redis with parameters published through the fenced scripts: all arms
+ * of a campaign in one response and one remote read; cached lookups are hits; refresh-ahead
+ * re-reads hot campaigns after the next publish in one batch so they never miss; parameters older
+ * than the maximum age (or of a finished day) give the fail-safe, counted; a malformed hash is
+ * counted and served as missing; the guard's curve follows the published curve when fresh and the
+ * linear one when stale, never above the plan's budget.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type RunningRedis, startRedis } from '../../../local/emulators/redis.js';
+import { resolvePlan } from '../../../shared/budget/model.js';
+import { linearExpected } from '../../../shared/budget/pacing.js';
+import { dayWindow } from '../../../shared/budget/time-zone.js';
+import { encodeCurve, encodePlanParams } from '../../../shared/pacing/codec.js';
+import { FAIL_SAFE_THROTTLE } from '../../../shared/pacing/controller/index.js';
+import { campaignParamsKey } from '../../../shared/pacing/keys.js';
+import { ShardPublisher } from '../../../shared/pacing/publisher.js';
+import { PacingReader, publishedCurve } from '../../../shared/pacing/reader.js';
+import { shardOfAccount } from '../../../shared/pacing/shard.js';
+import type { PlanPacingParams } from '../../../shared/pacing/types.js';
+import { connectRedis, type RedisClient } from '../../../shared/redis/connect.js';
+import { ManualClock } from '../../../shared/time/clock.js';
+
+const SHARDS = 24;
+const TICK = 10_000;
+const T0 = Date.UTC(2026, 10, 21, 15, 0, 0);
+const DAY = dayWindow(T0, 'UTC');
+let server: RunningRedis;
+let redis: RedisClient;
+let epoch = 1;
+/** Last tick claimed per shard (tests publish at the same instants on shared shards). */
+const lastTick = new Map<number, number>();
+
+function params(
+  planId: string,
+  throttle: number,
+  multiplier: number,
+  curve?: PlanPacingParams['curve'],
+): PlanPacingParams {
+  return {
+    planId,
+    day: DAY.day,
+    budgetMicros: 100_000_000,
+    mode: 'even',
+    throttle,
+    bidMultiplier: multiplier,
+    curve: curve ?? { atMs: [DAY.startMs, DAY.endMs], micros: [0, 100_000_000] },
+  };
+}
+
+/** Publishes a campaign's plans at `nowMs` through the real claim + publish scripts. */
+async function publish(accountId: string, campaignId: string, plans: PlanPacingParams[], nowMs: number) {
+  const shard = shardOfAccount(accountId, SHARDS);
+  const publisher = new ShardPublisher({ redis, shard, publisherId: 'test/1' });
+  const fence = { g: 1, o: 1, e: epoch++ };
+  const tick = Math.max(Math.floor(nowMs / TICK), (lastTick.get(shard) ?? 0) + 1);
+  lastTick.set(shard, tick);
+  expect((await publisher.claim(fence, tick, nowMs)).accepted).toBe(true);
+  const fields = ['plans', plans.map((p) => p.planId).join(',')];
+  for (const p of plans)
+    fields.push(`p:${p.planId}`, encodePlanParams(p, DAY), `e:${p.planId}`, encodeCurve(p.curve));
+  await publisher.publish({
+    fence,
+    tick,
+    nowMs,
+    campaigns: [{ campaignId, mode: 'F', fields }],
+  });
+}
+
+beforeAll(async () => {
+  server = await startRedis();
+  redis = connectRedis({
+    mode: 'standalone',
+    nodes: [{ host: '127.0.0.1', port: Number(server.nodes[0]?.split(':')[1]) }],
+    tls: false,
+  });
+});
+afterAll(async () => {
+  redis?.disconnect();
+  await server?.stop();
+});
+
+describe('PacingReader', () => {
+  it('returns every arm of a campaign in one response and serves later lookups from the cache', async () => {
+    const clock = new ManualClock(T0 + 1_000);
+    await publish(
+      'acc-r1',
+      'camp-r1',
+      [
+        params('account', 0.9, 1),
+        params('campaign', 0.5, 0.8),
+        params('arm:A', 0.25, 0.9),
+        params('arm:B', 1, 0.7),
+      ],
+      clock.now(),
+    );
+    const reader = new PacingReader({ redis, clock, shards: SHARDS });
+    const first = await reader.get('acc-r1', 'camp-r1');
+    expect(first.status).toBe('fresh');
+    expect([...first.plans.keys()]).toEqual(['account', 'campaign', 'arm:A', 'arm:B']);
+    expect(reader.metrics).toMatchObject({ remoteReads: 1, misses: 1 });
+    for (let i = 0; i < 1000; i++) reader.lookup('camp-r1');
+    expect(reader.metrics.remoteReads).toBe(1);
+    // Combined for a bid: the most restrictive plan wins.
+    expect(reader.forBid('acc-r1', 'camp-r1', 'A')).toEqual({
+      throttle: 0.25,
+      bidMultiplier: 0.8,
+      status: 'fresh',
+    });
+    expect(reader.forBid('acc-r1', 'camp-r1', 'B')).toEqual({
+      throttle: 0.5,
+      bidMultiplier: 0.7,
+      status: 'fresh',
+    });
+    expect(reader.forBid('acc-r1', 'camp-r1')).toEqual({
+      throttle: 0.5,
+      bidMultiplier: 0.8,
+      status: 'fresh',
+    });
+  });
+
+  it('refreshes hot campaigns after the next publish in one batch, so they never miss', async () => {
+    const clock = new ManualClock(T0 + 1_000);
+    const ids = Array.from({ length: 50 }, (_, i) => [`acc-h${i}`, `camp-h${i}`] as const);
+    for (const [a, c] of ids) await publish(a, c, [params('campaign', 0.4, 1)], clock.now());
+    const reader = new PacingReader({ redis, clock, shards: SHARDS, settleMs: 2_000 });
+    await reader.prefetch(ids.map(([accountId, campaignId]) => ({ accountId, campaignId })));
+    const readsAfterPrefetch = reader.metrics.remoteReads;
+    for (const [, c] of ids) expect(reader.lookup(c)?.plans.get('campaign')?.throttle).toBe(0.4);
+    // Next tick: the pacer publishes new throttles; the reader refreshes settleMs after the boundary.
+    clock.set(T0 + TICK + 500);
+    for (const [a, c] of ids) await publish(a, c, [params('campaign', 0.6, 1)], clock.now());
+    clock.set(T0 + TICK + 2_000);
+    await reader.refreshDue();
+    expect(reader.metrics.remoteReads - readsAfterPrefetch).toBe(50); // one batch of the hot set
+    const misses = reader.metrics.misses;
+    for (const [, c] of ids) {
+      const p = reader.lookup(c);
+      expect(p?.plans.get('campaign')?.throttle).toBe(0.6);
+    }
+    expect(reader.metrics.misses).toBe(misses);
+  });
+
+  it('serves the fail-safe (linear E(t), conservative throttle) when parameters are too old, counted', async () => {
+    const clock = new ManualClock(T0 + 1_000);
+    await publish(
+      'acc-s',
+      'camp-s',
+      [params('campaign', 1, 1.2, { atMs: [DAY.startMs, DAY.endMs], micros: [100_000_000, 100_000_000] })],
+      clock.now(),
+    );
+    const reader = new PacingReader({ redis, clock, shards: SHARDS, maxAgeMs: 30_000 });
+    await reader.get('acc-s', 'camp-s');
+    clock.advance(30_001); // the pacer stopped publishing
+    const p = reader.lookup('camp-s');
+    expect(p?.status).toBe('stale');
+    expect(p?.plans.get('campaign')).toMatchObject({ throttle: FAIL_SAFE_THROTTLE, bidMultiplier: 1 });
+    expect(reader.forBid('acc-s', 'camp-s')).toEqual({
+      throttle: FAIL_SAFE_THROTTLE,
+      bidMultiplier: 1,
+      status: 'stale',
+    });
+    expect(reader.metrics.staleServes).toBeGreaterThanOrEqual(2);
+    // The guard's curve falls back to linear for the stale plan, not the published asap curve.
+    const plan = resolvePlan(
+      {
+        level: 'campaign',
+        accountId: 'acc-s',
+        campaignId: 'camp-s',
+        dailyBudgetMicros: 100_000_000,
+        pacingMode: 'even',
+      },
+      'UTC',
+    );
+    expect(publishedCurve(reader).expectedMicros(plan, DAY, clock.now())).toBe(
+      linearExpected(100_000_000, DAY, clock.now()),
+    );
+  });
+
+  it('gives the guard the published curve while fresh, capped at the plan’s own budget', async () => {
+    const clock = new ManualClock(T0 + 1_000);
+    // A front-loaded curve: 60 % of the budget by noon.
+    const noon = DAY.startMs + 12 * 3_600_000;
+    const curve = { atMs: [DAY.startMs, noon, DAY.endMs], micros: [0, 60_000_000, 100_000_000] };
+    await publish('acc-c', 'camp-c', [params('campaign', 1, 1, curve)], clock.now());
+    const reader = new PacingReader({ redis, clock, shards: SHARDS });
+    await reader.get('acc-c', 'camp-c');
+    const plan = resolvePlan(
+      {
+        level: 'campaign',
+        accountId: 'acc-c',
+        campaignId: 'camp-c',
+        dailyBudgetMicros: 100_000_000,
+        pacingMode: 'even',
+      },
+      'UTC',
+    );
+    const at = T0 + 1_000; // 15:00
+    const expected = 60_000_000 + Math.floor((40_000_000 * (at - noon)) / (DAY.endMs - noon));
+    expect(publishedCurve(reader).expectedMicros(plan, DAY, at)).toBe(expected);
+    // The budget was cut below the curve since the publish: never above the plan's budget.
+    const cut = { ...plan, dailyBudgetMicros: 50_000_000 };
+    expect(publishedCurve(reader).expectedMicros(cut, DAY, at)).toBe(50_000_000);
+  });
+
+  it('counts a malformed hash and serves it as missing; an unknown campaign gets the fail-safe throttle', async () => {
+    const clock = new ManualClock(T0 + 1_000);
+    await redis.hset(campaignParamsKey('acc-bad', 'camp-bad', SHARDS), {
+      v: '1',
+      t: 'x',
+      at: '',
+      f: 'nope',
+      plans: 'campaign',
+    });
+    const reader = new PacingReader({ redis, clock, shards: SHARDS });
+    const p = await reader.get('acc-bad', 'camp-bad');
+    expect(p.status).toBe('missing');
+    expect(reader.metrics.decodeErrors).toBe(1);
+    expect(reader.forBid('acc-none', 'camp-none')).toEqual({
+      throttle: FAIL_SAFE_THROTTLE,
+      bidMultiplier: 1,
+      status: 'missing',
+    });
+  });
+});

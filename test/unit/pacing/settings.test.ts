@@ -1,0 +1,90 @@
+/** The pacer's environment, its EventBridge input, the alarm specs and the temporary controller index. */
+import { describe, expect, it } from 'vitest';
+import { resolvePlan } from '../../../shared/budget/model.js';
+import { MissingEnvError } from '../../../shared/config/env.js';
+import { pacerAlarmSpecs } from '../../../shared/pacing/alarms.js';
+import { createLinearController } from '../../../shared/pacing/controller/linear.js';
+import {
+  InvalidPacerInputError,
+  pacerConfigFromEnv,
+  parsePacerInput,
+} from '../../../shared/pacing/settings.js';
+import { evaluateCurve } from '../../../shared/pacing/types.js';
+import { defaultPacerSettings, regionResources } from '../../../shared/region/resources.js';
+
+const env = { PACELINE_REGION: 'us-east-1', ...regionResources.functions.pacer.settings };
+const DAY = { day: '2026-11-21', startMs: 0, endMs: 86_400_000 };
+
+describe('pacer configuration', () => {
+  it('reads the settings the description puts in the environment', () => {
+    expect(pacerConfigFromEnv(env)).toMatchObject({
+      ...defaultPacerSettings,
+      region: 'us-east-1',
+      auditLogMaxLen: 10_000,
+    });
+  });
+
+  it('names the variable that is missing or wrong', () => {
+    expect(() => pacerConfigFromEnv({ ...env, PACER_SHARDS: undefined })).toThrow(MissingEnvError);
+    expect(() => pacerConfigFromEnv({ ...env, PACER_TICK_MS: 'ten' })).toThrow(/PACER_TICK_MS/);
+    expect(() => pacerConfigFromEnv({ ...env, PACER_TICK_MS: '7000' })).toThrow(/divide/);
+  });
+
+  it('accepts only {shard, instance} of the layout as input', () => {
+    expect(parsePacerInput({ shard: 23, instance: 2 }, defaultPacerSettings)).toEqual({
+      shard: 23,
+      instance: 2,
+      instanceId: 's23-i2',
+    });
+    for (const bad of [
+      { shard: 24, instance: 0 },
+      { shard: 0, instance: 3 },
+      { shard: '1', instance: 0 },
+      null,
+      {},
+      { shard: 1.5, instance: 0 },
+    ]) {
+      expect(() => parsePacerInput(bad, defaultPacerSettings)).toThrow(InvalidPacerInputError);
+    }
+  });
+});
+
+describe('alarm specs', () => {
+  it('gives every shard its three alarms and the function one overrun alarm', () => {
+    const specs = pacerAlarmSpecs(defaultPacerSettings);
+    expect(specs).toHaveLength(24 * 3 + 1);
+    expect(new Set(specs.map((s) => s.id)).size).toBe(specs.length);
+    expect(specs.find((s) => s.id === 'PacerStaleParams-5')).toMatchObject({
+      threshold: 30_000,
+      treatMissingData: 'breaching',
+    });
+    expect(specs.find((s) => s.id === 'PacerManyLeaders-0')?.threshold).toBe(6);
+  });
+});
+
+describe('linear baseline and the controller index', () => {
+  const plan = resolvePlan(
+    { level: 'campaign', accountId: 'a', campaignId: 'c', dailyBudgetMicros: 1_000_000, pacingMode: 'even' },
+    'UTC',
+  );
+  const spend = { initialised: true, confirmedMicros: 0, inFlightMicros: 0, leasedMicros: 0 };
+
+  it('publishes E(t) linear for even and the whole budget for asap, throttle and multiplier 1', () => {
+    const c = createLinearController();
+    const even = c.step({ plan, day: DAY, spend, nowMs: 43_200_000 }, undefined, undefined);
+    expect(evaluateCurve(even.params.curve, 43_200_000)).toBe(500_000);
+    expect(even.params).toMatchObject({ throttle: 1, bidMultiplier: 1, budgetMicros: 1_000_000 });
+    const asap = c.step(
+      { plan: { ...plan, pacingMode: 'asap' }, day: DAY, spend, nowMs: 1 },
+      undefined,
+      undefined,
+    );
+    expect(evaluateCurve(asap.params.curve, 1)).toBe(1_000_000);
+    // The same curve object every tick (the publisher rewrites curves only when they change).
+    expect(c.step({ plan, day: DAY, spend, nowMs: 50_000_000 }, even.state, undefined).params.curve).toBe(
+      even.params.curve,
+    );
+    expect(c.decodeState(c.encodeState(even.state))).toEqual(even.state);
+    expect(c.decodeState('garbage')).toBeUndefined();
+  });
+});
