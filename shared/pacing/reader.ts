@@ -11,7 +11,7 @@
  *   campaigns are replaced before they age and never miss; a campaign not read for `idleTicks`
  *   ticks is dropped.
  * - **Staleness policy**: a plan's parameters older than `maxAgeMs` (or of a day that has ended)
- *   are replaced by the fail-safe — linear E(t), a conservative throttle (`failSafeParams`) — and
+ *   are replaced by the fail-safe — linear E(t) enforced by the guard, the day's last throttle and multiplier (`failSafeParams`) — and
  *   counted; a campaign with nothing published gets the fail-safe throttle too.
  * - **Metrics**: lookups, hits, misses, remote reads, stale serves, decode errors.
  */

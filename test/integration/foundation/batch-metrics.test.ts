@@ -36,7 +36,11 @@ beforeAll(async () => {
   region = await startLocalRegion();
   ingestActions = await loadKinesisHandler(region, 'ingestActions', { metrics: true });
   trackSpend = await loadKinesisHandler(region, 'trackSpend', { metrics: true });
-  const repo = new BudgetRepository({ client: region.dynamodb, tableName: region.tableName('budgets') });
+  const repo = new BudgetRepository({
+    client: region.dynamodb,
+    tableName: region.tableName('budgets'),
+    pacerShards: region.description.settings.pacer.shards,
+  });
   await seedBudgets(repo, {
     accountId: 'm-acc',
     timeZone: 'UTC',

@@ -39,7 +39,11 @@ beforeAll(async () => {
   handler = await loadKinesisHandler(region, 'trackSpend');
   ledger = new SpendLedger({ client: region.dynamodb, tableName: region.tableName('spendLedger') });
   await seedBudgets(
-    new BudgetRepository({ client: region.dynamodb, tableName: region.tableName('budgets') }),
+    new BudgetRepository({
+      client: region.dynamodb,
+      tableName: region.tableName('budgets'),
+      pacerShards: region.description.settings.pacer.shards,
+    }),
     {
       accountId: 'acc-q',
       timeZone: TZ,

@@ -101,22 +101,18 @@ describe('PacingReader', () => {
     expect(reader.metrics).toMatchObject({ remoteReads: 1, misses: 1 });
     for (let i = 0; i < 1000; i++) reader.lookup('camp-r1');
     expect(reader.metrics.remoteReads).toBe(1);
-    // Combined for a bid: the most restrictive plan wins.
-    expect(reader.forBid('acc-r1', 'camp-r1', 'A')).toEqual({
-      throttle: 0.25,
-      bidMultiplier: 0.8,
-      status: 'fresh',
-    });
-    expect(reader.forBid('acc-r1', 'camp-r1', 'B')).toEqual({
-      throttle: 0.5,
-      bidMultiplier: 0.7,
-      status: 'fresh',
-    });
-    expect(reader.forBid('acc-r1', 'camp-r1')).toEqual({
-      throttle: 0.5,
-      bidMultiplier: 0.8,
-      status: 'fresh',
-    });
+    // Combined for a bid: each plan is its own gate, so throttles multiply and so do multipliers
+    // (combineForBid; docs/pacing.md "Several plans per bid").
+    const a = reader.forBid('acc-r1', 'camp-r1', 'A');
+    expect(a.status).toBe('fresh');
+    expect(a.throttle).toBeCloseTo(0.9 * 0.5 * 0.25, 12);
+    expect(a.bidMultiplier).toBeCloseTo(1 * 0.8 * 0.9, 12);
+    const b = reader.forBid('acc-r1', 'camp-r1', 'B');
+    expect(b.throttle).toBeCloseTo(0.9 * 0.5 * 1, 12);
+    expect(b.bidMultiplier).toBeCloseTo(1 * 0.8 * 0.7, 12);
+    const none = reader.forBid('acc-r1', 'camp-r1');
+    expect(none.throttle).toBeCloseTo(0.9 * 0.5, 12);
+    expect(none.bidMultiplier).toBeCloseTo(0.8, 12);
   });
 
   it('refreshes hot campaigns after the next publish in one batch, so they never miss', async () => {
@@ -141,7 +137,7 @@ describe('PacingReader', () => {
     expect(reader.metrics.misses).toBe(misses);
   });
 
-  it('serves the fail-safe (linear E(t), conservative throttle) when parameters are too old, counted', async () => {
+  it('serves the fail-safe (linear E(t), the day's last throttle) when parameters are too old, counted', async () => {
     const clock = new ManualClock(T0 + 1_000);
     await publish(
       'acc-s',

@@ -49,7 +49,11 @@ afterAll(async () => {
 
 describe('live counters converge to the ledger after Redis refused writes', () => {
   it('a win in the ledger is in the live counters after the next scheduled sweep', async () => {
-    const repo = new BudgetRepository({ client: region.dynamodb, tableName: region.tableName('budgets') });
+    const repo = new BudgetRepository({
+      client: region.dynamodb,
+      tableName: region.tableName('budgets'),
+      pacerShards: region.description.settings.pacer.shards,
+    });
     await seedBudgets(repo, {
       accountId: 'acc-cv',
       timeZone: TZ,

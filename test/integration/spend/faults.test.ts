@@ -37,7 +37,11 @@ beforeAll(async () => {
   handler = await loadKinesisHandler(region, 'trackSpend');
   redis = connectRedis(redisConfigFromEnv(region.functionEnv('trackSpend')));
   redis.on('error', () => {});
-  repo = new BudgetRepository({ client: region.dynamodb, tableName: region.tableName('budgets') });
+  repo = new BudgetRepository({
+    client: region.dynamodb,
+    tableName: region.tableName('budgets'),
+    pacerShards: region.description.settings.pacer.shards,
+  });
   ledger = new SpendLedger({ client: region.dynamodb, tableName: region.tableName('spendLedger') });
   await seedBudgets(repo, {
     accountId: 'acc-f',
