@@ -137,7 +137,7 @@ describe('PacingReader', () => {
     expect(reader.metrics.misses).toBe(misses);
   });
 
-  it('serves the fail-safe (linear E(t), the day's last throttle) when parameters are too old, counted', async () => {
+  it('serves the fail-safe (linear E(t), the day’s last throttle) when parameters are too old, counted', async () => {
     const clock = new ManualClock(T0 + 1_000);
     await publish(
       'acc-s',
