@@ -48,10 +48,13 @@ import {
   type AuctionBid,
   gaussian,
   loadIpinyouHistogram,
+  localHourOf,
   plannedNotices,
+  poisson,
   priceSampler,
   runAuction,
-  TrafficModel,
+  shapeAt,
+  shapeMean,
 } from './market/index.js';
 import { memoryLedger } from './pacing-sim.js';
 import type { Scenario, ScenarioCampaign } from './scenario.js';
@@ -162,6 +165,30 @@ interface CampaignRun {
   armBudgets: Map<string, number>;
 }
 
+/**
+ * Requests per minute: the hourly shape (local hours of the scenario's zone) × a day level
+ * (lognormal, one per UTC day) × minute noise (lognormal) × events, Poisson-sampled — each minute
+ * from its own seeded generator, so a run starting on any day sees the same minutes.
+ */
+export function minuteRequests(scenario: Scenario, seed: number): (minuteMs: number, random: Random) => number {
+  const t = scenario.traffic;
+  const mean = shapeMean(t.shape);
+  const levels = new Map<number, number>();
+  return (minuteMs, random) => {
+    const day = Math.floor(minuteMs / 86_400_000);
+    let level = levels.get(day);
+    if (level === undefined) {
+      level = Math.exp(t.dayNoise * gaussian(prng(Math.floor(mix(day, seed ^ 0x64617973) * 4294967296))));
+      levels.set(day, level);
+    }
+    let factor = 1;
+    for (const e of t.events) if (minuteMs >= e.fromMs && minuteMs < e.toMs) factor *= e.factor;
+    const hour = localHourOf(minuteMs + 30_000, scenario.timeZone);
+    const noise = Math.exp(t.minuteNoise * gaussian(random));
+    return poisson((t.requestsPerDay / 1440) * (shapeAt(t.shape, hour) / mean) * level * noise * factor, random);
+  };
+}
+
 /** The (deterministic) 32-bit mix of a request number and a campaign's salt: eligibility draws. */
 function mix(a: number, b: number): number {
   let h = Math.imul(a ^ 0x9e3779b9, 0x85ebca6b) ^ b;
@@ -197,7 +224,9 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
   const errors: string[] = [];
   const faultLog: string[] = [];
   const progress = options.onProgress ?? (() => {});
-  clock.set(scenario.startMs);
+  // Only Paceline learns from history days; the baselines start on the first scored day.
+  const runStart = strategy === 'paceline' ? scenario.startMs : scenario.scoredStartMs;
+  clock.set(runStart);
 
   // ---- Budgets: the items a pacer shard's index would return, and the ad servers' view.
   const accounts = new Map<string, Account>(
@@ -450,19 +479,8 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
   const takeovers: { fence: string; publisher: string }[] = [];
 
   // ---- Market.
-  const marketRandom = prng(seed ^ 0x6d61726b);
   const random: Random = prng(seed ^ 0x62696473);
-  const traffic = new TrafficModel(
-    {
-      requestsPerDay: scenario.traffic.requestsPerDay,
-      shape: scenario.traffic.shape,
-      timeZone: scenario.timeZone,
-      minuteNoise: scenario.traffic.minuteNoise,
-      dayNoise: scenario.traffic.dayNoise,
-      events: scenario.traffic.events,
-    },
-    prng(seed ^ 0x74726166),
-  );
+  const requestsOf = minuteRequests(scenario, seed);
   const prices = priceSampler(loadIpinyouHistogram(scenario.market.priceCampaign), {
     microsPerUnit: scenario.market.microsPerUnit,
   });
@@ -617,7 +635,9 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
   const bidders: (AuctionBid<number> & { armId: string | undefined; server: number })[] = [];
   let lastLog = 0;
 
-  for (let now = scenario.startMs; now < drainUntil; now += 1000) {
+  // Faults of days a run does not simulate are not replayed at its start.
+  while (faultIdx < scenario.faults.length && (scenario.faults[faultIdx]?.atMs ?? 0) < runStart) faultIdx++;
+  for (let now = runStart; now < drainUntil; now += 1000) {
     clock.set(now);
     const bidding = now < end;
     if (bidding) {
@@ -630,7 +650,10 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
         );
         sampleMinute(now);
         // The minute's requests: arrival, the market's best competing bid, the segment.
-        const n = traffic.requests(now);
+        // Drawn from the minute's own generator: every strategy sees the same requests, whichever
+        // day it starts on.
+        const marketRandom = prng(Math.floor(mix(now / MINUTE, seed ^ 0x6d61726b) * 4294967296));
+        const n = requestsOf(now, marketRandom);
         let shift = 1;
         for (const s of scenario.market.shifts) if (now >= s.fromMs && now < s.toMs) shift *= s.factor;
         minuteQueue = new Array(n);

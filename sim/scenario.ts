@@ -94,7 +94,10 @@ export interface Scenario {
   /** Local days of `timeZone`: the history (warm-up, not scored) days first, then the scored ones. */
   readonly historyDays: readonly string[];
   readonly scoredDays: readonly string[];
+  /** First instant simulated: the earliest local midnight of the first day over the zones used. */
   readonly startMs: number;
+  /** The same for the first scored day (baselines, which learn nothing, start here). */
+  readonly scoredStartMs: number;
   readonly endMs: number;
   readonly seed: number;
   readonly traffic: {
@@ -492,8 +495,11 @@ export function parseScenario(input: unknown): Scenario {
   // last one (an account in Tokyo starts its day hours before one in New York).
   let runStart = startMs;
   let runEnd = endMs;
+  const firstScored = days[history] as string;
+  let scoredStartMs = dayWindowOf(firstScored, timeZone).startMs;
   for (const a of accounts) {
     runStart = Math.min(runStart, dayWindowOf(start, a.timeZone).startMs);
+    scoredStartMs = Math.min(scoredStartMs, dayWindowOf(firstScored, a.timeZone).startMs);
     runEnd = Math.max(runEnd, dayWindowOf(days[days.length - 1] as string, a.timeZone).endMs);
   }
   return {
@@ -503,6 +509,7 @@ export function parseScenario(input: unknown): Scenario {
     historyDays: days.slice(0, history),
     scoredDays: days.slice(history),
     startMs: runStart,
+    scoredStartMs,
     endMs: runEnd,
     seed,
     traffic,
