@@ -36,10 +36,14 @@ function histogram(values: readonly number[], edges: readonly number[]): number[
   return out;
 }
 
-const escape = (s: string) => s.replace(/[&<>"]/g, (c) => `&#${c.charCodeAt(0)};`);
+const escapeHtml = (s: string) => s.replace(/[&<>"]/g, (c) => `&#${c.charCodeAt(0)};`);
 
 /** The page (runs must have been made with `series: true` for the spend charts). */
-export function renderHtml(json: SimJson, runs: readonly StrategyRun[], fillable: ReadonlySet<string>): string {
+export function renderHtml(
+  json: SimJson,
+  runs: readonly StrategyRun[],
+  fillable: ReadonlySet<string>,
+): string {
   const campaignIds = [
     ...new Set(runs[0]?.plans.filter((p) => p.level === 'campaign' && p.scored).map((p) => p.plan) ?? []),
   ].slice(0, MAX_CAMPAIGN_CHARTS);
@@ -94,17 +98,23 @@ export function renderHtml(json: SimJson, runs: readonly StrategyRun[], fillable
     .join('\n');
   const data = {
     spendCharts,
-    util: { labels: utilEdges.map((e) => `≥ ${(e * 100).toFixed(1)} %`), datasets: dist('utilisation', utilEdges) },
-    over: { labels: overEdges.map((e) => `≥ ${(e * 100).toFixed(2)} %`), datasets: dist('overspend', overEdges) },
+    util: {
+      labels: utilEdges.map((e) => `≥ ${(e * 100).toFixed(1)} %`),
+      datasets: dist('utilisation', utilEdges),
+    },
+    over: {
+      labels: overEdges.map((e) => `≥ ${(e * 100).toFixed(2)} %`),
+      datasets: dist('overspend', overEdges),
+    },
   };
   return `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Paceline simulation: ${escape(json.scenario)}</title>
+<html lang="en"><head><meta charset="utf-8"><title>Paceline simulation: ${escapeHtml(json.scenario)}</title>
 <style>body{font-family:system-ui,sans-serif;margin:1.5rem;max-width:1200px}
 .grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(360px,1fr));gap:1rem}
 table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.25rem .5rem;text-align:right}
 td:first-child,th:first-child{text-align:left}</style>
 <script>${chartJs()}</script></head><body>
-<h1>Scenario ${escape(json.scenario)} (seed ${json.seed})</h1>
+<h1>Scenario ${escapeHtml(json.scenario)} (seed ${json.seed})</h1>
 <p>${json.requests.toLocaleString('en')} requests auctioned, ${json.auctionsPerSec.toLocaleString('en')} per second of wall time.
 Fillable = campaign-days ASAP brings to their cap in the same run.</p>
 <table><tr><th>strategy</th><th>min utilisation (fillable)</th><th>fillable under 95 %</th><th>mean utilisation</th>

@@ -149,7 +149,9 @@ function printTable(json: SimJson, runs: readonly StrategyRun[]): void {
   const pace = runs.find((r) => r.strategy === 'paceline') ?? runs[0];
   if (pace) {
     console.log(`\nper campaign-day (${pace.strategy}):`);
-    console.log('campaign                day         fill  util     over     maxDev  rmsDev  alive  imps     cpm-µ$  cpc-µ$');
+    console.log(
+      'campaign                day         fill  util     over     maxDev  rmsDev  alive  imps     cpm-µ$  cpc-µ$',
+    );
     for (const r of campaignRows(pace, fillable)) {
       console.log(
         [

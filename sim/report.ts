@@ -84,7 +84,8 @@ function rowOf(p: PlanDayResult, fillable: boolean): CampaignRow {
 export function fillableOf(asap: StrategyRun): Set<string> {
   const out = new Set<string>();
   for (const p of asap.plans)
-    if (p.level === 'campaign' && p.scored && p.spentMicros >= FILLED * p.budgetMicros) out.add(`${p.plan}|${p.day}`);
+    if (p.level === 'campaign' && p.scored && p.spentMicros >= FILLED * p.budgetMicros)
+      out.add(`${p.plan}|${p.day}`);
   return out;
 }
 
@@ -111,7 +112,9 @@ export function summarise(run: StrategyRun, fillable: ReadonlySet<string>): Stra
     fillableCampaignDays: fill.length,
     campaignDays: rows.length,
     utilisationMean: r4(mean(rows.map((r) => r.utilisation))),
-    overspendMax: r4(Math.max(0, ...scoredPlans.map((p) => (p.spentMicros - p.budgetMicros) / p.budgetMicros))),
+    overspendMax: r4(
+      Math.max(0, ...scoredPlans.map((p) => (p.spentMicros - p.budgetMicros) / p.budgetMicros)),
+    ),
     campaignsOverBudget: rows.filter((r) => r.overspend > 0.005).length,
     deviationMax: fill.length ? Math.max(...fill.map((r) => r.maxDeviation)) : null,
     deviationMaxAll: Math.max(0, ...rows.map((r) => r.maxDeviation)),

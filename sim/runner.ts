@@ -24,7 +24,12 @@
  * Deterministic for (scenario, seed): every draw comes from seeded generators, and every Redis
  * call goes through one connection and is awaited at fixed points of the simulated second.
  */
-import { type Account, type CampaignBudgets, campaignBudgets, type ResolvedPlan } from '../shared/budget/model.js';
+import {
+  type Account,
+  type CampaignBudgets,
+  campaignBudgets,
+  type ResolvedPlan,
+} from '../shared/budget/model.js';
 import type { BudgetItem } from '../shared/budget/repository.js';
 import { type DayWindow, dayWindow } from '../shared/budget/time-zone.js';
 import { ShardBudgets } from '../shared/pacing/budgets-cache.js';
@@ -127,6 +132,8 @@ export interface RunOptions {
   /** Keep 10-minute series per plan-day (charts). @default false */
   readonly series?: boolean;
   readonly onProgress?: (line: string) => void;
+  /** Stop bidding at this instant instead of the scenario's end (short determinism tests). */
+  readonly untilMs?: number;
 }
 
 const SHARD = 0;
@@ -170,7 +177,10 @@ interface CampaignRun {
  * (lognormal, one per UTC day) × minute noise (lognormal) × events, Poisson-sampled — each minute
  * from its own seeded generator, so a run starting on any day sees the same minutes.
  */
-export function minuteRequests(scenario: Scenario, seed: number): (minuteMs: number, random: Random) => number {
+export function minuteRequests(
+  scenario: Scenario,
+  seed: number,
+): (minuteMs: number, random: Random) => number {
   const t = scenario.traffic;
   const mean = shapeMean(t.shape);
   const levels = new Map<number, number>();
@@ -185,7 +195,10 @@ export function minuteRequests(scenario: Scenario, seed: number): (minuteMs: num
     for (const e of t.events) if (minuteMs >= e.fromMs && minuteMs < e.toMs) factor *= e.factor;
     const hour = localHourOf(minuteMs + 30_000, scenario.timeZone);
     const noise = Math.exp(t.minuteNoise * gaussian(random));
-    return poisson((t.requestsPerDay / 1440) * (shapeAt(t.shape, hour) / mean) * level * noise * factor, random);
+    return poisson(
+      (t.requestsPerDay / 1440) * (shapeAt(t.shape, hour) / mean) * level * noise * factor,
+      random,
+    );
   };
 }
 
@@ -235,7 +248,9 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
       { accountId: a.id, name: a.id, timeZone: a.timeZone, currency: 'USD' } satisfies Account,
     ]),
   );
-  const accountBudget = new Map<string, number | undefined>(scenario.accounts.map((a) => [a.id, a.budgetMicros]));
+  const accountBudget = new Map<string, number | undefined>(
+    scenario.accounts.map((a) => [a.id, a.budgetMicros]),
+  );
   const accountSpec = new Map(scenario.accounts.map((a) => [a.id, a]));
   const items = new Map<string, BudgetItem>();
   const pacerShard = pacerShardKey(SHARD, SHARDS);
@@ -248,7 +263,15 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
     const a = accountSpec.get(accountId);
     if (!a) return;
     putItem(
-      { pk: `ACCOUNT#${a.id}`, sk: 'ACCOUNT', type: 'account', accountId: a.id, name: a.id, timeZone: a.timeZone, currency: 'USD' },
+      {
+        pk: `ACCOUNT#${a.id}`,
+        sk: 'ACCOUNT',
+        type: 'account',
+        accountId: a.id,
+        name: a.id,
+        timeZone: a.timeZone,
+        currency: 'USD',
+      },
       now,
     );
     const budget = accountBudget.get(a.id);
@@ -269,7 +292,15 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
   const putCampaign = (c: CampaignRun, now: number) => {
     const s = c.spec;
     putItem(
-      { pk: `CAMPAIGN#${s.id}`, sk: 'CAMPAIGN', type: 'campaign', campaignId: s.id, accountId: s.accountId, name: s.id, status: 'active' },
+      {
+        pk: `CAMPAIGN#${s.id}`,
+        sk: 'CAMPAIGN',
+        type: 'campaign',
+        campaignId: s.id,
+        accountId: s.accountId,
+        name: s.id,
+        status: 'active',
+      },
       now,
     );
     putItem(
@@ -330,7 +361,11 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
         dailyBudgetMicros: c.armBudgets.get(arm.id) ?? arm.budgetMicros,
         pacingMode: modeOf(arm.pacingMode),
       });
-    return campaignBudgets(account, { campaignId: s.id, accountId: s.accountId, name: s.id, status: 'active' }, plans);
+    return campaignBudgets(
+      account,
+      { campaignId: s.id, accountId: s.accountId, name: s.id, status: 'active' },
+      plans,
+    );
   };
 
   const campaigns: CampaignRun[] = scenario.campaigns.map((spec, index) => ({
@@ -362,9 +397,17 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
     ledger,
     clock,
     inFlight,
-    campaignsOfAccount: async (accountId) => campaigns.filter((c) => c.spec.accountId === accountId).map((c) => c.spec.id),
+    campaignsOfAccount: async (accountId) =>
+      campaigns.filter((c) => c.spec.accountId === accountId).map((c) => c.spec.id),
   });
-  const tracker = new SpendTracker({ redis, ledger, reconciler, clock, inFlight, budgets: async (id) => live.get(id) });
+  const tracker = new SpendTracker({
+    redis,
+    ledger,
+    reconciler,
+    clock,
+    inFlight,
+    budgets: async (id) => live.get(id),
+  });
 
   // ---- Plan tracks (scoring).
   const tracks = new Map<string, PlanTrack>();
@@ -407,7 +450,12 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
 
   // ---- Ad servers: a reader and a guard each.
   const servers = Array.from({ length: scenario.guards }, () => {
-    const reader = new PacingReader({ redis, clock, shards: SHARDS, onError: (e) => errors.push(`reader: ${String(e)}`) });
+    const reader = new PacingReader({
+      redis,
+      clock,
+      shards: SHARDS,
+      onError: (e) => errors.push(`reader: ${String(e)}`),
+    });
     const guard = new BudgetGuard({
       redis,
       clock,
@@ -423,7 +471,7 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
   const monitor = new PacingReader({ redis, clock, shards: SHARDS, maxAgeMs: 3 * TICK_MS });
   const monitorCurve = publishedCurve(monitor);
 
-  const activate = async (c: CampaignRun, now: number) => {
+  const activate = (c: CampaignRun) => {
     c.budgets = budgetsOf(c);
     live.set(c.spec.id, c.budgets);
     trackPlans(c.budgets);
@@ -455,7 +503,12 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
     const instanceId = `s${SHARD}-i${processNo}`;
     return { pacer, instanceId, publisherId: `${instanceId}/${regionName}-p${processNo}` };
   };
-  const identity = (p: ReturnType<typeof newPacer>, g: number, e: number, publisherRegion: string): TickIdentity => {
+  const identity = (
+    p: ReturnType<typeof newPacer>,
+    g: number,
+    e: number,
+    publisherRegion: string,
+  ): TickIdentity => {
     const control: ControlSnapshot = {
       publisherRegion,
       generation: g,
@@ -539,11 +592,14 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
       if (!c.budgets && (c.spec.createdAtMs === undefined || c.spec.createdAtMs <= now)) {
         putAccount(c.spec.accountId, c.spec.createdAtMs ?? scenario.startMs - 86_400_000);
         putCampaign(c, c.spec.createdAtMs ?? scenario.startMs - 86_400_000);
-        await activate(c, now);
+        activate(c);
         dirty = true;
       }
     }
-    while (changeIdx < scenario.budgetChanges.length && (scenario.budgetChanges[changeIdx]?.atMs ?? 0) <= now) {
+    while (
+      changeIdx < scenario.budgetChanges.length &&
+      (scenario.budgetChanges[changeIdx]?.atMs ?? 0) <= now
+    ) {
       const ch = scenario.budgetChanges[changeIdx++] as Scenario['budgetChanges'][number];
       const affected: CampaignRun[] = [];
       if (ch.campaignId === undefined) {
@@ -557,11 +613,13 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
         putCampaign(c, now);
         affected.push(c);
       }
-      for (const c of affected) if (c.budgets) await activate(c, now);
+      for (const c of affected) if (c.budgets) activate(c);
       dirty = true;
     }
     if (dirty) {
-      const active = campaigns.filter((c) => c.budgets).map((c) => ({ accountId: c.spec.accountId, campaignId: c.spec.id }));
+      const active = campaigns
+        .filter((c) => c.budgets)
+        .map((c) => ({ accountId: c.spec.accountId, campaignId: c.spec.id }));
       for (const s of servers) await s.reader.prefetch(active);
     }
   };
@@ -602,10 +660,12 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
       if (o.published) published++;
       if (o.stateReloaded) {
         reloads++;
-        if (o.fence) takeovers.push({ fence: `${o.fence.g}.${o.fence.o}.${o.fence.e}`, publisher: who.publisherId });
+        if (o.fence)
+          takeovers.push({ fence: `${o.fence.g}.${o.fence.o}.${o.fence.e}`, publisher: who.publisherId });
       }
       fenced += o.fencedWritesRejected;
-      if (o.invalidParams > 0) errors.push(`pacer: ${o.invalidParams} plans got fail-safe parameters at ${now}`);
+      if (o.invalidParams > 0)
+        errors.push(`pacer: ${o.invalidParams} plans got fail-safe parameters at ${now}`);
     }
     if (stale && stale.ticksLeft > 0) {
       stale.ticksLeft--;
@@ -620,13 +680,15 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
   const bookWin = (c: CampaignRun, armId: string | undefined, day: string, micros: number) => {
     const b = c.budgets;
     if (!b) return;
-    for (const p of armId === undefined ? b.common : [...b.common, ...(b.arms.has(armId) ? [b.arms.get(armId) as ResolvedPlan] : [])]) {
+    for (const p of armId === undefined
+      ? b.common
+      : [...b.common, ...(b.arms.has(armId) ? [b.arms.get(armId) as ResolvedPlan] : [])]) {
       const t = tracks.get(planKeyOf(p));
       if (t) dayTrack(t, day).spent += micros;
     }
   };
 
-  const end = scenario.endMs;
+  const end = Math.min(scenario.endMs, options.untilMs ?? scenario.endMs);
   const drainUntil = end + scenario.notices.maxDelayMs * 3 + 2 * NOTICE_BATCH_MS;
   const valuations = campaigns.map((c) => ({ median: c.spec.medianBidMicros, sigma: c.spec.bidSigma }));
   const cap = minFloat(scenario);
@@ -646,7 +708,9 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
       if (now % TICK_MS === 0) await tick(now);
       if (now % MINUTE === 0) {
         await monitor.prefetch(
-          campaigns.filter((c) => c.budgets).map((c) => ({ accountId: c.spec.accountId, campaignId: c.spec.id })),
+          campaigns
+            .filter((c) => c.budgets)
+            .map((c) => ({ accountId: c.spec.accountId, campaignId: c.spec.id })),
         );
         sampleMinute(now);
         // The minute's requests: arrival, the market's best competing bid, the segment.
@@ -725,7 +789,13 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
         const v = valuations[c.index] as { median: number; sigma: number };
         const value = v.median * Math.exp(v.sigma * gaussian(random));
         const bid = Math.min(cap, Math.max(1, Math.round(value * pacing.bidMultiplier)));
-        if (s.guard.decide({ campaignId: c.spec.id, ...(armId === undefined ? {} : { armId }), priceMicros: bid }) !== 'bid')
+        if (
+          s.guard.decide({
+            campaignId: c.spec.id,
+            ...(armId === undefined ? {} : { armId }),
+            priceMicros: bid,
+          }) !== 'bid'
+        )
           continue;
         bidders.push({ key: c.index, bidMicros: bid, armId, server });
       }
@@ -741,7 +811,13 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
           const day = windowOf(tz, rq.at).day;
           const clicked = random() < c.spec.ctr;
           const budgets = c.budgets as CampaignBudgets;
-          const plans = b.armId === undefined ? budgets.common : [...budgets.common, ...(budgets.arms.has(b.armId) ? [budgets.arms.get(b.armId) as ResolvedPlan] : [])];
+          const plans =
+            b.armId === undefined
+              ? budgets.common
+              : [
+                  ...budgets.common,
+                  ...(budgets.arms.has(b.armId) ? [budgets.arms.get(b.armId) as ResolvedPlan] : []),
+                ];
           for (const p of plans) {
             const t = tracks.get(planKeyOf(p));
             if (!t) continue;
@@ -853,6 +929,7 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
  */
 export function minFloat(scenario: Scenario): number {
   let m = 5_000;
-  for (const c of scenario.campaigns) m = Math.max(m, Math.round(c.medianBidMicros * Math.exp(3.72 * c.bidSigma)));
+  for (const c of scenario.campaigns)
+    m = Math.max(m, Math.round(c.medianBidMicros * Math.exp(3.72 * c.bidSigma)));
   return m;
 }

@@ -201,13 +201,19 @@ class Reader {
     const usd = this.number(k, { max: MAX_BUDGET_USD });
     const micros = Math.round(usd * MICROS);
     if (!(micros > 0))
-      throw new ScenarioError(this.at(k), `daily budget in USD must be > 0 (got ${usd}); pause a plan by removing it.`);
+      throw new ScenarioError(
+        this.at(k),
+        `daily budget in USD must be > 0 (got ${usd}); pause a plan by removing it.`,
+      );
     return micros;
   }
 
   instant(k: string): number {
     const v = this.obj[k];
-    if (typeof v !== 'string' || !/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/.test(v))
+    if (
+      typeof v !== 'string' ||
+      !/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/.test(v)
+    )
       throw new ScenarioError(
         this.at(k),
         `must be an ISO 8601 instant with an offset, e.g. "2026-03-10T12:00:00-04:00" (got ${JSON.stringify(v)}).`,
@@ -229,7 +235,10 @@ class Reader {
     try {
       return canonicalTimeZone(v);
     } catch {
-      throw new ScenarioError(this.at(k), `${JSON.stringify(v)} is not an IANA time zone (e.g. "America/New_York").`);
+      throw new ScenarioError(
+        this.at(k),
+        `${JSON.stringify(v)} is not an IANA time zone (e.g. "America/New_York").`,
+      );
     }
   }
 
@@ -329,7 +338,10 @@ export function parseScenario(input: unknown): Scenario {
   ) {
     shape = rawShape as number[];
   } else {
-    throw new ScenarioError(t.at('shape'), 'must be a named shape or 24 numbers ≥ 0 (local hours 0–23), one > 0.');
+    throw new ScenarioError(
+      t.at('shape'),
+      'must be a named shape or 24 numbers ≥ 0 (local hours 0–23), one > 0.',
+    );
   }
   const traffic = {
     requestsPerDay,
@@ -341,7 +353,8 @@ export function parseScenario(input: unknown): Scenario {
 
   const segments = new Map<string, number>();
   const rawSeg = r.raw('segments') ?? { all: 1 };
-  if (!isObject(rawSeg)) throw new ScenarioError('segments', 'must be an object of segment name → share of traffic.');
+  if (!isObject(rawSeg))
+    throw new ScenarioError('segments', 'must be an object of segment name → share of traffic.');
   const segReader = new Reader(rawSeg, 'segments');
   for (const k of Object.keys(rawSeg)) segments.set(k, segReader.share(k));
   const segTotal = [...segments.values()].reduce((a, b) => a + b, 0);
@@ -352,10 +365,16 @@ export function parseScenario(input: unknown): Scenario {
   m.only(['auction', 'priceCampaign', 'priceScale', 'floorCpm', 'shifts']);
   const auction = m.string('auction', 'second-price');
   if (auction !== 'second-price' && auction !== 'first-price')
-    throw new ScenarioError(m.at('auction'), `must be "second-price" or "first-price" (got ${JSON.stringify(auction)}).`);
+    throw new ScenarioError(
+      m.at('auction'),
+      `must be "second-price" or "first-price" (got ${JSON.stringify(auction)}).`,
+    );
   const priceCampaign = m.string('priceCampaign', '1458');
   if (!(IPINYOU_CAMPAIGNS as readonly string[]).includes(priceCampaign))
-    throw new ScenarioError(m.at('priceCampaign'), `no iPinYou histogram ${priceCampaign}: use one of ${IPINYOU_CAMPAIGNS.join(', ')}.`);
+    throw new ScenarioError(
+      m.at('priceCampaign'),
+      `no iPinYou histogram ${priceCampaign}: use one of ${IPINYOU_CAMPAIGNS.join(', ')}.`,
+    );
   const market = {
     auction: auction as AuctionKind,
     priceCampaign,
@@ -378,7 +397,8 @@ export function parseScenario(input: unknown): Scenario {
   const campaigns: ScenarioCampaign[] = [];
   const campaignIds = new Set<string>();
   const rawAccounts = r.array('accounts', true);
-  if (rawAccounts.length === 0) throw new ScenarioError('accounts', 'needs at least one account with a campaign.');
+  if (rawAccounts.length === 0)
+    throw new ScenarioError('accounts', 'needs at least one account with a campaign.');
   rawAccounts.forEach((v, i) => {
     const a = r.item('accounts', i, v);
     a.only(['id', 'timeZone', 'dailyBudget', 'pacingMode', 'campaigns']);
@@ -403,7 +423,10 @@ export function parseScenario(input: unknown): Scenario {
       tg.only(['segments', 'reach']);
       const segs = tg.array('segments').map((s, k) => {
         if (typeof s !== 'string' || !segments.has(s))
-          throw new ScenarioError(`${tg.at('segments')}[${k}]`, `unknown segment ${JSON.stringify(s)}: declare it in "segments".`);
+          throw new ScenarioError(
+            `${tg.at('segments')}[${k}]`,
+            `unknown segment ${JSON.stringify(s)}: declare it in "segments".`,
+          );
         return s;
       });
       const val = c.child('valuation');
@@ -420,13 +443,17 @@ export function parseScenario(input: unknown): Scenario {
       });
       if (arms.length > 0) {
         const total = arms.reduce((x, y) => x + y.share, 0);
-        if (Math.abs(total - 1) > 1e-6) throw new ScenarioError(c.at('arms'), `arm shares must sum to 1 (got ${total}).`);
+        if (Math.abs(total - 1) > 1e-6)
+          throw new ScenarioError(c.at('arms'), `arm shares must sum to 1 (got ${total}).`);
         if (new Set(arms.map((x) => x.id)).size !== arms.length)
           throw new ScenarioError(c.at('arms'), 'arm ids must be unique within the campaign.');
       }
       const createdAtMs = c.has('createdAt') ? c.instant('createdAt') : undefined;
       if (createdAtMs !== undefined && (createdAtMs < startMs || createdAtMs >= endMs))
-        throw new ScenarioError(c.at('createdAt'), 'must lie inside the scenario’s days (omit it for a campaign that exists from the start).');
+        throw new ScenarioError(
+          c.at('createdAt'),
+          'must lie inside the scenario’s days (omit it for a campaign that exists from the start).',
+        );
       campaigns.push({
         id: cid,
         accountId: id,
@@ -447,7 +474,8 @@ export function parseScenario(input: unknown): Scenario {
     const b = r.item('budgetChanges', i, v);
     b.only(['at', 'account', 'campaign', 'arm', 'dailyBudget']);
     const atMs = b.instant('at');
-    if (atMs < startMs || atMs >= endMs) throw new ScenarioError(b.at('at'), 'must lie inside the scenario’s days.');
+    if (atMs < startMs || atMs >= endMs)
+      throw new ScenarioError(b.at('at'), 'must lie inside the scenario’s days.');
     const budgetMicros = b.budget('dailyBudget');
     if (b.has('campaign')) {
       const cid = b.string('campaign');
@@ -458,12 +486,16 @@ export function parseScenario(input: unknown): Scenario {
         throw new ScenarioError(b.at('arm'), `campaign ${cid} has no arm ${JSON.stringify(armId)}.`);
       return { atMs, accountId: c.accountId, campaignId: cid, armId, budgetMicros };
     }
-    if (!b.has('account')) throw new ScenarioError(b.path, 'name the plan: "campaign" (and optionally "arm") or "account".');
+    if (!b.has('account'))
+      throw new ScenarioError(b.path, 'name the plan: "campaign" (and optionally "arm") or "account".');
     const aid = b.string('account');
     const a = accounts.find((x) => x.id === aid);
     if (!a) throw new ScenarioError(b.at('account'), `no account ${JSON.stringify(aid)}.`);
     if (a.budgetMicros === undefined)
-      throw new ScenarioError(b.at('account'), `account ${aid} has no account plan: give it a "dailyBudget" first.`);
+      throw new ScenarioError(
+        b.at('account'),
+        `account ${aid} has no account plan: give it a "dailyBudget" first.`,
+      );
     return { atMs, accountId: aid, campaignId: undefined, armId: undefined, budgetMicros };
   });
   budgetChanges.sort((x, y) => x.atMs - y.atMs);
@@ -476,7 +508,8 @@ export function parseScenario(input: unknown): Scenario {
       const atMs = f.instant('from');
       const untilMs = f.instant('to');
       if (untilMs <= atMs) throw new ScenarioError(f.at('to'), 'must be after `from`.');
-      if (atMs < startMs || untilMs > endMs) throw new ScenarioError(f.path, 'must lie inside the scenario’s days.');
+      if (atMs < startMs || untilMs > endMs)
+        throw new ScenarioError(f.path, 'must lie inside the scenario’s days.');
       return { kind, atMs, untilMs };
     }
     if (kind !== 'leader-killed' && kind !== 'redis-restarted' && kind !== 'region-flipped')
@@ -486,7 +519,8 @@ export function parseScenario(input: unknown): Scenario {
       );
     f.only(['kind', 'at']);
     const atMs = f.instant('at');
-    if (atMs < startMs || atMs >= endMs) throw new ScenarioError(f.at('at'), 'must lie inside the scenario’s days.');
+    if (atMs < startMs || atMs >= endMs)
+      throw new ScenarioError(f.at('at'), 'must lie inside the scenario’s days.');
     return { kind, atMs };
   });
   faults.sort((x, y) => x.atMs - y.atMs);

@@ -81,7 +81,11 @@ describe('scenario format', () => {
     ['a typo in a field name', (s: Record<string, unknown>) => (s.trafic = {}), /^trafic: unknown field/],
     ['a missing name', (s: Record<string, unknown>) => delete s.name, /^name: must be a non-empty string/],
     ['a bad time zone', (s: Record<string, unknown>) => (s.timeZone = 'Mars/Olympus'), /^timeZone: .* IANA/],
-    ['a bad start day', (s: Record<string, unknown>) => (s.start = '03/03/2026'), /^start: must be a local date/],
+    [
+      'a bad start day',
+      (s: Record<string, unknown>) => (s.start = '03/03/2026'),
+      /^start: must be a local date/,
+    ],
     [
       'a zero budget',
       (s: Record<string, unknown>) => (s.accounts = [{ id: 'a', campaigns: [{ id: 'c', dailyBudget: 0 }] }]),
@@ -115,7 +119,9 @@ describe('scenario format', () => {
     [
       'targeting an undeclared segment',
       (s: Record<string, unknown>) =>
-        (s.accounts = [{ id: 'a', campaigns: [{ id: 'c', dailyBudget: 1, targeting: { segments: ['x'] } }] }]),
+        (s.accounts = [
+          { id: 'a', campaigns: [{ id: 'c', dailyBudget: 1, targeting: { segments: ['x'] } }] },
+        ]),
       /^accounts\[0\]\.campaigns\[0\]\.targeting\.segments\[0\]: unknown segment "x": declare it/,
     ],
     [
@@ -171,7 +177,9 @@ describe('scenario format', () => {
     [
       'a stall that ends before it starts',
       (s: Record<string, unknown>) =>
-        (s.faults = [{ kind: 'notices-stalled', from: '2026-03-04T08:00:00-05:00', to: '2026-03-04T07:00:00-05:00' }]),
+        (s.faults = [
+          { kind: 'notices-stalled', from: '2026-03-04T08:00:00-05:00', to: '2026-03-04T07:00:00-05:00' },
+        ]),
       /^faults\[0\]\.to: must be after `from`/,
     ],
     [
