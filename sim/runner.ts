@@ -881,7 +881,13 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
   for (const t of tracks.values()) {
     for (const [day, d] of t.days) {
       if (d.samples === 0 && d.spent === 0) continue;
-      const snap = await readPlanDay(redis, planDayKeys(t.plan, day).state, drainUntil);
+      let snap = await readPlanDay(redis, planDayKeys(t.plan, day).state, drainUntil);
+      if (snap.epoch === undefined && d.spent > 0) {
+        // Lost with a Redis restart after its last notice: rebuilt on first use, as a guard or
+        // the tracker would (the real reconcile path, from the ledger).
+        await reconciler.reconcile(t.plan, day);
+        snap = await readPlanDay(redis, planDayKeys(t.plan, day).state, drainUntil);
+      }
       plans.push({
         plan: t.key,
         level: t.plan.level,

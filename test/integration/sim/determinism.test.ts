@@ -26,6 +26,8 @@ const scenario = parseScenario({
       dailyBudget: 2,
       campaigns: [
         { id: 'c1', dailyBudget: 1.5, targeting: { segments: ['a'], reach: 0.3 } },
+        // Created mid-run: the pacer's budgets cache picks it up incrementally.
+        { id: 'late', dailyBudget: 1, createdAt: '2026-03-04T00:30:00-05:00', targeting: { reach: 0.1 } },
         {
           id: 'c2',
           dailyBudget: 1,
@@ -87,6 +89,7 @@ describe('simulator determinism', () => {
     expect(a.errors).toEqual([]);
     expect(a.stateReloads).toBeGreaterThanOrEqual(2);
     expect(a.staleWritesAccepted).toBe(0);
+    expect(a.plans.find((p) => p.plan === 'c:late/campaign')?.impressions).toBeGreaterThan(0);
     expect(outcome(b)).toEqual(outcome(a));
     const c = await run(8);
     expect(c.requests).not.toBe(a.requests);
