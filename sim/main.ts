@@ -190,7 +190,8 @@ function printTable(json: SimJson, runs: readonly StrategyRun[]): void {
   );
 }
 
-async function main(argv: readonly string[]): Promise<number> {
+/** The CLI; returns the exit code (0 done, 2 usage or scenario error). */
+export async function main(argv: readonly string[]): Promise<number> {
   let args: Args | 'help';
   let scenario: Scenario;
   try {

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { dayWindowOf } from '../../../shared/budget/time-zone.js';
 import { evaluateCurve } from '../../../shared/pacing/types.js';
+import { main } from '../../../sim/main.js';
 import { parseScenario, ScenarioError } from '../../../sim/scenario.js';
 import { slotsCurve } from '../../../sim/strategies.js';
 
@@ -218,4 +219,31 @@ describe('scenario format', () => {
     for (let i = 1; i < curve.atMs.length; i++)
       expect(curve.atMs[i] as number).toBeGreaterThan(curve.atMs[i - 1] as number);
   });
+});
+
+describe('npm run sim (usage errors, no Redis needed)', () => {
+  it('prints help (exit 0) and refuses bad usage or a bad scenario in one line (exit 2)', async () => {
+    const lines: string[] = [];
+    const log = console.log;
+    const error = console.error;
+    console.log = (l: string) => lines.push(`out ${l}`);
+    console.error = (l: string) => lines.push(`err ${l}`);
+    try {
+      expect(await main(['--help'])).toBe(0);
+      expect(await main([])).toBe(2);
+      expect(await main(['--scenario', join(DIR, 'normal-day.json'), '--strategy', 'fastest'])).toBe(2);
+      expect(await main(['--scenario', join(DIR, 'normal-day.json'), '--seed', '-1'])).toBe(2);
+      expect(await main(['--scenario', '/nonexistent/scenario.json'])).toBe(2);
+    } finally {
+      console.log = log;
+      console.error = error;
+    }
+    expect(lines[0]).toMatch(/^out Usage: npm run sim -- --scenario FILE/);
+    expect(lines.slice(1)).toEqual([
+      'err sim: --scenario FILE is required (see --help).',
+      'err sim: unknown strategy fastest: use paceline, asap, slots, linear.',
+      'err sim: --seed must be an integer in [0, 2^31 − 1].',
+      expect.stringMatching(/^err sim: cannot read \/nonexistent\/scenario.json: ENOENT/),
+    ]);
+  }, 60_000);
 });
