@@ -7,6 +7,7 @@ const benchmarks: Record<string, () => Promise<{ run(args: string[]): Promise<Re
   counting: () => import('./counting.js'),
   spend: () => import('./spend.js'),
   pacer: () => import('./pacer.js'),
+  sim: () => import('./sim.js'),
 };
 
 const [name, ...args] = process.argv.slice(2);

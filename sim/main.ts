@@ -1,0 +1,241 @@
+/**
+ * `npm run sim -- --scenario FILE [--strategy S …] [--seed N] [--json] [--html OUT] [--help]`
+ *
+ * Replays a scenario's days of auctions against the real pacing path on a local redis-server this
+ * command starts (never anything remote), once per strategy on the same seed, and prints the
+ * pacing-quality report. Exit codes: 0 done, 2 bad usage or invalid scenario, 1 the simulation
+ * failed (redis-server missing, an unexpected error).
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { type RunningRedis, startRedis } from '../local/emulators/redis.js';
+import { connectRedis, type RedisClient } from '../shared/redis/connect.js';
+import { ManualClock } from '../shared/time/clock.js';
+import { renderHtml } from './html.js';
+import { campaignRows, fillableOf, type SimJson, simJson } from './report.js';
+import { runStrategy, type StrategyRun } from './runner.js';
+import { parseScenario, type Scenario, ScenarioError } from './scenario.js';
+import { isStrategy, STRATEGIES, type StrategyName } from './strategies.js';
+
+const HELP = `Usage: npm run sim -- --scenario FILE [--strategy S …] [--seed N] [--json] [--html OUT]
+
+Replays the scenario's days of auctions against the real pacer (controller, fenced publish),
+PacingReader, BudgetGuard and SpendTracker on a local redis-server started for the run, on a
+simulated clock; deterministic for a seed.
+
+  --scenario FILE   scenario JSON (format: docs/pacing-quality.md; shipped: sim/scenarios/)
+  --strategy S      paceline | asap | slots | linear; repeatable (default: all four). ASAP is
+                    always run too: it defines the fillable campaigns.
+  --seed N          overrides the scenario's seed
+  --json            the last stdout line is one JSON object (the summary per strategy)
+  --html OUT        writes a self-contained report page with charts to OUT
+  --help            this text
+
+Exit codes: 0 done, 2 bad usage or invalid scenario, 1 the simulation failed.`;
+
+class UsageError extends Error {
+  override readonly name = 'UsageError';
+}
+
+interface Args {
+  scenario: string;
+  strategies: StrategyName[];
+  seed: number | undefined;
+  json: boolean;
+  html: string | undefined;
+}
+
+function parseArgs(argv: readonly string[]): Args | 'help' {
+  const out: Args = { scenario: '', strategies: [], seed: undefined, json: false, html: undefined };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i] as string;
+    const value = () => {
+      const v = argv[++i];
+      if (v === undefined || v.startsWith('--')) throw new UsageError(`${a} needs a value (see --help).`);
+      return v;
+    };
+    if (a === '--help' || a === '-h') return 'help';
+    else if (a === '--scenario') out.scenario = value();
+    else if (a === '--strategy') {
+      const s = value();
+      if (!isStrategy(s)) throw new UsageError(`unknown strategy ${s}: use ${STRATEGIES.join(', ')}.`);
+      if (!out.strategies.includes(s)) out.strategies.push(s);
+    } else if (a === '--seed') {
+      const n = Number(value());
+      if (!Number.isInteger(n) || n < 0 || n > 2 ** 31 - 1)
+        throw new UsageError('--seed must be an integer in [0, 2^31 − 1].');
+      out.seed = n;
+    } else if (a === '--json') out.json = true;
+    else if (a === '--html') out.html = value();
+    else throw new UsageError(`unknown argument ${a} (see --help).`);
+  }
+  if (!out.scenario) throw new UsageError('--scenario FILE is required (see --help).');
+  if (out.strategies.length === 0) out.strategies = [...STRATEGIES];
+  return out;
+}
+
+/** Loads and validates a scenario file. */
+export function loadScenario(file: string): Scenario {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (error) {
+    throw new UsageError(`cannot read ${file}: ${(error as Error).message}`);
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (error) {
+    throw new ScenarioError(file, `not valid JSON: ${(error as Error).message}`);
+  }
+  return parseScenario(parsed);
+}
+
+/** Options of {@link simulate}. */
+export interface SimulateOptions {
+  readonly strategies: readonly StrategyName[];
+  readonly seed?: number;
+  readonly series?: boolean;
+  readonly onProgress?: (line: string) => void;
+  /** An existing Redis to use (flushed before each strategy); else a redis-server is started. */
+  readonly redis?: RedisClient;
+}
+
+/** Runs the strategies of a scenario (ASAP included) one after another on one Redis, each from empty. */
+export async function simulate(
+  scenario: Scenario,
+  options: SimulateOptions,
+): Promise<{ runs: StrategyRun[]; json: SimJson }> {
+  const strategies: StrategyName[] = [...options.strategies];
+  if (!strategies.includes('asap')) strategies.push('asap');
+  const order = STRATEGIES.filter((s) => strategies.includes(s));
+  let server: RunningRedis | undefined;
+  let redis = options.redis;
+  if (!redis) {
+    server = await startRedis();
+    const port = Number(server.nodes[0]?.split(':')[1]);
+    redis = connectRedis({ mode: 'standalone', nodes: [{ host: '127.0.0.1', port }], tls: false });
+    options.onProgress?.(`redis-server ${server.nodes[0]} (local, started for this run)`);
+  }
+  const seed = options.seed ?? scenario.seed;
+  try {
+    const runs: StrategyRun[] = [];
+    for (const strategy of order) {
+      await redis.flushall();
+      runs.push(
+        await runStrategy({
+          redis,
+          clock: new ManualClock(scenario.startMs),
+          scenario,
+          strategy,
+          seed,
+          ...(options.series ? { series: true } : {}),
+          ...(options.onProgress ? { onProgress: options.onProgress } : {}),
+        }),
+      );
+    }
+    return { runs, json: simJson(scenario.name, seed, runs) };
+  } finally {
+    if (server) {
+      redis.disconnect();
+      await server.stop();
+    }
+  }
+}
+
+const pct = (x: number | null) => (x === null ? '—' : `${(x * 100).toFixed(2)}%`);
+
+function printTable(json: SimJson, runs: readonly StrategyRun[]): void {
+  const fillable = fillableOf(runs.find((r) => r.strategy === 'asap') as StrategyRun);
+  const pace = runs.find((r) => r.strategy === 'paceline') ?? runs[0];
+  if (pace) {
+    console.log(`\nper campaign-day (${pace.strategy}):`);
+    console.log(
+      'campaign                day         fill  util     over     maxDev  rmsDev  alive  imps     cpm-µ$  cpc-µ$',
+    );
+    for (const r of campaignRows(pace, fillable)) {
+      console.log(
+        [
+          r.campaignId.padEnd(22),
+          r.day.padEnd(11),
+          (r.fillable ? 'yes' : 'no').padEnd(5),
+          pct(r.utilisation).padEnd(8),
+          pct(r.overspend).padEnd(8),
+          pct(r.maxDeviation).padEnd(7),
+          pct(r.rmsDeviation).padEnd(7),
+          String(r.minutesAlive).padEnd(6),
+          String(r.impressions).padEnd(8),
+          String(r.costPerImpression).padEnd(7),
+          String(r.costPerClick ?? '—'),
+        ].join(' '),
+      );
+    }
+  }
+  console.log('\nstrategy   minUtil(fill) <95%(fill) meanUtil overMax  >0.5%  maxDev(fill) cost/imp µ$');
+  for (const [name, s] of Object.entries(json.strategies)) {
+    console.log(
+      [
+        name.padEnd(10),
+        pct(s.utilisationMinFillable).padEnd(13),
+        String(s.campaignsUnder95Fillable).padEnd(10),
+        pct(s.utilisationMean).padEnd(8),
+        pct(s.overspendMax).padEnd(8),
+        String(s.campaignsOverBudget).padEnd(6),
+        pct(s.deviationMax).padEnd(12),
+        String(s.costPerImpression),
+      ].join(' '),
+    );
+  }
+  console.log(
+    `\n${json.requests} requests in ${json.wallSeconds} s wall (${json.auctionsPerSec}/s), CPU ${json.cpuSeconds} s node + ${json.redisCpuSeconds} s redis-server`,
+  );
+}
+
+/** The CLI; returns the exit code (0 done, 2 usage or scenario error). */
+export async function main(argv: readonly string[]): Promise<number> {
+  let args: Args | 'help';
+  let scenario: Scenario;
+  try {
+    args = parseArgs(argv);
+    if (args === 'help') {
+      console.log(HELP);
+      return 0;
+    }
+    scenario = loadScenario(args.scenario);
+  } catch (error) {
+    if (error instanceof UsageError || error instanceof ScenarioError) {
+      console.error(`sim: ${error.message}`);
+      return 2;
+    }
+    throw error;
+  }
+  const seed = args.seed ?? scenario.seed;
+  console.log(
+    `sim: scenario ${scenario.name} (${args.scenario}), seed ${seed}, strategies ${args.strategies.join(', ')}; ` +
+      `days ${[...scenario.historyDays.map((d) => `${d} (history)`), ...scenario.scoredDays].join(', ')}; ` +
+      'target: a local redis-server started for this run',
+  );
+  const { runs, json } = await simulate(scenario, {
+    strategies: args.strategies,
+    seed,
+    series: args.html !== undefined,
+    onProgress: (line) => process.stderr.write(`[sim] ${line}\n`),
+  });
+  printTable(json, runs);
+  if (args.html) {
+    const fillable = fillableOf(runs.find((r) => r.strategy === 'asap') as StrategyRun);
+    writeFileSync(args.html, renderHtml(json, runs, fillable));
+    console.log(`html report: ${args.html}`);
+  }
+  if (args.json) console.log(JSON.stringify(json));
+  return 0;
+}
+
+if (process.argv[1] && import.meta.url === new URL(`file://${process.argv[1]}`).href) {
+  main(process.argv.slice(2)).then(
+    (code) => process.exit(code),
+    (error: unknown) => {
+      console.error(`sim: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`);
+      process.exit(1);
+    },
+  );
+}

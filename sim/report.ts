@@ -1,0 +1,177 @@
+/**
+ * The pacing-quality report: per campaign-day and aggregated per strategy, as issue 10 lists it.
+ *
+ * - utilisation = spent / budget (the budget in force at the day's end);
+ * - overspend = max(0, spent − budget) / budget;
+ * - deviation: max and RMS over the day's minutes of |spent − E(t)| / budget, E = the curve the
+ *   pacer published (what the guard enforced);
+ * - minutes alive = minutes with allowance E(t) − spent > 0;
+ * - impressions, cost per impression, cost per click.
+ *
+ * "Fillable" campaign-days are those the ASAP strategy brings to their cap in the same run
+ * (utilisation ≥ {@link FILLED}): only there can a pacer be asked to spend the budget, and only
+ * there is the deviation from the curve a pacing error rather than a market too small.
+ */
+import type { PlanDayResult, StrategyRun } from './runner.js';
+import type { StrategyName } from './strategies.js';
+
+/** Utilisation from which ASAP counts as having reached the cap (guards' unspent floats aside). */
+export const FILLED = 0.99;
+
+/** One campaign-day row of the report. */
+export interface CampaignRow {
+  readonly campaignId: string;
+  readonly day: string;
+  readonly fillable: boolean;
+  readonly budget: number;
+  readonly utilisation: number;
+  readonly overspend: number;
+  readonly maxDeviation: number;
+  readonly rmsDeviation: number;
+  readonly minutesAlive: number;
+  readonly impressions: number;
+  readonly costPerImpression: number;
+  readonly costPerClick: number | null;
+}
+
+/** A strategy's aggregate. */
+export interface StrategySummary {
+  /** Lowest utilisation of a fillable campaign-day (null: none fillable). */
+  readonly utilisationMinFillable: number | null;
+  readonly campaignsUnder95Fillable: number;
+  readonly fillableCampaignDays: number;
+  readonly campaignDays: number;
+  readonly utilisationMean: number;
+  /** Largest overspend of any scored plan-day (account, campaign and arm plans). */
+  readonly overspendMax: number;
+  /** Campaign-days over budget by more than 0.5 %. */
+  readonly campaignsOverBudget: number;
+  /** Largest max-deviation over fillable campaign-days. */
+  readonly deviationMax: number | null;
+  /** Largest max-deviation over every campaign-day (unspendable ones fall behind by design). */
+  readonly deviationMaxAll: number;
+  readonly deviationRmsMean: number;
+  readonly minutesAliveMean: number;
+  readonly impressions: number;
+  /** Micros per impression over every campaign-day. */
+  readonly costPerImpression: number;
+  readonly costPerClick: number | null;
+  /** Live counters equal booked spend for every plan-day (exactly-once through faults). */
+  readonly countersMatch: boolean;
+  readonly errors: number;
+}
+
+const r4 = (x: number) => Math.round(x * 10_000) / 10_000;
+
+function rowOf(p: PlanDayResult, fillable: boolean): CampaignRow {
+  return {
+    campaignId: p.campaignId as string,
+    day: p.day,
+    fillable,
+    budget: p.budgetMicros,
+    utilisation: r4(p.spentMicros / p.budgetMicros),
+    overspend: Math.max(0, (p.spentMicros - p.budgetMicros) / p.budgetMicros),
+    maxDeviation: r4(p.maxDeviation),
+    rmsDeviation: r4(p.rmsDeviation),
+    minutesAlive: p.minutesAlive,
+    impressions: p.impressions,
+    costPerImpression: Math.round(p.chargedMicros / Math.max(1, p.impressions)),
+    costPerClick: p.clicks > 0 ? Math.round(p.chargedMicros / p.clicks) : null,
+  };
+}
+
+/** The fillable (plan, day) keys: campaign-days ASAP filled. */
+export function fillableOf(asap: StrategyRun): Set<string> {
+  const out = new Set<string>();
+  for (const p of asap.plans)
+    if (p.level === 'campaign' && p.scored && p.spentMicros >= FILLED * p.budgetMicros)
+      out.add(`${p.plan}|${p.day}`);
+  return out;
+}
+
+/** Campaign rows of a run (scored days only). */
+export function campaignRows(run: StrategyRun, fillable: ReadonlySet<string>): CampaignRow[] {
+  return run.plans
+    .filter((p) => p.level === 'campaign' && p.scored)
+    .map((p) => rowOf(p, fillable.has(`${p.plan}|${p.day}`)));
+}
+
+/** The aggregate of one strategy. */
+export function summarise(run: StrategyRun, fillable: ReadonlySet<string>): StrategySummary {
+  const rows = campaignRows(run, fillable);
+  const fill = rows.filter((r) => r.fillable);
+  const scoredPlans = run.plans.filter((p) => p.scored);
+  const campaignPlans = scoredPlans.filter((p) => p.level === 'campaign');
+  const charged = campaignPlans.reduce((a, p) => a + p.chargedMicros, 0);
+  const impressions = campaignPlans.reduce((a, p) => a + p.impressions, 0);
+  const clicks = campaignPlans.reduce((a, p) => a + p.clicks, 0);
+  const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);
+  return {
+    utilisationMinFillable: fill.length ? Math.min(...fill.map((r) => r.utilisation)) : null,
+    campaignsUnder95Fillable: fill.filter((r) => r.utilisation < 0.95).length,
+    fillableCampaignDays: fill.length,
+    campaignDays: rows.length,
+    utilisationMean: r4(mean(rows.map((r) => r.utilisation))),
+    overspendMax: r4(
+      Math.max(0, ...scoredPlans.map((p) => (p.spentMicros - p.budgetMicros) / p.budgetMicros)),
+    ),
+    campaignsOverBudget: rows.filter((r) => r.overspend > 0.005).length,
+    deviationMax: fill.length ? Math.max(...fill.map((r) => r.maxDeviation)) : null,
+    deviationMaxAll: Math.max(0, ...rows.map((r) => r.maxDeviation)),
+    deviationRmsMean: r4(mean(rows.map((r) => r.rmsDeviation))),
+    minutesAliveMean: Math.round(mean(rows.map((r) => r.minutesAlive))),
+    impressions,
+    costPerImpression: Math.round(charged / Math.max(1, impressions)),
+    costPerClick: clicks > 0 ? Math.round(charged / clicks) : null,
+    countersMatch: run.plans.every((p) => p.countersMicros === p.spentMicros),
+    errors: run.errors.length,
+  };
+}
+
+/** The report's final JSON object (one line). */
+export interface SimJson {
+  readonly scenario: string;
+  readonly seed: number;
+  readonly auctionsPerSec: number;
+  readonly requests: number;
+  readonly auctions: number;
+  readonly wallSeconds: number;
+  readonly cpuSeconds: number;
+  readonly redisCpuSeconds: number;
+  readonly strategies: Partial<Record<StrategyName, StrategySummary & { readonly faults?: object }>>;
+}
+
+/** Builds the final JSON from the runs (ASAP's run defines the fillable set). */
+export function simJson(scenario: string, seed: number, runs: readonly StrategyRun[]): SimJson {
+  const asap = runs.find((r) => r.strategy === 'asap');
+  const fillable = asap ? fillableOf(asap) : new Set<string>();
+  const strategies: SimJson['strategies'] = {};
+  for (const run of runs) {
+    const faults =
+      run.faults.length > 0
+        ? {
+            faults: {
+              injected: run.faults,
+              stateReloads: run.stateReloads,
+              fencedWritesRejected: run.fencedWritesRejected,
+              staleWritesAccepted: run.staleWritesAccepted,
+            },
+          }
+        : {};
+    strategies[run.strategy] = { ...summarise(run, fillable), ...faults };
+  }
+  const wall = runs.reduce((a, r) => a + r.wallMs, 0) / 1000;
+  const requests = runs.reduce((a, r) => a + r.requests, 0);
+  return {
+    scenario,
+    seed,
+    // Requests auctioned (each a market auction, with or without our bids) per wall second.
+    auctionsPerSec: Math.round(requests / Math.max(1e-3, wall)),
+    requests,
+    auctions: runs.reduce((a, r) => a + r.auctions, 0),
+    wallSeconds: Math.round(wall * 10) / 10,
+    cpuSeconds: Math.round(runs.reduce((a, r) => a + r.cpuMs, 0) / 100) / 10,
+    redisCpuSeconds: Math.round(runs.reduce((a, r) => a + r.redisCpuMs, 0) / 100) / 10,
+    strategies,
+  };
+}

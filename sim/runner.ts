@@ -1,0 +1,941 @@
+/**
+ * The market simulator's engine: replays a {@link Scenario}'s days of auctions, second by second on
+ * a `ManualClock`, against the production pacing path on a real redis-server:
+ *
+ * - the pacer: `ShardPacer` (budgets from a real `ShardBudgets` cache fed by the scenario's
+ *   budget items, live spend through `pipelinedSpendSource`, the strategy's controller, the fenced
+ *   claim + publish Lua scripts of `publisher.ts` and the pacing codec) ticking every 10 s;
+ * - ad servers (`scenario.guards` of them): each a `PacingReader` (refresh-ahead after every tick,
+ *   `forBid` per bid) and a `BudgetGuard` whose E(t) is `publishedCurve(reader)`;
+ * - spend: every win/loss notice through the real `SpendTracker` into the live counters, with an
+ *   in-memory ledger holding the DynamoDB ledger's contract; counters lost with Redis are rebuilt
+ *   by the real `Reconciler` from it;
+ * - the market (`sim/market/`): global request traffic from an hourly shape with noise, spikes
+ *   and outages; each request has a segment and is eligible for the campaigns that target it
+ *   (deterministic per request and campaign, so every strategy sees the same requests); our
+ *   eligible bids and the market's best competing bid (iPinYou clearing prices, scaled, shifted)
+ *   meet in one second- or first-price auction; notices are delayed, lost and duplicated;
+ * - faults: the leader killed (no publisher for the lease TTL, then a new process takes over
+ *   with a higher lease epoch and decodes the stored state), Redis restarted empty (FLUSHALL),
+ *   notices stalled (delivered when the stall ends), the region flipped (a new publisher identity
+ *   with a higher fence generation g; the old one, still reading the old control value for a few
+ *   ticks, is refused by the fence).
+ *
+ * Deterministic for (scenario, seed): every draw comes from seeded generators, and every Redis
+ * call goes through one connection and is awaited at fixed points of the simulated second.
+ */
+import {
+  type Account,
+  type CampaignBudgets,
+  campaignBudgets,
+  type ResolvedPlan,
+} from '../shared/budget/model.js';
+import type { BudgetItem } from '../shared/budget/repository.js';
+import { type DayWindow, dayWindow } from '../shared/budget/time-zone.js';
+import { ShardBudgets } from '../shared/pacing/budgets-cache.js';
+import type { ControlSnapshot } from '../shared/pacing/control.js';
+import type { LeaseView } from '../shared/pacing/lease.js';
+import { ShardPacer, type TickIdentity } from '../shared/pacing/pacer.js';
+import { readAuditLog } from '../shared/pacing/publisher.js';
+import { PacingReader, publishedCurve } from '../shared/pacing/reader.js';
+import { pacerShardKey } from '../shared/pacing/shard.js';
+import { pipelinedSpendSource } from '../shared/pacing/spend-source.js';
+import { TICK_MS } from '../shared/pacing/types.js';
+import { prng, type Random } from '../shared/random/prng.js';
+import type { RedisClient } from '../shared/redis/connect.js';
+import { BudgetGuard } from '../shared/spend/guard.js';
+import { planDayKeys } from '../shared/spend/keys.js';
+import { readPlanDay } from '../shared/spend/live-counters.js';
+import { defaultInFlight, Reconciler } from '../shared/spend/reconcile.js';
+import { SpendTracker } from '../shared/spend/tracker.js';
+import type { ManualClock } from '../shared/time/clock.js';
+import {
+  type AuctionBid,
+  gaussian,
+  loadIpinyouHistogram,
+  localHourOf,
+  plannedNotices,
+  poisson,
+  priceSampler,
+  runAuction,
+  shapeAt,
+  shapeMean,
+} from './market/index.js';
+import { memoryLedger } from './pacing-sim.js';
+import type { Scenario, ScenarioCampaign } from './scenario.js';
+import { controllerOf, type StrategyName } from './strategies.js';
+
+/** One plan-day's outcome. */
+export interface PlanDayResult {
+  /** `a:<account>/account`, `c:<campaign>/campaign`, `c:<campaign>/arm:<id>`. */
+  readonly plan: string;
+  readonly level: 'account' | 'campaign' | 'arm';
+  readonly campaignId: string | undefined;
+  readonly day: string;
+  /** Scored (not a history day). */
+  readonly scored: boolean;
+  /** Budget in force at the end of the day. */
+  readonly budgetMicros: number;
+  /** Spend booked by the tracker for bids of that day (duplicates excluded). */
+  readonly spentMicros: number;
+  /** Confirmed spend in the live counters at the end (equals spentMicros on a clean run). */
+  readonly countersMicros: number;
+  /** What the exchange charged (above spent only when win notices were lost). */
+  readonly chargedMicros: number;
+  readonly impressions: number;
+  readonly clicks: number;
+  /** Max / RMS over the day's minutes of |spent − E(t)| / budget, E = the published curve. */
+  readonly maxDeviation: number;
+  readonly rmsDeviation: number;
+  /** Max over the day's minutes of (spent − budget in force), micros. */
+  readonly maxOverCapMicros: number;
+  /** Minutes with allowance E(t) − spent > 0. */
+  readonly minutesAlive: number;
+  /** Every 10 minutes: [epoch ms, spent, E(t)] (for charts; only when `series` was asked). */
+  readonly series?: readonly (readonly [number, number, number])[];
+}
+
+/** One strategy's run of a scenario. */
+export interface StrategyRun {
+  readonly strategy: StrategyName;
+  readonly plans: PlanDayResult[];
+  readonly requests: number;
+  /** Auctions we took part in (at least one of our bids). */
+  readonly auctions: number;
+  readonly bids: number;
+  readonly notices: number;
+  readonly ticks: number;
+  readonly publishedTicks: number;
+  /** Claims and publish batches refused by the fence (an old leader after a takeover). */
+  readonly fencedWritesRejected: number;
+  /** Audit-stream check: after each takeover, no write of an older publisher landed. */
+  readonly staleWritesAccepted: number;
+  readonly stateReloads: number;
+  readonly faults: readonly string[];
+  /** Guard and reader background errors (a clean run has none). */
+  readonly errors: readonly string[];
+  readonly wallMs: number;
+  /** CPU time of this process during the run (user + system), ms. */
+  readonly cpuMs: number;
+  /** CPU time of redis-server during the run (INFO cpu), ms. */
+  readonly redisCpuMs: number;
+}
+
+/** Options of {@link runStrategy}. */
+export interface RunOptions {
+  readonly redis: RedisClient;
+  readonly clock: ManualClock;
+  readonly scenario: Scenario;
+  readonly strategy: StrategyName;
+  /** Seed of the run (market and bidding draws). @default scenario.seed */
+  readonly seed?: number;
+  /** Keep 10-minute series per plan-day (charts). @default false */
+  readonly series?: boolean;
+  readonly onProgress?: (line: string) => void;
+  /** Stop bidding at this instant instead of the scenario's end (short determinism tests). */
+  readonly untilMs?: number;
+}
+
+const SHARD = 0;
+const SHARDS = 1;
+const MINUTE = 60_000;
+const NOTICE_BATCH_MS = 5_000;
+/** Ticks an old region's pacer keeps trying with its old fence after a flip (stale SSM view). */
+const STALE_TICKS_AFTER_FLIP = 3;
+
+interface DayTrack {
+  budget: number;
+  spent: number;
+  charged: number;
+  impressions: number;
+  clicks: number;
+  maxDev: number;
+  sumSq: number;
+  samples: number;
+  maxOver: number;
+  alive: number;
+  series: [number, number, number][] | undefined;
+}
+
+interface PlanTrack {
+  plan: ResolvedPlan;
+  readonly key: string;
+  readonly days: Map<string, DayTrack>;
+}
+
+interface CampaignRun {
+  readonly spec: ScenarioCampaign;
+  readonly index: number;
+  readonly salt: number;
+  budgets: CampaignBudgets | undefined;
+  budgetMicros: number;
+  armBudgets: Map<string, number>;
+}
+
+/**
+ * Requests per minute: the hourly shape (local hours of the scenario's zone) × a day level
+ * (lognormal, one per UTC day) × minute noise (lognormal) × events, Poisson-sampled — each minute
+ * from its own seeded generator, so a run starting on any day sees the same minutes.
+ */
+export function minuteRequests(
+  scenario: Scenario,
+  seed: number,
+): (minuteMs: number, random: Random) => number {
+  const t = scenario.traffic;
+  const mean = shapeMean(t.shape);
+  const levels = new Map<number, number>();
+  return (minuteMs, random) => {
+    const day = Math.floor(minuteMs / 86_400_000);
+    let level = levels.get(day);
+    if (level === undefined) {
+      level = Math.exp(t.dayNoise * gaussian(prng(Math.floor(mix(day, seed ^ 0x64617973) * 4294967296))));
+      levels.set(day, level);
+    }
+    let factor = 1;
+    for (const e of t.events) if (minuteMs >= e.fromMs && minuteMs < e.toMs) factor *= e.factor;
+    const hour = localHourOf(minuteMs + 30_000, scenario.timeZone);
+    const noise = Math.exp(t.minuteNoise * gaussian(random));
+    return poisson(
+      (t.requestsPerDay / 1440) * (shapeAt(t.shape, hour) / mean) * level * noise * factor,
+      random,
+    );
+  };
+}
+
+/** The (deterministic) 32-bit mix of a request number and a campaign's salt: eligibility draws. */
+function mix(a: number, b: number): number {
+  let h = Math.imul(a ^ 0x9e3779b9, 0x85ebca6b) ^ b;
+  h = Math.imul(h ^ (h >>> 16), 0xc2b2ae35);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0x27d4eb2f);
+  return ((h ^ (h >>> 16)) >>> 0) / 4294967296;
+}
+
+const planKeyOf = (p: Pick<ResolvedPlan, 'scope' | 'planId'>) => `${p.scope}/${p.planId}`;
+
+function cpuMs(): number {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1000;
+}
+
+async function redisCpuMs(redis: RedisClient): Promise<number> {
+  const info = await redis.info('cpu');
+  const num = (k: string) => Number(new RegExp(`${k}:([0-9.]+)`).exec(info)?.[1] ?? 0);
+  return (num('used_cpu_sys') + num('used_cpu_user')) * 1000;
+}
+
+/** Runs one strategy over the scenario on an empty Redis (the caller flushes between runs). */
+export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
+  const { redis, clock, scenario, strategy } = options;
+  const wall0 = Date.now();
+  const cpu0 = cpuMs();
+  const rcpu0 = await redisCpuMs(redis);
+  const seed = options.seed ?? scenario.seed;
+  const asap = strategy === 'asap';
+  const modeOf = (m: 'even' | 'asap') => (asap ? 'asap' : m);
+  const inFlight = defaultInFlight;
+  const errors: string[] = [];
+  const faultLog: string[] = [];
+  const progress = options.onProgress ?? (() => {});
+  // Only Paceline learns from history days; the baselines start on the first scored day.
+  const runStart = strategy === 'paceline' ? scenario.startMs : scenario.scoredStartMs;
+  clock.set(runStart);
+
+  // ---- Budgets: the items a pacer shard's index would return, and the ad servers' view.
+  const accounts = new Map<string, Account>(
+    scenario.accounts.map((a) => [
+      a.id,
+      { accountId: a.id, name: a.id, timeZone: a.timeZone, currency: 'USD' } satisfies Account,
+    ]),
+  );
+  const accountBudget = new Map<string, number | undefined>(
+    scenario.accounts.map((a) => [a.id, a.budgetMicros]),
+  );
+  const accountSpec = new Map(scenario.accounts.map((a) => [a.id, a]));
+  const items = new Map<string, BudgetItem>();
+  const pacerShard = pacerShardKey(SHARD, SHARDS);
+  let version = 0;
+  const putItem = (item: Omit<BudgetItem, 'version' | 'updatedAt' | 'pacerShard'>, now: number) => {
+    version++;
+    items.set(`${item.pk}|${item.sk}`, { ...item, version, updatedAt: now, pacerShard } as BudgetItem);
+  };
+  const putAccount = (accountId: string, now: number) => {
+    const a = accountSpec.get(accountId);
+    if (!a) return;
+    putItem(
+      {
+        pk: `ACCOUNT#${a.id}`,
+        sk: 'ACCOUNT',
+        type: 'account',
+        accountId: a.id,
+        name: a.id,
+        timeZone: a.timeZone,
+        currency: 'USD',
+      },
+      now,
+    );
+    const budget = accountBudget.get(a.id);
+    if (budget !== undefined)
+      putItem(
+        {
+          pk: `ACCOUNT#${a.id}`,
+          sk: 'PLAN#account',
+          type: 'plan',
+          level: 'account',
+          accountId: a.id,
+          dailyBudgetMicros: budget,
+          pacingMode: modeOf(a.pacingMode),
+        },
+        now,
+      );
+  };
+  const putCampaign = (c: CampaignRun, now: number) => {
+    const s = c.spec;
+    putItem(
+      {
+        pk: `CAMPAIGN#${s.id}`,
+        sk: 'CAMPAIGN',
+        type: 'campaign',
+        campaignId: s.id,
+        accountId: s.accountId,
+        name: s.id,
+        status: 'active',
+      },
+      now,
+    );
+    putItem(
+      {
+        pk: `CAMPAIGN#${s.id}`,
+        sk: 'PLAN#campaign',
+        type: 'plan',
+        level: 'campaign',
+        accountId: s.accountId,
+        campaignId: s.id,
+        dailyBudgetMicros: c.budgetMicros,
+        pacingMode: modeOf(s.pacingMode),
+      },
+      now,
+    );
+    for (const arm of s.arms)
+      putItem(
+        {
+          pk: `CAMPAIGN#${s.id}`,
+          sk: `PLAN#arm:${arm.id}`,
+          type: 'plan',
+          level: 'arm',
+          accountId: s.accountId,
+          campaignId: s.id,
+          armId: arm.id,
+          dailyBudgetMicros: c.armBudgets.get(arm.id) ?? arm.budgetMicros,
+          pacingMode: modeOf(arm.pacingMode),
+        },
+        now,
+      );
+  };
+  const budgetsOf = (c: CampaignRun): CampaignBudgets => {
+    const s = c.spec;
+    const account = accounts.get(s.accountId) as Account;
+    const plans: Parameters<typeof campaignBudgets>[2][number][] = [
+      {
+        level: 'campaign',
+        accountId: s.accountId,
+        campaignId: s.id,
+        dailyBudgetMicros: c.budgetMicros,
+        pacingMode: modeOf(s.pacingMode),
+      },
+    ];
+    const ab = accountBudget.get(s.accountId);
+    if (ab !== undefined)
+      plans.push({
+        level: 'account',
+        accountId: s.accountId,
+        dailyBudgetMicros: ab,
+        pacingMode: modeOf(accountSpec.get(s.accountId)?.pacingMode ?? 'even'),
+      });
+    for (const arm of s.arms)
+      plans.push({
+        level: 'arm',
+        accountId: s.accountId,
+        campaignId: s.id,
+        armId: arm.id,
+        dailyBudgetMicros: c.armBudgets.get(arm.id) ?? arm.budgetMicros,
+        pacingMode: modeOf(arm.pacingMode),
+      });
+    return campaignBudgets(
+      account,
+      { campaignId: s.id, accountId: s.accountId, name: s.id, status: 'active' },
+      plans,
+    );
+  };
+
+  const campaigns: CampaignRun[] = scenario.campaigns.map((spec, index) => ({
+    spec,
+    index,
+    salt: Math.imul(index + 1, 0x2545f491) ^ seed,
+    budgets: undefined,
+    budgetMicros: spec.budgetMicros,
+    armBudgets: new Map(spec.arms.map((a) => [a.id, a.budgetMicros])),
+  }));
+  const byId = new Map(campaigns.map((c) => [c.spec.id, c]));
+  // Campaigns per segment (a campaign without segments targets every segment).
+  const segmentNames = [...scenario.segments.keys()];
+  const segmentCdf: number[] = [];
+  let acc = 0;
+  for (const s of segmentNames) {
+    acc += scenario.segments.get(s) as number;
+    segmentCdf.push(acc);
+  }
+  const bySegment = segmentNames.map((s) =>
+    campaigns.filter((c) => c.spec.segments.length === 0 || c.spec.segments.includes(s)),
+  );
+
+  // ---- Spend path.
+  const ledger = memoryLedger();
+  const live = new Map<string, CampaignBudgets>();
+  const reconciler = new Reconciler({
+    redis,
+    ledger,
+    clock,
+    inFlight,
+    campaignsOfAccount: async (accountId) =>
+      campaigns.filter((c) => c.spec.accountId === accountId).map((c) => c.spec.id),
+  });
+  const tracker = new SpendTracker({
+    redis,
+    ledger,
+    reconciler,
+    clock,
+    inFlight,
+    budgets: async (id) => live.get(id),
+  });
+
+  // ---- Plan tracks (scoring).
+  const tracks = new Map<string, PlanTrack>();
+  const windows = new Map<string, DayWindow>();
+  const windowOf = (tz: string, now: number): DayWindow => {
+    const w = windows.get(tz);
+    if (w && now >= w.startMs && now < w.endMs) return w;
+    const n = dayWindow(now, tz);
+    windows.set(tz, n);
+    return n;
+  };
+  const trackPlans = (b: CampaignBudgets) => {
+    for (const p of [...b.common, ...b.arms.values()]) {
+      const key = planKeyOf(p);
+      const t = tracks.get(key);
+      if (t) t.plan = p;
+      else tracks.set(key, { plan: p, key, days: new Map() });
+    }
+  };
+  const dayTrack = (t: PlanTrack, day: string): DayTrack => {
+    let d = t.days.get(day);
+    if (!d) {
+      d = {
+        budget: t.plan.dailyBudgetMicros,
+        spent: 0,
+        charged: 0,
+        impressions: 0,
+        clicks: 0,
+        maxDev: 0,
+        sumSq: 0,
+        samples: 0,
+        maxOver: Number.NEGATIVE_INFINITY,
+        alive: 0,
+        series: options.series ? [] : undefined,
+      };
+      t.days.set(day, d);
+    }
+    return d;
+  };
+
+  // ---- Ad servers: a reader and a guard each.
+  const servers = Array.from({ length: scenario.guards }, () => {
+    const reader = new PacingReader({
+      redis,
+      clock,
+      shards: SHARDS,
+      onError: (e) => errors.push(`reader: ${String(e)}`),
+    });
+    const guard = new BudgetGuard({
+      redis,
+      clock,
+      inFlight,
+      curve: publishedCurve(reader),
+      minFloatMicros: minFloat(scenario),
+      initPlanDay: (plan, day) => reconciler.reconcile(plan, day),
+      onError: (e) => errors.push(`guard: ${String(e)}`),
+    });
+    return { reader, guard };
+  });
+  // The scorer's own reader: what the pacer published, read every minute for every campaign.
+  const monitor = new PacingReader({ redis, clock, shards: SHARDS, maxAgeMs: 3 * TICK_MS });
+  const monitorCurve = publishedCurve(monitor);
+
+  const activate = (c: CampaignRun) => {
+    c.budgets = budgetsOf(c);
+    live.set(c.spec.id, c.budgets);
+    trackPlans(c.budgets);
+    for (const s of servers) s.guard.setBudgets(c.budgets);
+  };
+
+  // ---- The pacer (one shard; a new process per takeover).
+  const controller = controllerOf(strategy);
+  const source = async (sinceMs: number) => ({
+    items: [...items.values()].filter((i) => i.updatedAt >= sinceMs),
+  });
+  let generation = 1;
+  let epoch = 1;
+  let region = 'sim-a';
+  let processNo = 0;
+  const newPacer = (regionName: string) => {
+    processNo++;
+    const pacer = new ShardPacer({
+      shard: SHARD,
+      region: regionName,
+      redis,
+      controller,
+      budgets: new ShardBudgets({ source, clock }),
+      spend: pipelinedSpendSource(redis),
+      clock,
+      tickMs: TICK_MS,
+      logMaxLen: 100_000,
+    });
+    const instanceId = `s${SHARD}-i${processNo}`;
+    return { pacer, instanceId, publisherId: `${instanceId}/${regionName}-p${processNo}` };
+  };
+  const identity = (
+    p: ReturnType<typeof newPacer>,
+    g: number,
+    e: number,
+    publisherRegion: string,
+  ): TickIdentity => {
+    const control: ControlSnapshot = {
+      publisherRegion,
+      generation: g,
+      override: 'auto',
+      overrideVersion: 1,
+      readAtMs: 0,
+      fresh: true,
+    };
+    const lease: LeaseView = { held: true, epoch: e, record: undefined, event: 'renewed' };
+    return {
+      instanceId: p.instanceId,
+      publisherId: p.publisherId,
+      lease: { tick: async () => lease, heldAt: () => true, epoch: e },
+      control: { read: async () => ({ snapshot: control }) },
+    };
+  };
+  let leader = newPacer(region);
+  let who = identity(leader, generation, epoch, region);
+  let pacerDownUntil = Number.NEGATIVE_INFINITY;
+  let stale: { pacer: ReturnType<typeof newPacer>; who: TickIdentity; ticksLeft: number } | undefined;
+  const takeovers: { fence: string; publisher: string }[] = [];
+
+  // ---- Market.
+  const random: Random = prng(seed ^ 0x62696473);
+  const requestsOf = minuteRequests(scenario, seed);
+  const prices = priceSampler(loadIpinyouHistogram(scenario.market.priceCampaign), {
+    microsPerUnit: scenario.market.microsPerUnit,
+  });
+
+  // ---- Notices.
+  interface Notice {
+    readonly event: Parameters<SpendTracker['apply']>[0];
+    readonly accountId: string;
+  }
+  const notices = new Map<number, Notice[]>();
+  const schedule = (at: number, n: Notice) => {
+    let due = Math.ceil(at / NOTICE_BATCH_MS) * NOTICE_BATCH_MS;
+    for (const f of scenario.faults)
+      if (f.kind === 'notices-stalled' && due >= f.atMs && due < f.untilMs)
+        due = Math.ceil(f.untilMs / NOTICE_BATCH_MS) * NOTICE_BATCH_MS;
+    let list = notices.get(due);
+    if (!list) {
+      list = [];
+      notices.set(due, list);
+    }
+    list.push(n);
+  };
+
+  let requests = 0;
+  let auctions = 0;
+  let bids = 0;
+  let applied = 0;
+  let ticks = 0;
+  let published = 0;
+  let fenced = 0;
+  let reloads = 0;
+  let bidNo = 0;
+  let changeIdx = 0;
+  let faultIdx = 0;
+
+  const sampleMinute = (now: number) => {
+    for (const t of tracks.values()) {
+      const day = windowOf(t.plan.timeZone, now);
+      const d = dayTrack(t, day.day);
+      const budget = t.plan.dailyBudgetMicros;
+      d.budget = budget;
+      const e = monitorCurve.expectedMicros(t.plan, day, now);
+      const dev = (d.spent - e) / budget;
+      d.maxDev = Math.max(d.maxDev, Math.abs(dev));
+      d.sumSq += dev * dev;
+      d.samples++;
+      d.maxOver = Math.max(d.maxOver, d.spent - budget);
+      if (e - d.spent > 0) d.alive++;
+      if (d.series && now % (10 * MINUTE) === 0) d.series.push([now, d.spent, e]);
+    }
+  };
+
+  const applyChanges = async (now: number) => {
+    let dirty = false;
+    for (const c of campaigns) {
+      if (!c.budgets && (c.spec.createdAtMs === undefined || c.spec.createdAtMs <= now)) {
+        putAccount(c.spec.accountId, c.spec.createdAtMs ?? scenario.startMs - 86_400_000);
+        putCampaign(c, c.spec.createdAtMs ?? scenario.startMs - 86_400_000);
+        activate(c);
+        dirty = true;
+      }
+    }
+    while (
+      changeIdx < scenario.budgetChanges.length &&
+      (scenario.budgetChanges[changeIdx]?.atMs ?? 0) <= now
+    ) {
+      const ch = scenario.budgetChanges[changeIdx++] as Scenario['budgetChanges'][number];
+      const affected: CampaignRun[] = [];
+      if (ch.campaignId === undefined) {
+        accountBudget.set(ch.accountId, ch.budgetMicros);
+        putAccount(ch.accountId, now);
+        affected.push(...campaigns.filter((c) => c.spec.accountId === ch.accountId));
+      } else {
+        const c = byId.get(ch.campaignId) as CampaignRun;
+        if (ch.armId === undefined) c.budgetMicros = ch.budgetMicros;
+        else c.armBudgets.set(ch.armId, ch.budgetMicros);
+        putCampaign(c, now);
+        affected.push(c);
+      }
+      for (const c of affected) if (c.budgets) activate(c);
+      dirty = true;
+    }
+    if (dirty) {
+      const active = campaigns
+        .filter((c) => c.budgets)
+        .map((c) => ({ accountId: c.spec.accountId, campaignId: c.spec.id }));
+      for (const s of servers) await s.reader.prefetch(active);
+    }
+  };
+
+  const applyFaults = async (now: number) => {
+    while (faultIdx < scenario.faults.length && (scenario.faults[faultIdx]?.atMs ?? 0) <= now) {
+      const f = scenario.faults[faultIdx++] as Scenario['faults'][number];
+      faultLog.push(`${new Date(now).toISOString()} ${f.kind}`);
+      if (f.kind === 'leader-killed') {
+        // The process dies; the lease expires after its TTL; another instance acquires it with
+        // the next epoch (a cold process: empty memory, budgets and state from Redis / DynamoDB).
+        pacerDownUntil = now + scenario.leaseTtlMs;
+        epoch++;
+        leader = newPacer(region);
+        who = identity(leader, generation, epoch, region);
+      } else if (f.kind === 'region-flipped') {
+        // publisher-region now names another region: its version (g) is higher. The old region's
+        // pacer keeps its stale control view for a few ticks and is refused by the fence.
+        stale = { pacer: leader, who, ticksLeft: STALE_TICKS_AFTER_FLIP };
+        generation++;
+        region = region === 'sim-a' ? 'sim-b' : 'sim-a';
+        leader = newPacer(region);
+        who = identity(leader, generation, epoch, region);
+      } else if (f.kind === 'redis-restarted') {
+        // Restarted empty: every key and script gone (ioredis reloads scripts on NOSCRIPT).
+        await redis.flushall();
+        await redis.script('FLUSH');
+      }
+      // notices-stalled is applied where notices are scheduled.
+    }
+  };
+
+  const tick = async (now: number) => {
+    ticks++;
+    const t = Math.floor(now / TICK_MS);
+    if (now >= pacerDownUntil) {
+      const o = await leader.pacer.runTick(t, who);
+      if (o.published) published++;
+      if (o.stateReloaded) {
+        reloads++;
+        if (o.fence)
+          takeovers.push({ fence: `${o.fence.g}.${o.fence.o}.${o.fence.e}`, publisher: who.publisherId });
+      }
+      fenced += o.fencedWritesRejected;
+      if (o.invalidParams > 0)
+        errors.push(`pacer: ${o.invalidParams} plans got fail-safe parameters at ${now}`);
+    }
+    if (stale && stale.ticksLeft > 0) {
+      stale.ticksLeft--;
+      const o = await stale.pacer.pacer.runTick(t, stale.who);
+      fenced += o.fencedWritesRejected;
+      if (o.published) errors.push(`fence: the old region's pacer published tick ${t} after the flip`);
+    }
+    // Refresh-ahead of every ad server's reader, once the publish has landed.
+    for (const s of servers) await s.reader.refreshDue();
+  };
+
+  const bookWin = (c: CampaignRun, armId: string | undefined, day: string, micros: number) => {
+    const b = c.budgets;
+    if (!b) return;
+    for (const p of armId === undefined
+      ? b.common
+      : [...b.common, ...(b.arms.has(armId) ? [b.arms.get(armId) as ResolvedPlan] : [])]) {
+      const t = tracks.get(planKeyOf(p));
+      if (t) dayTrack(t, day).spent += micros;
+    }
+  };
+
+  const end = Math.min(scenario.endMs, options.untilMs ?? scenario.endMs);
+  const drainUntil = end + scenario.notices.maxDelayMs * 3 + 2 * NOTICE_BATCH_MS;
+  const valuations = campaigns.map((c) => ({ median: c.spec.medianBidMicros, sigma: c.spec.bidSigma }));
+  const cap = minFloat(scenario);
+  let minuteQueue: { at: number; competing: number; segment: number; id: number }[] = [];
+  let next = 0;
+  const bidders: (AuctionBid<number> & { armId: string | undefined; server: number })[] = [];
+  let lastLog = 0;
+
+  // Faults of days a run does not simulate are not replayed at its start.
+  while (faultIdx < scenario.faults.length && (scenario.faults[faultIdx]?.atMs ?? 0) < runStart) faultIdx++;
+  for (let now = runStart; now < drainUntil; now += 1000) {
+    clock.set(now);
+    const bidding = now < end;
+    if (bidding) {
+      await applyFaults(now);
+      await applyChanges(now);
+      if (now % TICK_MS === 0) await tick(now);
+      if (now % MINUTE === 0) {
+        await monitor.prefetch(
+          campaigns
+            .filter((c) => c.budgets)
+            .map((c) => ({ accountId: c.spec.accountId, campaignId: c.spec.id })),
+        );
+        sampleMinute(now);
+        // The minute's requests: arrival, the market's best competing bid, the segment.
+        // Drawn from the minute's own generator: every strategy sees the same requests, whichever
+        // day it starts on.
+        const marketRandom = prng(Math.floor(mix(now / MINUTE, seed ^ 0x6d61726b) * 4294967296));
+        const n = requestsOf(now, marketRandom);
+        let shift = 1;
+        for (const s of scenario.market.shifts) if (now >= s.fromMs && now < s.toMs) shift *= s.factor;
+        minuteQueue = new Array(n);
+        for (let i = 0; i < n; i++) {
+          const u = marketRandom();
+          let seg = 0;
+          while (seg < segmentCdf.length - 1 && u >= (segmentCdf[seg] as number)) seg++;
+          minuteQueue[i] = {
+            at: now + Math.floor(marketRandom() * MINUTE),
+            competing: Math.round(prices.sample(marketRandom) * shift),
+            segment: seg,
+            id: 0,
+          };
+        }
+        minuteQueue.sort((a, b) => a.at - b.at);
+        for (const q of minuteQueue) q.id = ++requests;
+        next = 0;
+        for (const s of servers) await s.guard.maintain();
+        if (now - lastLog >= 6 * 3_600_000) {
+          lastLog = now;
+          progress(`${strategy}: ${new Date(now).toISOString()} requests ${requests} bids ${bids}`);
+        }
+      }
+    }
+    const due = notices.get(now);
+    if (due) {
+      notices.delete(now);
+      const outcomes = await Promise.all(
+        due.map((n) =>
+          tracker.apply(n.event).catch((e: unknown) => {
+            errors.push(`tracker: ${String(e)}`);
+            return undefined;
+          }),
+        ),
+      );
+      applied += outcomes.length;
+      outcomes.forEach((o, i) => {
+        const ev = (due[i] as Notice).event;
+        if (o && o.addedMicros > 0) {
+          const c = byId.get(ev.campaignId) as CampaignRun;
+          const tz = accounts.get(c.spec.accountId)?.timeZone as string;
+          bookWin(c, ev.armId, windowOf(tz, ev.bidAt).day, o.addedMicros);
+        }
+      });
+    }
+    if (!bidding) continue;
+    while (next < minuteQueue.length && (minuteQueue[next]?.at ?? 0) < now + 1000) {
+      const rq = minuteQueue[next++] as (typeof minuteQueue)[number];
+      clock.set(rq.at);
+      bidders.length = 0;
+      for (const c of bySegment[rq.segment] as CampaignRun[]) {
+        const b = c.budgets;
+        if (!b) continue;
+        const u = mix(rq.id, c.salt);
+        if (u >= c.spec.reach) continue;
+        let armId: string | undefined;
+        if (c.spec.arms.length > 0) {
+          let x = u / c.spec.reach;
+          for (const a of c.spec.arms) {
+            armId = a.id;
+            x -= a.share;
+            if (x < 0) break;
+          }
+        }
+        const server = rq.id % servers.length;
+        const s = servers[server] as (typeof servers)[number];
+        const pacing = s.reader.forBid(c.spec.accountId, c.spec.id, armId);
+        if (pacing.throttle < 1 && random() >= pacing.throttle) continue;
+        const v = valuations[c.index] as { median: number; sigma: number };
+        const value = v.median * Math.exp(v.sigma * gaussian(random));
+        const bid = Math.min(cap, Math.max(1, Math.round(value * pacing.bidMultiplier)));
+        if (
+          s.guard.decide({
+            campaignId: c.spec.id,
+            ...(armId === undefined ? {} : { armId }),
+            priceMicros: bid,
+          }) !== 'bid'
+        )
+          continue;
+        bidders.push({ key: c.index, bidMicros: bid, armId, server });
+      }
+      if (bidders.length === 0) continue;
+      auctions++;
+      bids += bidders.length;
+      const result = runAuction(scenario.market.auction, bidders, rq.competing, scenario.market.floorMicros);
+      for (const b of bidders) {
+        const c = campaigns[b.key] as CampaignRun;
+        const won = result.winner === b.key;
+        const tz = accounts.get(c.spec.accountId)?.timeZone as string;
+        if (won) {
+          const day = windowOf(tz, rq.at).day;
+          const clicked = random() < c.spec.ctr;
+          const budgets = c.budgets as CampaignBudgets;
+          const plans =
+            b.armId === undefined
+              ? budgets.common
+              : [
+                  ...budgets.common,
+                  ...(budgets.arms.has(b.armId) ? [budgets.arms.get(b.armId) as ResolvedPlan] : []),
+                ];
+          for (const p of plans) {
+            const t = tracks.get(planKeyOf(p));
+            if (!t) continue;
+            const d = dayTrack(t, day);
+            d.impressions++;
+            d.charged += result.priceMicros;
+            if (clicked) d.clicks++;
+          }
+        }
+        const bidId = `b${++bidNo}`;
+        for (const pn of plannedNotices(won, rq.at, scenario.notices, random)) {
+          const base = {
+            v: 1 as const,
+            bidId,
+            campaignId: c.spec.id,
+            ...(b.armId === undefined ? {} : { armId: b.armId }),
+            bidAt: rq.at,
+            bidPriceMicros: b.bidMicros,
+            at: pn.at,
+          };
+          schedule(pn.at, {
+            accountId: c.spec.accountId,
+            event:
+              pn.kind === 'win'
+                ? { ...base, type: 'win', clearingPriceMicros: result.priceMicros }
+                : { ...base, type: 'loss' },
+          });
+        }
+      }
+    }
+    clock.set(now);
+    for (const s of servers) await s.guard.idle();
+  }
+  for (const s of servers) {
+    await s.guard.close();
+    s.reader.close();
+  }
+  monitor.close();
+
+  // Fencing evidence from the server's own audit stream: after each takeover's first accepted
+  // claim, no accepted write of a lower fence.
+  let staleWritesAccepted = 0;
+  if (takeovers.length > 0) {
+    const log = await readAuditLog(redis, SHARD, 1_000_000);
+    const cmp = (a: string, b: string) => {
+      const x = a.split('.').map(Number);
+      const y = b.split('.').map(Number);
+      for (let i = 0; i < 3; i++) if ((x[i] ?? 0) !== (y[i] ?? 0)) return (x[i] ?? 0) - (y[i] ?? 0);
+      return 0;
+    };
+    let highest = '0.0.0';
+    for (const e of log) {
+      if (!e.accepted) continue;
+      if (cmp(e.fence, highest) < 0) staleWritesAccepted++;
+      else highest = e.fence;
+    }
+  }
+
+  const scored = new Set(scenario.scoredDays);
+  const plans: PlanDayResult[] = [];
+  for (const t of tracks.values()) {
+    for (const [day, d] of t.days) {
+      if (d.samples === 0 && d.spent === 0) continue;
+      let snap = await readPlanDay(redis, planDayKeys(t.plan, day).state, drainUntil);
+      if (snap.epoch === undefined && d.spent > 0) {
+        // Lost with a Redis restart after its last notice: rebuilt on first use, as a guard or
+        // the tracker would (the real reconcile path, from the ledger).
+        await reconciler.reconcile(t.plan, day);
+        snap = await readPlanDay(redis, planDayKeys(t.plan, day).state, drainUntil);
+      }
+      plans.push({
+        plan: t.key,
+        level: t.plan.level,
+        campaignId: t.plan.campaignId,
+        day,
+        scored: scored.has(day),
+        budgetMicros: d.budget,
+        spentMicros: d.spent,
+        countersMicros: snap.confirmedMicros,
+        chargedMicros: d.charged,
+        impressions: d.impressions,
+        clicks: d.clicks,
+        maxDeviation: d.maxDev,
+        rmsDeviation: d.samples > 0 ? Math.sqrt(d.sumSq / d.samples) : 0,
+        maxOverCapMicros: d.maxOver,
+        minutesAlive: d.alive,
+        ...(d.series ? { series: d.series } : {}),
+      });
+    }
+  }
+  plans.sort((a, b) => a.plan.localeCompare(b.plan) || a.day.localeCompare(b.day));
+  return {
+    strategy,
+    plans,
+    requests,
+    auctions,
+    bids,
+    notices: applied,
+    ticks,
+    publishedTicks: published,
+    fencedWritesRejected: fenced,
+    staleWritesAccepted,
+    stateReloads: reloads,
+    faults: faultLog,
+    errors,
+    wallMs: Date.now() - wall0,
+    cpuMs: Math.round(cpuMs() - cpu0),
+    redisCpuMs: Math.round((await redisCpuMs(redis)) - rcpu0),
+  };
+}
+
+/**
+ * The guards' minimum float: the largest bid any campaign makes (its valuation's 99.99th
+ * percentile, bids above are capped at it), so a float always covers one bid.
+ */
+export function minFloat(scenario: Scenario): number {
+  let m = 5_000;
+  for (const c of scenario.campaigns)
+    m = Math.max(m, Math.round(c.medianBidMicros * Math.exp(3.72 * c.bidSigma)));
+  return m;
+}

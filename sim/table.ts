@@ -1,0 +1,56 @@
+/**
+ * `npx tsx sim/table.ts FILE.jsonl`: the pacing-quality table of docs/pacing-quality.md from the
+ * final JSON lines of `npm run sim -- --scenario … --json` (one line per scenario), in Markdown.
+ */
+import { readFileSync } from 'node:fs';
+import type { SimJson, StrategySummary } from './report.js';
+import { STRATEGIES } from './strategies.js';
+
+const pct = (x: number | null | undefined, digits = 1) =>
+  x === null || x === undefined ? '—' : `${(x * 100).toFixed(digits)} %`;
+
+/** The Markdown table (a row per scenario and strategy). */
+export function qualityTable(lines: readonly SimJson[]): string {
+  const out = [
+    '| scenario | strategy | min util. fillable | fillable < 95 % | mean util. | max overspend | over > 0.5 % | max deviation (fillable) | RMS dev. (mean, all) | cost / imp. µ$ | vs ASAP | bounds |',
+    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
+  ];
+  for (const j of lines) {
+    const asap = j.strategies.asap;
+    for (const name of STRATEGIES) {
+      const s = j.strategies[name] as StrategySummary | undefined;
+      if (!s) continue;
+      const vs = asap
+        ? `${(((s.costPerImpression - asap.costPerImpression) / asap.costPerImpression) * 100).toFixed(0)} %`
+        : '—';
+      const ok =
+        (s.utilisationMinFillable ?? 0) >= 0.98 &&
+        s.overspendMax <= 0.005 &&
+        (s.deviationMax ?? 1) <= 0.05 &&
+        asap !== undefined &&
+        s.costPerImpression < asap.costPerImpression;
+      out.push(
+        `| ${name === 'paceline' ? j.scenario : ''} | ${name} | ${pct(s.utilisationMinFillable)} (${s.fillableCampaignDays}) | ${
+          s.campaignsUnder95Fillable
+        } | ${pct(s.utilisationMean)} | ${pct(s.overspendMax, 2)} | ${s.campaignsOverBudget} | ${pct(s.deviationMax, 2)} | ${pct(
+          s.deviationRmsMean,
+          2,
+        )} | ${s.costPerImpression} | ${name === 'asap' ? '' : vs} | ${name === 'paceline' ? (ok ? 'met' : '**not met**') : ''} |`,
+      );
+    }
+  }
+  return out.join('\n');
+}
+
+if (process.argv[1]?.endsWith('table.ts')) {
+  const file = process.argv[2];
+  if (!file) {
+    console.error('usage: npx tsx sim/table.ts FILE.jsonl (final lines of npm run sim -- … --json)');
+    process.exit(2);
+  }
+  const lines = readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((l) => l.startsWith('{"scenario"'))
+    .map((l) => JSON.parse(l) as SimJson);
+  console.log(qualityTable(lines));
+}

@@ -1,0 +1,65 @@
+/**
+ * Issue 10's acceptance on one shipped scenario, as tests: the scenario's days run once per file
+ * (Paceline, with its history days, and ASAP, which defines the fillable campaigns, on the same
+ * seed, on a real redis-server), then Paceline must
+ * - spend ≥ 98 % of the budget of every fillable campaign-day;
+ * - overspend ≤ 0.5 % on every scored plan-day ($1 budgets, account and arm plans included);
+ * - stay within 5 % of the budget of the published target curve on every fillable campaign-day;
+ * - pay less per impression than ASAP;
+ * - book every win exactly once (live counters = booked spend) with no guard / tracker errors.
+ */
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import type { RunningRedis } from '../../../local/emulators/redis.js';
+import type { RedisClient } from '../../../shared/redis/connect.js';
+import { loadScenario, simulate } from '../../../sim/main.js';
+import type { SimJson } from '../../../sim/report.js';
+import type { StrategyRun } from '../../../sim/runner.js';
+import { redisForFile } from '../pacing/simulation.js';
+
+/** Declares the bounds tests of `sim/scenarios/<name>.json`. */
+export function qualityBounds(
+  name: string,
+  extra?: (json: SimJson, runs: readonly StrategyRun[]) => void,
+): void {
+  let server: RunningRedis | undefined;
+  let redis: RedisClient | undefined;
+  let result: { json: SimJson; runs: StrategyRun[] } | undefined;
+  beforeAll(async () => {
+    ({ server, redis } = await redisForFile());
+    result = await simulate(loadScenario(`sim/scenarios/${name}.json`), { strategies: ['paceline'], redis });
+    console.log(JSON.stringify(result.json));
+  }, 3_600_000);
+  afterAll(async () => {
+    redis?.disconnect();
+    await server?.stop();
+  });
+  const get = () => {
+    if (!result) throw new Error('The simulation did not run (see the beforeAll error).');
+    return result;
+  };
+
+  it(`${name}: Paceline meets the pacing-quality bounds, beside ASAP on the same seed`, () => {
+    const { json } = get();
+    const p = json.strategies.paceline;
+    const a = json.strategies.asap;
+    if (!p || !a) throw new Error('both strategies must have run');
+    expect(p.fillableCampaignDays).toBeGreaterThan(0);
+    expect(p.utilisationMinFillable).toBeGreaterThanOrEqual(0.98);
+    expect(p.campaignsUnder95Fillable).toBe(0);
+    expect(p.overspendMax).toBeLessThanOrEqual(0.005);
+    expect(p.campaignsOverBudget).toBe(0);
+    expect(p.deviationMax).toBeLessThanOrEqual(0.05);
+    expect(p.costPerImpression).toBeLessThan(a.costPerImpression);
+    expect(a.overspendMax).toBeLessThanOrEqual(0.005);
+  });
+
+  it(`${name}: every win booked exactly once, no background errors`, () => {
+    for (const run of get().runs) {
+      expect(run.errors).toEqual([]);
+      for (const p of run.plans)
+        expect(p.countersMicros, `${run.strategy} ${p.plan} ${p.day}`).toBe(p.spentMicros);
+    }
+  });
+
+  if (extra) it(`${name}: scenario-specific checks`, () => extra(get().json, get().runs));
+}

@@ -1,0 +1,249 @@
+/**
+ * The simulator's scenario format: every shipped scenario parses; bad input is refused with an
+ * error naming the field (JSON path) and saying what to do; the slots baseline's curve.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { dayWindowOf } from '../../../shared/budget/time-zone.js';
+import { evaluateCurve } from '../../../shared/pacing/types.js';
+import { main } from '../../../sim/main.js';
+import { parseScenario, ScenarioError } from '../../../sim/scenario.js';
+import { slotsCurve } from '../../../sim/strategies.js';
+
+const DIR = join(import.meta.dirname, '..', '..', '..', 'sim', 'scenarios');
+
+const minimal = () => ({
+  name: 'unit',
+  timeZone: 'America/New_York',
+  start: '2026-03-03',
+  traffic: { requestsPerDay: 1000 },
+  accounts: [{ id: 'a', campaigns: [{ id: 'c', dailyBudget: 1 }] }],
+});
+
+function errorOf(mutate: (s: Record<string, unknown>) => void): ScenarioError {
+  const s = minimal() as Record<string, unknown>;
+  mutate(s);
+  try {
+    parseScenario(s);
+  } catch (error) {
+    expect(error).toBeInstanceOf(ScenarioError);
+    return error as ScenarioError;
+  }
+  throw new Error('expected a ScenarioError');
+}
+
+describe('scenario format', () => {
+  it('parses every shipped scenario (eight of them, the issue’s list)', () => {
+    const files = readdirSync(DIR).filter((f) => f.endsWith('.json'));
+    expect(files.sort()).toEqual(
+      [
+        'dst-day',
+        'evening-peak-day',
+        'fault-day',
+        'mid-day-budget-cut',
+        'normal-day',
+        'tiny-budgets',
+        'traffic-spike',
+        'unspendable-budgets',
+      ].map((n) => `${n}.json`),
+    );
+    for (const f of files) {
+      const s = parseScenario(JSON.parse(readFileSync(join(DIR, f), 'utf8')));
+      expect(s.name).toBe(f.replace('.json', ''));
+      expect(s.scoredDays.length).toBeGreaterThan(0);
+      expect(s.campaigns.length).toBeGreaterThan(0);
+    }
+  });
+
+  it('applies defaults and converts dollars to micros', () => {
+    const s = parseScenario(minimal());
+    expect(s.historyDays).toEqual(['2026-03-03']);
+    expect(s.scoredDays).toEqual(['2026-03-04']);
+    expect(s.startMs).toBe(dayWindowOf('2026-03-03', 'America/New_York').startMs);
+    expect(s.scoredStartMs).toBe(dayWindowOf('2026-03-04', 'America/New_York').startMs);
+    expect(s.campaigns[0]?.budgetMicros).toBe(1_000_000);
+    expect(s.campaigns[0]?.medianBidMicros).toBe(1500);
+    expect(s.market.auction).toBe('second-price');
+    expect(s.notices.lossNoticeRate).toBe(1);
+    expect(s.guards).toBe(2);
+  });
+
+  it('simulates every zone’s days whole (an account east of the scenario zone starts earlier)', () => {
+    const s = parseScenario({
+      ...minimal(),
+      accounts: [{ id: 'a', timeZone: 'Asia/Tokyo', campaigns: [{ id: 'c', dailyBudget: 1 }] }],
+    });
+    expect(s.startMs).toBe(dayWindowOf('2026-03-03', 'Asia/Tokyo').startMs);
+    expect(s.endMs).toBe(dayWindowOf('2026-03-04', 'America/New_York').endMs);
+  });
+
+  it.each([
+    ['a typo in a field name', (s: Record<string, unknown>) => (s.trafic = {}), /^trafic: unknown field/],
+    ['a missing name', (s: Record<string, unknown>) => delete s.name, /^name: must be a non-empty string/],
+    ['a bad time zone', (s: Record<string, unknown>) => (s.timeZone = 'Mars/Olympus'), /^timeZone: .* IANA/],
+    [
+      'a bad start day',
+      (s: Record<string, unknown>) => (s.start = '03/03/2026'),
+      /^start: must be a local date/,
+    ],
+    [
+      'a zero budget',
+      (s: Record<string, unknown>) => (s.accounts = [{ id: 'a', campaigns: [{ id: 'c', dailyBudget: 0 }] }]),
+      /^accounts\[0\]\.campaigns\[0\]\.dailyBudget: daily budget in USD must be > 0/,
+    ],
+    [
+      'an empty string where a number goes',
+      (s: Record<string, unknown>) => (s.traffic = { requestsPerDay: '' }),
+      /^traffic\.requestsPerDay: must be a finite number/,
+    ],
+    [
+      'a negative request count',
+      (s: Record<string, unknown>) => (s.traffic = { requestsPerDay: -5 }),
+      /^traffic\.requestsPerDay: must be ≥ 0/,
+    ],
+    [
+      'a shape of 23 hours',
+      (s: Record<string, unknown>) => (s.traffic = { requestsPerDay: 1, shape: new Array(23).fill(1) }),
+      /^traffic\.shape: must be a named shape or 24 numbers/,
+    ],
+    [
+      'an unknown named shape',
+      (s: Record<string, unknown>) => (s.traffic = { requestsPerDay: 1, shape: 'weekendPeak' }),
+      /^traffic\.shape: unknown shape "weekendPeak": use flat, noonPeak, eveningPeak/,
+    ],
+    [
+      'segment shares not summing to 1',
+      (s: Record<string, unknown>) => (s.segments = { a: 0.5, b: 0.4 }),
+      /^segments: shares must sum to 1/,
+    ],
+    [
+      'targeting an undeclared segment',
+      (s: Record<string, unknown>) =>
+        (s.accounts = [
+          { id: 'a', campaigns: [{ id: 'c', dailyBudget: 1, targeting: { segments: ['x'] } }] },
+        ]),
+      /^accounts\[0\]\.campaigns\[0\]\.targeting\.segments\[0\]: unknown segment "x": declare it/,
+    ],
+    [
+      'arm shares not summing to 1',
+      (s: Record<string, unknown>) =>
+        (s.accounts = [
+          {
+            id: 'a',
+            campaigns: [{ id: 'c', dailyBudget: 1, arms: [{ id: 'A', share: 0.3, dailyBudget: 1 }] }],
+          },
+        ]),
+      /^accounts\[0\]\.campaigns\[0\]\.arms: arm shares must sum to 1/,
+    ],
+    [
+      'a duplicate campaign id',
+      (s: Record<string, unknown>) =>
+        (s.accounts = [
+          { id: 'a', campaigns: [{ id: 'c', dailyBudget: 1 }] },
+          { id: 'b', campaigns: [{ id: 'c', dailyBudget: 1 }] },
+        ]),
+      /^accounts\[1\]\.campaigns\[0\]\.id: duplicate campaign id c/,
+    ],
+    [
+      'an unknown auction',
+      (s: Record<string, unknown>) => (s.market = { auction: 'vickrey' }),
+      /^market\.auction: must be "second-price" or "first-price"/,
+    ],
+    [
+      'an unknown price histogram',
+      (s: Record<string, unknown>) => (s.market = { priceCampaign: '9999' }),
+      /^market\.priceCampaign: no iPinYou histogram 9999: use one of 1458/,
+    ],
+    [
+      'a loss rate above 1',
+      (s: Record<string, unknown>) => (s.notices = { winNoticeLoss: 1.5 }),
+      /^notices\.winNoticeLoss: must be ≤ 1/,
+    ],
+    [
+      'a local time without an offset',
+      (s: Record<string, unknown>) => (s.faults = [{ kind: 'leader-killed', at: '2026-03-04T08:00:00' }]),
+      /^faults\[0\]\.at: must be an ISO 8601 instant with an offset/,
+    ],
+    [
+      'a fault in 2200',
+      (s: Record<string, unknown>) => (s.faults = [{ kind: 'redis-restarted', at: '2200-01-01T00:00:00Z' }]),
+      /^faults\[0\]\.at: must lie inside the scenario’s days/,
+    ],
+    [
+      'an unknown fault',
+      (s: Record<string, unknown>) => (s.faults = [{ kind: 'meteor', at: '2026-03-04T08:00:00-05:00' }]),
+      /^faults\[0\]\.kind: unknown fault "meteor": use leader-killed, redis-restarted, notices-stalled or region-flipped/,
+    ],
+    [
+      'a stall that ends before it starts',
+      (s: Record<string, unknown>) =>
+        (s.faults = [
+          { kind: 'notices-stalled', from: '2026-03-04T08:00:00-05:00', to: '2026-03-04T07:00:00-05:00' },
+        ]),
+      /^faults\[0\]\.to: must be after `from`/,
+    ],
+    [
+      'a budget change of an unknown campaign',
+      (s: Record<string, unknown>) =>
+        (s.budgetChanges = [{ at: '2026-03-04T12:00:00-05:00', campaign: 'nope', dailyBudget: 1 }]),
+      /^budgetChanges\[0\]\.campaign: no campaign "nope"/,
+    ],
+    [
+      'an account change of an account without a plan',
+      (s: Record<string, unknown>) =>
+        (s.budgetChanges = [{ at: '2026-03-04T12:00:00-05:00', account: 'a', dailyBudget: 1 }]),
+      /^budgetChanges\[0\]\.account: account a has no account plan: give it a "dailyBudget" first/,
+    ],
+    [
+      'a traffic event outside the days',
+      (s: Record<string, unknown>) =>
+        (s.traffic = {
+          requestsPerDay: 1,
+          events: [{ from: '2027-01-01T00:00:00Z', to: '2027-01-02T00:00:00Z', factor: 2 }],
+        }),
+      /^traffic\.events\[0\]: lies outside the scenario’s days/,
+    ],
+    ['not an object', (s: Record<string, unknown>) => (s.market = 5), /^market: must be a JSON object/],
+  ])('refuses %s, naming the field', (_what, mutate, message) => {
+    expect(errorOf(mutate).message).toMatch(message);
+  });
+
+  it('slots baseline: equal steps at each hour slot (25 on a fall-back day), ending at the budget', () => {
+    const day = dayWindowOf('2026-11-01', 'America/New_York');
+    const curve = slotsCurve('America/New_York', day, 25_000_000);
+    expect(curve.atMs.length).toBe(2 * 25 + 1);
+    expect(evaluateCurve(curve, day.startMs + 2)).toBe(1_000_000);
+    expect(evaluateCurve(curve, day.startMs + 3_600_000 + 2)).toBe(2_000_000);
+    expect(evaluateCurve(curve, day.endMs)).toBe(25_000_000);
+    for (let i = 1; i < curve.atMs.length; i++)
+      expect(curve.atMs[i] as number).toBeGreaterThan(curve.atMs[i - 1] as number);
+  });
+});
+
+describe('npm run sim (usage errors, no Redis needed)', () => {
+  it('prints help (exit 0) and refuses bad usage or a bad scenario in one line (exit 2)', async () => {
+    const lines: string[] = [];
+    const log = console.log;
+    const error = console.error;
+    console.log = (l: string) => lines.push(`out ${l}`);
+    console.error = (l: string) => lines.push(`err ${l}`);
+    try {
+      expect(await main(['--help'])).toBe(0);
+      expect(await main([])).toBe(2);
+      expect(await main(['--scenario', join(DIR, 'normal-day.json'), '--strategy', 'fastest'])).toBe(2);
+      expect(await main(['--scenario', join(DIR, 'normal-day.json'), '--seed', '-1'])).toBe(2);
+      expect(await main(['--scenario', '/nonexistent/scenario.json'])).toBe(2);
+    } finally {
+      console.log = log;
+      console.error = error;
+    }
+    expect(lines[0]).toMatch(/^out Usage: npm run sim -- --scenario FILE/);
+    expect(lines.slice(1)).toEqual([
+      'err sim: --scenario FILE is required (see --help).',
+      'err sim: unknown strategy fastest: use paceline, asap, slots, linear.',
+      'err sim: --seed must be an integer in [0, 2^31 − 1].',
+      expect.stringMatching(/^err sim: cannot read \/nonexistent\/scenario.json: ENOENT/),
+    ]);
+  }, 60_000);
+});
