@@ -159,9 +159,9 @@ export async function startS3(options: EmulatorOptions = {}): Promise<RunningEmu
   let running = false;
   let server!: S3rver;
   // The objects live in the folder: a new server on the same port and folder serves them again.
-  const listen = async (port: number) => {
-    server = new S3rver({ address: '127.0.0.1', port, directory, silent: true });
-    const address = await server.run();
+  const listen = async (requested: number) => {
+    server = new S3rver({ address: '127.0.0.1', port: requested, directory, silent: true });
+    const { port } = await server.run();
     running = true;
     const current = server;
     current.httpServer?.once('close', () => {
@@ -170,7 +170,7 @@ export async function startS3(options: EmulatorOptions = {}): Promise<RunningEmu
       report({ type: 'died', component, address: `127.0.0.1:${port}`, reason: 'server stopped listening' });
       void revive(port, 0);
     });
-    return address.port;
+    return port;
   };
   const revive = async (port: number, attempt: number): Promise<void> => {
     await new Promise((r) => setTimeout(r, restartDelayMs(attempt)).unref());
