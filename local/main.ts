@@ -8,9 +8,14 @@
  *
  *   npm start -- [--regions us-east-1,us-west-2] [--redis standalone|cluster] [--prewarm]
  *                [--pacer-shards 4] [--pacer-instances 3] [--handler <function>=<module>]...
+ *                [--data-dir DIR] [--base-port 45100] [--logs compact|full] [--state-dir .paceline]
+ *
+ * Writes each region's client environment to `.paceline/<region>.env` (marked stale on stop),
+ * each function instance's output to `.paceline/logs/<region>/<function>-<pid>.log`, and
+ * supervises the emulators: one that dies is reported and restarted on the same port.
  */
 import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, join, relative, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { type LocalRegionsFile, localRegionsFile } from '../cli/paceline/target.js';
@@ -26,16 +31,24 @@ import {
   regionDescription,
   regionResources,
 } from '../shared/region/resources.js';
+import { PortInUseError } from './emulators/net.js';
 import { RedisServerMissingError } from './emulators/redis.js';
+import { formatSupervisionEvent, type SupervisionEvent } from './emulators/supervision.js';
+import { markEnvFileStale, stateFolder, writeEnvFile } from './env-file.js';
+import { type CheckpointStore, FileCheckpointStore } from './esm/checkpoints.js';
 import { LocalOnFailureDestination } from './esm/on-failure.js';
 import { KinesisPoller } from './esm/poller.js';
-import { type LocalRegion, startLocalRegion } from './region.js';
+import { type ConsoleLogMode, formatInvocation, InstanceLogs } from './logs.js';
+import { type LocalRegion, regionPorts, startLocalRegion } from './region.js';
 import { Scheduler, type ScheduleTarget, scheduleTargets } from './scheduler.js';
 import { bundleModule } from './worker/bundle.js';
 import { ProcessInvoker, repoRoot } from './worker/process-invoker.js';
 
 /** Printed once everything is up; tests wait for it. */
 export const READY_PREFIX = 'Paceline local regions ready';
+
+/** First port of the stable layout `npm start` uses (see `regionPorts`); `--base-port` overrides. */
+export const DEFAULT_BASE_PORT = 45100;
 
 /** Options of {@link startRuntime}. */
 export interface RuntimeOptions {
@@ -77,7 +90,26 @@ export interface RuntimeOptions {
    * `{ pacer: { PACER_FAULT_PAUSE_BEFORE_PUBLISH_MS: '800' } }`). @default {}
    */
   readonly extraEnv?: Readonly<Record<string, Readonly<Record<string, string>>>>;
+  /**
+   * Keep every region's state under `<dataDir>/<region>/` across restarts (Redis append-only
+   * file, dynalite and kinesalite LevelDB stores, SSM parameters, S3 objects, stream
+   * checkpoints). @default in memory: a restart starts empty
+   */
+  readonly dataDir?: string;
+  /**
+   * Stable ports: region number `i` listens on the block `basePort + 10 i` (`regionPorts`).
+   * @default free ports (`npm start` uses {@link DEFAULT_BASE_PORT})
+   */
+  readonly basePort?: number;
+  /**
+   * Instance logs: each instance's output in `<dir>/<region>/<function>-<pid>.log`, and the
+   * console (`log`) gets one line per invocation (`compact`) or that plus every instance's
+   * output (`full`). @default none: instances write to `functionOutput`, no invocation lines
+   */
+  readonly logs?: { readonly dir: string; readonly console: ConsoleLogMode };
   readonly log?: (line: string) => void;
+  /** Where supervision reports go (an emulator died, was restarted). @default `log` */
+  readonly alert?: (line: string) => void;
 }
 
 /** The description a runtime provisions and runs, from its options. */
@@ -105,13 +137,37 @@ export interface RegionRuntime {
   readonly bundled: Promise<void>;
   /** Handler module each function runs. */
   readonly handlerModules: ReadonlyMap<FunctionKey, string>;
+  /** What the emulators' supervisors reported so far (deaths, restarts). */
+  readonly supervisionEvents: readonly SupervisionEvent[];
+  /** Folder of this region's instance logs, when kept. */
+  readonly logDir?: string;
   stop(): Promise<void>;
 }
 
 async function startRegionRuntime(name: string, options: RuntimeOptions): Promise<RegionRuntime> {
   const log = options.log ?? (() => {});
+  const alert = options.alert ?? log;
   const description = runtimeDescription(options);
-  const region = await startLocalRegion({ region: name, redisMode: options.redisMode, description });
+  const supervisionEvents: SupervisionEvent[] = [];
+  const index = options.regions.indexOf(name);
+  const dataDir = options.dataDir === undefined ? undefined : resolve(options.dataDir, name);
+  const region = await startLocalRegion({
+    region: name,
+    redisMode: options.redisMode,
+    description,
+    ...(options.basePort ? { ports: regionPorts(options.basePort, index, options.redisMode) } : {}),
+    ...(dataDir === undefined ? {} : { dataDir }),
+    onSupervisionEvent: (event) => {
+      supervisionEvents.push(event);
+      alert(formatSupervisionEvent(name, event));
+    },
+  });
+  const logDir = options.logs ? join(options.logs.dir, name) : undefined;
+  const logs = logDir
+    ? new InstanceLogs({ dir: logDir, echo: options.logs?.console === 'full', prefix: `[${name}] ` })
+    : undefined;
+  const checkpointsFor = (fn: string): CheckpointStore | undefined =>
+    dataDir === undefined ? undefined : new FileCheckpointStore(join(dataDir, 'checkpoints', `${fn}.json`));
   const invokers = new Map<FunctionKey, ProcessInvoker>();
   const pollers = new Map<FunctionKey, KinesisPoller>();
   const onFailure = new Map<FunctionKey, LocalOnFailureDestination>();
@@ -131,6 +187,15 @@ async function startRegionRuntime(name: string, options: RuntimeOptions): Promis
         timeoutMs: spec.timeoutSeconds * 1000,
         memoryMb: spec.memoryMb,
         ...(options.functionOutput ? { stdio: options.functionOutput } : {}),
+        ...(logs
+          ? {
+              logs,
+              onInvocation: (record) =>
+                log(
+                  formatInvocation(name, record, record.pid ? logs.file(spec.name, record.pid) : undefined),
+                ),
+            }
+          : {}),
       });
       invokers.set(key, invoker);
       handlerModules.set(key, options.handlerOverrides?.[spec.name] ?? spec.entry);
@@ -148,6 +213,7 @@ async function startRegionRuntime(name: string, options: RuntimeOptions): Promis
             invoker,
             onFailure: destination,
             region: name,
+            ...withCheckpoints(checkpointsFor(spec.name)),
             log: (line) => log(`[${name}] ${line}`),
           }),
         );
@@ -186,6 +252,8 @@ async function startRegionRuntime(name: string, options: RuntimeOptions): Promis
       scheduler,
       bundled: bundling,
       handlerModules,
+      supervisionEvents,
+      ...(logDir ? { logDir } : {}),
       async stop() {
         // Closing the invokers kills the instances, which also cuts in-flight invocations short.
         await Promise.all([
@@ -193,14 +261,20 @@ async function startRegionRuntime(name: string, options: RuntimeOptions): Promis
           ...[...pollers.values()].map((p) => p.stop()),
           ...[...invokers.values()].map((i) => i.close()),
         ]);
+        await logs?.close();
         await region.stop();
       },
     };
   } catch (error) {
     await Promise.all([...invokers.values()].map((i) => i.close()));
+    await logs?.close();
     await region.stop();
     throw error;
   }
+}
+
+function withCheckpoints(checkpoints: CheckpointStore | undefined): { checkpoints?: CheckpointStore } {
+  return checkpoints ? { checkpoints } : {};
 }
 
 /** Bundles the worker entry and each function's handler; a handler that fails to bundle runs via tsx. */
@@ -244,6 +318,10 @@ export function describeRuntime(runtimes: readonly RegionRuntime[]): string {
   for (const rt of runtimes) {
     const r = rt.region;
     lines.push(`Region ${r.region}`);
+    lines.push(
+      `  State:    ${r.dataDir ? `${r.dataDir} (kept across restarts)` : 'in memory (gone on stop; --data-dir DIR keeps it)'}`,
+    );
+    if (rt.logDir) lines.push(`  Logs:     ${rt.logDir}/<function>-<pid>.log`);
     lines.push(`  Redis (${r.redis.mode}): ${r.redis.nodes.join(', ')}`);
     lines.push(`  DynamoDB: ${r.endpoints.dynamodb}`);
     lines.push(`  Kinesis:  ${r.endpoints.kinesis}`);
@@ -298,7 +376,7 @@ export function describeRuntime(runtimes: readonly RegionRuntime[]): string {
   return lines.join('\n');
 }
 
-function parseCli(argv: readonly string[]): RuntimeOptions {
+function parseCli(argv: readonly string[]): CliOptions {
   const { values } = parseArgs({
     args: [...argv],
     options: {
@@ -309,6 +387,10 @@ function parseCli(argv: readonly string[]): RuntimeOptions {
       'pacer-shards': { type: 'string' },
       'pacer-instances': { type: 'string' },
       handler: { type: 'string', multiple: true },
+      'data-dir': { type: 'string' },
+      'base-port': { type: 'string' },
+      logs: { type: 'string' },
+      'state-dir': { type: 'string' },
       help: { type: 'boolean' },
     },
   });
@@ -317,7 +399,11 @@ function parseCli(argv: readonly string[]): RuntimeOptions {
       'Usage: npm start -- [--regions us-east-1,us-west-2] [--redis standalone|cluster] [--prewarm]\n' +
         `                    [--pacer-shards N] [--pacer-instances K]   (pacer layout; default ${localPacerSettings.shards} × ${localPacerSettings.instancesPerShard}, AWS 24 × 3)\n` +
         '                    [--handler <function>=<module path>]...   (run a function with another handler module)\n' +
-        '                    [--no-bundle]   (compile handlers with tsx at each cold start instead of esbuild bundles)',
+        '                    [--no-bundle]   (compile handlers with tsx at each cold start instead of esbuild bundles)\n' +
+        '                    [--data-dir DIR]   (keep state across restarts: Redis AOF, DynamoDB, Kinesis, SSM, S3; default in memory)\n' +
+        `                    [--base-port N]   (stable ports: region i uses N+10i…N+10i+8; default ${DEFAULT_BASE_PORT}; 0 = free ports)\n` +
+        "                    [--logs compact|full]   (console: one line per invocation (default), or every instance's output too)\n" +
+        '                    [--state-dir DIR]   (env files and instance logs; default .paceline)',
     );
     process.exit(0);
   }
@@ -355,6 +441,19 @@ function parseCli(argv: readonly string[]): RuntimeOptions {
       throw new UsageError(`--${flag} takes a whole number, got '${raw}'`);
     pacer[field] = n;
   }
+  const basePortRaw = values['base-port'] ?? String(DEFAULT_BASE_PORT);
+  const basePort = Number(basePortRaw);
+  const highest = basePort + 10 * (regions.length - 1) + 8;
+  if (!/^\d+$/.test(basePortRaw) || (basePort !== 0 && (basePort < 1024 || highest + 10000 > 65535))) {
+    throw new UsageError(
+      `--base-port takes 0 (free ports) or a port from 1024 leaving room for ${regions.length} region block(s) and cluster bus ports (+10000), got '${basePortRaw}'`,
+    );
+  }
+  const logsMode = values.logs ?? 'compact';
+  if (logsMode !== 'compact' && logsMode !== 'full') {
+    throw new UsageError(`--logs must be 'compact' or 'full', got '${logsMode}'`);
+  }
+  const stateDir = resolve(values['state-dir'] ?? stateFolder(repoRoot));
   try {
     runtimeDescription({ pacer });
   } catch (error) {
@@ -368,8 +467,19 @@ function parseCli(argv: readonly string[]): RuntimeOptions {
     bundle: !values['no-bundle'],
     pacer,
     handlerOverrides,
+    ...(values['data-dir'] ? { dataDir: resolve(values['data-dir']) } : {}),
+    ...(basePort ? { basePort } : {}),
+    logs: { dir: join(stateDir, 'logs'), console: logsMode },
+    envDir: stateDir,
     log: (line) => console.log(line),
+    alert: (line) => console.error(line),
   };
+}
+
+/** What the command line adds to the runtime's options. */
+interface CliOptions extends RuntimeOptions {
+  /** Folder of the `<region>.env` files. */
+  readonly envDir: string;
 }
 
 /** Bad command-line arguments. */
@@ -378,7 +488,7 @@ export class UsageError extends Error {
 }
 
 async function runCli(): Promise<void> {
-  let options: RuntimeOptions;
+  let options: CliOptions;
   try {
     options = parseCli(process.argv.slice(2));
   } catch (error) {
@@ -433,10 +543,32 @@ async function runCli(): Promise<void> {
       console.error(error.message);
       process.exit(2);
     }
+    if (error instanceof PortInUseError) {
+      console.error(`Could not start the local regions: ${error.message}`);
+      process.exit(2);
+    }
     console.error('Could not start the local regions:', error);
     process.exit(1);
   }
   console.log(describeRuntime(runtimes));
+  // The client environment of each region, for `source .paceline/<region>.env`; marked stale
+  // (unsets the variables, returns 1) when the runner stops.
+  for (const rt of runtimes) {
+    const path = writeEnvFile(options.envDir, rt.region.region, rt.region.clientEnv);
+    console.log(`Env file ${rt.region.region}: source ${relativeToCwd(path)}`);
+  }
+  process.once('exit', () => {
+    for (const rt of runtimes ?? []) {
+      try {
+        markEnvFileStale(
+          options.envDir,
+          rt.region.region,
+          Object.keys(rt.region.clientEnv),
+          `runner pid ${process.pid} stopped at ${new Date().toISOString()}`,
+        );
+      } catch {}
+    }
+  });
   // Lets `paceline …` find the running local regions without pasting their env.
   const regionsFile = localRegionsFile(repoRoot);
   mkdirSync(dirname(regionsFile), { recursive: true });
@@ -454,6 +586,11 @@ async function runCli(): Promise<void> {
     `${READY_PREFIX}: ${options.regions.join(', ')} (started in ${seconds} s). Press Ctrl-C to stop.`,
   );
   if (pendingSignal) shutdown(pendingSignal);
+}
+
+function relativeToCwd(path: string): string {
+  const rel = relative(process.cwd(), path);
+  return rel.startsWith('..') ? path : rel;
 }
 
 const invokedDirectly =

@@ -2,6 +2,8 @@
  * A local region: the emulators of one AWS region plus its resources, provisioned from the same
  * description the CDK stack uses (`shared/region/resources.ts`).
  */
+
+import { join } from 'node:path';
 import { CreateTableCommand, type DynamoDBClient, ResourceInUseException } from '@aws-sdk/client-dynamodb';
 import { CreateStreamCommand, type KinesisClient, waitUntilStreamExists } from '@aws-sdk/client-kinesis';
 import { CreateBucketCommand, type S3Client } from '@aws-sdk/client-s3';
@@ -30,8 +32,39 @@ import {
   type TableKey,
 } from '../shared/region/resources.js';
 import { type RunningEmulator, startDynalite, startKinesalite, startS3 } from './emulators/aws.js';
+import { assertPortsFree } from './emulators/net.js';
 import { type RunningRedis, startRedis } from './emulators/redis.js';
 import { type RunningSsm, startSsmServer } from './emulators/ssm-server.js';
+import type { SupervisionListener } from './emulators/supervision.js';
+
+/** Fixed ports of a region's emulators (stable endpoints across restarts). */
+export interface RegionPorts {
+  /** One per Redis node (3 in cluster mode). */
+  readonly redis: readonly number[];
+  readonly dynamodb: number;
+  readonly kinesis: number;
+  readonly ssm: number;
+  readonly s3: number;
+}
+
+/** Ports each region's block spans: region `i` of a runner uses `base + i × REGION_PORT_STRIDE + …`. */
+export const REGION_PORT_STRIDE = 10;
+
+/**
+ * The stable port layout: region number `index` (its position in `--regions`) gets the block
+ * `base + 10 × index`: Redis `+0` (cluster `+0..+2`), DynamoDB `+5`, Kinesis `+6`, SSM `+7`,
+ * S3 `+8`. A cluster's bus ports are Redis's + 10000.
+ */
+export function regionPorts(base: number, index: number, redisMode: 'standalone' | 'cluster'): RegionPorts {
+  const b = base + REGION_PORT_STRIDE * index;
+  return {
+    redis: redisMode === 'cluster' ? [b, b + 1, b + 2] : [b],
+    dynamodb: b + 5,
+    kinesis: b + 6,
+    ssm: b + 7,
+    s3: b + 8,
+  };
+}
 
 /** Options of {@link startLocalRegion}. */
 export interface LocalRegionOptions {
@@ -44,6 +77,16 @@ export interface LocalRegionOptions {
    * @default regionDescription({ pacer: localPacerSettings }) — 4 pacer shards × 3 instances
    */
   readonly description?: RegionDescription;
+  /** Fixed ports (see {@link regionPorts}); refused with a clear error when taken. @default free ports */
+  readonly ports?: RegionPorts;
+  /**
+   * Keep the region's state in this directory across restarts: Redis's append-only file,
+   * dynalite's and kinesalite's LevelDB stores, the SSM parameters and the S3 objects.
+   * @default in memory (everything is gone when the region stops)
+   */
+  readonly dataDir?: string;
+  /** Reports of the emulators' supervisors (a server died, was restarted). @default none */
+  readonly onSupervisionEvent?: SupervisionListener;
 }
 
 /** The description a local region uses unless told otherwise (4 pacer shards instead of 24). */
@@ -64,6 +107,15 @@ export interface LocalRegion {
   };
   /** The dynalite emulator (suspend()/resume() it to simulate a DynamoDB outage). */
   readonly dynamoEmulator: RunningEmulator;
+  /** Every in-process emulator (fault injection: `crash()`, `suspend()`). */
+  readonly emulators: {
+    readonly dynamodb: RunningEmulator;
+    readonly kinesis: RunningEmulator;
+    readonly ssm: RunningSsm;
+    readonly s3: RunningEmulator;
+  };
+  /** Where the region keeps its state, if persistent. */
+  readonly dataDir?: string;
   readonly redis: RunningRedis;
   readonly dynamodb: DynamoDBClient;
   readonly kinesis: KinesisClient;
@@ -87,14 +139,35 @@ export async function startLocalRegion(options: LocalRegionOptions = {}): Promis
   const region = options.region ?? 'us-east-1';
   const description = options.description ?? localDescription();
   const started: { stop(): Promise<void> }[] = [];
+  const { ports, dataDir } = options;
+  const onEvent = options.onSupervisionEvent;
+  const common = (port: number | undefined, dir: string | undefined) => ({
+    ...(port === undefined ? {} : { port }),
+    ...(dir === undefined ? {} : { path: dir }),
+    ...(onEvent ? { onEvent } : {}),
+  });
+  const at = (sub: string) => (dataDir === undefined ? undefined : join(dataDir, sub));
   try {
-    const redis = await startRedis({ mode: options.redisMode ?? 'standalone' });
+    // A fixed port someone else holds must fail here, clearly: redis-server would exit and the
+    // other server would answer our PING.
+    if (ports) await assertPortsFree([...ports.redis, ports.dynamodb, ports.kinesis, ports.ssm, ports.s3]);
+    const redis = await startRedis({
+      mode: options.redisMode ?? 'standalone',
+      ...(ports ? { ports: ports.redis } : {}),
+      ...(dataDir === undefined ? {} : { dataDir: join(dataDir, 'redis') }),
+      ...(onEvent ? { onEvent } : {}),
+    });
     started.push(redis);
     const [dynamo, kinesis, ssm, s3] = (await Promise.all([
-      startDynalite(),
-      startKinesalite({ region }),
-      startSsmServer({ region }),
-      startS3(),
+      startDynalite(common(ports?.dynamodb, at('dynamodb'))),
+      startKinesalite({ region, ...common(ports?.kinesis, at('kinesis')) }),
+      startSsmServer({
+        region,
+        ...(ports ? { port: ports.ssm } : {}),
+        ...(dataDir === undefined ? {} : { file: join(dataDir, 'ssm-parameters.json') }),
+        ...(onEvent ? { onEvent } : {}),
+      }),
+      startS3(common(ports?.s3, at('s3'))),
     ])) as [RunningEmulator, RunningEmulator, RunningSsm, RunningEmulator];
     started.push(dynamo, kinesis, ssm, s3);
     const endpoints = { region, dynamodb: dynamo.url, kinesis: kinesis.url, ssm: ssm.url, s3: s3.url };
@@ -107,10 +180,15 @@ export async function startLocalRegion(options: LocalRegionOptions = {}): Promis
     await provisionRegion(region, clients, description);
     const clientEnv: Record<string, string> = {
       ...endpointsToEnv(endpoints),
+      // The AWS CLI and older SDKs read AWS_DEFAULT_REGION; Lambda sets both.
+      AWS_DEFAULT_REGION: region,
+      // Fixed: the emulators accept any, and s3rver checks signatures against this pair.
       AWS_ACCESS_KEY_ID: 'local',
       AWS_SECRET_ACCESS_KEY: 'local',
+      PACELINE_REGION: region,
       [redisEnv.nodes]: redis.nodesEnv,
       [redisEnv.mode]: redis.mode,
+      [redisEnv.tls]: 'false',
       [pacerEnv.shards]: String(description.settings.pacer.shards),
     };
     const tableName = (key: TableKey) => physicalName(regionResources.tables[key].suffix);
@@ -121,6 +199,8 @@ export async function startLocalRegion(options: LocalRegionOptions = {}): Promis
       description,
       endpoints,
       dynamoEmulator: dynamo,
+      emulators: { dynamodb: dynamo, kinesis, ssm, s3 },
+      ...(dataDir === undefined ? {} : { dataDir }),
       redis,
       ...clients,
       tableName,

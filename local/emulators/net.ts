@@ -16,13 +16,46 @@ export async function freePort(): Promise<number> {
   });
 }
 
-/** Starts an http server on a free loopback port; returns its base URL. */
+/** Throws {@link PortInUseError} for the first of `ports` that cannot be bound on loopback. */
+export async function assertPortsFree(ports: readonly number[]): Promise<void> {
+  for (const port of ports) {
+    await new Promise<void>((resolve, reject) => {
+      const server = net.createServer();
+      server.once('error', (error: NodeJS.ErrnoException) =>
+        reject(error.code === 'EADDRINUSE' ? new PortInUseError(port, { cause: error }) : error),
+      );
+      server.listen(port, '127.0.0.1', () => server.close(() => resolve()));
+    });
+  }
+}
+
+/** Raised when a fixed port is taken; says what to do. */
+export class PortInUseError extends Error {
+  override readonly name = 'PortInUseError';
+  constructor(
+    readonly port: number,
+    options?: { cause?: unknown },
+  ) {
+    super(
+      `port ${port} is in use (another \`npm start\`?): stop it, or choose other ports with --base-port N (--base-port 0 for free ports)`,
+      options,
+    );
+  }
+}
+
+/** Starts an http server on a loopback port (a free one by default); returns its base URL. */
 export async function listenLoopback(
   server: import('node:http').Server,
+  port = 0,
 ): Promise<{ url: string; port: number }> {
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => resolve());
+    const onError = (error: NodeJS.ErrnoException) =>
+      reject(error.code === 'EADDRINUSE' ? new PortInUseError(port, { cause: error }) : error);
+    server.once('error', onError);
+    server.listen(port, '127.0.0.1', () => {
+      server.off('error', onError);
+      resolve();
+    });
   });
   const address = server.address();
   if (!address || typeof address !== 'object') throw new Error('server has no address');

@@ -1,13 +1,19 @@
 /**
  * Real `redis-server` processes standing in for ElastiCache: one standalone server, or a real
  * 3-node cluster (cluster mode is where hash-slot and cross-node pipeline bugs show up).
+ *
+ * Supervised: a server that dies (crash, OOM kill, `kill -9`) is reported and restarted on the
+ * same port, with the same arguments. Without a data directory it comes back empty, as an
+ * ElastiCache node replaced without persistence would, and the spend path rebuilds its live
+ * counters from the ledger; with one it replays its append-only file.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { freePort } from './net.js';
+import { restartDelayMs, type SupervisionListener } from './supervision.js';
 
 /** Raised when `redis-server` is not on PATH; the message says how to install it. */
 export class RedisServerMissingError extends Error {
@@ -40,31 +46,42 @@ export interface RunningRedis {
   stop(): Promise<void>;
   /** Restarts node `index` empty (as an ElastiCache failover without persistence would). */
   restart(index?: number): Promise<void>;
+  /** Unexpected exits seen so far (each was followed by a restart attempt). */
+  readonly unexpectedExits: number;
 }
 
 interface NodeProc {
   port: number;
   proc: ChildProcess;
   args: string[];
+  /** Set while a stop or a deliberate restart is under way: that exit is not a crash. */
+  expectedExit: boolean;
 }
 
-async function spawnServer(port: number, dir: string, extra: string[]): Promise<NodeProc> {
-  const args = [
+function serverArgs(port: number, dir: string, persistent: boolean, extra: string[]): string[] {
+  return [
     '--port',
     String(port),
     '--bind',
     '127.0.0.1',
     '--save',
     '',
+    // Persistent: every write goes to the append-only file, fsynced once a second (ElastiCache's
+    // AOF setting); a crash loses at most the last second, and the spend rebuild covers that.
     '--appendonly',
-    'no',
+    persistent ? 'yes' : 'no',
+    ...(persistent ? ['--appendfsync', 'everysec', '--appendfilename', `appendonly-${port}.aof`] : []),
+    ...(persistent ? ['--appenddirname', `appendonly-${port}`] : []),
     '--dir',
     dir,
     '--protected-mode',
     'no',
     ...extra,
   ];
-  const node: NodeProc = { port, args, proc: launch(args) };
+}
+
+async function spawnServer(port: number, args: string[]): Promise<NodeProc> {
+  const node: NodeProc = { port, args, proc: launch(args), expectedExit: false };
   await waitForPing(port);
   return node;
 }
@@ -93,6 +110,10 @@ async function waitForPing(port: number, timeoutMs = 10_000): Promise<void> {
   }
 }
 
+function exitReason(proc: ChildProcess): string {
+  return proc.signalCode ? `signal ${proc.signalCode}` : `exit status ${proc.exitCode}`;
+}
+
 async function stopProc(proc: ChildProcess): Promise<void> {
   if (proc.exitCode !== null || proc.signalCode !== null) return;
   const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
@@ -109,28 +130,106 @@ export interface StartRedisOptions {
   readonly mode?: 'standalone' | 'cluster';
   /** Cluster size (masters, no replicas). @default 3 */
   readonly clusterNodes?: number;
+  /**
+   * Ports of the nodes, in order (stable ports: a restarted runner keeps its endpoints).
+   * @default free loopback ports
+   */
+  readonly ports?: readonly number[];
+  /**
+   * Persistent state: the servers keep an append-only file (and the cluster its `nodes-*.conf`)
+   * in this directory, kept on stop, replayed on the next start. @default a temporary directory,
+   * no persistence, deleted on stop
+   */
+  readonly dataDir?: string;
+  /**
+   * Called when a server dies unexpectedly and when the supervisor restarts it (on the same
+   * port). @default no report (the restart still happens)
+   */
+  readonly onEvent?: SupervisionListener;
 }
 
-/** Starts `redis-server` on free loopback ports. Throws {@link RedisServerMissingError} if absent. */
+/**
+ * Starts `redis-server` (on free loopback ports unless `ports` are given) and supervises it.
+ * Throws {@link RedisServerMissingError} if absent.
+ */
 export async function startRedis(options: StartRedisOptions = {}): Promise<RunningRedis> {
   if (!redisServerAvailable()) throw new RedisServerMissingError();
   const mode = options.mode ?? 'standalone';
-  const dir = mkdtempSync(join(tmpdir(), 'paceline-redis-'));
+  const persistent = options.dataDir !== undefined;
+  const dir = options.dataDir ?? mkdtempSync(join(tmpdir(), 'paceline-redis-'));
+  if (persistent) mkdirSync(dir, { recursive: true });
   const count = mode === 'cluster' ? (options.clusterNodes ?? 3) : 1;
+  if (options.ports && options.ports.length !== count) {
+    throw new Error(`startRedis: ${count} port(s) needed for ${mode}, got ${options.ports.length}`);
+  }
   const nodes: NodeProc[] = [];
+  let stopped = false;
+  let unexpectedExits = 0;
+  const report = options.onEvent ?? (() => {});
+  const supervise = (node: NodeProc) => {
+    const proc = node.proc;
+    proc.once('exit', () => {
+      if (stopped || node.expectedExit || node.proc !== proc) return;
+      unexpectedExits++;
+      report({
+        type: 'died',
+        component: `redis-server (pid ${proc.pid ?? -1})`,
+        address: `127.0.0.1:${node.port}`,
+        reason: exitReason(proc),
+      });
+      void revive(node, 0);
+    });
+  };
+  const revive = async (node: NodeProc, attempt: number): Promise<void> => {
+    const wait = restartDelayMs(attempt);
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait).unref());
+    if (stopped) return;
+    try {
+      node.proc = launch(node.args);
+      supervise(node);
+      await waitForPing(node.port);
+      report({
+        type: 'restarted',
+        component: 'redis-server',
+        address: `127.0.0.1:${node.port}`,
+        state: persistent
+          ? `pid ${node.proc.pid}, data replayed from its append-only file`
+          : `pid ${node.proc.pid}, empty: live spend counters are rebuilt from the ledger on the next notice, caches refill`,
+      });
+    } catch (error) {
+      if (stopped) return;
+      report({
+        type: 'restart-failed',
+        component: 'redis-server',
+        address: `127.0.0.1:${node.port}`,
+        error: error instanceof Error ? error.message : String(error),
+        retryInMs: restartDelayMs(attempt + 1),
+      });
+      // The launched process may still be starting (or have exited): stop it before retrying so
+      // two servers never race for the port.
+      node.expectedExit = true;
+      await stopProc(node.proc);
+      node.expectedExit = false;
+      await revive(node, attempt + 1);
+    }
+  };
   try {
     for (let i = 0; i < count; i++) {
-      const port = await freePort();
+      const port = options.ports?.[i] ?? (await freePort());
       const extra =
         mode === 'cluster'
           ? ['--cluster-enabled', 'yes', '--cluster-config-file', join(dir, `nodes-${port}.conf`)]
           : [];
-      nodes.push(await spawnServer(port, dir, extra));
+      const node = await spawnServer(port, serverArgs(port, dir, persistent, extra));
+      supervise(node);
+      nodes.push(node);
     }
+    // A persistent cluster formed by an earlier run reloads its slot map from nodes-*.conf.
     if (mode === 'cluster') await formCluster(nodes.map((n) => n.port));
   } catch (error) {
+    stopped = true;
     await Promise.all(nodes.map((n) => stopProc(n.proc)));
-    rmSync(dir, { recursive: true, force: true });
+    if (!persistent) rmSync(dir, { recursive: true, force: true });
     throw error;
   }
   const addresses = nodes.map((n) => `127.0.0.1:${n.port}`);
@@ -140,17 +239,26 @@ export async function startRedis(options: StartRedisOptions = {}): Promise<Runni
     get pids() {
       return nodes.map((n) => n.proc.pid ?? -1);
     },
+    get unexpectedExits() {
+      return unexpectedExits;
+    },
     nodesEnv: addresses.join(','),
     async stop() {
+      stopped = true;
       await Promise.all(nodes.map((n) => stopProc(n.proc)));
-      rmSync(dir, { recursive: true, force: true });
+      if (!persistent) rmSync(dir, { recursive: true, force: true });
     },
     async restart(index = 0) {
       if (mode === 'cluster') throw new Error('restart() is implemented for standalone Redis only');
       const node = nodes[index];
       if (!node) throw new Error(`no node ${index}`);
+      node.expectedExit = true;
       await stopProc(node.proc);
+      // "Empty", as documented, even with an append-only file.
+      if (persistent) rmSync(join(dir, `appendonly-${node.port}`), { recursive: true, force: true });
+      node.expectedExit = false;
       node.proc = launch(node.args);
+      supervise(node);
       await waitForPing(node.port);
     },
   };
@@ -163,25 +271,35 @@ export async function startRedis(options: StartRedisOptions = {}): Promise<Runni
 async function formCluster(ports: number[]): Promise<void> {
   const clients = ports.map((port) => new Redis({ port, host: '127.0.0.1' }));
   try {
+    const assigned = await Promise.all(clients.map((c) => c.call('CLUSTER', 'INFO') as Promise<string>));
+    if (assigned.every((info) => !info.includes('cluster_slots_assigned:0'))) {
+      await waitForConvergence(clients, ports.length);
+      return;
+    }
     const per = Math.ceil(16384 / ports.length);
     await Promise.all(
       clients.map((c, i) => c.call('CLUSTER', 'ADDSLOTSRANGE', i * per, Math.min(16383, (i + 1) * per - 1))),
     );
     for (const c of clients.slice(1)) await c.call('CLUSTER', 'MEET', '127.0.0.1', ports[0] as number);
-    const deadline = Date.now() + 20_000;
-    for (;;) {
-      const infos = await Promise.all(clients.map((c) => c.call('CLUSTER', 'INFO') as Promise<string>));
-      const ok = infos.every(
-        (info) => info.includes('cluster_state:ok') && info.includes(`cluster_known_nodes:${ports.length}`),
-      );
-      if (ok) {
-        const slots = await Promise.all(clients.map((c) => c.call('CLUSTER', 'SLOTS') as Promise<unknown[]>));
-        if (slots.every((s) => s.length === ports.length)) return;
-      }
-      if (Date.now() > deadline) throw new Error('Redis cluster did not converge within 20 s');
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    await waitForConvergence(clients, ports.length);
   } finally {
     for (const c of clients) c.disconnect();
+  }
+}
+
+/** Waits until every node reports `cluster_state:ok` and agrees on the slot map. */
+async function waitForConvergence(clients: Redis[], size: number): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    const infos = await Promise.all(clients.map((c) => c.call('CLUSTER', 'INFO') as Promise<string>));
+    const ok = infos.every(
+      (info) => info.includes('cluster_state:ok') && info.includes(`cluster_known_nodes:${size}`),
+    );
+    if (ok) {
+      const slots = await Promise.all(clients.map((c) => c.call('CLUSTER', 'SLOTS') as Promise<unknown[]>));
+      if (slots.every((s) => s.length === size)) return;
+    }
+    if (Date.now() > deadline) throw new Error('Redis cluster did not converge within 20 s');
+    await new Promise((r) => setTimeout(r, 100));
   }
 }

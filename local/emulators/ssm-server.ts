@@ -5,10 +5,13 @@
  * (Overwrite, versions), GetParameter, GetParameters, GetParametersByPath (Recursive, paging),
  * DeleteParameter; errors carry `__type` and `x-amzn-errortype` as AWS sends them.
  */
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { dirname } from 'node:path';
 import type { Clock } from '../../shared/time/clock.js';
 import { systemClock } from '../../shared/time/clock.js';
 import { closeServer, listenLoopback } from './net.js';
+import { type SupervisionListener, superviseHttpServer } from './supervision.js';
 
 interface StoredParameter {
   name: string;
@@ -34,6 +37,15 @@ export interface SsmServerOptions {
   readonly clock?: Clock;
   /** Refuse every request with a 503 while true (fault injection: "SSM unreachable"). */
   readonly unavailable?: () => boolean;
+  /** Loopback port. @default a free port */
+  readonly port?: number;
+  /**
+   * JSON file keeping the parameters across restarts (rewritten after every change, loaded at
+   * start). @default in memory
+   */
+  readonly file?: string;
+  /** Supervision reports (died, restarted). @default none */
+  readonly onEvent?: SupervisionListener;
 }
 
 /** A running local SSM endpoint. */
@@ -41,6 +53,8 @@ export interface RunningSsm {
   readonly url: string;
   readonly port: number;
   stop(): Promise<void>;
+  /** Fault injection: stops listening as if crashed; the supervisor listens again. */
+  crash(): void;
 }
 
 const MAX_PAGE = 10;
@@ -51,12 +65,29 @@ export class ParameterStore {
   constructor(
     private readonly region = 'us-east-1',
     private readonly clock: Clock = systemClock,
-  ) {}
+    /** JSON file the parameters are kept in (loaded now, rewritten on every change). @default none */
+    private readonly file?: string,
+  ) {
+    if (file && existsSync(file)) {
+      for (const p of JSON.parse(readFileSync(file, 'utf8')) as StoredParameter[]) this.params.set(p.name, p);
+    }
+  }
+
+  /** Writes the file whole, through a rename, so a crash never leaves half a file. */
+  private save(): void {
+    if (!this.file) return;
+    mkdirSync(dirname(this.file), { recursive: true });
+    writeFileSync(`${this.file}.tmp`, JSON.stringify([...this.params.values()]));
+    renameSync(`${this.file}.tmp`, this.file);
+  }
 
   dispatch(operation: string, input: Record<string, unknown>): unknown {
     switch (operation) {
-      case 'PutParameter':
-        return this.put(input);
+      case 'PutParameter': {
+        const out = this.put(input);
+        this.save();
+        return out;
+      }
       case 'GetParameter':
         return { Parameter: this.render(this.mustGet(str(input, 'Name'))) };
       case 'GetParameters':
@@ -66,6 +97,7 @@ export class ParameterStore {
       case 'DeleteParameter':
         this.mustGet(str(input, 'Name'));
         this.params.delete(normalize(str(input, 'Name')));
+        this.save();
         return {};
       default:
         throw new SsmError(
@@ -191,7 +223,7 @@ function send(res: ServerResponse, status: number, body: unknown, errorType?: st
 
 /** Starts the endpoint on a free loopback port. */
 export async function startSsmServer(options: SsmServerOptions = {}): Promise<RunningSsm> {
-  const store = new ParameterStore(options.region, options.clock);
+  const store = new ParameterStore(options.region, options.clock, options.file);
   const server: Server = createServer(async (req, res) => {
     try {
       if (options.unavailable?.()) throw new SsmError('ServiceUnavailable', 'local SSM is switched off', 503);
@@ -215,6 +247,22 @@ export async function startSsmServer(options: SsmServerOptions = {}): Promise<Ru
       }
     }
   });
-  const { url, port } = await listenLoopback(server);
-  return { url, port, stop: () => closeServer(server) };
+  const { url, port } = await listenLoopback(server, options.port);
+  const supervision = superviseHttpServer(server, {
+    component: 'local SSM endpoint',
+    port,
+    ...(options.onEvent ? { onEvent: options.onEvent } : {}),
+  });
+  return {
+    url,
+    port,
+    stop: () => {
+      supervision.setIntended(true);
+      return closeServer(server);
+    },
+    crash() {
+      server.close();
+      server.closeAllConnections();
+    },
+  };
 }

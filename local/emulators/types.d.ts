@@ -36,5 +36,7 @@ declare module 's3rver' {
     constructor(options: S3rverOptions);
     run(): Promise<{ address: string; port: number }>;
     close(): Promise<void>;
+    /** Set by run(). */
+    httpServer?: import('node:http').Server;
   }
 }

@@ -3,6 +3,8 @@
  * is done (processed, or handed to the on-failure destination). A restarted poller resumes
  * after it, as Lambda resumes a mapping after a redeploy.
  */
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { dirname } from 'node:path';
 
 /** Where a mapping keeps its per-shard position. */
 export interface CheckpointStore {
@@ -48,4 +50,31 @@ export function compareSequenceNumbers(a: string, b: string): number {
   const x = BigInt(a);
   const y = BigInt(b);
   return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/**
+ * Checkpoints kept in a JSON file (rewritten through a rename after every move), so a runner
+ * restarted on a persistent Kinesis store resumes where it stopped instead of replaying the
+ * stream or skipping to its end.
+ */
+export class FileCheckpointStore implements CheckpointStore {
+  private readonly memory = new MemoryCheckpointStore();
+
+  constructor(private readonly file: string) {
+    if (existsSync(file)) {
+      const saved = JSON.parse(readFileSync(file, 'utf8')) as Record<string, string>;
+      for (const [shard, sequence] of Object.entries(saved)) void this.memory.set(shard, sequence);
+    }
+  }
+
+  get(shardId: string): Promise<string | undefined> {
+    return this.memory.get(shardId);
+  }
+
+  async set(shardId: string, sequenceNumber: string): Promise<void> {
+    await this.memory.set(shardId, sequenceNumber);
+    mkdirSync(dirname(this.file), { recursive: true });
+    writeFileSync(`${this.file}.tmp`, JSON.stringify(this.memory.snapshot()));
+    renameSync(`${this.file}.tmp`, this.file);
+  }
 }

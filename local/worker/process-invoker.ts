@@ -10,6 +10,7 @@ import { randomUUID } from 'node:crypto';
 import { availableParallelism } from 'node:os';
 import { isAbsolute, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { failedItemsOf, type InstanceLogs, type InvocationRecord, recordsOf } from '../logs.js';
 import type { InvokeFailure, InvokeResult, Invoker } from './invoker.js';
 import { type InvokeMessage, type WorkerMessage, workerEnv } from './protocol.js';
 
@@ -35,8 +36,12 @@ export interface ProcessInvokerOptions {
   readonly initTimeoutMs?: number;
   /** Reported as the context's `memoryLimitInMB`. @default 128 */
   readonly memoryMb?: number;
-  /** Where instances' stdout/stderr go. @default 'inherit' */
+  /** Where instances' stdout/stderr go (unless `logs` is given). @default 'inherit' */
   readonly stdio?: 'inherit' | 'ignore';
+  /** Write each instance's stdout/stderr to its own file (takes precedence over `stdio`). @default none */
+  readonly logs?: InstanceLogs;
+  /** Called after every invocation (the runner's compact console line). @default none */
+  readonly onInvocation?: (record: InvocationRecord) => void;
   /**
    * A prebuilt JavaScript bundle of `worker-entry.ts` (local/worker/bundle.ts): instances then run
    * on plain `node`, without `tsx`, and `handlerModule` should be a bundle too. @default none (tsx)
@@ -76,13 +81,15 @@ class Instance {
       cwd: repoRoot,
       env,
       execArgv: options.bundledWorkerEntry ? [] : ['--import', 'tsx'],
-      stdio:
-        options.stdio === 'ignore'
+      stdio: options.logs
+        ? ['ignore', 'pipe', 'pipe', 'ipc']
+        : options.stdio === 'ignore'
           ? ['ignore', 'ignore', 'ignore', 'ipc']
           : ['ignore', 'inherit', 'inherit', 'ipc'],
       serialization: 'json',
     });
     this.pid = this.proc.pid ?? -1;
+    options.logs?.attach(options.functionName, this.pid, this.proc.stdout, this.proc.stderr);
     this.proc.on('error', () => {});
     this.exited = new Promise((resolve) =>
       this.proc.once('exit', (code, signal) => {
@@ -314,6 +321,27 @@ export class ProcessInvoker implements Invoker {
   }
 
   async invoke(event: unknown): Promise<InvokeResult> {
+    if (!this.options.onInvocation) return this.invokeOnce(event);
+    const started = performance.now();
+    const result = await this.invokeOnce(event);
+    this.options.onInvocation({
+      functionName: this.functionName,
+      pid: result.pid,
+      records: recordsOf(event),
+      durationMs: performance.now() - started,
+      ok: result.ok,
+      failedItems: result.ok ? failedItemsOf(result.payload) : 0,
+      ...(result.ok ? {} : { errorType: result.errorType, errorMessage: result.errorMessage }),
+    });
+    return result;
+  }
+
+  /** Path of an instance's log file, when logs are kept. */
+  logFile(pid: number): string | undefined {
+    return this.options.logs?.file(this.functionName, pid);
+  }
+
+  private async invokeOnce(event: unknown): Promise<InvokeResult> {
     if (this.closed) return { ok: false, errorType: 'Runtime.Closed', errorMessage: 'invoker is closed' };
     this.prune();
     let instance = this.pool.find((i) => !i.busy && !i.dead);

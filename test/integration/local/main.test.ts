@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { repoRoot } from '../../../local/worker/process-invoker.js';
 import { regionResources } from '../../../shared/region/resources.js';
+import { tempDir } from '../../support/tmp.js';
 
 /** Every descendant of `root` (pid → command line), read from /proc. */
 function descendants(root: number): Map<number, string> {
@@ -87,6 +88,11 @@ describe('npm start (local/main.ts)', () => {
       const args = [
         'local/main.ts',
         '--prewarm',
+        // Free ports and a scratch state folder: a developer's own `npm start` may be running.
+        '--base-port',
+        '0',
+        '--state-dir',
+        tempDir('paceline-main-'),
         ...Object.values(regionResources.functions).flatMap((f) => ['--handler', `${f.name}=${stub}`]),
       ];
       const proc = spawn(join(repoRoot, 'node_modules/.bin/tsx'), args, {
