@@ -249,7 +249,7 @@ export class BudgetGuard {
   async warmUp(campaignId: string, armIds?: readonly string[]): Promise<void> {
     const now = this.options.clock.now();
     const entry = this.campaigns.get(campaignId);
-    if (!entry || entry.budgets.campaign.status !== 'active') return;
+    if (entry?.budgets.campaign.status !== 'active') return;
     if (now >= entry.dayEndMs) this.roll(entry, now);
     const states = new Set<PlanDay>(entry.common);
     for (const arm of armIds ?? [...entry.budgets.arms.keys()]) {
