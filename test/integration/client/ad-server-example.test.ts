@@ -113,8 +113,11 @@ describe('examples/ad-server.ts against a local region', () => {
       let total = 0;
       for (let u = 1_000; u < 1_007; u++) {
         const [[range]] = (await store.count(String(u), [
-          { ranges: [{ from: Date.now() - 3_600_000, to: Date.now() + 1 }], filter: { action: ['impression'] } },
-        ])) as [[{ total: number }]];
+          {
+            ranges: [{ from: Date.now() - 3_600_000, to: Date.now() + 1 }],
+            filter: { action: ['impression'] },
+          },
+        ])) as unknown as [[{ total: number }]];
         total += range.total;
       }
       return total;
