@@ -37,7 +37,9 @@ import { InvalidEnvError, intEnv, MissingEnvError } from '../shared/config/env.j
 import { ControlParameterMissingError, resolvePacerShards } from '../shared/pacing/control.js';
 import { connectRedis, redisConfigFromEnv } from '../shared/redis/connect.js';
 import { regionResources, resourceName } from '../shared/region/resources.js';
+import { planDayKeys } from '../shared/spend/keys.js';
 import { SpendLedger } from '../shared/spend/ledger.js';
+import { readPlanDay } from '../shared/spend/live-counters.js';
 import { defaultInFlight, Reconciler } from '../shared/spend/reconcile.js';
 import { systemClock } from '../shared/time/clock.js';
 import { CliUsageError, EXIT, type ExitCodeOf, runCli, targetOf } from './common.js';
@@ -279,11 +281,38 @@ async function reconcile(
     const plans = [...plansForBid(budgets, undefined), ...budgets.arms.values()];
     const out = [];
     for (const plan of plans) {
+      const result = await reconciler.reconcile(plan, theDay, { force });
+      const id = { plan: plan.planId, scope: plan.scope, day: theDay };
+      if (result.installed) {
+        out.push({ ...id, outcome: 'rebuilt from the ledger', ...result });
+        continue;
+      }
+      // Nothing was rebuilt: say what is actually there (live counters beside the ledger), not
+      // just "skipped", so an operator sees whether the counters agree with the source of truth.
+      const live = await readPlanDay(redis, planDayKeys(plan, theDay).state, systemClock.now());
+      const entries = await reconciler.ledgerEntries(plan, theDay);
+      const ledgerMicros = entries.reduce((sum, e) => sum + e.clearingPriceMicros, 0);
+      const differs = live.confirmedMicros !== ledgerMicros;
       out.push({
-        plan: plan.planId,
-        scope: plan.scope,
-        day: theDay,
-        ...(await reconciler.reconcile(plan, theDay, { force })),
+        ...id,
+        outcome:
+          live.epoch === undefined
+            ? 'not initialised (another process holds the rebuild; run again)'
+            : 'already initialised: kept (--force rebuilds)',
+        installed: false,
+        epoch: live.epoch ?? null,
+        confirmedMicros: live.confirmedMicros,
+        inFlightMicros: live.inFlightMicros,
+        leasedMicros: live.leasedMicros,
+        ledgerWins: entries.length,
+        ledgerConfirmedMicros: ledgerMicros,
+        ...(differs
+          ? {
+              note:
+                'live confirmed differs from the ledger: wins still being applied (track-spend, sweep-spend) ' +
+                'converge within minutes; a lasting difference is fixed by --force',
+            }
+          : {}),
       });
     }
     return out;

@@ -16,6 +16,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { formatStatus, readStatus } from './paceline/status.js';
 import { CliUsageError, describeTargets, resolveTargets } from './paceline/target.js';
+import { spendCommand } from './spend.js';
 
 /** Exit codes (documented in docs/operations.md and `paceline --help`). */
 export const EXIT = { ok: 0, internal: 1, usage: 2, unreachable: 3 } as const;
@@ -66,6 +67,7 @@ export const commands: Record<string, Command> = {
       return EXIT.ok;
     },
   },
+  spend: spendCommand,
 };
 
 function mainUsage(): string {

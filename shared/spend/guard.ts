@@ -239,6 +239,27 @@ export class BudgetGuard {
   }
 
   /**
+   * Leases the first float of every plan a campaign's bids need (account, campaign, and the arm
+   * plans of `armIds`, default every arm with a plan) and resolves once the leases are back. A
+   * guard answers from local floats only, so without this the first `decide` of a known campaign
+   * answers `no-budget` while its lease is in flight. Initialises (rebuilds) the plan-day from the
+   * ledger when needed. Does nothing for unknown or paused campaigns. Lease failures go to
+   * `onError` (the guard then says no-budget and retries, as usual).
+   */
+  async warmUp(campaignId: string, armIds?: readonly string[]): Promise<void> {
+    const now = this.options.clock.now();
+    const entry = this.campaigns.get(campaignId);
+    if (entry?.budgets.campaign.status !== 'active') return;
+    if (now >= entry.dayEndMs) this.roll(entry, now);
+    const states = new Set<PlanDay>(entry.common);
+    for (const arm of armIds ?? [...entry.budgets.arms.keys()]) {
+      for (const s of entry.byArm.get(arm) ?? this.armStates(entry, arm, now)) states.add(s);
+    }
+    for (const s of states) if (s.available(now) < this.floatOf(s.plan)) this.refill(s, now, true);
+    await this.idle();
+  }
+
+  /**
    * Background upkeep for idle periods: settles pending in-flight amounts, returns expired float
    * and retires finished days. {@link start} runs it on a timer.
    */

@@ -222,6 +222,42 @@ describe('budgets CLI', () => {
     });
     const arm = (await repo.getCampaignBudgets('spring'))!.arms.get('B')!;
     expect((await readPlanDay(redis, planDayKeys(arm, day).state, now)).confirmedMicros).toBe(700);
+
+    // Again: already initialised, so nothing is rebuilt — and the output says what is there.
+    const again = (await main(['reconcile', '--campaign', 'spring', '--day', day])) as Record<
+      string,
+      unknown
+    >[];
+    expect(again.find((r) => r.plan === 'campaign')).toMatchObject({
+      installed: false,
+      outcome: expect.stringMatching(/already initialised/),
+      confirmedMicros: 1600,
+      ledgerWins: 2,
+      ledgerConfirmedMicros: 1600,
+    });
+    expect(again.find((r) => r.plan === 'campaign')).not.toHaveProperty('note');
+    // A win in the ledger that the live counters do not hold (yet): the difference is reported.
+    await ledger.record({
+      campaignId: 'spring',
+      accountId: 'acme',
+      bidId: 'r3',
+      day,
+      clearingPriceMicros: 500,
+      bidPriceMicros: 1000,
+      bidAt: now,
+      noticeAt: now,
+      late: false,
+    });
+    const drift = (await main(['reconcile', '--campaign', 'spring', '--day', day])) as Record<
+      string,
+      unknown
+    >[];
+    expect(drift.find((r) => r.plan === 'account')).toMatchObject({
+      confirmedMicros: 1600,
+      ledgerWins: 3,
+      ledgerConfirmedMicros: 2100,
+      note: expect.stringMatching(/differs from the ledger/),
+    });
     redis.disconnect();
   });
 });

@@ -1,0 +1,128 @@
+/**
+ * An ad server's request path on Paceline, end to end, using only the public client entry
+ * (`paceline/client`), against the region its environment names:
+ *
+ *   npm start                                   # in one shell
+ *   source .paceline/us-east-1.env              # in another (or paste the printed "Client env")
+ *   npx tsx examples/ad-server.ts [--requests 20] [--campaign example-campaign]
+ *
+ * Per request: frequency-cap check → pacing read → budget guard → bid → the exchange's win or
+ * loss notice (simulated here: it calls the nurl/lurl with ${AUCTION_PRICE} substituted) →
+ * events (the notice's spend event, an impression for a win). The last line printed is a JSON
+ * summary. Without --campaign, a demo account, campaign and $1,000/day plan are created first
+ * if missing.
+ */
+import { parseArgs } from 'node:util';
+import {
+  AUCTION_LOSS_MACRO,
+  AUCTION_PRICE_MACRO,
+  type CapCandidate,
+  configFromEnv,
+  createPacelineClient,
+  type PacelineClient,
+} from 'paceline/client';
+
+const { values } = parseArgs({
+  options: {
+    requests: { type: 'string', default: '20' },
+    campaign: { type: 'string' },
+    help: { type: 'boolean', short: 'h' },
+  },
+});
+if (values.help) {
+  console.log(
+    'usage: npx tsx examples/ad-server.ts [--requests N] [--campaign ID]  (region from the environment)',
+  );
+  process.exit(0);
+}
+const requests = Number(values.requests);
+
+/** Creates the demo account, campaign and plan unless they exist. */
+async function ensureDemoCampaign(client: PacelineClient): Promise<string> {
+  const campaignId = 'example-campaign';
+  if (await client.budgets.getCampaignBudgets(campaignId)) return campaignId;
+  await client.budgets.putAccount({
+    accountId: 'example-account',
+    name: 'Example advertiser',
+    timeZone: 'America/New_York',
+    currency: 'USD',
+  });
+  await client.budgets.putCampaign({
+    campaignId,
+    accountId: 'example-account',
+    name: 'Example campaign',
+    status: 'active',
+  });
+  await client.budgets.putPlan({
+    level: 'campaign',
+    accountId: 'example-account',
+    campaignId,
+    dailyBudgetMicros: 1_000_000_000, // $1,000 a day
+    pacingMode: 'even',
+  });
+  return campaignId;
+}
+
+// 1. One client per process, from the region's environment.
+const client = await createPacelineClient(
+  configFromEnv(process.env, { noticeBaseUrl: 'http://localhost:8080/notice' }),
+);
+const summary = { requests: 0, capped: 0, bids: 0, noBid: {} as Record<string, number>, wins: 0, losses: 0 };
+try {
+  const campaignId = values.campaign ?? (await ensureDemoCampaign(client));
+  // 2. Track the campaigns this server bids for: budgets loaded, floats leased, pacing read.
+  const { unknown } = await client.track([campaignId]);
+  if (unknown.length > 0) throw new Error(`Campaign ${campaignId} is not in the budgets table.`);
+
+  for (let i = 0; i < requests; i++) {
+    summary.requests++;
+    const userId = 1_000 + (i % 7);
+    const ad = { ad: '11', adGroup: '7', campaign: '3', advertiser: '1' };
+    // 3. Frequency cap: at most 3 impressions of this campaign per user and hour.
+    const candidate: CapCandidate = {
+      id: 'ad-11',
+      entities: ad,
+      caps: [{ level: 'campaign', windowMs: 3_600_000, max: 3 }],
+    };
+    const caps = await client.checkFrequencyCaps({ userId: String(userId), candidates: [candidate] });
+    if (caps.allowed.length === 0) {
+      summary.capped++;
+      continue;
+    }
+    // 4. Pacing read + budget guard + paced price, synchronously.
+    const outcome = client.bid({
+      bidId: `ex-${Date.now().toString(36)}-${i}`,
+      campaignId,
+      basePriceMicros: 2_000, // $2 CPM
+    });
+    if (!outcome.bid) {
+      summary.noBid[outcome.reason] = (summary.noBid[outcome.reason] ?? 0) + 1;
+      continue;
+    }
+    summary.bids++;
+    // 5. The bid response carries outcome.notices.{nurl,burl,lurl}; here the "exchange" answers
+    //    at once: every other bid wins at 80 % of the price (second price), the rest lose.
+    const notices = outcome.notices as NonNullable<typeof outcome.notices>;
+    if (i % 2 === 0) {
+      const cpm = ((outcome.priceMicros * 0.8) / 1000).toFixed(4);
+      // 6. Your notice endpoint hands the URL the exchange called to the client: a spend event.
+      client.sendNotice(notices.nurl.replace(AUCTION_PRICE_MACRO, cpm));
+      client.sendAction({
+        userId,
+        timestamp: Date.now(),
+        insertionId: crypto.randomUUID(),
+        action: 'impression',
+        ...ad,
+      });
+      summary.wins++;
+    } else {
+      client.sendNotice(notices.lurl.replace(AUCTION_LOSS_MACRO, '102'));
+      summary.losses++;
+    }
+  }
+  // 7. Events are batched in the background; flush before exiting.
+  await client.flush();
+  console.log(JSON.stringify({ ...summary, campaignId, metrics: client.metrics() }));
+} finally {
+  await client.close();
+}

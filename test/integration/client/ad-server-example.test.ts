@@ -1,0 +1,127 @@
+/**
+ * `examples/ad-server.ts` as a user runs it: a child process (`tsx examples/ad-server.ts`) with
+ * nothing but a local region's client environment, importing only `paceline/client`. It must
+ * complete its request paths (cap check → pacing read → guard → bid → notice → events), and what
+ * it sent must land: every win booked once in the ledger and the live counters at the clearing
+ * price the "exchange" substituted for ${AUCTION_PRICE}, every impression counted.
+ */
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type RegionRuntime, startRuntime } from '../../../local/main.js';
+import { BudgetRepository } from '../../../shared/budget/repository.js';
+import { dayWindow } from '../../../shared/budget/time-zone.js';
+import { ActionStore } from '../../../shared/counting/store.js';
+import { connectRedis, type RedisClient, redisConfigFromEnv } from '../../../shared/redis/connect.js';
+import { planDayKeys } from '../../../shared/spend/keys.js';
+import { SpendLedger } from '../../../shared/spend/ledger.js';
+import { readPlanDay } from '../../../shared/spend/live-counters.js';
+import { systemClock } from '../../../shared/time/clock.js';
+import { tempDir } from '../../support/tmp.js';
+
+const repoRoot = fileURLToPath(new URL('../../..', import.meta.url));
+let runtime: RegionRuntime;
+let redis: RedisClient;
+
+beforeAll(async () => {
+  [runtime] = (await startRuntime({
+    regions: ['us-east-1'],
+    redisMode: 'standalone',
+    stateDir: tempDir('paceline-client-example-'),
+    // The stream consumers the example's events go to; no pacer (its absence is the fail-safe).
+    functions: ['trackSpend', 'ingestActions'],
+    functionOutput: 'ignore',
+  })) as [RegionRuntime];
+  redis = connectRedis(redisConfigFromEnv(runtime.region.clientEnv));
+}, 120_000);
+
+afterAll(async () => {
+  redis?.disconnect();
+  await runtime?.stop();
+});
+
+function runExample(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [`${repoRoot}node_modules/tsx/dist/cli.mjs`, 'examples/ad-server.ts', ...args],
+      // Only the region's printed client environment (and PATH): what a developer's shell has.
+      { cwd: repoRoot, env: { PATH: process.env.PATH ?? '', ...runtime.region.clientEnv }, timeout: 90_000 },
+      (error, stdout, stderr) =>
+        resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    );
+  });
+}
+
+async function until<T>(read: () => Promise<T>, done: (v: T) => boolean, ms = 60_000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await read();
+    if (done(v) || Date.now() > deadline) return v;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+describe('examples/ad-server.ts against a local region', () => {
+  it('completes request paths and its events land (ledger, live counters, action counts)', async () => {
+    const run = await runExample(['--requests', '30']);
+    expect(run.code, run.stderr).toBe(0);
+    const summary = JSON.parse(run.stdout.trim().split('\n').at(-1) as string) as {
+      requests: number;
+      capped: number;
+      bids: number;
+      noBid: Record<string, number>;
+      wins: number;
+      losses: number;
+      campaignId: string;
+      metrics: { decisions: { total: number; bid: number }; errors: number; eventsFailed: number };
+    };
+    expect(summary.requests).toBe(30);
+    // Warm-up: the first decision of a known campaign finds its float (no spurious no-budget).
+    expect(summary.noBid).toEqual({});
+    expect(summary.bids).toBe(30 - summary.capped);
+    expect(summary.wins).toBeGreaterThan(5);
+    expect(summary.losses).toBeGreaterThan(5);
+    expect(summary.metrics.decisions.bid).toBe(summary.bids);
+    expect(summary.metrics.errors).toBe(0);
+    expect(summary.metrics.eventsFailed).toBe(0);
+
+    // Wins: booked once each by track-spend at 80 % of the $2 CPM bid (1.6000 → 1,600 micros).
+    const region = runtime.region;
+    const repo = new BudgetRepository({ client: region.dynamodb, tableName: region.tableName('budgets') });
+    const budgets = await repo.getCampaignBudgets(summary.campaignId);
+    const plan = budgets?.common.find((p) => p.level === 'campaign');
+    expect(plan).toBeDefined();
+    const day = dayWindow(Date.now(), plan?.timeZone as string).day;
+    const ledger = new SpendLedger({ client: region.dynamodb, tableName: region.tableName('spendLedger') });
+    const entries = await until(
+      () => ledger.entries(summary.campaignId, day),
+      (e) => e.length >= summary.wins,
+    );
+    expect(entries).toHaveLength(summary.wins);
+    expect(entries.every((e) => e.clearingPriceMicros === 1_600)).toBe(true);
+    const key = planDayKeys(plan as NonNullable<typeof plan>, day).state;
+    const live = await until(
+      () => readPlanDay(redis, key, Date.now()),
+      (s) => s.confirmedMicros >= 1_600 * summary.wins,
+    );
+    expect(live.confirmedMicros).toBe(1_600 * summary.wins);
+
+    // Impressions (one per win) counted by ingest-actions for the example's users.
+    const store = new ActionStore({ redis, clock: systemClock });
+    const countAll = async () => {
+      let total = 0;
+      for (let u = 1_000; u < 1_007; u++) {
+        const [[range]] = (await store.count(String(u), [
+          {
+            ranges: [{ from: Date.now() - 3_600_000, to: Date.now() + 1 }],
+            filter: { action: ['impression'] },
+          },
+        ])) as unknown as [[{ total: number }]];
+        total += range.total;
+      }
+      return total;
+    };
+    expect(await until(countAll, (n) => n >= summary.wins)).toBe(summary.wins);
+  }, 150_000);
+});

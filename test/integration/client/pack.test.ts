@@ -1,0 +1,158 @@
+/**
+ * The package as another repository gets it: `npm pack` (which builds `dist/` through `prepack`),
+ * a scratch project in the OS temp dir (outside this repository) installs the tarball with npm,
+ * type-checks a file importing `paceline/client` against the shipped declarations, runs it on the
+ * installed JavaScript — creating a real client against a local region — and records what the
+ * import loaded: never the CDK or an emulator.
+ *
+ * Offline-friendly: `--prefer-offline` takes packages from the npm cache and asks the registry
+ * only for what the cache lacks.
+ */
+import { execFile } from 'node:child_process';
+import { copyFileSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type LocalRegion, startLocalRegion } from '../../../local/region.js';
+import { tempDir } from '../../support/tmp.js';
+
+const repoRoot = fileURLToPath(new URL('../../..', import.meta.url));
+const fixture = join(repoRoot, 'test/fixtures/client-scratch');
+const tsc = join(repoRoot, 'node_modules/typescript/bin/tsc');
+let region: LocalRegion;
+
+beforeAll(async () => {
+  region = await startLocalRegion();
+}, 60_000);
+afterAll(async () => {
+  await region?.stop();
+});
+
+const t0 = Date.now();
+const step = (name: string) =>
+  console.log(`pack test: ${name} at ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+
+function run(
+  command: string,
+  args: readonly string[],
+  cwd: string,
+  env: Record<string, string | undefined> = process.env,
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(
+      command,
+      [...args],
+      { cwd, env, timeout: 400_000, maxBuffer: 16 << 20 },
+      (error, stdout, stderr) =>
+        resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    );
+  });
+}
+
+const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+
+describe('the packed package in a scratch project', () => {
+  it('installs from the tarball, type-checks and runs an import of paceline/client', async () => {
+    const packDir = tempDir('paceline-pack-');
+    const packed = await run(npm, ['pack', '--json', '--pack-destination', packDir], repoRoot);
+    expect(packed.code, packed.stderr).toBe(0);
+    step('packed');
+    const [info] = JSON.parse(packed.stdout.slice(packed.stdout.indexOf('['))) as [
+      { filename: string; files: { path: string }[] },
+    ];
+    const files = info.files.map((f) => f.path);
+    expect(files).toContain('dist/client/index.js');
+    expect(files).toContain('dist/client/index.d.ts');
+    // Only the built package: no sources, tests, CDK app or local runtime in the tarball (npm always
+    // adds the `bin` file; the operator CLI is meant to be run from a checkout: docs/client.md).
+    expect(
+      files.filter(
+        (f) =>
+          !f.startsWith('dist/') &&
+          !['package.json', 'README.md', 'docs/client.md', 'cli/paceline.mjs'].includes(f),
+      ),
+    ).toEqual([]);
+    const tarball = join(packDir, readdirSync(packDir).find((f) => f.endsWith('.tgz')) as string);
+
+    const scratch = tempDir('paceline-scratch-');
+    expect(scratch.startsWith(repoRoot)).toBe(false);
+    writeFileSync(
+      join(scratch, 'package.json'),
+      JSON.stringify({ name: 'scratch', private: true, type: 'module' }),
+    );
+    writeFileSync(
+      join(scratch, 'tsconfig.json'),
+      JSON.stringify({
+        compilerOptions: {
+          target: 'ES2022',
+          module: 'NodeNext',
+          moduleResolution: 'NodeNext',
+          strict: true,
+          types: ['node'],
+          outDir: '.',
+          // The shipped declarations are tsc's own output; checking every AWS SDK .d.ts would
+          // only slow the test.
+          skipLibCheck: true,
+        },
+        files: ['main.ts', 'wrong.ts'],
+      }),
+    );
+    for (const f of ['main.ts', 'record-imports.mjs', 'record-imports-hooks.mjs']) {
+      copyFileSync(join(fixture, f), join(scratch, f));
+    }
+    const install = await run(
+      npm,
+      ['install', '--prefer-offline', '--no-audit', '--no-fund', tarball, '@types/node@20.19.0'],
+      scratch,
+    );
+    expect(install.code, install.stderr).toBe(0);
+    step('installed');
+    const installed = JSON.parse(readFileSync(join(scratch, 'node_modules/paceline/package.json'), 'utf8'));
+    expect(installed.exports['./client'].types).toBe('./dist/client/index.d.ts');
+
+    // Type-checks against the shipped declarations (the repository's tsc; types from the scratch's
+    // node_modules), in one pass with a file that must NOT type-check: the declarations are real
+    // types, not `any`. main.ts has no error and is emitted; wrong.ts has exactly its bad call.
+    writeFileSync(
+      join(scratch, 'wrong.ts'),
+      "import { createPacelineClient } from 'paceline/client';\n" +
+        "const client = await createPacelineClient({ endpoints: { region: 'us-east-1' }, redis: { mode: 'standalone', nodes: [], tls: false } });\n" +
+        'client.bid({ campaignId: 42 });\n',
+    );
+    const checked = await run(process.execPath, [tsc, '-p', '.'], scratch);
+    step('type-checked');
+    const errors = checked.stdout.split('\n').filter((l) => /error TS\d+/.test(l));
+    expect(errors.length, checked.stdout).toBeGreaterThan(0);
+    expect(
+      errors.filter((l) => !l.startsWith('wrong.ts(3,')),
+      checked.stdout,
+    ).toEqual([]);
+
+    // Runs on the installed JavaScript, with a real client against a local region.
+    const importLog = join(scratch, 'imports.log');
+    const ran = await run(process.execPath, ['--import', './record-imports.mjs', 'main.js'], scratch, {
+      PATH: process.env.PATH,
+      IMPORT_LOG: importLog,
+      ...region.clientEnv,
+    });
+    expect(ran.code, ran.stderr).toBe(0);
+    step('ran');
+    const out = JSON.parse(ran.stdout.trim().split('\n').at(-1) as string);
+    expect(out.nurl).toBe(
+      `https://ads.example.com/notice/win?b=b-1&c=c-1&t=1763700000000&p=3000&price=\${AUCTION_PRICE}`,
+    );
+    expect(out.event).toMatchObject({
+      type: 'win',
+      bidId: 'b-1',
+      auctionPrice: '2.10',
+      bidAt: 1763700000000,
+    });
+    expect(out.decision).toEqual({ bid: false, reason: 'unknown-campaign', pacing: 'missing' });
+    const loaded = readFileSync(importLog, 'utf8').split('\n').filter(Boolean);
+    expect(loaded.some((u) => u.includes('/node_modules/paceline/dist/client/index.js'))).toBe(true);
+    expect(loaded.filter((u) => u.startsWith('file:') && u.includes(repoRoot))).toEqual([]);
+    expect(
+      loaded.filter((u) => /aws-cdk-lib|\/constructs\/|cdk-nag|dynalite|kinesalite|s3rver/.test(u)),
+    ).toEqual([]);
+  }, 420_000);
+});

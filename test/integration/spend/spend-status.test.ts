@@ -1,0 +1,189 @@
+/**
+ * `paceline spend status` against a local region: per plan-day the live counters' confirmed,
+ * in-flight and leased amounts (written by the real guard and reconciler), the remainder, and the
+ * target E(t) now — the published curve for a paced shard (compared with the hash read
+ * independently), the linear fail-safe curve where nothing is published; a day not initialised
+ * says so. The real CLI process prints its target first and exactly one JSON object.
+ */
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spendStatus } from '../../../cli/spend.js';
+import { type LocalRegion, startLocalRegion } from '../../../local/region.js';
+import { linearExpected } from '../../../shared/budget/pacing.js';
+import { BudgetRepository } from '../../../shared/budget/repository.js';
+import { dayWindow } from '../../../shared/budget/time-zone.js';
+import { decodeCampaignHash } from '../../../shared/pacing/codec.js';
+import { createLinearController } from '../../../shared/pacing/controller/linear.js';
+import { campaignParamsKey } from '../../../shared/pacing/keys.js';
+import { evaluateCurve } from '../../../shared/pacing/types.js';
+import { connectRedis, type RedisClient, redisConfigFromEnv } from '../../../shared/redis/connect.js';
+import { BudgetGuard } from '../../../shared/spend/guard.js';
+import { SpendLedger } from '../../../shared/spend/ledger.js';
+import { Reconciler } from '../../../shared/spend/reconcile.js';
+import { ManualClock } from '../../../shared/time/clock.js';
+import { accountsInShard, makeInstance, seedShard } from '../pacing/support.js';
+
+const repoRoot = fileURLToPath(new URL('../../..', import.meta.url));
+let region: LocalRegion;
+let redis: RedisClient;
+
+beforeAll(async () => {
+  region = await startLocalRegion();
+  redis = connectRedis(redisConfigFromEnv(region.clientEnv));
+});
+afterAll(async () => {
+  redis?.disconnect();
+  await region?.stop();
+});
+
+function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      ['cli/paceline.mjs', ...args],
+      { cwd: repoRoot, env: { PATH: process.env.PATH ?? '', ...region.clientEnv } },
+      (error, stdout, stderr) =>
+        resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    );
+  });
+}
+
+describe('paceline spend status', () => {
+  it('reports confirmed, in-flight, leased, remaining and E(t) per plan-day', async () => {
+    const T0 = Date.now();
+    const clock = new ManualClock(T0);
+    const shards = region.description.settings.pacer.shards;
+    const repo = new BudgetRepository({
+      client: region.dynamodb,
+      tableName: region.tableName('budgets'),
+      pacerShards: shards,
+    });
+    const [paced] = accountsInShard(1, shards, 1, 'sp');
+    const [unpaced] = accountsInShard(2, shards, 1, 'su');
+    const [pacedCampaign] = await seedShard(repo, [paced as string], 1, T0 - 60_000);
+    const [idleCampaign] = await seedShard(repo, [unpaced as string], 1, T0 - 60_000);
+    const pacer = makeInstance({
+      region,
+      redis,
+      shard: 1,
+      instance: 0,
+      clock,
+      controller: createLinearController() as never,
+    });
+    expect((await pacer.tick(Math.floor(T0 / 10_000))).published).toBe(true);
+
+    // Two wins in the ledger, then a guard that initialises the day (rebuild), leases and bids.
+    const day = dayWindow(T0, 'America/New_York').day;
+    const ledger = new SpendLedger({ client: region.dynamodb, tableName: region.tableName('spendLedger') });
+    for (const [bidId, price] of [
+      ['w1', 700],
+      ['w2', 900],
+    ] as const) {
+      await ledger.record({
+        campaignId: pacedCampaign as string,
+        accountId: paced as string,
+        bidId,
+        day,
+        clearingPriceMicros: price,
+        bidPriceMicros: 1_000,
+        bidAt: T0 - 5_000,
+        noticeAt: T0 - 4_000,
+        late: false,
+      });
+    }
+    const reconciler = new Reconciler({
+      redis,
+      ledger,
+      clock,
+      campaignsOfAccount: (a) => repo.listCampaignIds(a),
+    });
+    const guard = new BudgetGuard({
+      redis,
+      clock,
+      initPlanDay: (plan, d) => reconciler.reconcile(plan, d),
+      settleIntervalMs: 0, // settle every bid at once: the in-flight amount is in Redis when we read
+    });
+    const budgets = await repo.getCampaignBudgets(pacedCampaign as string);
+    guard.setBudgets(budgets as NonNullable<typeof budgets>);
+    await guard.warmUp(pacedCampaign as string, []);
+    expect(guard.decide({ campaignId: pacedCampaign as string, priceMicros: 2_000 })).toBe('bid');
+    await guard.idle();
+
+    const rows = await spendStatus({ dynamodb: region.dynamodb, redis, shards, nowMs: T0 });
+    const row = (accountId: string, plan: string) => {
+      const r = rows.find((x) => x.accountId === accountId && x.plan === plan);
+      expect(r, `${accountId} ${plan}`).toBeDefined();
+      return r as NonNullable<typeof r>;
+    };
+    const published = decodeCampaignHash(
+      await redis.hgetall(campaignParamsKey(paced as string, pacedCampaign as string, shards)),
+    );
+    for (const plan of ['account', 'campaign']) {
+      const r = row(paced as string, plan);
+      const resolved = budgets?.common.find((p) => p.planId === plan);
+      expect(r).toMatchObject({ day, initialised: true, confirmedMicros: 1_600, inFlightMicros: 2_000 });
+      // What Redis says is leased is exactly the float this guard holds.
+      expect(r.leasedMicros).toBe(guard.localState(resolved as NonNullable<typeof resolved>, day)?.float);
+      expect(r.leasedMicros).toBeGreaterThan(0);
+      expect(r.remainingMicros).toBe(r.budgetMicros - 1_600 - 2_000 - r.leasedMicros);
+      expect(r.targetSource).toBe('published');
+      const curve = published?.plans.get(plan)?.curve;
+      expect(curve).toBeDefined();
+      expect(r.targetMicros).toBe(
+        Math.min(evaluateCurve(curve as NonNullable<typeof curve>, T0), r.budgetMicros),
+      );
+    }
+    // Arm plans of the paced campaign: nothing initialised for them yet.
+    expect(row(paced as string, 'arm:A')).toMatchObject({
+      initialised: false,
+      confirmedMicros: 0,
+      targetSource: 'published',
+    });
+    // Nothing published for the other shard: the linear fail-safe curve, a day not initialised.
+    const idle = rows.find((x) => x.campaignId === idleCampaign && x.plan === 'campaign');
+    expect(idle).toMatchObject({
+      initialised: false,
+      confirmedMicros: 0,
+      inFlightMicros: 0,
+      leasedMicros: 0,
+      remainingMicros: 100_000_000,
+      targetSource: 'linear',
+      targetMicros: linearExpected(100_000_000, dayWindow(T0, 'America/New_York'), T0),
+    });
+    // Once the parameters are stale (> 3 ticks), the paced plans fall back to linear too.
+    const later = await spendStatus({
+      dynamodb: region.dynamodb,
+      redis,
+      shards,
+      nowMs: T0 + 40_000,
+      campaignId: pacedCampaign as string,
+    });
+    expect(later.find((x) => x.plan === 'campaign')?.targetSource).toBe('linear');
+    expect(later.map((x) => x.plan).sort()).toEqual(['account', 'arm:A', 'arm:B', 'campaign']);
+    await guard.close();
+
+    // The real CLI: target first (stderr with --json), one JSON object, amounts as above.
+    const run = await cli(['spend', 'status', '--json', '--campaign', pacedCampaign as string]);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stderr.split('\n')[0]).toMatch(/^Target: local us-east-1/);
+    expect(run.stdout.trim().split('\n')).toHaveLength(1);
+    const report = JSON.parse(run.stdout) as {
+      regions: { region: string; plans: { plan: string; confirmedMicros: number }[] }[];
+    };
+    expect(report.regions[0]?.plans.find((p) => p.plan === 'campaign')?.confirmedMicros).toBe(1_600);
+    const human = await cli(['spend', 'status', '--campaign', pacedCampaign as string]);
+    expect(human.code).toBe(0);
+    expect(human.stdout).toMatch(/budget\s+confirmed\s+in-flight\s+leased\s+remaining\s+target E\(t\)/);
+    expect(human.stdout).toMatch(/campaign\s+\d{4}-\d\d-\d\d\s+100\.00\s+0\.00\s.*\((published|linear)\)/);
+  }, 120_000);
+
+  it('refuses bad input with one line and exit code 2', async () => {
+    const badDay = await cli(['spend', 'status', '--day', '2026-02-30']);
+    expect(badDay.code).toBe(2);
+    expect(badDay.stderr.trim().split('\n')).toHaveLength(1);
+    const badCommand = await cli(['spend', 'stats']);
+    expect(badCommand.code).toBe(2);
+    expect(badCommand.stderr).toMatch(/paceline spend status/);
+  }, 60_000);
+});
