@@ -1,7 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import { ArnFormat, Duration, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
-import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as kinesis from 'aws-cdk-lib/aws-kinesis';
 import * as kms from 'aws-cdk-lib/aws-kms';
@@ -278,7 +278,8 @@ export class RegionalStack extends Stack {
         acknowledgeObjectPrefix(this, bucket, spec.name);
       }
       // IAM authentication to the cache (SigV4 tokens signed with the function's role).
-      if (spec.usesRedis) cache.grantConnect(fn.function, spec.readsParameters ? peerRegions.map((r) => r.region) : []);
+      if (spec.usesRedis)
+        cache.grantConnect(fn.function, spec.readsParameters ? peerRegions.map((r) => r.region) : []);
       if (spec.readsParameters) {
         // Exactly the region's described parameters (no prefix wildcard), and each peer region's
         // publisher switch (a pacer publishes into every cache whose switch names its region).
@@ -380,7 +381,12 @@ export class RegionalStack extends Stack {
         Object.fromEntries(
           peers.map((p) => [
             p.region,
-            this.formatArn({ service: 'kms', region: p.region, resource: 'alias', resourceName: regionalKeyAliasName }),
+            this.formatArn({
+              service: 'kms',
+              region: p.region,
+              resource: 'alias',
+              resourceName: regionalKeyAliasName,
+            }),
           ]),
         ),
       ),

@@ -76,7 +76,9 @@ export class PacelineAdServerAccess extends Construct {
           actions: ['kms:Decrypt', 'kms:GenerateDataKey'],
           resources: [props.key.keyArn],
           conditions: {
-            StringEquals: { 'kms:ViaService': [`dynamodb.${region}.amazonaws.com`, `kinesis.${region}.amazonaws.com`] },
+            StringEquals: {
+              'kms:ViaService': [`dynamodb.${region}.amazonaws.com`, `kinesis.${region}.amazonaws.com`],
+            },
           },
         }),
         new iam.PolicyStatement({

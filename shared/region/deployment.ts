@@ -103,7 +103,8 @@ function parseSettings(key: string, raw: unknown): RegionSettingsInput {
   if (raw === undefined) return {};
   if (!isObject(raw)) throw new InvalidDeploymentSettingsError(key, 'give an object.');
   only(key, raw, ['pacer', 'cache', 'streams', 'network']);
-  const out: { pacer?: Partial<PacerSettings>; cache?: Partial<CacheSettings>; streams?: StreamSettings } = {};
+  const out: { pacer?: Partial<PacerSettings>; cache?: Partial<CacheSettings>; streams?: StreamSettings } =
+    {};
   if (raw.pacer !== undefined) {
     if (!isObject(raw.pacer)) throw new InvalidDeploymentSettingsError(`${key}.pacer`, 'give an object.');
     only(`${key}.pacer`, raw.pacer, pacerKeys);
@@ -118,7 +119,10 @@ function parseSettings(key: string, raw: unknown): RegionSettingsInput {
     const cache: { nodeType?: string; shards?: number; replicasPerShard?: number } = {};
     if (raw.cache.nodeType !== undefined) {
       if (typeof raw.cache.nodeType !== 'string')
-        throw new InvalidDeploymentSettingsError(`${key}.cache.nodeType`, 'give a node type such as cache.r7g.large.');
+        throw new InvalidDeploymentSettingsError(
+          `${key}.cache.nodeType`,
+          'give a node type such as cache.r7g.large.',
+        );
       cache.nodeType = raw.cache.nodeType;
     }
     if (raw.cache.shards !== undefined) cache.shards = wholeNumber(`${key}.cache.shards`, raw.cache.shards);
@@ -154,14 +158,22 @@ function parseCidr(key: string, v: unknown): [number, number] {
   const parts = m ? m.slice(1, 5).map(Number) : [];
   const prefix = m ? Number(m[5]) : Number.NaN;
   if (!m || parts.some((p) => p > 255) || prefix < 16 || prefix > 24)
-    throw new InvalidDeploymentSettingsError(key, `${JSON.stringify(v)}: give an IPv4 CIDR from /16 to /24, e.g. 10.20.0.0/16.`);
+    throw new InvalidDeploymentSettingsError(
+      key,
+      `${JSON.stringify(v)}: give an IPv4 CIDR from /16 to /24, e.g. 10.20.0.0/16.`,
+    );
   const base = parts.reduce((acc, p) => acc * 256 + p, 0);
   if (base % 2 ** (32 - prefix) !== 0)
     throw new InvalidDeploymentSettingsError(key, `${v} has host bits set: use the network address.`);
   return [base, prefix];
 }
 
-function parseNetwork(key: string, raw: unknown, several: boolean, regions: readonly string[]): RegionNetwork {
+function parseNetwork(
+  key: string,
+  raw: unknown,
+  several: boolean,
+  regions: readonly string[],
+): RegionNetwork {
   if (raw === undefined && !several) return { cidr: '10.20.0.0/16', peering: {} };
   if (!isObject(raw))
     throw new InvalidDeploymentSettingsError(
@@ -171,15 +183,25 @@ function parseNetwork(key: string, raw: unknown, several: boolean, regions: read
   only(key, raw, ['cidr', 'vpcId', 'peering']);
   parseCidr(`${key}.cidr`, raw.cidr);
   if (raw.vpcId !== undefined && (typeof raw.vpcId !== 'string' || !/^vpc-[0-9a-f]{8,17}$/.test(raw.vpcId)))
-    throw new InvalidDeploymentSettingsError(`${key}.vpcId`, `${JSON.stringify(raw.vpcId)}: give a VPC id (vpc-…).`);
+    throw new InvalidDeploymentSettingsError(
+      `${key}.vpcId`,
+      `${JSON.stringify(raw.vpcId)}: give a VPC id (vpc-…).`,
+    );
   const peering: Record<string, string> = {};
   if (raw.peering !== undefined) {
-    if (!isObject(raw.peering)) throw new InvalidDeploymentSettingsError(`${key}.peering`, 'give { "<region>": "pcx-…" }.');
+    if (!isObject(raw.peering))
+      throw new InvalidDeploymentSettingsError(`${key}.peering`, 'give { "<region>": "pcx-…" }.');
     for (const [peer, id] of Object.entries(raw.peering)) {
       if (!regions.includes(peer))
-        throw new InvalidDeploymentSettingsError(`${key}.peering.${peer}`, `not a region of paceline:regions (${regions.join(', ')}).`);
+        throw new InvalidDeploymentSettingsError(
+          `${key}.peering.${peer}`,
+          `not a region of paceline:regions (${regions.join(', ')}).`,
+        );
       if (typeof id !== 'string' || !/^pcx-[0-9a-f]{8,17}$/.test(id))
-        throw new InvalidDeploymentSettingsError(`${key}.peering.${peer}`, `${JSON.stringify(id)}: give a peering connection id (pcx-…).`);
+        throw new InvalidDeploymentSettingsError(
+          `${key}.peering.${peer}`,
+          `${JSON.stringify(id)}: give a peering connection id (pcx-…).`,
+        );
       peering[peer] = id;
     }
   }
@@ -193,7 +215,10 @@ function parseNetwork(key: string, raw: unknown, several: boolean, regions: read
 export function deploymentSettings(lookup: Lookup): DeploymentSettings {
   const account = String(lookup('paceline:account') ?? '');
   if (!/^\d{12}$/.test(account))
-    throw new InvalidDeploymentSettingsError('paceline:account', `${JSON.stringify(account)}: give the 12-digit AWS account id.`);
+    throw new InvalidDeploymentSettingsError(
+      'paceline:account',
+      `${JSON.stringify(account)}: give the 12-digit AWS account id.`,
+    );
   const rawRegions = lookup('paceline:regions');
   let entries: [string, unknown][];
   if (Array.isArray(rawRegions)) entries = rawRegions.map((r) => [String(r), undefined]);
@@ -203,16 +228,27 @@ export function deploymentSettings(lookup: Lookup): DeploymentSettings {
       'paceline:regions',
       'give { "us-east-1": { "network": { "cidr": "10.20.0.0/16" } }, … } (or a list of region names).',
     );
-  if (entries.length === 0) throw new InvalidDeploymentSettingsError('paceline:regions', 'name at least one region.');
+  if (entries.length === 0)
+    throw new InvalidDeploymentSettingsError('paceline:regions', 'name at least one region.');
   const names = entries.map(([r]) => r);
   for (const r of names)
-    if (!REGION.test(r)) throw new InvalidDeploymentSettingsError(`paceline:regions.${r}`, 'not an AWS region name.');
+    if (!REGION.test(r))
+      throw new InvalidDeploymentSettingsError(`paceline:regions.${r}`, 'not an AWS region name.');
   const primaryRegion = String(lookup('paceline:primaryRegion') ?? names[0]);
   if (!names.includes(primaryRegion))
-    throw new InvalidDeploymentSettingsError('paceline:primaryRegion', `${primaryRegion} is not one of paceline:regions (${names.join(', ')}).`);
+    throw new InvalidDeploymentSettingsError(
+      'paceline:primaryRegion',
+      `${primaryRegion} is not one of paceline:regions (${names.join(', ')}).`,
+    );
   const defaults = parseSettings('paceline:defaults', lookup('paceline:defaults'));
-  if (isObject(lookup('paceline:defaults')) && (lookup('paceline:defaults') as Record<string, unknown>).network)
-    throw new InvalidDeploymentSettingsError('paceline:defaults.network', 'networks are per region: set it under paceline:regions.<region>.network.');
+  if (
+    isObject(lookup('paceline:defaults')) &&
+    (lookup('paceline:defaults') as Record<string, unknown>).network
+  )
+    throw new InvalidDeploymentSettingsError(
+      'paceline:defaults.network',
+      'networks are per region: set it under paceline:regions.<region>.network.',
+    );
   const overrides: { -readonly [K in keyof PacerSettings]?: number } = {};
   for (const [ctx, field] of [
     ['paceline:pacerShards', 'shards'],

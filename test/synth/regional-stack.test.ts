@@ -85,7 +85,10 @@ describe('regional stacks', () => {
     other.hasResourceProperties('AWS::Lambda::Function', {
       FunctionName: 'paceline-track-spend',
       Environment: {
-        Variables: Match.objectLike({ BUDGETS_TABLE: 'paceline-budgets', SPEND_LEDGER_TABLE: 'paceline-spend-ledger' }),
+        Variables: Match.objectLike({
+          BUDGETS_TABLE: 'paceline-budgets',
+          SPEND_LEDGER_TABLE: 'paceline-spend-ledger',
+        }),
       },
     });
     other.hasResourceProperties('AWS::KMS::Alias', { AliasName: 'alias/paceline' });
@@ -291,7 +294,9 @@ describe('pacer in the stack (derived from the region description)', () => {
       const rules = Object.values(t.findResources('AWS::Events::Rule')).filter((r) =>
         (r.Properties as { Targets: Target[] }).Targets.some((x) => x.Input !== undefined),
       );
-      const inputs = rules.flatMap((r) => (r.Properties as { Targets: Target[] }).Targets.map((x) => x.Input));
+      const inputs = rules.flatMap((r) =>
+        (r.Properties as { Targets: Target[] }).Targets.map((x) => x.Input),
+      );
       expect(rules).toHaveLength(settings.shards * settings.instancesPerShard);
       expect(inputs).toHaveLength(settings.shards * settings.instancesPerShard);
       expect(new Set(inputs)).toEqual(new Set(pacer.schedule.instances.map((i) => JSON.stringify(i.input))));
@@ -389,7 +394,11 @@ describe('cache IAM authentication', () => {
         ReplicationGroupId: 'paceline',
         UserGroupIds: [Match.objectLike({ Ref: Match.anyValue() })],
       });
-      expect(t.findResources('AWS::ElastiCache::ReplicationGroup', { Properties: { AuthToken: Match.anyValue() } })).toEqual({});
+      expect(
+        t.findResources('AWS::ElastiCache::ReplicationGroup', {
+          Properties: { AuthToken: Match.anyValue() },
+        }),
+      ).toEqual({});
       t.hasResourceProperties('AWS::ElastiCache::User', {
         UserId: 'paceline-app',
         UserName: 'paceline-app',
@@ -418,7 +427,9 @@ describe('cache IAM authentication', () => {
       const role = stack.getLogicalId(fn.function.role?.node.defaultChild as never);
       const statements = Object.values(t.findResources('AWS::IAM::Policy'))
         .filter((p) => JSON.stringify(p.Properties.Roles).includes(role))
-        .flatMap((p) => p.Properties.PolicyDocument.Statement as { Action: string | string[]; Resource: unknown }[]);
+        .flatMap(
+          (p) => p.Properties.PolicyDocument.Statement as { Action: string | string[]; Resource: unknown }[],
+        );
       const connect = statements.filter((x) => x.Action === 'elasticache:Connect');
       expect(connect, fnKey).toHaveLength(1);
       const resources = JSON.stringify(connect[0]?.Resource);
@@ -438,15 +449,30 @@ describe('PacelineAdServerAccess', () => {
       const policies = Object.values(t.findResources('AWS::IAM::ManagedPolicy'));
       expect(policies).toHaveLength(1);
       const doc = policies[0]?.Properties.PolicyDocument as {
-        Statement: { Sid: string; Effect: string; Action: string | string[]; Resource: unknown; Condition?: unknown }[];
+        Statement: {
+          Sid: string;
+          Effect: string;
+          Action: string | string[];
+          Resource: unknown;
+          Condition?: unknown;
+        }[];
       };
       const bySid = Object.fromEntries(doc.Statement.map((x) => [x.Sid, x]));
       const actions = (sid: string) => [bySid[sid]?.Action].flat().sort();
       const r = (v: unknown) => stack.resolve(v);
-      expect(Object.keys(bySid).sort()).toEqual(['CacheConnect', 'GuardLedger', 'Key', 'PutEvents', 'ReadBudgets']);
+      expect(Object.keys(bySid).sort()).toEqual([
+        'CacheConnect',
+        'GuardLedger',
+        'Key',
+        'PutEvents',
+        'ReadBudgets',
+      ]);
       expect(doc.Statement.every((x) => x.Effect === 'Allow')).toBe(true);
       expect(actions('PutEvents')).toEqual(['kinesis:PutRecord', 'kinesis:PutRecords']);
-      expect(bySid.PutEvents?.Resource).toEqual([r(stack.streams.actions.streamArn), r(stack.streams.spend.streamArn)]);
+      expect(bySid.PutEvents?.Resource).toEqual([
+        r(stack.streams.actions.streamArn),
+        r(stack.streams.spend.streamArn),
+      ]);
       expect(actions('ReadBudgets')).toEqual(['dynamodb:BatchGetItem', 'dynamodb:GetItem', 'dynamodb:Query']);
       expect(bySid.ReadBudgets?.Resource).toEqual(r(stack.tables.budgets.tableArn));
       expect(actions('GuardLedger')).toEqual(['dynamodb:PutItem', 'dynamodb:Query']);
@@ -485,10 +511,15 @@ describe('network between regions', () => {
       });
       t.resourceCountIs('AWS::EC2::VPCPeeringConnection', 0);
     }
-    const context = structuredClone(cdkJson.context) as Record<string, Record<string, Record<string, unknown>>>;
+    const context = structuredClone(cdkJson.context) as Record<
+      string,
+      Record<string, Record<string, unknown>>
+    >;
     const regions = context['paceline:regions'] as Record<string, { network: Record<string, unknown> }>;
     (regions['us-west-2'] as { network: Record<string, unknown> }).network.vpcId = 'vpc-0123456789abcdef0';
-    (regions['us-west-2'] as { network: Record<string, unknown> }).network.peering = { 'us-east-1': 'pcx-0123456789abcdef0' };
+    (regions['us-west-2'] as { network: Record<string, unknown> }).network.peering = {
+      'us-east-1': 'pcx-0123456789abcdef0',
+    };
     const app = new App({ context, outdir: tempDir('paceline-peering-') });
     const [east, west] = buildApp(app).stacks.map((s) => Template.fromStack(s)) as [Template, Template];
     east.hasResourceProperties('AWS::EC2::VPCPeeringConnection', {
