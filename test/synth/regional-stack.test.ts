@@ -487,7 +487,11 @@ describe('PacelineAdServerAccess', () => {
   });
 
   it('admits a fleet to the cache port with allowFrom', () => {
-    const app = new App({ context: cdkJson.context, outdir: tempDir('paceline-access-') });
+    // No asset bundling for this second app (`aws:cdk:bundling-stacks` empty): only IAM/EC2 matter.
+    const app = new App({
+      context: { ...cdkJson.context, 'aws:cdk:bundling-stacks': [] },
+      outdir: tempDir('paceline-access-'),
+    });
     const { stacks: built } = buildApp(app);
     const stack = built[0] as RegionalStack;
     stack.adServerAccess.allowFrom(Peer.ipv4('10.99.0.0/16'));
@@ -520,7 +524,10 @@ describe('network between regions', () => {
     (regions['us-west-2'] as { network: Record<string, unknown> }).network.peering = {
       'us-east-1': 'pcx-0123456789abcdef0',
     };
-    const app = new App({ context, outdir: tempDir('paceline-peering-') });
+    const app = new App({
+      context: { ...context, 'aws:cdk:bundling-stacks': [] },
+      outdir: tempDir('paceline-peering-'),
+    });
     const [east, west] = buildApp(app).stacks.map((s) => Template.fromStack(s)) as [Template, Template];
     east.hasResourceProperties('AWS::EC2::VPCPeeringConnection', {
       PeerVpcId: 'vpc-0123456789abcdef0',
