@@ -212,7 +212,20 @@ function parseNetwork(
  * Reads and validates the deployment from context (`lookup` = `app.node.tryGetContext`).
  * @throws InvalidDeploymentSettingsError naming the key that is wrong.
  */
-export function deploymentSettings(lookup: Lookup): DeploymentSettings {
+export function deploymentSettings(rawLookup: Lookup): DeploymentSettings {
+  // `-c key=value` gives strings: a JSON object or list there is parsed (e.g.
+  // `-c 'paceline:defaults={"cache":{"shards":6}}'`).
+  const lookup: Lookup = (key) => {
+    const v = rawLookup(key);
+    if (typeof v !== 'string' || !/^\s*[[{]/.test(v)) return v;
+    try {
+      return JSON.parse(v) as unknown;
+    } catch (error) {
+      throw new InvalidDeploymentSettingsError(key, `not valid JSON: ${(error as Error).message}`, {
+        cause: error,
+      });
+    }
+  };
   const account = String(lookup('paceline:account') ?? '');
   if (!/^\d{12}$/.test(account))
     throw new InvalidDeploymentSettingsError(

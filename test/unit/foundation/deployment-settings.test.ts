@@ -123,3 +123,11 @@ describe('deployment settings (cdk.json context)', () => {
     expect(error.message).not.toContain('\n');
   });
 });
+
+describe('deployment settings from -c (strings)', () => {
+  it('parses JSON objects given on the command line, and names the key of bad JSON', () => {
+    const d = deploymentSettings(lookup({ ...base, 'paceline:defaults': '{"cache":{"shards":6}}' }));
+    expect(d.regions[0]?.description.settings.cache.shards).toBe(6);
+    expect(errorOf({ ...base, 'paceline:defaults': '{cache:' }).key).toBe('paceline:defaults');
+  });
+});
