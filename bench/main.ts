@@ -1,21 +1,119 @@
 /**
- * `npm run bench -- <name>`: runs one benchmark against real redis-server (and emulators where
- * the benchmark needs them) and prints a final JSON line. Every benchmark reports the raw-Redis
- * ceiling measured in the same run (bench/ceiling.ts) beside its own figures.
+ * `npm run bench -- <name> [options]`: runs one benchmark against real redis-server (and emulators
+ * where the benchmark needs them, all started by the benchmark on loopback — never AWS) and prints
+ * a final JSON line. Every benchmark reports the raw-Redis ceiling measured in the same run
+ * (bench/ceiling.ts) beside its own figures.
+ *
+ * Conventions (cli/common.ts): the target is printed first (stderr), progress goes to stderr,
+ * `--help` lists every option, errors are one line (`--debug` for the stack), and the JSON line
+ * gains `verdicts` (pass/fail for every DESIGN.md target of the benchmark) and `warnings` (an
+ * offered rate not sustained) — every other field unchanged. Exit codes: 0 all targets met,
+ * 7 a target missed, 2 usage, 1 unexpected failure.
  */
-const benchmarks: Record<string, () => Promise<{ run(args: string[]): Promise<Record<string, unknown>> }>> = {
-  counting: () => import('./counting.js'),
-  spend: () => import('./spend.js'),
-  pacer: () => import('./pacer.js'),
-  sim: () => import('./sim.js'),
+import { EXIT } from '../cli/common.js';
+import { benchTargets, unsustainedRates, verdicts } from './verdicts.js';
+
+interface Benchmark {
+  /** Options with their meaning (for --help and to reject unknown ones). */
+  readonly options: Readonly<Record<string, string>>;
+  readonly load: () => Promise<{ run(args: string[]): Promise<Record<string, unknown>> }>;
+  readonly target: string;
+}
+
+const benchmarks: Record<string, Benchmark> = {
+  counting: {
+    options: {
+      '--events N': 'events ingested (default 300000)',
+      '--users N': 'users the events are spread over',
+      '--checks N': 'cap checks measured',
+      '--skip-buckets': 'skip the day/hour/minute bucket alternative',
+    },
+    load: () => import('./counting.js'),
+    target: 'its own redis-server (standalone, loopback)',
+  },
+  spend: {
+    options: {
+      '--seconds N': 'seconds of guard decisions (default 3)',
+      '--events N': 'track-spend events (default 4000)',
+    },
+    load: () => import('./spend.js'),
+    target: 'its own redis-server and dynalite (loopback)',
+  },
+  pacer: {
+    options: {
+      '--campaigns N': 'campaigns in the shard (default 100000)',
+      '--ticks N': 'steady ticks measured (default 5)',
+      '--controller default|linear|changing': 'the controller under test',
+      '--spend raw|ioredis': 'how live spend is read',
+      '--tick-only': 'stop after the ticks (profiling)',
+    },
+    load: () => import('./pacer.js'),
+    target: 'its own redis-server (standalone, loopback)',
+  },
+  sim: {
+    options: {
+      '--campaigns N': 'campaigns in the simulated day (default 1000)',
+      '--requests N': 'auctioned requests in the day (default 10000000)',
+      '--hours N': 'simulated hours (default 24)',
+    },
+    load: () => import('./sim.js'),
+    target: 'its own redis-server (standalone, loopback)',
+  },
 };
 
-const [name, ...args] = process.argv.slice(2);
-const load = name ? benchmarks[name] : undefined;
-if (!load) {
-  console.error(`usage: npm run bench -- <${Object.keys(benchmarks).join('|')}> [options]`);
-  process.exit(2);
+function usage(): string {
+  const lines = Object.entries(benchmarks).flatMap(([name, b]) => [
+    `  ${name}   against ${b.target}`,
+    ...Object.entries(b.options).map(([o, d]) => `      ${o.padEnd(38)} ${d}`),
+    ...(benchTargets[name] ?? []).map(
+      (t) => `      target: ${t.metric} ${t.op} ${t.value}  (${t.description})`,
+    ),
+  ]);
+  return `usage: npm run bench -- <${Object.keys(benchmarks).join('|')}> [options] [--debug]
+Runs one benchmark on this machine; progress on stderr, the result as one JSON line on stdout
+(with "verdicts" per target and "warnings" when an offered rate was not sustained).
+${lines.join('\n')}
+exit codes: 0 every target met, 7 a target missed (see verdicts), 2 usage, 1 unexpected failure`;
 }
-const result = await (await load()).run(args);
-console.log(JSON.stringify({ benchmark: name, at: new Date().toISOString(), ...result }));
-process.exit(0);
+
+const argv = process.argv.slice(2);
+const debug = argv.includes('--debug');
+const [name, ...rawArgs] = argv.filter((a) => a !== '--debug');
+if (name === '--help' || name === '-h' || rawArgs.includes('--help') || rawArgs.includes('-h')) {
+  console.log(usage());
+  process.exit(EXIT.ok);
+}
+const bench = name ? benchmarks[name] : undefined;
+if (!bench) {
+  console.error(
+    `bench: ${name ? `unknown benchmark "${name}"` : 'name a benchmark'} (npm run bench -- --help)`,
+  );
+  process.exit(EXIT.usage);
+}
+const known = new Set(Object.keys(bench.options).map((o) => o.split(' ')[0]));
+const unknown = rawArgs.find((a) => a.startsWith('--') && !known.has(a));
+if (unknown) {
+  console.error(`bench ${name}: unknown option ${unknown} (npm run bench -- --help)`);
+  process.exit(EXIT.usage);
+}
+console.error(`bench ${name}: target ${bench.target}; never AWS`);
+try {
+  const result = await (await bench.load()).run(rawArgs);
+  const v = verdicts(name as string, result);
+  const warnings = unsustainedRates(result);
+  for (const x of v)
+    console.error(
+      `bench ${name}: ${x.pass ? 'PASS' : 'FAIL'} ${x.metric} = ${x.measured ?? 'missing'} (target ${x.target})`,
+    );
+  for (const w of warnings) console.error(`bench ${name}: WARNING ${w}`);
+  console.log(
+    JSON.stringify({ benchmark: name, at: new Date().toISOString(), ...result, verdicts: v, warnings }),
+  );
+  process.exit(v.every((x) => x.pass) ? EXIT.ok : EXIT.verdictFailed);
+} catch (error) {
+  console.error(
+    `bench ${name}: ${(error as Error)?.name ?? 'Error'}: ${String((error as Error)?.message ?? error).split('\n')[0]}`,
+  );
+  if (debug) console.error(error);
+  process.exit(error instanceof RangeError ? EXIT.usage : EXIT.failure);
+}

@@ -38,7 +38,7 @@ export function acknowledgeFindings(stack: Stack): void {
   );
   ack(
     'AwsSolutions-AEC6',
-    'Cache is reachable only from the functions security group inside an isolated VPC with TLS required; IAM/RBAC user auth is tracked as a follow-up (needs SigV4 token rotation in the client).',
+    'The cache authenticates with IAM (an RBAC user group whose only enabled user has authenticationMode iam; SigV4 tokens signed per role, shared/redis/iam-auth.ts). This cdk-nag rule only recognises a Redis AUTH token (AuthToken), which ElastiCache does not allow together with user groups.',
   );
   ack(
     'AwsSolutions-S1',
@@ -60,18 +60,4 @@ export function acknowledgeObjectPrefix(stack: Stack, bucket: s3.IBucket, prefix
     id: `AwsSolutions-IAM5[Resource::<${logicalId}.Arn>/${prefix}/*]`,
     reason: `${prefix} writes/reads only its own dead-letter payloads (keys ${prefix}/<shard>/<sequence>).`,
   });
-}
-
-/**
- * Acknowledges the `<table>/index/*` resource CDK's table grants add for tables with secondary
- * indexes (logical ids of those tables).
- */
-export function acknowledgeIndexGrants(stack: Stack, tableLogicalIds: readonly string[]): void {
-  for (const id of tableLogicalIds) {
-    Validations.of(stack).acknowledge({
-      id: `AwsSolutions-IAM5[Resource::<${id}.Arn>/index/*]`,
-      reason:
-        "Emitted by CDK's table grant for the table's own secondary indexes (the budgets table's by-pacer-shard index, which the pacer queries); scoped to that table's indexes only.",
-    });
-  }
 }

@@ -1,6 +1,7 @@
 import { fileURLToPath } from 'node:url';
-import { Duration, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
+import { ArnFormat, Duration, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as kinesis from 'aws-cdk-lib/aws-kinesis';
 import * as kms from 'aws-cdk-lib/aws-kms';
@@ -9,34 +10,40 @@ import * as sns from 'aws-cdk-lib/aws-sns';
 import * as ssm from 'aws-cdk-lib/aws-ssm';
 import type { Construct } from 'constructs';
 import { pacerAlarmSpecs } from '../shared/pacing/alarms.js';
+import type { DeployedRegion, DeploymentSettings } from '../shared/region/deployment.js';
 import {
   type BucketKey,
+  cacheIdentity,
   type FunctionKey,
   type FunctionSpec,
   functionEnvironment,
   type KeyType,
-  type PacerSettings,
   parameterPrefix,
   physicalName,
   type RegionDescription,
   regionDescription,
   type StreamKey,
+  type TableAccess,
   type TableKey,
+  type TableSpec,
 } from '../shared/region/resources.js';
+import { PacelineAdServerAccess } from './constructs/ad-server-access.js';
 import { LiveStateCache } from './constructs/cache.js';
+import { RegionDashboard } from './constructs/dashboard.js';
 import { PrivateNetwork } from './constructs/network.js';
 import { PacelineFunction } from './constructs/paceline-function.js';
 import { PacerAlarms } from './constructs/pacer-alarms.js';
-import { acknowledgeFindings, acknowledgeIndexGrants, acknowledgeObjectPrefix } from './nag.js';
+import { RegionPeering } from './constructs/peering.js';
+import { acknowledgeFindings, acknowledgeObjectPrefix } from './nag.js';
 
 const projectRoot = fileURLToPath(new URL('..', import.meta.url)).replace(/\/$/, '');
 
 /** Props of {@link RegionalStack}. */
 export interface RegionalStackProps extends StackProps {
-  /** Cache node type. @default 'cache.r7g.large' */
-  readonly cacheNodeType?: string;
-  /** Pacer layout (shards, instances per shard, tick, lease TTL). @default defaultPacerSettings */
-  readonly pacer?: Partial<PacerSettings>;
+  /** The whole deployment (cdk.json context, validated by shared/region/deployment.ts). */
+  readonly deployment: DeploymentSettings;
+  /** This stack's region in it (its settings, description and network). */
+  readonly deployed: DeployedRegion;
 }
 
 const attributeType: Record<KeyType, dynamodb.AttributeType> = {
@@ -50,17 +57,25 @@ const attributeType: Record<KeyType, dynamodb.AttributeType> = {
  * the same description the local runner provisions, so the two cannot drift.
  */
 export class RegionalStack extends Stack {
-  readonly tables: Record<TableKey, dynamodb.Table>;
+  /** Regional tables, or global tables (the primary region's TableV2, imported elsewhere). */
+  readonly tables: Record<TableKey, dynamodb.ITable>;
   readonly streams: Record<StreamKey, kinesis.Stream>;
   readonly buckets: Record<BucketKey, s3.Bucket>;
   readonly functions: Record<FunctionKey, PacelineFunction>;
   /** The region description this stack was built from. */
   readonly description: RegionDescription;
+  readonly cache: LiveStateCache;
+  readonly adServerAccess: PacelineAdServerAccess;
+  readonly dashboard: RegionDashboard;
+  readonly pacerAlarms: PacerAlarms;
 
   constructor(scope: Construct, id: string, props: RegionalStackProps) {
     super(scope, id, props);
-    const regionResources = regionDescription({ ...(props.pacer ? { pacer: props.pacer } : {}) });
+    const { deployment, deployed } = props;
+    const regionResources = regionDescription(deployed.settings);
     this.description = regionResources;
+    const peerRegions = deployment.regions.filter((r) => r.region !== deployed.region);
+    const isPrimary = deployment.primaryRegion === deployed.region;
     const key = new kms.Key(this, 'Key', {
       description: 'Paceline regional data key (tables, streams, cache, queues, logs)',
       enableKeyRotation: true,
@@ -74,7 +89,39 @@ export class RegionalStack extends Stack {
         resources: ['*'],
       }),
     );
-    const network = new PrivateNetwork(this, 'Network', { key });
+    // A fixed alias: the primary region's global tables name each replica's key by it (a key ARN
+    // of another region's stack cannot be referenced at synth time; the alias ARN can).
+    key.addAlias(`alias/${regionalKeyAliasName}`);
+    const network = new PrivateNetwork(this, 'Network', {
+      key,
+      cidr: deployed.network.cidr,
+      interfaceEndpoints: [
+        ec2.InterfaceVpcEndpointAwsService.SSM,
+        // The pacer discovers cache endpoints with DescribeReplicationGroups.
+        ec2.InterfaceVpcEndpointAwsService.ELASTICACHE,
+      ],
+    });
+    const myIndex = deployment.regions.indexOf(deployed);
+    new RegionPeering(this, 'Peering', {
+      vpc: network.vpc,
+      peers: peerRegions.map((peer) => {
+        const requestHere = deployment.regions.indexOf(peer) > myIndex;
+        return {
+          region: peer.region,
+          cidr: peer.network.cidr,
+          ...(requestHere && peer.network.vpcId ? { requestToVpcId: peer.network.vpcId } : {}),
+          ...(!requestHere && deployed.network.peering[peer.region]
+            ? { connectionId: deployed.network.peering[peer.region] }
+            : {}),
+        };
+      }),
+    });
+    // Published for the operator filling `network.vpcId` in cdk.json (peering, second deploy).
+    new ssm.StringParameter(this, 'VpcIdParameter', {
+      parameterName: `${parameterPrefix(this.region)}network/vpc-id`,
+      stringValue: network.vpc.vpcId,
+      description: "This region's VPC id (for paceline:regions.<region>.network.vpcId in cdk.json)",
+    });
     const alarmTopic = new sns.Topic(this, 'Alarms', {
       displayName: 'Paceline alarms',
       masterKey: key,
@@ -85,14 +132,32 @@ export class RegionalStack extends Stack {
       clientSecurityGroup: network.functionSecurityGroup,
       key,
       alarmTopic,
-      ...(props.cacheNodeType ? { nodeType: props.cacheNodeType } : {}),
+      nodeType: regionResources.settings.cache.nodeType,
+      shards: regionResources.settings.cache.shards,
+      replicasPerShard: regionResources.settings.cache.replicasPerShard,
+      port: cacheIdentity.port,
+      replicationGroupId: cacheIdentity.replicationGroupId,
+      userId: cacheIdentity.userId,
+      peerCidrs: peerRegions.map((r) => r.network.cidr),
     });
+    this.cache = cache;
 
-    const tables = {} as Record<TableKey, dynamodb.Table>;
+    const tables = {} as Record<TableKey, dynamodb.ITable>;
     for (const [tableKey, spec] of Object.entries(regionResources.tables) as [
       TableKey,
       (typeof regionResources.tables)[TableKey],
     ][]) {
+      if ((spec as TableSpec).replication === 'global') {
+        tables[tableKey] = isPrimary
+          ? this.globalTable(tableKey, spec, key, peerRegions)
+          : // Global tables are owned by the primary region's stack (its replicas are here);
+            // this stack refers to the local replica by name, encrypted with this region's key.
+            dynamodb.TableV2.fromTableAttributes(this, `Table-${tableKey}`, {
+              tableName: physicalName(spec.suffix),
+              encryptionKey: key,
+            });
+        continue;
+      }
       const table = new dynamodb.Table(this, `Table-${tableKey}`, {
         tableName: physicalName(spec.suffix),
         partitionKey: { name: spec.partitionKey.name, type: attributeType[spec.partitionKey.type] },
@@ -125,9 +190,12 @@ export class RegionalStack extends Stack {
       StreamKey,
       (typeof regionResources.streams)[StreamKey],
     ][]) {
+      const onDemand = regionResources.settings.streams.capacityMode === 'on-demand';
       streams[streamKey] = new kinesis.Stream(this, `Stream-${streamKey}`, {
         streamName: physicalName(spec.suffix),
-        shardCount: spec.shardCount,
+        ...(onDemand
+          ? { streamMode: kinesis.StreamMode.ON_DEMAND }
+          : { streamMode: kinesis.StreamMode.PROVISIONED, shardCount: spec.shardCount }),
         retentionPeriod: Duration.hours(spec.retentionHours),
         encryption: kinesis.StreamEncryption.KMS,
         encryptionKey: key,
@@ -175,7 +243,12 @@ export class RegionalStack extends Stack {
           tableName: (k) => tables[k].tableName,
           streamName: (k) => streams[k].streamName,
           bucketName: (k) => buckets[k].bucketName,
-          redis: { nodes: cache.endpoint, mode: 'cluster', tls: true },
+          redis: {
+            nodes: cache.endpoint,
+            mode: 'cluster',
+            tls: true,
+            iam: { userId: cacheIdentity.userId, cacheName: cacheIdentity.replicationGroupId },
+          },
         }),
         vpc: network.vpc,
         securityGroup: network.functionSecurityGroup,
@@ -184,11 +257,8 @@ export class RegionalStack extends Stack {
         ...('source' in spec && spec.source ? { stream: streams[spec.source.stream] } : {}),
       });
       // Least privilege: exactly the access the description declares.
-      for (const [tableKey, access] of Object.entries(spec.tables) as [TableKey, string][]) {
-        const table = tables[tableKey];
-        if (access === 'read') table.grantReadData(fn.function);
-        else if (access === 'write') table.grantWriteData(fn.function);
-        else table.grantReadWriteData(fn.function);
+      for (const [tableKey, access] of Object.entries(spec.tables) as [TableKey, TableAccess][]) {
+        grantTable(fn.function, tables[tableKey], regionResources.tables[tableKey], access, key);
       }
       for (const streamKey of spec.writesStreams as readonly StreamKey[])
         streams[streamKey].grantWrite(fn.function);
@@ -207,16 +277,46 @@ export class RegionalStack extends Stack {
         key.grant(fn.function, ...(access === 'read' ? [] : ['kms:GenerateDataKey']), 'kms:Decrypt');
         acknowledgeObjectPrefix(this, bucket, spec.name);
       }
+      // IAM authentication to the cache (SigV4 tokens signed with the function's role).
+      if (spec.usesRedis)
+        cache.grantConnect(fn.function, spec.readsParameters ? peerRegions.map((r) => r.region) : []);
       if (spec.readsParameters) {
-        // Exactly the region's described parameters (no prefix wildcard).
+        // Exactly the region's described parameters (no prefix wildcard), and each peer region's
+        // publisher switch (a pacer publishes into every cache whose switch names its region).
         fn.function.addToRolePolicy(
           new iam.PolicyStatement({
             actions: ['ssm:GetParameter', 'ssm:GetParameters'],
-            resources: Object.values(regionResources.parameters).map((p) =>
+            resources: [
+              ...Object.values(regionResources.parameters).map((p) =>
+                this.formatArn({
+                  service: 'ssm',
+                  resource: 'parameter',
+                  resourceName: `${prefix.slice(1)}${p.path}`,
+                }),
+              ),
+              ...peerRegions.map((peer) =>
+                this.formatArn({
+                  service: 'ssm',
+                  region: peer.region,
+                  resource: 'parameter',
+                  resourceName: `${parameterPrefix(peer.region).slice(1)}${regionResources.parameters.publisherRegion.path}`,
+                }),
+              ),
+            ],
+          }),
+        );
+        // Peer caches are discovered, not hard-coded: DescribeReplicationGroups on the
+        // same-named group of this and every peer region.
+        fn.function.addToRolePolicy(
+          new iam.PolicyStatement({
+            actions: ['elasticache:DescribeReplicationGroups'],
+            resources: [deployed.region, ...peerRegions.map((r) => r.region)].map((region) =>
               this.formatArn({
-                service: 'ssm',
-                resource: 'parameter',
-                resourceName: `${prefix.slice(1)}${p.path}`,
+                service: 'elasticache',
+                region,
+                resource: 'replicationgroup',
+                resourceName: cacheIdentity.replicationGroupId,
+                arnFormat: ArnFormat.COLON_RESOURCE_NAME,
               }),
             ),
           }),
@@ -225,16 +325,132 @@ export class RegionalStack extends Stack {
       functions[fnKey] = fn;
     }
     this.functions = functions;
-    new PacerAlarms(this, 'PacerAlarms', {
+    this.pacerAlarms = new PacerAlarms(this, 'PacerAlarms', {
       specs: pacerAlarmSpecs(regionResources.settings.pacer, regionResources.functions.pacer.name),
       alarmTopic,
     });
+    this.adServerAccess = new PacelineAdServerAccess(this, 'AdServerAccess', {
+      streams: Object.values(streams),
+      budgetsTable: tables.budgets,
+      ledgerTable: tables.spendLedger,
+      key,
+      cacheConnectArns: cache.connectArns(),
+      cacheSecurityGroup: cache.securityGroup,
+      cachePort: cache.port,
+      managedPolicyName: `paceline-ad-server-${this.region}`,
+    });
+    this.dashboard = new RegionDashboard(this, 'Dashboard', {
+      dashboardName: `paceline-${this.region}`,
+      pacerService: regionResources.functions.pacer.name,
+      shards: regionResources.settings.pacer.shards,
+      streamFunctions: (Object.keys(functions) as FunctionKey[]).flatMap((k) => {
+        const queue = functions[k].onFailureQueue;
+        if (!queue) return [];
+        return [
+          {
+            name: regionResources.functions[k].name,
+            iteratorAge: functions[k].function.metric('IteratorAge', {
+              statistic: 'Maximum',
+              period: Duration.minutes(1),
+            }),
+            onFailureDepth: queue.metricApproximateNumberOfMessagesVisible({ period: Duration.minutes(1) }),
+          },
+        ];
+      }),
+    });
     acknowledgeFindings(this);
-    acknowledgeIndexGrants(
-      this,
-      Object.entries(tables)
-        .filter(([k]) => 'indexes' in regionResources.tables[k as TableKey])
-        .map(([, t]) => this.getLogicalId(t.node.defaultChild as dynamodb.CfnTable)),
-    );
+  }
+
+  /**
+   * A global table owned by this (the primary) region: a TableV2 with one replica per peer
+   * region, each replica encrypted with its region's Paceline key (by alias), PITR everywhere.
+   */
+  private globalTable(
+    tableKey: TableKey,
+    spec: TableSpec,
+    key: kms.IKey,
+    peers: readonly DeployedRegion[],
+  ): dynamodb.TableV2 {
+    return new dynamodb.TableV2(this, `Table-${tableKey}`, {
+      tableName: physicalName(spec.suffix),
+      partitionKey: { name: spec.partitionKey.name, type: attributeType[spec.partitionKey.type] },
+      sortKey: { name: spec.sortKey.name, type: attributeType[spec.sortKey.type] },
+      billing: dynamodb.Billing.onDemand(),
+      encryption: dynamodb.TableEncryptionV2.customerManagedKey(
+        key,
+        Object.fromEntries(
+          peers.map((p) => [
+            p.region,
+            this.formatArn({
+              service: 'kms',
+              region: p.region,
+              resource: 'alias',
+              resourceName: regionalKeyAliasName,
+            }),
+          ]),
+        ),
+      ),
+      pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+      deletionProtection: true,
+      removalPolicy: RemovalPolicy.RETAIN,
+      replicas: peers.map((p) => ({ region: p.region })),
+      ...(spec.ttlAttribute ? { timeToLiveAttribute: spec.ttlAttribute } : {}),
+      globalSecondaryIndexes: (spec.indexes ?? []).map((index) => ({
+        indexName: index.name,
+        partitionKey: { name: index.partitionKey.name, type: attributeType[index.partitionKey.type] },
+        ...(index.sortKey
+          ? { sortKey: { name: index.sortKey.name, type: attributeType[index.sortKey.type] } }
+          : {}),
+        projectionType:
+          index.projection === 'ALL' ? dynamodb.ProjectionType.ALL : dynamodb.ProjectionType.KEYS_ONLY,
+      })),
+    });
   }
 }
+
+/** DynamoDB actions per access level (no stream actions: no function reads a table stream). */
+const tableActions = {
+  read: [
+    'dynamodb:BatchGetItem',
+    'dynamodb:GetItem',
+    'dynamodb:Query',
+    'dynamodb:Scan',
+    'dynamodb:ConditionCheckItem',
+    'dynamodb:DescribeTable',
+  ],
+  write: [
+    'dynamodb:BatchWriteItem',
+    'dynamodb:PutItem',
+    'dynamodb:UpdateItem',
+    'dynamodb:DeleteItem',
+    'dynamodb:DescribeTable',
+  ],
+} as const;
+
+/**
+ * Least-privilege table grant: the access level's actions on the table and on each of its
+ * described indexes by name (CDK's own grants add `<table>/index/*`, a wildcard), plus the key
+ * actions DynamoDB needs for a customer-managed key.
+ */
+function grantTable(
+  grantee: iam.IGrantable,
+  table: dynamodb.ITable,
+  spec: TableSpec,
+  access: TableAccess,
+  key: kms.IKey,
+): void {
+  const reads = access !== 'write';
+  const writes = access !== 'read';
+  const actions = [...new Set([...(reads ? tableActions.read : []), ...(writes ? tableActions.write : [])])];
+  const indexArns = reads ? (spec.indexes ?? []).map((i) => `${table.tableArn}/index/${i.name}`) : [];
+  iam.Grant.addToPrincipal({ grantee, actions, resourceArns: [table.tableArn, ...indexArns] });
+  key.grant(
+    grantee,
+    'kms:Decrypt',
+    'kms:DescribeKey',
+    ...(writes ? ['kms:Encrypt', 'kms:ReEncrypt*', 'kms:GenerateDataKey*'] : []),
+  );
+}
+
+/** Alias name of every region's Paceline key (`alias/paceline`): replica keys are named by it. */
+const regionalKeyAliasName = 'paceline';

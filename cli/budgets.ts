@@ -46,7 +46,7 @@ import { CliUsageError, EXIT, type ExitCodeOf, runCli, targetOf } from './common
 
 export { CliUsageError } from './common.js';
 
-const USAGE = `usage: budgets <account|campaign|plan> <put|list> [options] [--json] [--aws] | budgets reconcile --campaign C [--day D] [--force]
+export const BUDGETS_USAGE = `usage: budgets <account|campaign|plan> <put|list> [options] [--json] [--aws] | budgets reconcile --campaign C [--day D] [--force]
   account put  --id A --name N --tz <IANA zone> [--currency USD] [--mode create|update|upsert]
   account list
   campaign put --id C --account A --name N [--status active|paused] [--mode …]
@@ -81,7 +81,8 @@ const options = {
 } as const;
 
 function need(value: string | undefined, flag: string): string {
-  if (value === undefined || value === '') throw new CliUsageError(`--${flag} is required.\n${USAGE}`);
+  if (value === undefined || value === '')
+    throw new CliUsageError(`--${flag} is required.\n${BUDGETS_USAGE}`);
   return value;
 }
 
@@ -161,7 +162,7 @@ export async function main(
   const known = ['account put', 'account list', 'campaign put', 'campaign list', 'plan put', 'plan list'];
   const single = (what === 'reconcile' || what === 'reshard') && positionals.length === 1;
   if (!single && !known.includes(positionals.join(' '))) {
-    throw new CliUsageError(`Unknown command "${positionals.join(' ')}".\n${USAGE}`);
+    throw new CliUsageError(`Unknown command "${positionals.join(' ')}".\n${BUDGETS_USAGE}`);
   }
   const target = targetOf(env, values.aws);
   log(`target ${target.text}, table ${resourceName(regionResources.tables.budgets, env)}`);
@@ -236,7 +237,7 @@ export async function main(
         values.force,
         env,
       );
-    throw new CliUsageError(`Unknown command "${positionals.join(' ')}".\n${USAGE}`);
+    throw new CliUsageError(`Unknown command "${positionals.join(' ')}".\n${BUDGETS_USAGE}`);
   } finally {
     dynamodb.destroy();
   }
@@ -338,5 +339,11 @@ export const budgetsExitCode: ExitCodeOf = (error) => {
 };
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  runCli({ name: 'budgets', usage: USAGE, argv: process.argv.slice(2), main, exitCodeOf: budgetsExitCode });
+  runCli({
+    name: 'budgets',
+    usage: BUDGETS_USAGE,
+    argv: process.argv.slice(2),
+    main,
+    exitCodeOf: budgetsExitCode,
+  });
 }

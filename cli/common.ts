@@ -1,8 +1,9 @@
 /**
- * What every operator CLI of Paceline does the same way: `--help`; the target (local emulators or
- * an AWS region) printed to stderr before anything happens; AWS only with `--aws` (never reached
- * silently because an endpoint variable was missing); human output, or JSON with `--json`;
- * errors as one line (no stack trace) with documented exit codes.
+ * What every operator CLI of Paceline (paceline, budgets, dead-letters, bench) does the same way:
+ * `--help`; the target (local emulators or an AWS region) printed to stderr before anything
+ * happens; AWS only with `--aws` or `PACELINE_TARGET=aws` (never reached silently because an
+ * endpoint variable was missing); human output, or JSON with `--json`; errors as one line (no
+ * stack trace; `--debug` adds it) with the exit codes of {@link EXIT}.
  */
 import { type AwsEndpoints, endpointsFromEnv } from '../shared/aws/clients.js';
 
@@ -19,11 +20,28 @@ export const EXIT = {
   conflict: 4,
   /** Some items of a bulk operation failed (listed in the output); the rest succeeded. */
   partial: 5,
+  /** A store (DynamoDB, Kinesis, SSM, Redis) could not be reached or read. */
+  unreachable: 6,
+  /** A benchmark ran but missed a target (its verdicts say which). */
+  verdictFailed: 7,
 } as const;
 
-/** Text of the exit codes for `--help`. */
-export const EXIT_HELP = `exit codes: 0 ok, 1 unexpected failure (endpoint, permissions), 2 usage or invalid input (nothing written),
-  3 not found, 4 conflict, 5 partial failure (see output)`;
+/** Text of the exit codes for `--help` (the same table in every CLI; docs/runbook.md). */
+export const EXIT_HELP = `exit codes: 0 ok, 1 unexpected failure, 2 usage, invalid input or no target chosen (nothing written),
+  3 not found, 4 conflict, 5 partial failure (see output), 6 a store could not be reached, 7 a benchmark target missed`;
+
+/** How to choose a target: the one message every CLI prints when none is chosen. */
+export const NO_TARGET_HELP =
+  'No target chosen, nothing was touched: start the local regions (npm start) and paste a region’s "Client env" ' +
+  '(or `source .paceline/<region>.env`), or pass --aws (or set PACELINE_TARGET=aws) to act on real AWS.';
+
+/** True when the user explicitly chose real AWS (`--aws` or `PACELINE_TARGET=aws`). */
+export function awsChosen(
+  flag: boolean | undefined,
+  env: Readonly<Record<string, string | undefined>>,
+): boolean {
+  return flag === true || env.PACELINE_TARGET === 'aws';
+}
 
 /** Wrong command line or invalid input; the message says what to type. */
 export class CliUsageError extends Error {
@@ -58,12 +76,7 @@ export function targetOf(
       .map(([k, v]) => `${k} ${v}`);
     return { endpoints, text: `local region ${endpoints.region} (${parts.join(', ')})` };
   }
-  if (!aws) {
-    throw new CliUsageError(
-      'No local endpoint is set (AWS_ENDPOINT_URL_DYNAMODB, …): paste the "Client env" line `npm start` prints, ' +
-        `or pass --aws to act on AWS region ${endpoints.region}.`,
-    );
-  }
+  if (!awsChosen(aws, env)) throw new CliUsageError(NO_TARGET_HELP);
   return { endpoints, text: `AWS region ${endpoints.region} (default credential chain)` };
 }
 
@@ -93,6 +106,18 @@ export function formatHuman(value: unknown): string {
 /** How a CLI maps its errors to exit codes (undefined: unexpected → 1). */
 export type ExitCodeOf = (error: unknown) => number | undefined;
 
+/** True for errors meaning a store could not be reached or read (exit {@link EXIT.unreachable}). */
+export function isUnreachable(error: unknown): boolean {
+  const e = error as { name?: string; code?: string; message?: string; $metadata?: unknown };
+  return (
+    ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND'].includes(e?.code ?? '') ||
+    /ECONNREFUSED|timed out|Connection is closed|MaxRetriesPerRequest|TimeoutError|ControlParameterMissing/i.test(
+      `${e?.name} ${e?.message}`,
+    ) ||
+    (e?.$metadata !== undefined && /Timeout|Networking|ECONN/i.test(`${e?.name} ${e?.message}`))
+  );
+}
+
 /** Node's own argument-parsing errors (unknown option, missing value). */
 export function isParseArgsError(error: unknown): boolean {
   return error instanceof TypeError && String((error as { code?: string }).code).startsWith('ERR_PARSE_ARGS');
@@ -116,11 +141,12 @@ export function runCli(options: {
     return;
   }
   const json = argv.includes('--json');
+  const debug = argv.includes('--debug') || Boolean(process.env.NODE_DEBUG?.includes('cli'));
   const print = (result: unknown) =>
     console.log(json ? JSON.stringify(result, null, 2) : formatHuman(result));
   options
     .main(
-      argv.filter((a) => a !== '--json'),
+      argv.filter((a) => a !== '--json' && a !== '--debug'),
       process.env,
       (line) => console.error(`${name}: ${line}`),
     )
@@ -133,18 +159,20 @@ export function runCli(options: {
           process.exit(EXIT.partial);
         }
         const known =
-          error instanceof CliUsageError || isParseArgsError(error) ? EXIT.usage : options.exitCodeOf(error);
+          error instanceof CliUsageError || isParseArgsError(error)
+            ? EXIT.usage
+            : (options.exitCodeOf(error) ?? (isUnreachable(error) ? EXIT.unreachable : undefined));
         const e = error as Error;
         const text =
           known === undefined ? `${e?.name ?? 'Error'}: ${e?.message ?? String(error)}` : e.message;
-        // One line: the message, never a stack trace (run with NODE_DEBUG=cli for one); usage
-        // errors carry the usage text after their first line, --help prints it.
+        // One line: the message, never a stack trace (--debug prints one); usage errors carry
+        // the usage text after their first line, --help prints it.
         const line =
           known === EXIT.usage
             ? `${String(text).split('\n')[0]} (--help for usage)`
             : String(text).replace(/\s*\n\s*/g, ' ');
         console.error(`${name}: ${line}`);
-        if (process.env.NODE_DEBUG?.includes('cli')) console.error(error);
+        if (debug) console.error(error);
         process.exit(known ?? EXIT.failure);
       },
     );

@@ -43,7 +43,7 @@ const sources = Object.values(regionResources.functions as Record<string, Functi
   (f) => f.source,
 );
 
-const USAGE = `usage: dead-letters <command> --source <${sources.map((f) => f.name).join('|')}> [options] [--json] [--aws]
+export const DEAD_LETTERS_USAGE = `usage: dead-letters <command> --source <${sources.map((f) => f.name).join('|')}> [options] [--json] [--aws]
   list    [--reason <code>] [--limit N]   quarantined records with their reason (payload base64, or its s3:// reference)
   replay  [--reason <code>] [--limit N]   put them back on the function's stream, deleting each once it is there
   list --on-failure [--from local|sqs] [--file F]   batches Lambda gave up on (shard, sequence range, condition)
@@ -74,12 +74,12 @@ export async function main(
   const { values, positionals } = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
   const command = positionals[0];
   if (positionals.length !== 1 || !['list', 'replay', 'redrive'].includes(command ?? '')) {
-    throw new DeadLettersUsageError(`Unknown command "${positionals.join(' ')}".\n${USAGE}`);
+    throw new DeadLettersUsageError(`Unknown command "${positionals.join(' ')}".\n${DEAD_LETTERS_USAGE}`);
   }
   const spec = sources.find((f) => f.name === values.source);
   if (!spec?.source) {
     throw new DeadLettersUsageError(
-      `--source ${JSON.stringify(values.source ?? '')} must name a stream function: ${sources.map((f) => f.name).join(', ')}.\n${USAGE}`,
+      `--source ${JSON.stringify(values.source ?? '')} must name a stream function: ${sources.map((f) => f.name).join(', ')}.\n${DEAD_LETTERS_USAGE}`,
     );
   }
   const limit = values.limit === undefined ? undefined : Number(values.limit);
@@ -207,7 +207,7 @@ export async function main(
 if (import.meta.url === `file://${process.argv[1]}`) {
   runCli({
     name: 'dead-letters',
-    usage: USAGE,
+    usage: DEAD_LETTERS_USAGE,
     argv: process.argv.slice(2),
     main,
     exitCodeOf: () => undefined,

@@ -1,100 +1,59 @@
 /**
- * `paceline` — the operator CLI (`npx paceline <command>`). Conventions every command follows:
+ * `paceline` — the operator CLI (`npx paceline <command>`), the one entry point for operators;
+ * `npm run budgets` and `npm run dead-letters` stay as aliases of `paceline budgets` and
+ * `paceline dead-letters`. Conventions every command follows (cli/common.ts):
  *
  * - the target (local regions or AWS, cli/paceline/target.ts) is printed first — on stderr with
  *   `--json`, so stdout is exactly one JSON object;
  * - real AWS is reached only when chosen explicitly (`--aws` or `PACELINE_TARGET=aws`);
- * - `--help` on the CLI and on every command; errors are one line, no stack trace;
- * - exit codes: 0 done, 1 unexpected internal error, 2 usage error or no target chosen,
- *   3 a store (DynamoDB, Redis, SSM) could not be read.
+ * - `--help` on the CLI and on every command; errors are one line, no stack trace (`--debug`);
+ * - the exit codes of cli/common.ts's EXIT (0 ok, 1 unexpected, 2 usage / no target, 3 not
+ *   found, 4 conflict, 5 partial, 6 a store unreachable).
  *
- * Commands are registered in {@link commands}; later issues add theirs (failover, budgets,
- * dead-letters…).
+ * Commands are registered in {@link commands}, one line each.
  */
 import { resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { parseArgs } from 'node:util';
-import { formatStatus, readStatus } from './paceline/status.js';
-import { CliUsageError, describeTargets, resolveTargets } from './paceline/target.js';
+import { CliUsageError, EXIT, EXIT_HELP, isParseArgsError, isUnreachable } from './common.js';
+import type { CliIo, Command } from './paceline/command.js';
+import { budgetsCommand, deadLettersCommand, reconcileCommand } from './paceline/delegate.js';
+import { leaderOverrideCommand } from './paceline/leader-override.js';
+import { statusCommand } from './paceline/status-command.js';
 import { spendCommand } from './spend.js';
 
-/** Exit codes (documented in docs/operations.md and `paceline --help`). */
-export const EXIT = { ok: 0, internal: 1, usage: 2, unreachable: 3 } as const;
+export { EXIT } from './common.js';
+export type { CliIo, Command } from './paceline/command.js';
 
-/** What a command writes. */
-export interface CliIo {
-  out(line: string): void;
-  err(line: string): void;
-  readonly env: Readonly<Record<string, string | undefined>>;
-  readonly now: () => number;
-}
-
-/** A subcommand. */
-export interface Command {
-  readonly summary: string;
-  readonly usage: string;
-  run(argv: readonly string[], io: CliIo): Promise<number>;
-}
-
-const repoRoot = fileURLToPath(new URL('..', import.meta.url));
-
-const targetOptions = {
-  json: { type: 'boolean' },
-  aws: { type: 'boolean' },
-  regions: { type: 'string' },
-  help: { type: 'boolean', short: 'h' },
-} as const;
-
-/** The registry of commands. */
+/** The registry of commands: one line per command (failover/failback register here too). */
 export const commands: Record<string, Command> = {
-  status: {
-    summary: 'per region and pacer shard: lease holder, epoch, last published tick and its age, override',
-    usage: `usage: paceline status [--json] [--regions us-east-1,us-west-2] [--aws]
-  Lists, per region and pacer shard, the lease holder and epoch, the last published tick and its
-  age, and the leader override. --json prints exactly one object:
-  {"regions":[{"region":"us-east-1","shards":[{"shard":0,"leader":"s0-i1","epoch":3,"lastTick":179544794,"ageMs":1840,"override":"auto",…}]}]}
-  Target: the local regions of a running \`npm start\` (or a pasted Client env); --aws for AWS.`,
-    async run(argv, io) {
-      const { values } = parseArgs({ args: [...argv], options: targetOptions, strict: true });
-      if (values.help) {
-        io.out(this.usage);
-        return EXIT.ok;
-      }
-      const targets = resolveTargets(values, io.env, repoRoot);
-      (values.json ? io.err : io.out)(describeTargets(targets));
-      const report = await readStatus(targets, io.now());
-      io.out(values.json ? JSON.stringify(report) : formatStatus(report));
-      return EXIT.ok;
-    },
-  },
+  status: statusCommand,
+  'leader-override': leaderOverrideCommand,
+  budgets: budgetsCommand,
+  reconcile: reconcileCommand,
+  'dead-letters': deadLettersCommand,
   spend: spendCommand,
 };
 
+const repoRoot = fileURLToPath(new URL('..', import.meta.url));
+
 function mainUsage(): string {
   const list = Object.entries(commands)
-    .map(([name, c]) => `  ${name.padEnd(10)} ${c.summary}`)
+    .map(([name, c]) => `  ${name.padEnd(16)} ${c.summary}`)
     .join('\n');
   return `usage: paceline <command> [options]   (paceline <command> --help for its options)
 commands:
 ${list}
 targets: the local regions of a running \`npm start\` or a pasted Client env; --aws (or PACELINE_TARGET=aws) for AWS.
-exit codes: 0 done, 1 internal error, 2 usage error or no target, 3 a store could not be read.`;
-}
-
-/** True for errors meaning a store could not be reached (exit 3). */
-function unreachable(error: unknown): boolean {
-  const e = error as { name?: string; code?: string; message?: string; $metadata?: unknown };
-  return (
-    e?.$metadata !== undefined ||
-    ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENOTFOUND'].includes(e?.code ?? '') ||
-    /ECONNREFUSED|timed out|Connection is closed|MaxRetriesPerRequest|TimeoutError|ControlParameterMissing/i.test(
-      `${e?.name} ${e?.message}`,
-    )
-  );
+  With no target chosen nothing is touched and the CLI says how to choose.
+${EXIT_HELP}`;
 }
 
 /** Runs the CLI; returns the exit code. */
-export async function main(argv: readonly string[], io: CliIo): Promise<number> {
+export async function main(
+  argv: readonly string[],
+  io: Omit<CliIo, 'repoRoot'> & { repoRoot?: string },
+): Promise<number> {
+  const cliIo: CliIo = { ...io, repoRoot: io.repoRoot ?? repoRoot };
   const [name, ...rest] = argv;
   if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
     io.out(mainUsage());
@@ -107,20 +66,22 @@ export async function main(argv: readonly string[], io: CliIo): Promise<number> 
     );
     return EXIT.usage;
   }
+  const debug = rest.includes('--debug');
   try {
-    return await command.run(rest, io);
+    return await command.run(rest, cliIo);
   } catch (error) {
     const message = ((error as Error)?.message ?? String(error)).split('\n')[0];
-    if (error instanceof CliUsageError || (error as { code?: string })?.code?.startsWith('ERR_PARSE_ARGS')) {
-      io.err(`paceline ${name}: ${message}`);
+    if (debug) io.err(String((error as Error)?.stack ?? error));
+    if (error instanceof CliUsageError || isParseArgsError(error)) {
+      io.err(`paceline ${name}: ${message} (paceline ${name} --help)`);
       return EXIT.usage;
     }
-    if (unreachable(error)) {
-      io.err(`paceline ${name}: could not read a store: ${message}`);
+    if (isUnreachable(error)) {
+      io.err(`paceline ${name}: could not reach a store: ${message}`);
       return EXIT.unreachable;
     }
-    io.err(`paceline ${name}: internal error: ${message}`);
-    return EXIT.internal;
+    io.err(`paceline ${name}: ${(error as Error)?.name ?? 'Error'}: ${message}`);
+    return EXIT.failure;
   }
 }
 

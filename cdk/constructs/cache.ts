@@ -1,8 +1,9 @@
-import { Duration } from 'aws-cdk-lib';
+import { ArnFormat, Duration, Stack } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as actions from 'aws-cdk-lib/aws-cloudwatch-actions';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as elasticache from 'aws-cdk-lib/aws-elasticache';
+import * as iam from 'aws-cdk-lib/aws-iam';
 import type * as kms from 'aws-cdk-lib/aws-kms';
 import type * as sns from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
@@ -21,6 +22,15 @@ export interface LiveStateCacheProps {
   readonly replicasPerShard?: number;
   /** Non-default port (AwsSolutions-AEC5). @default 6380 */
   readonly port?: number;
+  /** Replication group id: the host part of IAM auth tokens, found by DescribeReplicationGroups. */
+  readonly replicationGroupId: string;
+  /** The IAM-authenticated user clients connect as (user id = user name, as IAM auth requires). */
+  readonly userId: string;
+  /**
+   * Peer regions' VPC CIDRs allowed to connect (their pacers publish here after a failover;
+   * reached over VPC peering). @default none
+   */
+  readonly peerCidrs?: readonly string[];
   /** Where the memory alarms notify. */
   readonly alarmTopic: sns.ITopic;
   /** Alarm when any node uses more than this share of its maxmemory, percent. @default 75 */
@@ -30,7 +40,13 @@ export interface LiveStateCacheProps {
 /**
  * The region's ElastiCache (Valkey) replication group in cluster mode: pacing parameters, live
  * spend counters, user-action events. TLS required in transit, KMS at rest, reachable only
- * from the functions' security group.
+ * from the functions' security group (and peer regions' VPCs, for a failover publisher).
+ *
+ * Authentication is IAM (no password exists anywhere): the group's only enabled user is
+ * `userId` with `authenticationMode: iam`; a client proves its role with a SigV4-signed,
+ * 15-minute token (shared/redis/iam-auth.ts) and needs `elasticache:Connect` on the group and
+ * the user ({@link LiveStateCache.grantConnect}). The `default` user every Redis-engine user
+ * group must contain is disabled (`off`, no commands).
  *
  * Nothing is evicted silently: the parameter group sets `maxmemory-policy noeviction` (the engine
  * default would evict any key, e.g. one key of a plan-day's group), so a full cache refuses
@@ -44,6 +60,14 @@ export class LiveStateCache extends Construct {
   readonly parameterGroup: elasticache.CfnParameterGroup;
   /** Memory usage and eviction alarms over every node of the group. */
   readonly memoryAlarms: readonly cloudwatch.Alarm[];
+  /** The cache's security group (ingress only on the cache port). */
+  readonly securityGroup: ec2.SecurityGroup;
+  /** The cache port. */
+  readonly port: number;
+  /** The IAM-authenticated user. */
+  readonly user: elasticache.CfnUser;
+  /** The replication group id (same in every region). */
+  readonly replicationGroupId: string;
 
   constructor(scope: Construct, id: string, props: LiveStateCacheProps) {
     super(scope, id);
@@ -58,12 +82,43 @@ export class LiveStateCache extends Construct {
       allowAllOutbound: false,
     });
     securityGroup.addIngressRule(props.clientSecurityGroup, ec2.Port.tcp(port), 'Paceline functions');
+    for (const cidr of props.peerCidrs ?? []) {
+      securityGroup.addIngressRule(ec2.Peer.ipv4(cidr), ec2.Port.tcp(port), `Peer region pacers (${cidr})`);
+    }
+    this.securityGroup = securityGroup;
+    this.port = port;
+    this.replicationGroupId = props.replicationGroupId;
+    this.user = new elasticache.CfnUser(this, 'User', {
+      engine: 'valkey',
+      userId: props.userId,
+      userName: props.userId,
+      authenticationMode: { Type: 'iam' },
+      // Every command on every key: the functions own the whole keyspace (counting, spend,
+      // pacing parameters); dangerous admin commands stay out.
+      accessString: 'on ~* &* +@all -@dangerous',
+    });
+    const defaultUser = new elasticache.CfnUser(this, 'DefaultUser', {
+      engine: 'valkey',
+      userId: `${props.userId}-default-off`,
+      userName: 'default',
+      noPasswordRequired: true,
+      // Disabled, no commands: the group must contain a `default` user, nobody may use it.
+      accessString: 'off -@all',
+    });
+    const userGroup = new elasticache.CfnUserGroup(this, 'UserGroup', {
+      engine: 'valkey',
+      userGroupId: `${props.userId}-group`,
+      userIds: [defaultUser.userId, this.user.userId],
+    });
+    userGroup.addResourceDependency(this.user);
+    userGroup.addResourceDependency(defaultUser);
     this.parameterGroup = new elasticache.CfnParameterGroup(this, 'Parameters', {
       cacheParameterGroupFamily: 'valkey8',
       description: 'Paceline: cluster mode, never evict (a full cache refuses writes instead)',
       properties: { 'cluster-enabled': 'yes', 'maxmemory-policy': 'noeviction' },
     });
     this.replicationGroup = new elasticache.CfnReplicationGroup(this, 'ReplicationGroup', {
+      replicationGroupId: props.replicationGroupId,
       replicationGroupDescription: 'Paceline live state (pacing parameters, spend, action counts)',
       engine: 'valkey',
       engineVersion: '8.0',
@@ -82,11 +137,46 @@ export class LiveStateCache extends Construct {
       securityGroupIds: [securityGroup.securityGroupId],
       snapshotRetentionLimit: 1,
       cacheParameterGroupName: this.parameterGroup.ref,
+      userGroupIds: [userGroup.ref],
     });
+    this.replicationGroup.addResourceDependency(userGroup);
     this.replicationGroup.addResourceDependency(subnets);
     this.replicationGroup.addResourceDependency(this.parameterGroup);
     this.memoryAlarms = this.alarms(props);
     this.endpoint = `${this.replicationGroup.attrConfigurationEndPointAddress}:${this.replicationGroup.attrConfigurationEndPointPort}`;
+  }
+
+  /**
+   * Lets `grantee` connect with IAM auth as the cache user, to this region's cache and, for a
+   * failover publisher, to the same-named caches of `peerRegions` (exact ARNs, no wildcard).
+   */
+  grantConnect(grantee: iam.IGrantable, peerRegions: readonly string[] = []): iam.Grant {
+    return iam.Grant.addToPrincipal({
+      grantee,
+      actions: ['elasticache:Connect'],
+      resourceArns: this.connectArns(peerRegions),
+    });
+  }
+
+  /** ARNs `elasticache:Connect` needs: the replication group and the user, per region. */
+  connectArns(peerRegions: readonly string[] = []): string[] {
+    const stack = Stack.of(this);
+    return [stack.region, ...peerRegions].flatMap((region) => [
+      stack.formatArn({
+        service: 'elasticache',
+        region,
+        resource: 'replicationgroup',
+        resourceName: this.replicationGroupId,
+        arnFormat: ArnFormat.COLON_RESOURCE_NAME,
+      }),
+      stack.formatArn({
+        service: 'elasticache',
+        region,
+        resource: 'user',
+        resourceName: this.user.userId,
+        arnFormat: ArnFormat.COLON_RESOURCE_NAME,
+      }),
+    ]);
   }
 
   /**

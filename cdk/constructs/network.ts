@@ -6,6 +6,8 @@ import { Construct } from 'constructs';
 
 /** Props of {@link PrivateNetwork}. */
 export interface PrivateNetworkProps {
+  /** The VPC's CIDR (distinct per region: peered VPCs route by CIDR). @default '10.20.0.0/16' */
+  readonly cidr?: string;
   /** Availability zones to span. @default 3 */
   readonly maxAzs?: number;
   /** Key that encrypts the flow-log group. */
@@ -27,6 +29,7 @@ export class PrivateNetwork extends Construct {
   constructor(scope: Construct, id: string, props: PrivateNetworkProps) {
     super(scope, id);
     this.vpc = new ec2.Vpc(this, 'Vpc', {
+      ipAddresses: ec2.IpAddresses.cidr(props.cidr ?? '10.20.0.0/16'),
       maxAzs: props.maxAzs ?? 3,
       natGateways: 0,
       subnetConfiguration: [{ name: 'isolated', subnetType: ec2.SubnetType.PRIVATE_ISOLATED, cidrMask: 22 }],

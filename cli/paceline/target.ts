@@ -16,10 +16,10 @@ import { join } from 'node:path';
 import { type AwsEndpoints, endpointsFromEnv } from '../../shared/aws/clients.js';
 import { type RedisConfig, redisConfigFromEnv } from '../../shared/redis/connect.js';
 
-/** A wrong command line or no target: exit code 2, one line. */
-export class CliUsageError extends Error {
-  override readonly name = 'CliUsageError';
-}
+import { CliUsageError, NO_TARGET_HELP } from '../common.js';
+
+/** A wrong command line or no target: exit code 2, one line (the one class every CLI uses). */
+export { CliUsageError };
 
 /** One region a command talks to. */
 export interface RegionTarget {
@@ -121,9 +121,7 @@ export function resolveTargets(
       }));
     }
   }
-  throw new CliUsageError(
-    'No target: start the local regions (npm start) or paste a region’s "Client env" line, or pass --aws (or PACELINE_TARGET=aws) to read AWS.',
-  );
+  throw new CliUsageError(NO_TARGET_HELP);
 }
 
 /** The line printed before anything else: what is about to be read. */

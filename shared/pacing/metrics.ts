@@ -24,6 +24,16 @@ export const pacerMetricNames = {
   controlStale: 'ControlParametersStale',
 } as const;
 
+/**
+ * Per-campaign spend and target E(t), dimensions {service, campaign}: what the regional
+ * dashboard's "spend vs target, top campaigns" widget queries (Metrics Insights, top K by
+ * spend). Contract only for now: the pacer does not emit them yet (docs/operations.md).
+ */
+export const spendTargetMetricNames = {
+  spend: 'CampaignSpendMicros',
+  target: 'CampaignTargetMicros',
+} as const;
+
 /** Records one tick's metrics and flushes them. */
 export function recordTick(
   metrics: Metrics,

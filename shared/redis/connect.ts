@@ -9,6 +9,8 @@ import calculateSlot from 'cluster-key-slot';
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
 import { boolEnv, InvalidEnvError, requireEnv } from '../config/env.js';
 import { redisEnv } from '../region/resources.js';
+import type { Clock } from '../time/clock.js';
+import { type CredentialProvider, type IamAuthTarget, IamTokenRefresher } from './iam-auth.js';
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -22,6 +24,8 @@ export interface RedisConfig {
   readonly nodes: readonly { readonly host: string; readonly port: number }[];
   /** Use TLS (ElastiCache in-transit encryption). @default false */
   readonly tls: boolean;
+  /** ElastiCache IAM authentication (AWS); without it no AUTH is sent (local). @default none */
+  readonly iam?: IamAuthTarget;
 }
 
 /** Parses `host:port[,host:port…]`. */
@@ -43,7 +47,18 @@ export function redisConfigFromEnv(env: Env = process.env): RedisConfig {
   if (mode !== 'standalone' && mode !== 'cluster') {
     throw new InvalidEnvError(redisEnv.mode, mode, '"standalone" or "cluster"');
   }
-  return { mode, nodes: parseNodes(requireEnv(redisEnv.nodes, env)), tls: boolEnv(redisEnv.tls, false, env) };
+  const base: RedisConfig = {
+    mode,
+    nodes: parseNodes(requireEnv(redisEnv.nodes, env)),
+    tls: boolEnv(redisEnv.tls, false, env),
+  };
+  const userId = env[redisEnv.iamUser];
+  if (userId === undefined || userId === '') return base;
+  const cacheName = requireEnv(redisEnv.cacheName, env);
+  const region = env.AWS_REGION ?? env.PACELINE_REGION;
+  if (!region)
+    throw new InvalidEnvError('AWS_REGION', '', `the cache's region (needed with ${redisEnv.iamUser})`);
+  return { ...base, iam: { userId, cacheName, region } };
 }
 
 /** Options for {@link connectRedis}. */
@@ -58,6 +73,92 @@ export interface ConnectOptions {
   readonly maxRetriesPerRequest?: number;
   /** Extra ioredis options. */
   readonly redisOptions?: RedisOptions;
+  /**
+   * Credentials that sign IAM auth tokens (with `config.iam`).
+   * @default the AWS SDK's default provider chain (the function's role in Lambda)
+   */
+  readonly credentials?: CredentialProvider;
+  /** Clock of the token signer. @default systemClock */
+  readonly clock?: Clock;
+  /** How often a new token is signed, ms (tokens last 15 minutes). @default 600_000 */
+  readonly tokenRefreshMs?: number;
+}
+
+/** The AWS SDK's default credential chain, loaded only when IAM auth is used. */
+function defaultCredentials(region: string): CredentialProvider {
+  let provider: CredentialProvider | undefined;
+  return async () => {
+    if (!provider) {
+      const { ElastiCacheClient } = await import('@aws-sdk/client-elasticache');
+      const client = new ElastiCacheClient({ region });
+      provider = () => client.config.credentials();
+    }
+    return provider();
+  };
+}
+
+/**
+ * IAM auth: every connect (first, and each reconnect, which ioredis also starts with
+ * `connect()`) waits for a signed token and writes it where ioredis reads the password — the
+ * client's options and, for a cluster, the shared node options and every node's own — and a
+ * timer re-signs it every `tokenRefreshMs`, so a node reconnecting on its own (cluster) also
+ * finds a token that is still valid.
+ */
+function withIamAuth(client: RedisClient, target: IamAuthTarget, options: ConnectOptions): RedisClient {
+  const setPassword = (token: string) => {
+    if (client instanceof Cluster) {
+      if (client.options.redisOptions) client.options.redisOptions.password = token;
+      for (const node of client.nodes('all')) node.options.password = token;
+    } else {
+      client.options.password = token;
+    }
+  };
+  const refresher = new IamTokenRefresher(
+    {
+      target,
+      credentials: options.credentials ?? defaultCredentials(target.region),
+      ...(options.clock ? { clock: options.clock } : {}),
+      ...(options.tokenRefreshMs ? { refreshEveryMs: options.tokenRefreshMs } : {}),
+      onError: (error) => client.emit('error', error),
+    },
+    setPassword,
+  );
+  let started: Promise<void> | undefined;
+  const connect = client.connect.bind(client) as (cb?: () => void) => Promise<void>;
+  if (!(client instanceof Cluster)) {
+    // A lazy standalone client queues commands issued before its first connect with the
+    // connection's `condition` (ioredis sets it inside connect(), which here waits for the
+    // token first): give it the same initial value connect() would.
+    const internal = client as unknown as { condition?: { select: number; subscriber: boolean } };
+    internal.condition ??= { select: client.options.db ?? 0, subscriber: false };
+  }
+  (client as { connect: (cb?: () => void) => Promise<void> }).connect = async () => {
+    if (!started) started = refresher.start();
+    else await refresher.refresh().catch(() => undefined); // the timer's token is still valid
+    try {
+      await started;
+    } catch (error) {
+      // No first token: fail every queued and later command at once (never hang), loudly.
+      started = undefined;
+      client.emit('error', error);
+      client.disconnect();
+      throw error;
+    }
+    return connect();
+  };
+  client.once('end', () => refresher.stop());
+  const quit = client.quit.bind(client);
+  client.quit = ((...args: Parameters<typeof quit>) => {
+    refresher.stop();
+    return quit(...args);
+  }) as typeof client.quit;
+  const disconnect = client.disconnect.bind(client);
+  client.disconnect = ((reconnect?: boolean) => {
+    if (!reconnect) refresher.stop();
+    return disconnect(reconnect);
+  }) as typeof client.disconnect;
+  void client.connect().catch(() => {}); // reported through the 'error' event above
+  return client;
 }
 
 /** Opens a client for `config`. */
@@ -70,17 +171,24 @@ export function connectRedis(config: RedisConfig, options: ConnectOptions = {}):
   };
   const first = config.nodes[0];
   if (!first) throw new Error('RedisConfig.nodes is empty: give at least one host:port.');
-  if (config.mode === 'standalone') return new Redis({ host: first.host, port: first.port, ...base });
+  // With IAM auth the first connect waits for a signed token (withIamAuth starts it).
+  const iam = config.iam ? { username: config.iam.userId, lazyConnect: true } : {};
+  if (config.mode === 'standalone') {
+    const client = new Redis({ host: first.host, port: first.port, ...base, ...iam });
+    return config.iam ? withIamAuth(client, config.iam, options) : client;
+  }
   const clusterOptions: ClusterOptions = {
     enableAutoPipelining: base.enableAutoPipelining ?? true,
-    redisOptions: base,
+    redisOptions: { ...base, ...(config.iam ? { username: config.iam.userId } : {}) },
+    ...(config.iam ? { lazyConnect: true } : {}),
     // ElastiCache's TLS certificates name the configuration endpoint, not each node's IP.
     ...(config.tls ? { dnsLookup: (address, callback) => callback(null, address) } : {}),
   };
-  return new Cluster(
+  const cluster = new Cluster(
     config.nodes.map((n) => ({ host: n.host, port: n.port })),
     clusterOptions,
   );
+  return config.iam ? withIamAuth(cluster, config.iam, options) : cluster;
 }
 
 /** The Redis hash slot of a key (honours `{hash tags}`). */

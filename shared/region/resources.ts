@@ -40,6 +40,12 @@ export interface TableSpec {
   readonly indexes?: readonly IndexSpec[];
   /** Attribute holding an epoch-seconds expiry; DynamoDB TTL only reclaims storage, code checks expiry. */
   readonly ttlAttribute?: string;
+  /**
+   * `global`: a DynamoDB global table, one replica per Paceline region (the primary region's
+   * stack owns the `TableV2` and its replicas, the other regions' stacks import it by name;
+   * docs/operations.md). `regional`: one independent table per region. @default 'regional'
+   */
+  readonly replication?: 'global' | 'regional';
   /** What the table is for (shown in docs and the runner's banner). */
   readonly purpose: string;
 }
@@ -167,6 +173,7 @@ const tables = {
         purpose: "A pacer shard's accounts, campaigns and plans, newest change last.",
       },
     ],
+    replication: 'global',
     purpose: 'The ads database: accounts, campaigns, budget plans (integer micros, time zone, pacing mode).',
   },
   spendLedger: {
@@ -175,6 +182,9 @@ const tables = {
     partitionKey: { name: 'pk', type: 'S' },
     sortKey: { name: 'sk', type: 'S' },
     ttlAttribute: 'expiresAt',
+    // Global: one budget across regions (DESIGN.md requirement 9); items are keyed by bid, so the
+    // regions never write the same item (no last-writer-wins conflict).
+    replication: 'global',
     purpose:
       'Durable exactly-once ledger of confirmed spend, one item per bid; source of truth for reconcile.',
   },
@@ -369,9 +379,14 @@ export const defaultPacerSettings: PacerSettings = {
 /** The local runner's default: 4 shards × 3 instances (12 processes per region instead of 72). */
 export const localPacerSettings: PacerSettings = { ...defaultPacerSettings, shards: 4 };
 
+/** Thrown for region settings that cannot work; the message says which and why. */
+export class InvalidRegionSettingsError extends Error {
+  override readonly name: string = 'InvalidRegionSettingsError';
+}
+
 /** Thrown for pacer settings that cannot work; the message says which and why. */
-export class InvalidPacerSettingsError extends Error {
-  override readonly name = 'InvalidPacerSettingsError';
+export class InvalidPacerSettingsError extends InvalidRegionSettingsError {
+  override readonly name: string = 'InvalidPacerSettingsError';
 }
 
 /** Validates pacer settings (whole numbers, ticks dividing the minute, a lease of ≥ 2 ticks). */
@@ -470,18 +485,81 @@ function pacerParameters(s: PacerSettings): Record<string, ParameterSpec> {
   return out;
 }
 
+/** How the region's Kinesis streams are provisioned. */
+export type StreamCapacityMode = 'provisioned' | 'on-demand';
+
+/** The region's cache (ElastiCache Valkey, cluster mode). */
+export interface CacheSettings {
+  /** Node type. @default 'cache.r7g.large' */
+  readonly nodeType: string;
+  /** Shards (node groups). @default 3 */
+  readonly shards: number;
+  /** Replicas per shard; ≥ 1 gives automatic failover. @default 1 */
+  readonly replicasPerShard: number;
+}
+
+/** The region's streams. */
+export interface StreamSettings {
+  /**
+   * `provisioned` (each stream gets its described shard count) or `on-demand` (Kinesis scales;
+   * the described shard count only sizes the local emulator). @default 'provisioned'
+   */
+  readonly capacityMode: StreamCapacityMode;
+}
+
+/** The cache defaults of an AWS region. */
+export const defaultCacheSettings: CacheSettings = {
+  nodeType: 'cache.r7g.large',
+  shards: 3,
+  replicasPerShard: 1,
+};
+
+/** The stream defaults of an AWS region. */
+export const defaultStreamSettings: StreamSettings = { capacityMode: 'provisioned' };
+
 /** Settings a region description is derived from. */
 export interface RegionSettings {
   readonly pacer: PacerSettings;
+  readonly cache: CacheSettings;
+  readonly streams: StreamSettings;
+}
+
+/** Partial settings: whatever is not given takes the AWS default. */
+export interface RegionSettingsInput {
+  readonly pacer?: Partial<PacerSettings>;
+  readonly cache?: Partial<CacheSettings>;
+  readonly streams?: Partial<StreamSettings>;
+}
+
+/** Validates cache and stream settings (the pacer has {@link validatePacerSettings}). */
+function validateCacheSettings(c: CacheSettings): CacheSettings {
+  if (!/^cache\.[a-z0-9-]+\.[a-z0-9]+$/.test(c.nodeType))
+    throw new InvalidRegionSettingsError(
+      `cache nodeType = ${JSON.stringify(c.nodeType)}: give an ElastiCache node type such as cache.r7g.large.`,
+    );
+  if (!Number.isSafeInteger(c.shards) || c.shards < 1 || c.shards > 500)
+    throw new InvalidRegionSettingsError(`cache shards = ${c.shards}: give a whole number from 1 to 500.`);
+  if (!Number.isSafeInteger(c.replicasPerShard) || c.replicasPerShard < 0 || c.replicasPerShard > 5)
+    throw new InvalidRegionSettingsError(
+      `cache replicasPerShard = ${c.replicasPerShard}: give a whole number from 0 to 5.`,
+    );
+  return c;
 }
 
 /**
  * The whole description of a region for the given settings. Everything that depends on a
- * setting (the pacer's schedule instances, environment and override parameters) is derived here,
- * so the CDK stack and the local runner cannot disagree.
+ * setting (the pacer's schedule instances, environment and override parameters; the cache
+ * layout; the streams' capacity mode) is derived here, so the CDK stack and the local runner
+ * cannot disagree.
  */
-export function regionDescription(settings: { readonly pacer?: Partial<PacerSettings> } = {}) {
+export function regionDescription(settings: RegionSettingsInput = {}) {
   const pacer = validatePacerSettings({ ...defaultPacerSettings, ...settings.pacer });
+  const cache = validateCacheSettings({ ...defaultCacheSettings, ...settings.cache });
+  const streamSettings = { ...defaultStreamSettings, ...settings.streams };
+  if (streamSettings.capacityMode !== 'provisioned' && streamSettings.capacityMode !== 'on-demand')
+    throw new InvalidRegionSettingsError(
+      `streams capacityMode = ${JSON.stringify(streamSettings.capacityMode)}: give "provisioned" or "on-demand".`,
+    );
   return {
     tables,
     streams,
@@ -489,9 +567,22 @@ export function regionDescription(settings: { readonly pacer?: Partial<PacerSett
     functions: { ...functions, pacer: pacerFunction(pacer) },
     parameters: { ...pacerParameters(pacer), ...parameters } as typeof parameters &
       Readonly<Record<string, ParameterSpec>>,
-    settings: { pacer } satisfies RegionSettings,
+    cache: { ...cacheIdentity, ...cache },
+    settings: { pacer, cache, streams: streamSettings } satisfies RegionSettings,
   } as const;
 }
+
+/**
+ * The cache's fixed identity, the same in every region (names are regional): the replication
+ * group id (the host part of an IAM auth token and what a peer pacer discovers with
+ * DescribeReplicationGroups) and the IAM-authenticated user the functions and ad servers connect
+ * as (ElastiCache IAM auth requires user id = user name).
+ */
+export const cacheIdentity = {
+  replicationGroupId: 'paceline',
+  userId: 'paceline-app',
+  port: 6380,
+} as const;
 
 /** A region's description (see {@link regionDescription}). */
 export type RegionDescription = ReturnType<typeof regionDescription>;
@@ -543,6 +634,13 @@ export const redisEnv = {
   mode: 'REDIS_MODE',
   /** `true` when the connection must use TLS (always in AWS). */
   tls: 'REDIS_TLS',
+  /**
+   * ElastiCache IAM authentication: the user id to connect as. When set, `connectRedis` signs
+   * short-lived SigV4 auth tokens (shared/redis/iam-auth.ts); unset, no AUTH is sent (local).
+   */
+  iamUser: 'REDIS_IAM_USER',
+  /** The replication group id the IAM auth tokens are signed for (with `REDIS_IAM_USER`). */
+  cacheName: 'REDIS_CACHE_NAME',
 } as const;
 
 /**
@@ -554,7 +652,13 @@ export interface EnvironmentInputs {
   readonly tableName: (key: TableKey) => string;
   readonly streamName: (key: StreamKey) => string;
   readonly bucketName: (key: BucketKey) => string;
-  readonly redis?: { readonly nodes: string; readonly mode: 'cluster' | 'standalone'; readonly tls: boolean };
+  readonly redis?: {
+    readonly nodes: string;
+    readonly mode: 'cluster' | 'standalone';
+    readonly tls: boolean;
+    /** ElastiCache IAM authentication (AWS only). @default none (no AUTH) */
+    readonly iam?: { readonly userId: string; readonly cacheName: string };
+  };
 }
 
 /** The environment of one function, derived from what its spec says it uses. */
@@ -580,6 +684,10 @@ export function functionEnvironment(spec: FunctionSpec, inputs: EnvironmentInput
     env[redisEnv.nodes] = inputs.redis.nodes;
     env[redisEnv.mode] = inputs.redis.mode;
     env[redisEnv.tls] = String(inputs.redis.tls);
+    if (inputs.redis.iam) {
+      env[redisEnv.iamUser] = inputs.redis.iam.userId;
+      env[redisEnv.cacheName] = inputs.redis.iam.cacheName;
+    }
   }
   return env;
 }

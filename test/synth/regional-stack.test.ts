@@ -1,11 +1,13 @@
 import { readFileSync } from 'node:fs';
 import { App, Stack, Validations } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
+import { Peer } from 'aws-cdk-lib/aws-ec2';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../cdk/app.js';
 import type { RegionalStack } from '../../cdk/regional-stack.js';
+import { pacerAlarmSpecs } from '../../shared/pacing/alarms.js';
 import {
   type FunctionSpec,
   physicalName,
@@ -31,12 +33,16 @@ beforeAll(() => {
 
 describe('regional stacks', () => {
   it('synthesizes one stack per configured region, offline, with cdk-nag passing', () => {
-    expect(stacks.map((s) => s.region)).toEqual(cdkJson.context['paceline:regions']);
+    expect(stacks.map((s) => s.region)).toEqual(Object.keys(cdkJson.context['paceline:regions'] as object));
+    expect(stacks.length).toBeGreaterThanOrEqual(2);
   });
 
-  it('creates every table of the region description, encrypted, with PITR', () => {
+  it('creates every regional table in each region, and the global tables once, in the primary region, with a replica per region', () => {
+    const regional = Object.values(regionResources.tables).filter((t) => !('replication' in t));
+    const global = Object.values(regionResources.tables).filter((t) => 'replication' in t);
+    expect(global.map((t) => t.suffix).sort()).toEqual(['budgets', 'spend-ledger']);
     for (const t of templates) {
-      for (const spec of Object.values(regionResources.tables)) {
+      for (const spec of regional) {
         t.hasResourceProperties('AWS::DynamoDB::Table', {
           TableName: physicalName(spec.suffix),
           PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true },
@@ -47,8 +53,45 @@ describe('regional stacks', () => {
           ],
         });
       }
-      t.resourceCountIs('AWS::DynamoDB::Table', Object.keys(regionResources.tables).length);
+      t.resourceCountIs('AWS::DynamoDB::Table', regional.length);
     }
+    const [primary, other] = templates as [Template, Template];
+    primary.resourceCountIs('AWS::DynamoDB::GlobalTable', global.length);
+    other.resourceCountIs('AWS::DynamoDB::GlobalTable', 0);
+    for (const spec of global) {
+      const table = Object.values(primary.findResources('AWS::DynamoDB::GlobalTable')).find(
+        (r) => (r.Properties as { TableName: string }).TableName === physicalName(spec.suffix),
+      );
+      const props = table?.Properties as {
+        Replicas: {
+          Region: string;
+          PointInTimeRecoverySpecification: unknown;
+          SSESpecification?: { KMSMasterKeyId: unknown };
+        }[];
+        SSESpecification: { SSEEnabled: boolean; SSEType: string };
+      };
+      expect(props.Replicas.map((r) => r.Region).sort()).toEqual(['us-east-1', 'us-west-2']);
+      expect(props.SSESpecification).toEqual({ SSEEnabled: true, SSEType: 'KMS' });
+      for (const replica of props.Replicas) {
+        expect(replica.PointInTimeRecoverySpecification).toEqual({ PointInTimeRecoveryEnabled: true });
+        expect(replica.SSESpecification?.KMSMasterKeyId).toBeDefined();
+      }
+      // The peer's replica is encrypted with that region's Paceline key, named by its alias.
+      expect(JSON.stringify(props.Replicas.find((r) => r.Region === 'us-west-2'))).toContain(
+        ':kms:us-west-2:123456789012:alias/paceline',
+      );
+    }
+    // The other region's functions use the local replica by name (and the key by its alias).
+    other.hasResourceProperties('AWS::Lambda::Function', {
+      FunctionName: 'paceline-track-spend',
+      Environment: {
+        Variables: Match.objectLike({
+          BUDGETS_TABLE: 'paceline-budgets',
+          SPEND_LEDGER_TABLE: 'paceline-spend-ledger',
+        }),
+      },
+    });
+    other.hasResourceProperties('AWS::KMS::Alias', { AliasName: 'alias/paceline' });
   });
 
   it('creates every stream with the described shard count and KMS encryption', () => {
@@ -244,14 +287,27 @@ describe('pacer in the stack (derived from the region description)', () => {
 
   it('has one EventBridge rule per (shard, instance), each with its {shard, instance} input', () => {
     for (const t of templates) {
-      const rules = Object.values(t.findResources('AWS::Events::Rule'));
+      type Target = {
+        Input?: string;
+        RetryPolicy?: { MaximumRetryAttempts?: number; MaximumEventAgeInSeconds?: number };
+      };
+      const rules = Object.values(t.findResources('AWS::Events::Rule')).filter((r) =>
+        (r.Properties as { Targets: Target[] }).Targets.some((x) => x.Input !== undefined),
+      );
       const inputs = rules.flatMap((r) =>
-        ((r.Properties as { Targets: { Input?: string }[] }).Targets ?? []).map((x) => x.Input),
+        (r.Properties as { Targets: Target[] }).Targets.map((x) => x.Input),
       );
       expect(rules).toHaveLength(settings.shards * settings.instancesPerShard);
+      expect(inputs).toHaveLength(settings.shards * settings.instancesPerShard);
       expect(new Set(inputs)).toEqual(new Set(pacer.schedule.instances.map((i) => JSON.stringify(i.input))));
-      for (const r of rules)
+      for (const r of rules) {
         expect((r.Properties as { ScheduleExpression: string }).ScheduleExpression).toBe('rate(1 minute)');
+        // Retries off; the event age at EventBridge's minimum (60 s: the API refuses less). A
+        // late invocation runs only the ticks left in its wall-clock minute (docs/operations.md).
+        const [target] = (r.Properties as { Targets: Target[] }).Targets;
+        expect(target?.RetryPolicy?.MaximumRetryAttempts).toBe(0);
+        expect(target?.RetryPolicy?.MaximumEventAgeInSeconds).toBeLessThanOrEqual(60);
+      }
     }
   });
 
@@ -280,7 +336,7 @@ describe('pacer in the stack (derived from the region description)', () => {
         }),
       },
     });
-    t.hasResourceProperties('AWS::DynamoDB::Table', {
+    t.hasResourceProperties('AWS::DynamoDB::GlobalTable', {
       TableName: 'paceline-budgets',
       GlobalSecondaryIndexes: [
         Match.objectLike({
@@ -331,7 +387,215 @@ describe('pacer in the stack (derived from the region description)', () => {
   });
 });
 
+describe('cache IAM authentication', () => {
+  it('puts the replication group behind a user group whose only enabled user authenticates with IAM', () => {
+    for (const t of templates) {
+      t.hasResourceProperties('AWS::ElastiCache::ReplicationGroup', {
+        ReplicationGroupId: 'paceline',
+        UserGroupIds: [Match.objectLike({ Ref: Match.anyValue() })],
+      });
+      expect(
+        t.findResources('AWS::ElastiCache::ReplicationGroup', {
+          Properties: { AuthToken: Match.anyValue() },
+        }),
+      ).toEqual({});
+      t.hasResourceProperties('AWS::ElastiCache::User', {
+        UserId: 'paceline-app',
+        UserName: 'paceline-app',
+        AuthenticationMode: { Type: 'iam' },
+      });
+      // The `default` user a group must contain is disabled.
+      t.hasResourceProperties('AWS::ElastiCache::User', { UserName: 'default', AccessString: 'off -@all' });
+      t.hasResourceProperties('AWS::ElastiCache::UserGroup', {
+        UserIds: Match.arrayWith(['paceline-app']),
+      });
+    }
+  });
+
+  it('gives every Redis function its IAM user and cache name, and elasticache:Connect on exactly them', () => {
+    const stack = stacks[0] as RegionalStack;
+    const t = templates[0] as Template;
+    for (const [fnKey, fn] of Object.entries(stack.functions)) {
+      const spec = regionResources.functions[fnKey as keyof typeof regionResources.functions];
+      if (!spec.usesRedis) continue;
+      t.hasResourceProperties('AWS::Lambda::Function', {
+        FunctionName: `paceline-${spec.name}`,
+        Environment: {
+          Variables: Match.objectLike({ REDIS_IAM_USER: 'paceline-app', REDIS_CACHE_NAME: 'paceline' }),
+        },
+      });
+      const role = stack.getLogicalId(fn.function.role?.node.defaultChild as never);
+      const statements = Object.values(t.findResources('AWS::IAM::Policy'))
+        .filter((p) => JSON.stringify(p.Properties.Roles).includes(role))
+        .flatMap(
+          (p) => p.Properties.PolicyDocument.Statement as { Action: string | string[]; Resource: unknown }[],
+        );
+      const connect = statements.filter((x) => x.Action === 'elasticache:Connect');
+      expect(connect, fnKey).toHaveLength(1);
+      const resources = JSON.stringify(connect[0]?.Resource);
+      expect(resources).toContain(':elasticache:us-east-1:');
+      expect(resources).toContain('replicationgroup:paceline');
+      expect(resources).toContain('user:paceline-app');
+      // Only the pacer (a failover publisher) may connect to the peer region's cache.
+      expect(resources.includes(':elasticache:us-west-2:'), fnKey).toBe(fnKey === 'pacer');
+    }
+  });
+});
+
+describe('PacelineAdServerAccess', () => {
+  it('is one managed policy with exactly the actions and resources an ad-server fleet needs', () => {
+    for (const [i, t] of templates.entries()) {
+      const stack = stacks[i] as RegionalStack;
+      const policies = Object.values(t.findResources('AWS::IAM::ManagedPolicy'));
+      expect(policies).toHaveLength(1);
+      const doc = policies[0]?.Properties.PolicyDocument as {
+        Statement: {
+          Sid: string;
+          Effect: string;
+          Action: string | string[];
+          Resource: unknown;
+          Condition?: unknown;
+        }[];
+      };
+      const bySid = Object.fromEntries(doc.Statement.map((x) => [x.Sid, x]));
+      const actions = (sid: string) => [bySid[sid]?.Action].flat().sort();
+      const r = (v: unknown) => stack.resolve(v);
+      expect(Object.keys(bySid).sort()).toEqual([
+        'CacheConnect',
+        'GuardLedger',
+        'Key',
+        'PutEvents',
+        'ReadBudgets',
+      ]);
+      expect(doc.Statement.every((x) => x.Effect === 'Allow')).toBe(true);
+      expect(actions('PutEvents')).toEqual(['kinesis:PutRecord', 'kinesis:PutRecords']);
+      expect(bySid.PutEvents?.Resource).toEqual([
+        r(stack.streams.actions.streamArn),
+        r(stack.streams.spend.streamArn),
+      ]);
+      expect(actions('ReadBudgets')).toEqual(['dynamodb:BatchGetItem', 'dynamodb:GetItem', 'dynamodb:Query']);
+      expect(bySid.ReadBudgets?.Resource).toEqual(r(stack.tables.budgets.tableArn));
+      expect(actions('GuardLedger')).toEqual(['dynamodb:PutItem', 'dynamodb:Query']);
+      expect(bySid.GuardLedger?.Resource).toEqual(r(stack.tables.spendLedger.tableArn));
+      expect(actions('Key')).toEqual(['kms:Decrypt', 'kms:GenerateDataKey']);
+      expect(JSON.stringify(bySid.Key?.Condition)).toContain('kms:ViaService');
+      expect(actions('CacheConnect')).toEqual(['elasticache:Connect']);
+      expect(bySid.CacheConnect?.Resource).toEqual(r(stack.cache.connectArns()));
+      // No wildcard anywhere: not in an action, not in a resource.
+      expect(JSON.stringify(doc)).not.toContain('*');
+    }
+  });
+
+  it('admits a fleet to the cache port with allowFrom', () => {
+    // No asset bundling for this second app (`aws:cdk:bundling-stacks` empty): only IAM/EC2 matter.
+    const app = new App({
+      context: { ...cdkJson.context, 'aws:cdk:bundling-stacks': [] },
+      outdir: tempDir('paceline-access-'),
+    });
+    const { stacks: built } = buildApp(app);
+    const stack = built[0] as RegionalStack;
+    stack.adServerAccess.allowFrom(Peer.ipv4('10.99.0.0/16'));
+    Template.fromStack(stack).hasResourceProperties('AWS::EC2::SecurityGroup', {
+      SecurityGroupIngress: Match.arrayWith([
+        Match.objectLike({ CidrIp: '10.99.0.0/16', FromPort: 6380, ToPort: 6380, IpProtocol: 'tcp' }),
+      ]),
+    });
+  });
+});
+
+describe('network between regions', () => {
+  it('admits the peer region CIDR to the cache and, once VPC ids are known, peers and routes', () => {
+    for (const [i, t] of templates.entries()) {
+      const peerCidr = i === 0 ? '10.21.0.0/16' : '10.20.0.0/16';
+      t.hasResourceProperties('AWS::EC2::SecurityGroup', {
+        GroupDescription: 'Paceline cache: only the functions may connect',
+        SecurityGroupIngress: Match.arrayWith([
+          Match.objectLike({ CidrIp: peerCidr, FromPort: 6380, ToPort: 6380, IpProtocol: 'tcp' }),
+        ]),
+      });
+      t.resourceCountIs('AWS::EC2::VPCPeeringConnection', 0);
+    }
+    const context = structuredClone(cdkJson.context) as Record<
+      string,
+      Record<string, Record<string, unknown>>
+    >;
+    const regions = context['paceline:regions'] as Record<string, { network: Record<string, unknown> }>;
+    (regions['us-west-2'] as { network: Record<string, unknown> }).network.vpcId = 'vpc-0123456789abcdef0';
+    (regions['us-west-2'] as { network: Record<string, unknown> }).network.peering = {
+      'us-east-1': 'pcx-0123456789abcdef0',
+    };
+    const app = new App({
+      context: { ...context, 'aws:cdk:bundling-stacks': [] },
+      outdir: tempDir('paceline-peering-'),
+    });
+    const [east, west] = buildApp(app).stacks.map((s) => Template.fromStack(s)) as [Template, Template];
+    east.hasResourceProperties('AWS::EC2::VPCPeeringConnection', {
+      PeerVpcId: 'vpc-0123456789abcdef0',
+      PeerRegion: 'us-west-2',
+    });
+    east.resourcePropertiesCountIs('AWS::EC2::Route', { DestinationCidrBlock: '10.21.0.0/16' }, 3);
+    west.resourcePropertiesCountIs(
+      'AWS::EC2::Route',
+      { DestinationCidrBlock: '10.20.0.0/16', VpcPeeringConnectionId: 'pcx-0123456789abcdef0' },
+      3,
+    );
+  });
+});
+
+describe('dashboard and alarms', () => {
+  it('has one dashboard per region with leaders, tick duration, parameter age, iterator age, dead letters and spend vs target', () => {
+    for (const [i, t] of templates.entries()) {
+      const dashboards = Object.values(t.findResources('AWS::CloudWatch::Dashboard'));
+      expect(dashboards).toHaveLength(1);
+      const body = JSON.stringify(stacks[i]?.resolve(dashboards[0]?.Properties.DashboardBody));
+      for (const needle of [
+        'Leaders per shard',
+        'IsLeader',
+        'TickDurationMs',
+        'ParamsAgeMs',
+        'IteratorAge',
+        'RecordsQuarantined',
+        'ApproximateNumberOfMessagesVisible',
+        'CampaignSpendMicros',
+        'CampaignTargetMicros',
+      ])
+        expect(body, needle).toContain(needle);
+      expect(dashboards[0]?.Properties.DashboardName).toBe(`paceline-${stacks[i]?.region}`);
+    }
+  });
+
+  it('creates every alarm: the pacer specs, per-function, stream, convergence and cache alarms, all notifying', () => {
+    const settings = regionResources.settings.pacer;
+    const specs = pacerAlarmSpecs(settings, regionResources.functions.pacer.name);
+    const fns = Object.values(regionResources.functions) as FunctionSpec[];
+    const streamFns = fns.filter((f) => f.source).length;
+    const described = fns.flatMap((f) => f.alarms ?? []).length;
+    for (const t of templates) {
+      const alarms = Object.values(t.findResources('AWS::CloudWatch::Alarm')).map(
+        (a) => a.Properties as { AlarmDescription: string; AlarmActions?: unknown[] },
+      );
+      const descriptions = alarms.map((a) => a.AlarmDescription);
+      for (const spec of specs) expect(descriptions).toContain(spec.description);
+      // pacer specs + errors per function + 3 per stream function + described + 2 cache alarms
+      expect(alarms).toHaveLength(specs.length + fns.length + 3 * streamFns + described + 2);
+      expect(alarms.every((a) => (a.AlarmActions ?? []).length === 1)).toBe(true);
+    }
+  });
+});
+
 describe('cdk-nag', () => {
+  it('acknowledges 12 AwsSolutions findings per stack (13 before IAM cache auth and exact index grants)', () => {
+    for (const stack of stacks) {
+      const acks = stack.node
+        .findAll()
+        .flatMap((c) => c.node.metadata.filter((m) => m.type === Validations.ACKNOWLEDGED_RULES_METADATA_KEY))
+        .flatMap((m) => Object.keys(m.data as Record<string, string>))
+        .filter((id) => id.includes('AwsSolutions-'));
+      expect(acks, acks.join('\n')).toHaveLength(12);
+      expect(acks.some((id) => id.includes('/index/*'))).toBe(false);
+    }
+  });
+
   it('fails synthesis on an unacknowledged finding (the check is live)', () => {
     const app = new App({ outdir: tempDir('paceline-nag-') });
     const stack = new Stack(app, 'Bad');

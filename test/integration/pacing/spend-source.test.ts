@@ -66,7 +66,7 @@ describe.each(['standalone', 'cluster'] as const)('bulk live-spend read (%s)', (
 });
 
 describe('paceline status against an unreachable store', () => {
-  it('reports an unreachable store with exit 3', async () => {
+  it('reports an unreachable store with exit 6 (EXIT.unreachable)', async () => {
     const out: string[] = [];
     const err: string[] = [];
     const env = {

@@ -18,7 +18,9 @@ describe('paceline CLI', () => {
     const h = io();
     expect(await main(['--help'], h.io)).toBe(EXIT.ok);
     expect(h.out.join('\n')).toMatch(/status/);
-    expect(h.out.join('\n')).toMatch(/exit codes: 0 done, 1 internal error, 2 usage error or no target, 3/);
+    expect(h.out.join('\n')).toMatch(
+      /exit codes: 0 ok, 1 unexpected failure, 2 usage, invalid input or no target chosen/,
+    );
     const s = io();
     expect(await main(['status', '--help'], s.io)).toBe(EXIT.ok);
     expect(s.out.join('\n')).toMatch(/--json prints exactly one object/);

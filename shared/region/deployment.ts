@@ -1,0 +1,305 @@
+/**
+ * The deployment's settings — which regions, which one is primary, and each region's pacer,
+ * cache, stream and network settings — read from `cdk.json` context in ONE typed, validated
+ * place. The CDK app (`cdk/app.ts`) is the only caller; each region's settings then feed
+ * {@link regionDescription}, which derives everything else.
+ *
+ * Context keys (all under `paceline:`; `-c key=value` on the command line overrides cdk.json):
+ *
+ * - `paceline:account` — the 12-digit AWS account.
+ * - `paceline:regions` — an object `{ "<region>": RegionEntry }` (or a plain list of region names,
+ *   every region on the defaults). A RegionEntry holds optional `pacer`, `cache`, `streams`
+ *   (see {@link RegionSettingsInput}) and `network`: `cidr` (the VPC's, non-overlapping across
+ *   regions; required with several regions), `vpcId` (filled after the first deploy, so earlier
+ *   regions can request peering) and `peering` (`{ "<peer region>": "pcx-…" }`, the peering
+ *   connections a later region routes through; docs/operations.md, "Network between regions").
+ * - `paceline:primaryRegion` — the region whose stack owns the global tables. @default the first
+ * - `paceline:defaults` — `pacer` / `cache` / `streams` applied to every region before its own.
+ * - `paceline:pacerShards`, `paceline:pacerInstancesPerShard` — command-line shorthands that
+ *   override the pacer layout of every region (docs/pacing.md, "Changing N").
+ *
+ * Every error names the bad key and what to give instead.
+ */
+import {
+  type CacheSettings,
+  InvalidRegionSettingsError,
+  type PacerSettings,
+  type RegionDescription,
+  type RegionSettingsInput,
+  regionDescription,
+  type StreamSettings,
+} from './resources.js';
+
+/** A region's network settings. */
+export interface RegionNetwork {
+  /** The VPC's IPv4 CIDR (a /16 … /24), distinct from every other region's. */
+  readonly cidr: string;
+  /** The deployed VPC's id, once known (lets earlier regions request a peering). @default none */
+  readonly vpcId?: string;
+  /** Peering connections to earlier regions, by region, once they exist. @default none */
+  readonly peering: Readonly<Record<string, string>>;
+}
+
+/** One region of the deployment. */
+export interface DeployedRegion {
+  readonly region: string;
+  /** The region's settings as given (merged with the defaults). */
+  readonly settings: RegionSettingsInput;
+  /** The region description derived from them (validated). */
+  readonly description: RegionDescription;
+  readonly network: RegionNetwork;
+}
+
+/** The whole deployment. */
+export interface DeploymentSettings {
+  readonly account: string;
+  /** Owns the global tables (TableV2 with a replica in every other region). */
+  readonly primaryRegion: string;
+  readonly regions: readonly DeployedRegion[];
+}
+
+/** A context value that cannot work; the message names the key. */
+export class InvalidDeploymentSettingsError extends Error {
+  override readonly name = 'InvalidDeploymentSettingsError';
+  constructor(
+    readonly key: string,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`cdk.json context ${key}: ${message}`, options);
+  }
+}
+
+type Lookup = (key: string) => unknown;
+
+const REGION = /^[a-z]{2}(-gov|-iso[a-z]*)?-[a-z]+-\d$/;
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+/** A whole number from a number or a numeric string (`-c` values are strings). */
+function wholeNumber(key: string, v: unknown): number {
+  const n = typeof v === 'string' && v.trim() !== '' ? Number(v) : v;
+  if (typeof n !== 'number' || !Number.isSafeInteger(n))
+    throw new InvalidDeploymentSettingsError(key, `${JSON.stringify(v)} is not a whole number.`);
+  return n;
+}
+
+function only(key: string, v: Record<string, unknown>, allowed: readonly string[]): void {
+  for (const k of Object.keys(v)) {
+    if (!allowed.includes(k))
+      throw new InvalidDeploymentSettingsError(
+        `${key}.${k}`,
+        `unknown setting (allowed: ${allowed.join(', ')}).`,
+      );
+  }
+}
+
+const pacerKeys = ['shards', 'instancesPerShard', 'tickMs', 'leaseTtlMs'] as const;
+const cacheKeys = ['nodeType', 'shards', 'replicasPerShard'] as const;
+
+function parseSettings(key: string, raw: unknown): RegionSettingsInput {
+  if (raw === undefined) return {};
+  if (!isObject(raw)) throw new InvalidDeploymentSettingsError(key, 'give an object.');
+  only(key, raw, ['pacer', 'cache', 'streams', 'network']);
+  const out: { pacer?: Partial<PacerSettings>; cache?: Partial<CacheSettings>; streams?: StreamSettings } =
+    {};
+  if (raw.pacer !== undefined) {
+    if (!isObject(raw.pacer)) throw new InvalidDeploymentSettingsError(`${key}.pacer`, 'give an object.');
+    only(`${key}.pacer`, raw.pacer, pacerKeys);
+    const pacer: Partial<Record<(typeof pacerKeys)[number], number>> = {};
+    for (const k of pacerKeys)
+      if (raw.pacer[k] !== undefined) pacer[k] = wholeNumber(`${key}.pacer.${k}`, raw.pacer[k]);
+    out.pacer = pacer;
+  }
+  if (raw.cache !== undefined) {
+    if (!isObject(raw.cache)) throw new InvalidDeploymentSettingsError(`${key}.cache`, 'give an object.');
+    only(`${key}.cache`, raw.cache, cacheKeys);
+    const cache: { nodeType?: string; shards?: number; replicasPerShard?: number } = {};
+    if (raw.cache.nodeType !== undefined) {
+      if (typeof raw.cache.nodeType !== 'string')
+        throw new InvalidDeploymentSettingsError(
+          `${key}.cache.nodeType`,
+          'give a node type such as cache.r7g.large.',
+        );
+      cache.nodeType = raw.cache.nodeType;
+    }
+    if (raw.cache.shards !== undefined) cache.shards = wholeNumber(`${key}.cache.shards`, raw.cache.shards);
+    if (raw.cache.replicasPerShard !== undefined)
+      cache.replicasPerShard = wholeNumber(`${key}.cache.replicasPerShard`, raw.cache.replicasPerShard);
+    out.cache = cache;
+  }
+  if (raw.streams !== undefined) {
+    if (!isObject(raw.streams)) throw new InvalidDeploymentSettingsError(`${key}.streams`, 'give an object.');
+    only(`${key}.streams`, raw.streams, ['capacityMode']);
+    const mode = raw.streams.capacityMode;
+    if (mode !== 'provisioned' && mode !== 'on-demand')
+      throw new InvalidDeploymentSettingsError(
+        `${key}.streams.capacityMode`,
+        `${JSON.stringify(mode)}: give "provisioned" or "on-demand".`,
+      );
+    out.streams = { capacityMode: mode };
+  }
+  return out;
+}
+
+function merge(a: RegionSettingsInput, b: RegionSettingsInput): RegionSettingsInput {
+  return {
+    pacer: { ...a.pacer, ...b.pacer },
+    cache: { ...a.cache, ...b.cache },
+    streams: { ...a.streams, ...b.streams },
+  };
+}
+
+/** Parses `a.b.c.d/n` into [first address as an integer, prefix length]. */
+function parseCidr(key: string, v: unknown): [number, number] {
+  const m = typeof v === 'string' ? /^(\d+)\.(\d+)\.(\d+)\.(\d+)\/(\d+)$/.exec(v) : null;
+  const parts = m ? m.slice(1, 5).map(Number) : [];
+  const prefix = m ? Number(m[5]) : Number.NaN;
+  if (!m || parts.some((p) => p > 255) || prefix < 16 || prefix > 24)
+    throw new InvalidDeploymentSettingsError(
+      key,
+      `${JSON.stringify(v)}: give an IPv4 CIDR from /16 to /24, e.g. 10.20.0.0/16.`,
+    );
+  const base = parts.reduce((acc, p) => acc * 256 + p, 0);
+  if (base % 2 ** (32 - prefix) !== 0)
+    throw new InvalidDeploymentSettingsError(key, `${v} has host bits set: use the network address.`);
+  return [base, prefix];
+}
+
+function parseNetwork(
+  key: string,
+  raw: unknown,
+  several: boolean,
+  regions: readonly string[],
+): RegionNetwork {
+  if (raw === undefined && !several) return { cidr: '10.20.0.0/16', peering: {} };
+  if (!isObject(raw))
+    throw new InvalidDeploymentSettingsError(
+      key,
+      'give { "cidr": "10.x.0.0/16" } (with several regions every region needs its own, non-overlapping VPC CIDR).',
+    );
+  only(key, raw, ['cidr', 'vpcId', 'peering']);
+  parseCidr(`${key}.cidr`, raw.cidr);
+  if (raw.vpcId !== undefined && (typeof raw.vpcId !== 'string' || !/^vpc-[0-9a-f]{8,17}$/.test(raw.vpcId)))
+    throw new InvalidDeploymentSettingsError(
+      `${key}.vpcId`,
+      `${JSON.stringify(raw.vpcId)}: give a VPC id (vpc-…).`,
+    );
+  const peering: Record<string, string> = {};
+  if (raw.peering !== undefined) {
+    if (!isObject(raw.peering))
+      throw new InvalidDeploymentSettingsError(`${key}.peering`, 'give { "<region>": "pcx-…" }.');
+    for (const [peer, id] of Object.entries(raw.peering)) {
+      if (!regions.includes(peer))
+        throw new InvalidDeploymentSettingsError(
+          `${key}.peering.${peer}`,
+          `not a region of paceline:regions (${regions.join(', ')}).`,
+        );
+      if (typeof id !== 'string' || !/^pcx-[0-9a-f]{8,17}$/.test(id))
+        throw new InvalidDeploymentSettingsError(
+          `${key}.peering.${peer}`,
+          `${JSON.stringify(id)}: give a peering connection id (pcx-…).`,
+        );
+      peering[peer] = id;
+    }
+  }
+  return { cidr: raw.cidr as string, ...(raw.vpcId ? { vpcId: raw.vpcId as string } : {}), peering };
+}
+
+/**
+ * Reads and validates the deployment from context (`lookup` = `app.node.tryGetContext`).
+ * @throws InvalidDeploymentSettingsError naming the key that is wrong.
+ */
+export function deploymentSettings(rawLookup: Lookup): DeploymentSettings {
+  // `-c key=value` gives strings: a JSON object or list there is parsed (e.g.
+  // `-c 'paceline:defaults={"cache":{"shards":6}}'`).
+  const lookup: Lookup = (key) => {
+    const v = rawLookup(key);
+    if (typeof v !== 'string' || !/^\s*[[{]/.test(v)) return v;
+    try {
+      return JSON.parse(v) as unknown;
+    } catch (error) {
+      throw new InvalidDeploymentSettingsError(key, `not valid JSON: ${(error as Error).message}`, {
+        cause: error,
+      });
+    }
+  };
+  const account = String(lookup('paceline:account') ?? '');
+  if (!/^\d{12}$/.test(account))
+    throw new InvalidDeploymentSettingsError(
+      'paceline:account',
+      `${JSON.stringify(account)}: give the 12-digit AWS account id.`,
+    );
+  const rawRegions = lookup('paceline:regions');
+  let entries: [string, unknown][];
+  if (Array.isArray(rawRegions)) entries = rawRegions.map((r) => [String(r), undefined]);
+  else if (isObject(rawRegions)) entries = Object.entries(rawRegions);
+  else
+    throw new InvalidDeploymentSettingsError(
+      'paceline:regions',
+      'give { "us-east-1": { "network": { "cidr": "10.20.0.0/16" } }, … } (or a list of region names).',
+    );
+  if (entries.length === 0)
+    throw new InvalidDeploymentSettingsError('paceline:regions', 'name at least one region.');
+  const names = entries.map(([r]) => r);
+  for (const r of names)
+    if (!REGION.test(r))
+      throw new InvalidDeploymentSettingsError(`paceline:regions.${r}`, 'not an AWS region name.');
+  const primaryRegion = String(lookup('paceline:primaryRegion') ?? names[0]);
+  if (!names.includes(primaryRegion))
+    throw new InvalidDeploymentSettingsError(
+      'paceline:primaryRegion',
+      `${primaryRegion} is not one of paceline:regions (${names.join(', ')}).`,
+    );
+  const defaults = parseSettings('paceline:defaults', lookup('paceline:defaults'));
+  if (
+    isObject(lookup('paceline:defaults')) &&
+    (lookup('paceline:defaults') as Record<string, unknown>).network
+  )
+    throw new InvalidDeploymentSettingsError(
+      'paceline:defaults.network',
+      'networks are per region: set it under paceline:regions.<region>.network.',
+    );
+  const overrides: { -readonly [K in keyof PacerSettings]?: number } = {};
+  for (const [ctx, field] of [
+    ['paceline:pacerShards', 'shards'],
+    ['paceline:pacerInstancesPerShard', 'instancesPerShard'],
+  ] as const) {
+    const v = lookup(ctx);
+    if (v !== undefined) overrides[field] = wholeNumber(ctx, v);
+  }
+  const several = entries.length > 1;
+  const regions = entries.map(([region, raw]): DeployedRegion => {
+    const key = `paceline:regions.${region}`;
+    const own = parseSettings(key, raw);
+    const settings = merge(merge(defaults, own), { pacer: overrides });
+    let description: RegionDescription;
+    try {
+      description = regionDescription(settings);
+    } catch (error) {
+      if (error instanceof InvalidRegionSettingsError)
+        throw new InvalidDeploymentSettingsError(key, error.message, { cause: error });
+      throw error;
+    }
+    const network = parseNetwork(`${key}.network`, isObject(raw) ? raw.network : undefined, several, names);
+    return { region, settings, description, network };
+  });
+  // VPC CIDRs must not overlap: peered VPCs route by destination CIDR.
+  for (let i = 0; i < regions.length; i++) {
+    for (let j = i + 1; j < regions.length; j++) {
+      const a = regions[i] as DeployedRegion;
+      const b = regions[j] as DeployedRegion;
+      const [ab, ap] = parseCidr('', a.network.cidr);
+      const [bb, bp] = parseCidr('', b.network.cidr);
+      const size = 2 ** (32 - Math.min(ap, bp));
+      if (Math.floor(ab / size) === Math.floor(bb / size))
+        throw new InvalidDeploymentSettingsError(
+          `paceline:regions.${b.region}.network.cidr`,
+          `${b.network.cidr} overlaps ${a.region}'s ${a.network.cidr}: peered VPCs need disjoint CIDRs.`,
+        );
+    }
+  }
+  return { account, primaryRegion, regions };
+}

@@ -1,0 +1,133 @@
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { deploymentSettings, InvalidDeploymentSettingsError } from '../../../shared/region/deployment.js';
+
+const cdkJson = JSON.parse(readFileSync(new URL('../../../cdk.json', import.meta.url), 'utf8')) as {
+  context: Record<string, unknown>;
+};
+const lookup = (ctx: Record<string, unknown>) => (key: string) => ctx[key];
+const base = cdkJson.context;
+
+function errorOf(ctx: Record<string, unknown>): InvalidDeploymentSettingsError {
+  try {
+    deploymentSettings(lookup(ctx));
+  } catch (error) {
+    if (error instanceof InvalidDeploymentSettingsError) return error;
+    throw error;
+  }
+  throw new Error('expected an InvalidDeploymentSettingsError');
+}
+
+describe('deployment settings (cdk.json context)', () => {
+  it('reads the committed cdk.json: two regions, the primary, and settings feeding each description', () => {
+    const d = deploymentSettings(lookup(base));
+    expect(d.account).toBe('123456789012');
+    expect(d.primaryRegion).toBe('us-east-1');
+    expect(d.regions.map((r) => r.region)).toEqual(['us-east-1', 'us-west-2']);
+    const [east] = d.regions;
+    expect(east?.description.settings.pacer.shards).toBe(24);
+    expect(east?.description.settings.cache).toEqual({
+      nodeType: 'cache.r7g.large',
+      shards: 3,
+      replicasPerShard: 1,
+    });
+    expect(east?.description.settings.streams.capacityMode).toBe('provisioned');
+    expect(east?.description.functions.pacer.schedule.instances).toHaveLength(72);
+    expect(east?.network).toEqual({ cidr: '10.20.0.0/16', peering: {} });
+  });
+
+  it('applies defaults, then the region, then the -c shorthands', () => {
+    const d = deploymentSettings(
+      lookup({
+        ...base,
+        'paceline:regions': {
+          'us-east-1': { network: { cidr: '10.20.0.0/16' }, cache: { nodeType: 'cache.r7g.xlarge' } },
+          'us-west-2': {
+            network: { cidr: '10.21.0.0/16' },
+            streams: { capacityMode: 'on-demand' },
+            pacer: { shards: 8 },
+          },
+        },
+        'paceline:pacerInstancesPerShard': '2',
+      }),
+    );
+    const [east, west] = d.regions;
+    expect(east?.description.settings.cache.nodeType).toBe('cache.r7g.xlarge');
+    expect(west?.description.settings.cache.nodeType).toBe('cache.r7g.large');
+    expect(west?.description.settings.streams.capacityMode).toBe('on-demand');
+    expect(west?.description.settings.pacer).toMatchObject({ shards: 8, instancesPerShard: 2 });
+    expect(west?.description.functions.pacer.schedule.instances).toHaveLength(16);
+    expect(east?.description.settings.pacer).toMatchObject({ shards: 24, instancesPerShard: 2 });
+  });
+
+  it('accepts a plain list of regions for a single region', () => {
+    const d = deploymentSettings(
+      lookup({ 'paceline:account': '123456789012', 'paceline:regions': ['eu-west-1'] }),
+    );
+    expect(d.regions[0]?.network.cidr).toBe('10.20.0.0/16');
+  });
+
+  it.each([
+    [{ 'paceline:account': '12345' }, 'paceline:account'],
+    [{ 'paceline:regions': 'us-east-1' }, 'paceline:regions'],
+    [
+      { 'paceline:regions': { 'us-east-1': { network: { cidr: '10.20.0.0/16' } }, 'mars-1': {} } },
+      'paceline:regions.mars-1',
+    ],
+    [{ 'paceline:primaryRegion': 'eu-west-1' }, 'paceline:primaryRegion'],
+    [{ 'paceline:defaults': { cache: { shards: 'three' } } }, 'paceline:defaults.cache.shards'],
+    [{ 'paceline:defaults': { cache: { nodeType: 'r7g' } } }, 'paceline:regions.us-east-1'],
+    [{ 'paceline:defaults': { pacer: { shards: 0 } } }, 'paceline:regions.us-east-1'],
+    [{ 'paceline:defaults': { pacer: { tickMs: 7000 } } }, 'paceline:regions.us-east-1'],
+    [
+      { 'paceline:defaults': { streams: { capacityMode: 'ON_DEMAND' } } },
+      'paceline:defaults.streams.capacityMode',
+    ],
+    [{ 'paceline:defaults': { cahce: {} } }, 'paceline:defaults.cahce'],
+    [{ 'paceline:pacerShards': '2.5' }, 'paceline:pacerShards'],
+    [
+      { 'paceline:regions': { 'us-east-1': { network: { cidr: '10.20.0.0/16' } }, 'us-west-2': {} } },
+      'paceline:regions.us-west-2.network',
+    ],
+    [
+      {
+        'paceline:regions': {
+          'us-east-1': { network: { cidr: '10.20.0.0/16' } },
+          'us-west-2': { network: { cidr: '10.20.128.0/17' } },
+        },
+      },
+      'paceline:regions.us-west-2.network.cidr',
+    ],
+    [
+      { 'paceline:regions': { 'us-east-1': { network: { cidr: '10.20.0.1/16' } } } },
+      'paceline:regions.us-east-1.network.cidr',
+    ],
+    [
+      {
+        'paceline:regions': {
+          'us-east-1': {
+            network: { cidr: '10.20.0.0/16', peering: { 'eu-west-1': 'pcx-0123456789abcdef0' } },
+          },
+        },
+      },
+      'paceline:regions.us-east-1.network.peering.eu-west-1',
+    ],
+    [
+      { 'paceline:regions': { 'us-east-1': { network: { cidr: '10.20.0.0/16', vpcId: 'vpc-1' } } } },
+      'paceline:regions.us-east-1.network.vpcId',
+    ],
+  ])('rejects %j naming the key %s', (override, key) => {
+    const error = errorOf({ ...base, ...override });
+    expect(error.key).toBe(key);
+    expect(error.message.startsWith(`cdk.json context ${key}`)).toBe(true);
+    expect(error.message).not.toContain('\n');
+  });
+});
+
+describe('deployment settings from -c (strings)', () => {
+  it('parses JSON objects given on the command line, and names the key of bad JSON', () => {
+    const d = deploymentSettings(lookup({ ...base, 'paceline:defaults': '{"cache":{"shards":6}}' }));
+    expect(d.regions[0]?.description.settings.cache.shards).toBe(6);
+    expect(errorOf({ ...base, 'paceline:defaults': '{cache:' }).key).toBe('paceline:defaults');
+  });
+});
