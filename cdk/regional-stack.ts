@@ -17,6 +17,7 @@ import {
   type FunctionKey,
   type FunctionSpec,
   functionEnvironment,
+  type IndexSpec,
   type KeyType,
   parameterPrefix,
   physicalName,
@@ -170,17 +171,8 @@ export class RegionalStack extends Stack {
         removalPolicy: RemovalPolicy.RETAIN,
         ...('ttlAttribute' in spec ? { timeToLiveAttribute: spec.ttlAttribute } : {}),
       });
-      for (const index of 'indexes' in spec ? spec.indexes : []) {
-        table.addGlobalSecondaryIndex({
-          indexName: index.name,
-          partitionKey: { name: index.partitionKey.name, type: attributeType[index.partitionKey.type] },
-          ...(index.sortKey
-            ? { sortKey: { name: index.sortKey.name, type: attributeType[index.sortKey.type] } }
-            : {}),
-          projectionType:
-            index.projection === 'ALL' ? dynamodb.ProjectionType.ALL : dynamodb.ProjectionType.KEYS_ONLY,
-        });
-      }
+      for (const index of 'indexes' in spec ? spec.indexes : [])
+        table.addGlobalSecondaryIndex(indexProps(index));
       tables[tableKey] = table;
     }
     this.tables = tables;
@@ -395,17 +387,24 @@ export class RegionalStack extends Stack {
       removalPolicy: RemovalPolicy.RETAIN,
       replicas: peers.map((p) => ({ region: p.region })),
       ...(spec.ttlAttribute ? { timeToLiveAttribute: spec.ttlAttribute } : {}),
-      globalSecondaryIndexes: (spec.indexes ?? []).map((index) => ({
-        indexName: index.name,
-        partitionKey: { name: index.partitionKey.name, type: attributeType[index.partitionKey.type] },
-        ...(index.sortKey
-          ? { sortKey: { name: index.sortKey.name, type: attributeType[index.sortKey.type] } }
-          : {}),
-        projectionType:
-          index.projection === 'ALL' ? dynamodb.ProjectionType.ALL : dynamodb.ProjectionType.KEYS_ONLY,
-      })),
+      globalSecondaryIndexes: (spec.indexes ?? []).map(indexProps),
     });
   }
+}
+
+/** A described index as CDK index props (the same for Table and TableV2). */
+function indexProps(
+  index: IndexSpec,
+): dynamodb.GlobalSecondaryIndexProps & dynamodb.GlobalSecondaryIndexPropsV2 {
+  return {
+    indexName: index.name,
+    partitionKey: { name: index.partitionKey.name, type: attributeType[index.partitionKey.type] },
+    ...(index.sortKey
+      ? { sortKey: { name: index.sortKey.name, type: attributeType[index.sortKey.type] } }
+      : {}),
+    projectionType:
+      index.projection === 'ALL' ? dynamodb.ProjectionType.ALL : dynamodb.ProjectionType.KEYS_ONLY,
+  };
 }
 
 /** DynamoDB actions per access level (no stream actions: no function reads a table stream). */

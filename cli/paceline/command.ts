@@ -70,6 +70,21 @@ export function printResult(io: CliIo, json: boolean | undefined, result: unknow
   io.out(json ? JSON.stringify(result) : formatHuman(result));
 }
 
+/**
+ * Parses a command's target flags; prints its usage and returns undefined for `--help` (the
+ * command then exits 0).
+ */
+export function commandArgs(
+  command: Pick<Command, 'usage'>,
+  argv: readonly string[],
+  io: CliIo,
+): ReturnType<typeof splitTargetFlags> | undefined {
+  const parsed = splitTargetFlags(argv);
+  if (!parsed.values.help) return parsed;
+  io.out(command.usage);
+  return undefined;
+}
+
 /** Splits argv into the target flags and the rest (passed through to a delegated CLI). */
 export function splitTargetFlags(argv: readonly string[]): {
   values: { aws?: boolean; regions?: string; json?: boolean; help?: boolean; debug?: boolean };

@@ -6,14 +6,7 @@
 import { BUDGETS_USAGE, budgetsExitCode, main as budgetsMain } from '../budgets.js';
 import { CliUsageError, EXIT, PartialFailureError } from '../common.js';
 import { DEAD_LETTERS_USAGE, main as deadLettersMain } from '../dead-letters.js';
-import {
-  type Command,
-  chooseTargets,
-  oneTarget,
-  printResult,
-  splitTargetFlags,
-  TARGET_USAGE,
-} from './command.js';
+import { type Command, chooseTargets, commandArgs, oneTarget, printResult, TARGET_USAGE } from './command.js';
 
 type DelegatedMain = (
   argv: string[],
@@ -33,11 +26,9 @@ function delegate(options: {
     summary: options.summary,
     usage: `${options.usage}\n${TARGET_USAGE}`,
     async run(argv, io) {
-      const { values, rest } = splitTargetFlags(argv);
-      if (values.help) {
-        io.out(this.usage);
-        return EXIT.ok;
-      }
+      const args = commandArgs(this, argv, io);
+      if (!args) return EXIT.ok;
+      const { values, rest } = args;
       const target = oneTarget(chooseTargets(values, io));
       const aws = target.kind === 'aws';
       // The delegated CLI reads its endpoints and names from the environment: give it the

@@ -16,14 +16,7 @@ import {
   parameterPrefix,
 } from '../../shared/region/resources.js';
 import { CliUsageError, EXIT } from '../common.js';
-import {
-  type Command,
-  chooseTargets,
-  oneTarget,
-  printResult,
-  splitTargetFlags,
-  TARGET_USAGE,
-} from './command.js';
+import { type Command, chooseTargets, commandArgs, oneTarget, printResult, TARGET_USAGE } from './command.js';
 
 /** `--json` output. */
 export interface LeaderOverrideResult {
@@ -58,11 +51,9 @@ export const leaderOverrideCommand: Command = {
   --json prints {"region","shard","parameter","previous","override","version"}.
 ${TARGET_USAGE}`,
   async run(argv, io) {
-    const { values, rest } = splitTargetFlags(argv);
-    if (values.help) {
-      io.out(this.usage);
-      return EXIT.ok;
-    }
+    const args = commandArgs(this, argv, io);
+    if (!args) return EXIT.ok;
+    const { values, rest } = args;
     const flags: Record<string, string> = {};
     for (let i = 0; i < rest.length; i++) {
       const a = rest[i] as string;

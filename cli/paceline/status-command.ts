@@ -1,6 +1,6 @@
 /** `paceline status`: the command around cli/paceline/status.ts. */
 import { CliUsageError, EXIT } from '../common.js';
-import { type Command, chooseTargets, splitTargetFlags, TARGET_USAGE } from './command.js';
+import { type Command, chooseTargets, commandArgs, TARGET_USAGE } from './command.js';
 import { formatStatus, readStatus } from './status.js';
 
 export const statusCommand: Command = {
@@ -16,11 +16,9 @@ export const statusCommand: Command = {
     "streams":[{"stream","iteratorAgeMs","note"}],"deadLetters":{"ingest-actions":0,"track-spend":0}}]}
 ${TARGET_USAGE}`,
   async run(argv, io) {
-    const { values, rest } = splitTargetFlags(argv);
-    if (values.help) {
-      io.out(this.usage);
-      return EXIT.ok;
-    }
+    const args = commandArgs(this, argv, io);
+    if (!args) return EXIT.ok;
+    const { values, rest } = args;
     if (rest.length > 0) throw new CliUsageError(`Unknown argument ${rest[0]}.`);
     const targets = chooseTargets(values, io);
     const report = await readStatus(targets, io.now());

@@ -83,3 +83,59 @@ describe('connectRedis with IAM auth (real redis-server ACL user)', () => {
     expect(errors.some((e) => /Could not sign an ElastiCache IAM auth token/.test(e.message))).toBe(true);
   });
 });
+
+describe('connectRedis with IAM auth on a 3-node cluster (real redis-server ACL users)', () => {
+  let cluster: RunningRedis;
+  let admins: Redis[] = [];
+  beforeAll(async () => {
+    cluster = await startRedis({ mode: 'cluster' });
+    admins = parseNodes(cluster.nodesEnv).map((n) => new Redis({ host: n.host, port: n.port }));
+  }, 60_000);
+  afterAll(async () => {
+    for (const a of admins) a.disconnect();
+    await cluster?.stop();
+  });
+  const allowOnlyEverywhere = (token: string) =>
+    Promise.all(
+      admins.map((a) =>
+        a.call('ACL', 'SETUSER', target.userId, 'reset', 'on', `>${token}`, '~*', '&*', '+@all'),
+      ),
+    );
+
+  it('authenticates every node connection, and reconnects with the refreshed token', async () => {
+    const clock = new ManualClock(Date.UTC(2026, 10, 23, 13, 0, 0));
+    await allowOnlyEverywhere(await elastiCacheAuthToken(target, credentials, clock));
+    const client = connectRedis(
+      { mode: 'cluster', nodes: parseNodes(cluster.nodesEnv), tls: false, iam: target },
+      { credentials: async () => credentials, clock, tokenRefreshMs: 100, maxRetriesPerRequest: 20 },
+    );
+    client.on('error', () => {});
+    try {
+      // Keys on every node (different slots).
+      for (let i = 0; i < 30; i++) await client.set(`iam:{k${i}}`, String(i));
+      expect(await client.get('iam:{k29}')).toBe('29');
+      // The clock moves; the timer re-signs; the nodes now accept only the new token.
+      clock.advance(12 * 60_000);
+      const next = await elastiCacheAuthToken(target, credentials, clock);
+      await new Promise((r) => setTimeout(r, 400));
+      await allowOnlyEverywhere(next);
+      await Promise.all(admins.map((a) => a.call('CLIENT', 'KILL', 'USER', target.userId)));
+      // A cluster client fails the commands in flight on a killed connection (ioredis does not
+      // retry "Connection is closed"); within a few attempts its new node connections are up —
+      // authenticated with the new token, as the old one is refused now.
+      let first: string | null = null;
+      for (let attempt = 0; attempt < 50 && first === null; attempt++) {
+        first = await client.get('iam:{k0}').catch(async () => {
+          await new Promise((r) => setTimeout(r, 100));
+          return null;
+        });
+      }
+      expect(first).toBe('0');
+      for (let i = 0; i < 30; i++) expect(await client.get(`iam:{k${i}}`)).toBe(String(i));
+      const users = await Promise.all(admins.map((a) => a.call('CLIENT', 'LIST')));
+      expect(users.join('')).toContain(`user=${target.userId}`);
+    } finally {
+      client.disconnect();
+    }
+  });
+});

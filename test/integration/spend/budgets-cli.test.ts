@@ -389,14 +389,15 @@ describe('budgets CLI strict input (issue 7): each case is an error and writes n
     expect(targetLine).toMatch(/^budgets: target local region/);
     expect(errorLine).toMatch(/^budgets: --daily-budget-micros "": give integer micros/);
     expect(rest).toEqual([]);
-    // An unexpected failure (DynamoDB unreachable): one line, exit 1, no stack trace.
+    // A store that cannot be reached (DynamoDB down): one line, exit 6 (the shared table in
+    // cli/common.ts), no stack trace.
     const down = await cli(['account', 'list'], {
       ...process.env,
       ...env,
       AWS_ENDPOINT_URL_DYNAMODB: 'http://127.0.0.1:9',
       AWS_MAX_ATTEMPTS: '1',
     });
-    expect(down.code).toBe(1);
+    expect(down.code).toBe(6);
     const lines = down.stderr
       .trim()
       .split('\n')
