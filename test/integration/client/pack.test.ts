@@ -8,12 +8,12 @@
  * Offline-friendly: `--prefer-offline` takes packages from the npm cache and asks the registry
  * only for what the cache lacks.
  */
-import { execFile } from 'node:child_process';
 import { copyFileSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalRegion, startLocalRegion } from '../../../local/region.js';
+import { runChild } from '../../support/child.js';
 import { tempDir } from '../../support/tmp.js';
 
 const repoRoot = fileURLToPath(new URL('../../..', import.meta.url));
@@ -36,17 +36,9 @@ function run(
   command: string,
   args: readonly string[],
   cwd: string,
-  env: Record<string, string | undefined> = process.env,
-): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(
-      command,
-      [...args],
-      { cwd, env, timeout: 400_000, maxBuffer: 16 << 20 },
-      (error, stdout, stderr) =>
-        resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
-    );
-  });
+  env: Readonly<Record<string, string | undefined>> = process.env,
+) {
+  return runChild(command, args, { cwd, env, timeoutMs: 400_000 });
 }
 
 const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
