@@ -280,10 +280,17 @@ export async function createPacelineClient(config: PacelineClientConfig): Promis
 
   const timers: NodeJS.Timeout[] = [];
   const every = (ms: number, fn: () => Promise<void> | void) => {
+    // A round slower than the interval (DynamoDB slow) is not overlapped by the next one.
+    let running = false;
     const t = setInterval(() => {
+      if (running) return;
+      running = true;
       Promise.resolve()
         .then(fn)
-        .catch((e: unknown) => report(e));
+        .catch((e: unknown) => report(e))
+        .finally(() => {
+          running = false;
+        });
     }, ms);
     t.unref();
     timers.push(t);

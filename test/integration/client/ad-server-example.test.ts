@@ -5,7 +5,6 @@
  * it sent must land: every win booked once in the ledger and the live counters at the clearing
  * price the "exchange" substituted for ${AUCTION_PRICE}, every impression counted.
  */
-import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RegionRuntime, startRuntime } from '../../../local/main.js';
@@ -17,6 +16,7 @@ import { planDayKeys } from '../../../shared/spend/keys.js';
 import { SpendLedger } from '../../../shared/spend/ledger.js';
 import { readPlanDay } from '../../../shared/spend/live-counters.js';
 import { systemClock } from '../../../shared/time/clock.js';
+import { runChild } from '../../support/child.js';
 import { tempDir } from '../../support/tmp.js';
 
 const repoRoot = fileURLToPath(new URL('../../..', import.meta.url));
@@ -40,17 +40,17 @@ afterAll(async () => {
   await runtime?.stop();
 });
 
-function runExample(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      [`${repoRoot}node_modules/tsx/dist/cli.mjs`, 'examples/ad-server.ts', ...args],
-      // Only the region's printed client environment (and PATH): what a developer's shell has.
-      { cwd: repoRoot, env: { PATH: process.env.PATH ?? '', ...runtime.region.clientEnv }, timeout: 90_000 },
-      (error, stdout, stderr) =>
-        resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
-    );
-  });
+function runExample(args: string[]) {
+  // Only the region's printed client environment (and PATH): what a developer's shell has.
+  return runChild(
+    process.execPath,
+    [`${repoRoot}node_modules/tsx/dist/cli.mjs`, 'examples/ad-server.ts', ...args],
+    {
+      cwd: repoRoot,
+      env: { PATH: process.env.PATH ?? '', ...runtime.region.clientEnv },
+      timeoutMs: 90_000,
+    },
+  );
 }
 
 async function until<T>(read: () => Promise<T>, done: (v: T) => boolean, ms = 60_000): Promise<T> {

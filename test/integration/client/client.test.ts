@@ -95,7 +95,12 @@ describe('createPacelineClient', () => {
     expect(decisions.at(-1)?.outcome).toBe('paused');
     await repo.putCampaign({ campaignId: 'cl-pause', accountId: 'cl-acct', name: 'p', status: 'active' });
     // Resumed campaigns are warmed up again: the first answer after the refresh is a bid.
-    expect(await until(() => decisions.at(-1)?.outcome !== 'paused' || (bid('cl-pause'), false))).toBe(true);
+    // Ask until the answer is no longer `paused`; that first other answer must be a bid.
+    const stillPaused = () => {
+      const o = bid('cl-pause');
+      return !o.bid && o.reason === 'paused';
+    };
+    expect(await until(() => !stillPaused())).toBe(true);
     expect(decisions.at(-1)?.outcome).toBe('bid');
     expect(decisions.filter((d) => d.campaignId === 'cl-pause' && d.outcome === 'no-budget')).toEqual([]);
   });

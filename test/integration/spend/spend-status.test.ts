@@ -5,7 +5,6 @@
  * independently), the linear fail-safe curve where nothing is published; a day not initialised
  * says so. The real CLI process prints its target first and exactly one JSON object.
  */
-import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spendStatus } from '../../../cli/spend.js';
@@ -22,6 +21,7 @@ import { BudgetGuard } from '../../../shared/spend/guard.js';
 import { SpendLedger } from '../../../shared/spend/ledger.js';
 import { Reconciler } from '../../../shared/spend/reconcile.js';
 import { ManualClock } from '../../../shared/time/clock.js';
+import { runChild } from '../../support/child.js';
 import { accountsInShard, makeInstance, seedShard } from '../pacing/support.js';
 
 const repoRoot = fileURLToPath(new URL('../../..', import.meta.url));
@@ -37,15 +37,10 @@ afterAll(async () => {
   await region?.stop();
 });
 
-function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      ['cli/paceline.mjs', ...args],
-      { cwd: repoRoot, env: { PATH: process.env.PATH ?? '', ...region.clientEnv } },
-      (error, stdout, stderr) =>
-        resolve({ code: error ? Number((error as { code?: number }).code ?? 1) : 0, stdout, stderr }),
-    );
+function cli(args: string[]) {
+  return runChild(process.execPath, ['cli/paceline.mjs', ...args], {
+    cwd: repoRoot,
+    env: { PATH: process.env.PATH ?? '', ...region.clientEnv },
   });
 }
 
