@@ -30,8 +30,10 @@ import {
   type TableKey,
 } from '../shared/region/resources.js';
 import { type RunningEmulator, startDynalite, startKinesalite, startS3 } from './emulators/aws.js';
+import { type RunningElastiCache, startElastiCacheServer } from './emulators/elasticache-server.js';
 import { type RunningRedis, startRedis } from './emulators/redis.js';
 import { type RunningSsm, startSsmServer } from './emulators/ssm-server.js';
+import type { GlobalTablesStandIn } from './global-tables.js';
 
 /** Options of {@link startLocalRegion}. */
 export interface LocalRegionOptions {
@@ -44,6 +46,11 @@ export interface LocalRegionOptions {
    * @default regionDescription({ pacer: localPacerSettings }) — 4 pacer shards × 3 instances
    */
   readonly description?: RegionDescription;
+  /**
+   * Replication of the global tables with other local regions (the DynamoDB endpoint becomes the
+   * stand-in's proxy for this region). @default none — a single region
+   */
+  readonly globalTables?: GlobalTablesStandIn;
 }
 
 /** The description a local region uses unless told otherwise (4 pacer shards instead of 24). */
@@ -61,6 +68,8 @@ export interface LocalRegion {
     readonly kinesis: string;
     readonly ssm: string;
     readonly s3: string;
+    /** The local ElastiCache API (DescribeReplicationGroups answers with this region's Redis). */
+    readonly elasticache: string;
   };
   /** The dynalite emulator (suspend()/resume() it to simulate a DynamoDB outage). */
   readonly dynamoEmulator: RunningEmulator;
@@ -90,14 +99,23 @@ export async function startLocalRegion(options: LocalRegionOptions = {}): Promis
   try {
     const redis = await startRedis({ mode: options.redisMode ?? 'standalone' });
     started.push(redis);
-    const [dynamo, kinesis, ssm, s3] = (await Promise.all([
+    const [dynamo, kinesis, ssm, s3, elasticache] = (await Promise.all([
       startDynalite(),
       startKinesalite({ region }),
       startSsmServer({ region }),
       startS3(),
-    ])) as [RunningEmulator, RunningEmulator, RunningSsm, RunningEmulator];
-    started.push(dynamo, kinesis, ssm, s3);
-    const endpoints = { region, dynamodb: dynamo.url, kinesis: kinesis.url, ssm: ssm.url, s3: s3.url };
+      startElastiCacheServer({ region, redis }),
+    ])) as [RunningEmulator, RunningEmulator, RunningSsm, RunningEmulator, RunningElastiCache];
+    started.push(dynamo, kinesis, ssm, s3, elasticache);
+    const dynamodbUrl = options.globalTables ? await options.globalTables.attach(region, dynamo.url) : dynamo.url;
+    const endpoints = {
+      region,
+      dynamodb: dynamodbUrl,
+      kinesis: kinesis.url,
+      ssm: ssm.url,
+      s3: s3.url,
+      elasticache: elasticache.url,
+    };
     const clients = {
       dynamodb: dynamoDbClient(endpoints),
       kinesis: kinesisClient(endpoints),
