@@ -227,7 +227,10 @@ export class GlobalTablesStandIn {
     if (op === 'BatchWriteItem') {
       const items = (request.RequestItems ?? {}) as Record<
         string,
-        { PutRequest?: { Item: Record<string, AttributeValue> }; DeleteRequest?: { Key: Record<string, AttributeValue> } }[]
+        {
+          PutRequest?: { Item: Record<string, AttributeValue> };
+          DeleteRequest?: { Key: Record<string, AttributeValue> };
+        }[]
       >;
       for (const [table, list] of Object.entries(items)) {
         for (const w of list) {
@@ -237,7 +240,9 @@ export class GlobalTablesStandIn {
       }
     } else {
       const table = String(request.TableName ?? '');
-      const source = (op === 'PutItem' ? request.Item : request.Key) as Record<string, AttributeValue> | undefined;
+      const source = (op === 'PutItem' ? request.Item : request.Key) as
+        | Record<string, AttributeValue>
+        | undefined;
       const key = source ? keyOf(table, source) : undefined;
       if (key) writes.push({ table, key });
     }

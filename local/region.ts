@@ -107,7 +107,9 @@ export async function startLocalRegion(options: LocalRegionOptions = {}): Promis
       startElastiCacheServer({ region, redis }),
     ])) as [RunningEmulator, RunningEmulator, RunningSsm, RunningEmulator, RunningElastiCache];
     started.push(dynamo, kinesis, ssm, s3, elasticache);
-    const dynamodbUrl = options.globalTables ? await options.globalTables.attach(region, dynamo.url) : dynamo.url;
+    const dynamodbUrl = options.globalTables
+      ? await options.globalTables.attach(region, dynamo.url)
+      : dynamo.url;
     const endpoints = {
       region,
       dynamodb: dynamodbUrl,

@@ -91,7 +91,12 @@ export async function startElastiCacheServer(options: ElastiCacheServerOptions):
       return;
     }
     if (action !== 'DescribeReplicationGroups') {
-      sendError(res, 400, 'InvalidAction', `Operation ${action} is not implemented by the local ElastiCache endpoint.`);
+      sendError(
+        res,
+        400,
+        'InvalidAction',
+        `Operation ${action} is not implemented by the local ElastiCache endpoint.`,
+      );
       return;
     }
     const id = form.get('ReplicationGroupId');

@@ -171,9 +171,12 @@ export function peerEndpointsFromEnv(self: string, env: Env = process.env): AwsE
     try {
       local = JSON.parse(raw) as typeof local;
     } catch (error) {
-      throw new Error(`${REGION_ENDPOINTS_ENV} is not JSON ({"<region>": {"ssm": url, "elasticache": url}}).`, {
-        cause: error,
-      });
+      throw new Error(
+        `${REGION_ENDPOINTS_ENV} is not JSON ({"<region>": {"ssm": url, "elasticache": url}}).`,
+        {
+          cause: error,
+        },
+      );
     }
   }
   return regions.map((region) => ({

@@ -79,7 +79,10 @@ export class PacerControl {
     const all =
       peer && peer.region !== this.options.region
         ? (
-            await Promise.all([get(peer.ssm, [this.names.publisher]), get(this.options.ssm, [this.names.override])])
+            await Promise.all([
+              get(peer.ssm, [this.names.publisher]),
+              get(this.options.ssm, [this.names.override]),
+            ])
           ).flat()
         : await get(this.options.ssm, [this.names.publisher, this.names.override]);
     return new Map(all.map((p) => [p.Name, p]));

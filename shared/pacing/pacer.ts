@@ -538,7 +538,13 @@ export class ShardPacer {
       const budgetMicros = shares?.[i];
       try {
         const step = controller.step(
-          { plan, day, spend: spend[i] as PlanSpendSnapshot, nowMs, ...(budgetMicros === undefined ? {} : { budgetMicros }) },
+          {
+            plan,
+            day,
+            spend: spend[i] as PlanSpendSnapshot,
+            nowMs,
+            ...(budgetMicros === undefined ? {} : { budgetMicros }),
+          },
           memory.state,
           memory.forecast,
         );

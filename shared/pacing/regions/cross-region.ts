@@ -43,7 +43,9 @@ export async function describeCache(
 ): Promise<RedisConfig> {
   let out: DescribeReplicationGroupsCommandOutput;
   try {
-    out = await elasticache.send(new DescribeReplicationGroupsCommand({ ReplicationGroupId: replicationGroupId }));
+    out = await elasticache.send(
+      new DescribeReplicationGroupsCommand({ ReplicationGroupId: replicationGroupId }),
+    );
   } catch (error) {
     throw new PeerCacheDiscoveryError(
       `DescribeReplicationGroups ${replicationGroupId} failed: ${(error as Error).message}`,
@@ -51,7 +53,9 @@ export async function describeCache(
     );
   }
   const group = out.ReplicationGroups?.[0];
-  const endpoint = group?.ClusterEnabled ? group.ConfigurationEndpoint : group?.NodeGroups?.[0]?.PrimaryEndpoint;
+  const endpoint = group?.ClusterEnabled
+    ? group.ConfigurationEndpoint
+    : group?.NodeGroups?.[0]?.PrimaryEndpoint;
   if (!group || !endpoint?.Address || !endpoint.Port) {
     throw new PeerCacheDiscoveryError(
       `Replication group ${replicationGroupId} has no ${group?.ClusterEnabled ? 'configuration' : 'primary'} endpoint (status ${group?.Status ?? 'unknown'}).`,

@@ -118,8 +118,8 @@ export class RegionShares implements RegionSharing {
           for (const [key, [spent, demand]] of plans) {
             if (region === this.options.cacheRegion) own.set(key, [spent, demand]);
             else {
-              let list = peers.get(key);
-              if (!list) peers.set(key, (list = []));
+              const list = peers.get(key) ?? [];
+              peers.set(key, list);
               list.push({ region, spentMicros: spent, demandMicrosPerSec: demand });
             }
           }
@@ -186,10 +186,13 @@ export class RegionShares implements RegionSharing {
       const m = this.memoryOf(key);
       const spent = spentOf(spend[i] as PlanSpendSnapshot);
       m.demand.observe(nowMs, spent, gains[i] ?? 1);
-      const demand = m.demand.demandMicrosPerSec() ?? this.ownStored.get(key)?.[1] ?? 0;
-      // Three significant decimals are plenty for a weight and keep the item small.
-      summary[key] = [spent, Math.round(demand * 1000) / 1000];
-      if (publish) m.published.publish(nowMs, summary[key][1]);
+      const estimate = m.demand.demandMicrosPerSec();
+      // Three decimals are plenty for a weight and keep the item small.
+      const demand = Math.round((estimate ?? this.ownStored.get(key)?.[1] ?? 0) * 1000) / 1000;
+      summary[key] = [spent, demand];
+      // Only a measured figure enters the minimum: a process without samples yet republishes what
+      // the table holds (or 0 at the very start, when every region weighs the same).
+      if (publish && estimate !== undefined) m.published.publish(nowMs, demand);
     }
     this.forgetEndedDays(plans);
     if (!publish) return { ok: true };

@@ -71,8 +71,16 @@ export function shareConfig(overrides: Partial<ShareConfig> = {}): ShareConfig {
   check('floorFraction', c.floorFraction > 0 && c.floorFraction <= 1, 'in (0, 1]');
   check('raiseQuantum', c.raiseQuantum >= 0 && c.raiseQuantum < 1, 'in [0, 1)');
   check('lowerQuantum', c.lowerQuantum >= 0 && c.lowerQuantum < 1, 'in [0, 1)');
-  check('maxReplicationLagMs', Number.isInteger(c.maxReplicationLagMs) && c.maxReplicationLagMs >= 0, 'an integer ≥ 0');
-  check('demandWindowTicks', Number.isInteger(c.demandWindowTicks) && c.demandWindowTicks >= 1, 'an integer ≥ 1');
+  check(
+    'maxReplicationLagMs',
+    Number.isInteger(c.maxReplicationLagMs) && c.maxReplicationLagMs >= 0,
+    'an integer ≥ 0',
+  );
+  check(
+    'demandWindowTicks',
+    Number.isInteger(c.demandWindowTicks) && c.demandWindowTicks >= 1,
+    'an integer ≥ 1',
+  );
   return c;
 }
 
@@ -126,7 +134,10 @@ export function regionShare(input: ShareInput, config: ShareConfig = defaultShar
   const prev = input.previousMicros;
   if (prev !== undefined && prev >= own && prev <= B) {
     const up = raw - prev;
-    if ((up > 0 && up <= config.raiseQuantum * remaining) || (up < 0 && -up <= config.lowerQuantum * remaining)) {
+    if (
+      (up > 0 && up <= config.raiseQuantum * remaining) ||
+      (up < 0 && -up <= config.lowerQuantum * remaining)
+    ) {
       return { shareMicros: prev, weight, remainingMicros: remaining, held: true };
     }
   }

@@ -9,18 +9,18 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BudgetRepository } from '../../../shared/budget/repository.js';
-import { createPacingController } from '../../../shared/pacing/controller/index.js';
+import { dayWindow } from '../../../shared/budget/time-zone.js';
 import type { PacingController } from '../../../shared/pacing/controller/api.js';
+import { createPacingController } from '../../../shared/pacing/controller/index.js';
 import { shardKeys } from '../../../shared/pacing/keys.js';
 import { readAuditLog } from '../../../shared/pacing/publisher.js';
-import { memoryLedger } from '../../../sim/pacing-sim.js';
+import type { RedisClient } from '../../../shared/redis/connect.js';
+import { planDayKeys } from '../../../shared/spend/keys.js';
+import { readPlanDay } from '../../../shared/spend/live-counters.js';
 import { Reconciler } from '../../../shared/spend/reconcile.js';
 import { SpendTracker } from '../../../shared/spend/tracker.js';
-import { readPlanDay } from '../../../shared/spend/live-counters.js';
-import { planDayKeys } from '../../../shared/spend/keys.js';
-import { dayWindow } from '../../../shared/budget/time-zone.js';
-import type { RedisClient } from '../../../shared/redis/connect.js';
 import { ManualClock } from '../../../shared/time/clock.js';
+import { memoryLedger } from '../../../sim/pacing-sim.js';
 import { accountsInShard, seedShard } from '../pacing/support.js';
 import {
   REGION_A,
@@ -91,7 +91,12 @@ describe('cross-region publish switch', () => {
     const tracker = trackerOf(redisA, repoA);
     const make = (region: string, instance: number) =>
       regionalInstance({ two, region, shard: SHARD, instance, clock, controller, tickMs: TICK });
-    const instances: RegionalInstance[] = [make(REGION_A, 0), make(REGION_A, 1), make(REGION_B, 0), make(REGION_B, 1)];
+    const instances: RegionalInstance[] = [
+      make(REGION_A, 0),
+      make(REGION_A, 1),
+      make(REGION_B, 0),
+      make(REGION_B, 1),
+    ];
     expect(await repoA.getCampaignBudgets(campaignId)).toBeDefined();
     const day = dayWindow(T0, 'America/New_York').day;
     const spendKey = planDayKeys({ scope: `c:${campaignId}`, planId: 'campaign' }, day).state;
@@ -136,7 +141,11 @@ describe('cross-region publish switch', () => {
         const out = await stale.wiring.pacer.runTick(t, {
           instanceId: 's0-i0',
           publisherId: `${REGION_A}/s0-i0/stale`,
-          lease: { tick: async () => ({ held: true, epoch: 99, record: undefined, event: 'renewed' }), heldAt: () => true, epoch: 99 },
+          lease: {
+            tick: async () => ({ held: true, epoch: 99, record: undefined, event: 'renewed' }),
+            heldAt: () => true,
+            epoch: 99,
+          },
           control: { read: async () => ({ snapshot }) },
         });
         expect(out.own.fence).toEqual({ g: 1, o: 1, e: 99 });
@@ -147,8 +156,13 @@ describe('cross-region publish switch', () => {
       await two.link.deliverDue();
       const live = await readPlanDay(redisA, spendKey, clock.now());
       const raw = await redisA.hget(shardKeys(SHARD).state, stateField);
-      const state = raw === null ? undefined : (controller.decodeState(raw) as { lastCommitted?: number } | undefined);
-      tracked.push({ tick: t, committed: live.confirmedMicros + live.inFlightMicros, stateCommitted: state?.lastCommitted });
+      const state =
+        raw === null ? undefined : (controller.decodeState(raw) as { lastCommitted?: number } | undefined);
+      tracked.push({
+        tick: t,
+        committed: live.confirmedMicros + live.inFlightMicros,
+        stateCommitted: state?.lastCommitted,
+      });
     }
 
     const claimsA = await claimsByTick(redisA);
