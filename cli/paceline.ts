@@ -15,6 +15,7 @@ import { resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { formatStatus, readStatus } from './paceline/status.js';
+import { failbackCommand, failoverCommand } from './paceline/switch.js';
 import { CliUsageError, describeTargets, resolveTargets } from './paceline/target.js';
 
 /** Exit codes (documented in docs/operations.md and `paceline --help`). */
@@ -66,6 +67,8 @@ export const commands: Record<string, Command> = {
       return EXIT.ok;
     },
   },
+  failover: failoverCommand,
+  failback: failbackCommand,
 };
 
 function mainUsage(): string {
