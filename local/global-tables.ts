@@ -50,7 +50,8 @@ interface Replica {
   readonly stamps: Map<string, Stamp>;
 }
 
-type Stamp = readonly [atMs: number, region: string];
+/** Time of the write at its source, then arrival order among writes stamped in the same ms. */
+type Stamp = readonly [atMs: number, seq: number, region: string];
 
 interface Pending {
   readonly dueAtMs: number;
@@ -86,7 +87,7 @@ export class GlobalTablesStandIn {
   private paused = false;
   private delivering: Promise<void> = Promise.resolve();
   private readonly timer: NodeJS.Timeout;
-  private lastStamp = 0;
+  private seq = 0;
   /** Images applied to a replica / dropped because the replica held a newer write. */
   readonly stats = { replicated: 0, superseded: 0, errors: 0 };
 
@@ -183,9 +184,8 @@ export class GlobalTablesStandIn {
     for await (const c of req) chunks.push(c as Buffer);
     const body = Buffer.concat(chunks);
     const op = String(req.headers['x-amz-target'] ?? '').split('.')[1] ?? '';
-    // A unique, increasing stamp per write, taken before the write is forwarded.
-    const stamp: Stamp = [Math.max(this.clock.now(), this.lastStamp + 1e-3), region];
-    this.lastStamp = stamp[0];
+    // The write's stamp, taken before it is forwarded (unique: the sequence orders one ms's writes).
+    const stamp: Stamp = [this.clock.now(), this.seq++, region];
     const upstream = http.request({
       host: replica.target.hostname,
       port: replica.target.port,
