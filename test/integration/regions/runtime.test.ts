@@ -67,7 +67,14 @@ describe('npm start: the cross-region switch end to end', () => {
     const claims = (await readAuditLog(redisA, 0)).filter((e) => e.kind === 'claim' && e.accepted);
     const pid = Number(claims.at(-1)?.publisher.split('/')[1]?.split('-')[0]);
     expect(westPids.has(pid)).toBe(true);
-    const back = await cli(['failback', '--region', 'us-east-1', '--json', '--wait', process.env.DEBUG_RUNTIME ? '20' : '90']);
+    const back = await cli([
+      'failback',
+      '--region',
+      'us-east-1',
+      '--json',
+      '--wait',
+      process.env.DEBUG_RUNTIME ? '20' : '90',
+    ]);
     expect(back.code, back.err.join('\n')).toBe(0);
     expect(JSON.parse(back.out[0] as string)).toMatchObject({ changed: true, confirmedShards: 1, shards: 1 });
     const eastPids = new Set((runtimes[0] as RegionRuntime).invokers.get('pacer')?.pids ?? []);
