@@ -19,6 +19,7 @@ import type { CliIo, Command } from './paceline/command.js';
 import { budgetsCommand, deadLettersCommand, reconcileCommand } from './paceline/delegate.js';
 import { leaderOverrideCommand } from './paceline/leader-override.js';
 import { statusCommand } from './paceline/status-command.js';
+import { failbackCommand, failoverCommand } from './paceline/switch.js';
 import { spendCommand } from './spend.js';
 
 export { EXIT } from './common.js';
@@ -32,6 +33,8 @@ export const commands: Record<string, Command> = {
   reconcile: reconcileCommand,
   'dead-letters': deadLettersCommand,
   spend: spendCommand,
+  failover: failoverCommand,
+  failback: failbackCommand,
 };
 
 const repoRoot = fileURLToPath(new URL('..', import.meta.url));

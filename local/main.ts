@@ -19,6 +19,7 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { type LocalRegionsFile, localRegionsFile } from '../cli/paceline/target.js';
+import { REGION_ENDPOINTS_ENV, REGIONS_ENV } from '../shared/aws/clients.js';
 import {
   defaultRegions,
   type FunctionKey,
@@ -38,6 +39,7 @@ import { markEnvFileStale, stateFolder, writeEnvFile } from './env-file.js';
 import { type CheckpointStore, FileCheckpointStore } from './esm/checkpoints.js';
 import { LocalOnFailureDestination } from './esm/on-failure.js';
 import { KinesisPoller } from './esm/poller.js';
+import { GlobalTablesStandIn } from './global-tables.js';
 import { type ConsoleLogMode, formatInvocation, InstanceLogs } from './logs.js';
 import { type LocalRegion, regionPorts, startLocalRegion } from './region.js';
 import { Scheduler, type ScheduleTarget, scheduleTargets } from './scheduler.js';
@@ -110,6 +112,8 @@ export interface RuntimeOptions {
   readonly log?: (line: string) => void;
   /** Where supervision reports go (an emulator died, was restarted). @default `log` */
   readonly alert?: (line: string) => void;
+  /** Replication lag of the global tables between the local regions, ms. @default 500 */
+  readonly replicationLagMs?: number;
 }
 
 /** The description a runtime provisions and runs, from its options. */
@@ -144,24 +148,16 @@ export interface RegionRuntime {
   stop(): Promise<void>;
 }
 
-async function startRegionRuntime(name: string, options: RuntimeOptions): Promise<RegionRuntime> {
+async function startRegionRuntime(
+  region: LocalRegion,
+  options: RuntimeOptions,
+  peerEnv: Readonly<Record<string, string>>,
+  supervisionEvents: readonly SupervisionEvent[],
+): Promise<RegionRuntime> {
+  const name = region.region;
   const log = options.log ?? (() => {});
-  const alert = options.alert ?? log;
-  const description = runtimeDescription(options);
-  const supervisionEvents: SupervisionEvent[] = [];
-  const index = options.regions.indexOf(name);
-  const dataDir = options.dataDir === undefined ? undefined : resolve(options.dataDir, name);
-  const region = await startLocalRegion({
-    region: name,
-    redisMode: options.redisMode,
-    description,
-    ...(options.basePort ? { ports: regionPorts(options.basePort, index, options.redisMode) } : {}),
-    ...(dataDir === undefined ? {} : { dataDir }),
-    onSupervisionEvent: (event) => {
-      supervisionEvents.push(event);
-      alert(formatSupervisionEvent(name, event));
-    },
-  });
+  const description = region.description;
+  const dataDir = region.dataDir;
   const logDir = options.logs ? join(options.logs.dir, name) : undefined;
   const logs = logDir
     ? new InstanceLogs({ dir: logDir, echo: options.logs?.console === 'full', prefix: `[${name}] ` })
@@ -183,7 +179,13 @@ async function startRegionRuntime(name: string, options: RuntimeOptions): Promis
       const invoker = new ProcessInvoker({
         functionName: spec.name,
         handlerModule: options.handlerOverrides?.[spec.name] ?? spec.entry,
-        env: { ...region.functionEnv(key), ...options.extraEnv?.[spec.name] },
+        // The pacer also gets every region's name and local API endpoints (its peers' switches
+        // and caches: docs/pacing.md, "Many regions").
+        env: {
+          ...region.functionEnv(key),
+          ...(key === 'pacer' ? peerEnv : {}),
+          ...options.extraEnv?.[spec.name],
+        },
         timeoutMs: spec.timeoutSeconds * 1000,
         memoryMb: spec.memoryMb,
         ...(options.functionOutput ? { stdio: options.functionOutput } : {}),
@@ -300,16 +302,72 @@ async function bundleFunctions(
   return { workerEntry, handlers };
 }
 
-/** Starts every region; if one fails, the others are stopped before the error propagates. */
+/**
+ * Starts every region; if one fails, the others are stopped before the error propagates. With
+ * several regions their global tables are linked by the stand-in (`local/global-tables.ts`).
+ */
 export async function startRuntime(options: RuntimeOptions): Promise<RegionRuntime[]> {
-  const settled = await Promise.allSettled(options.regions.map((r) => startRegionRuntime(r, options)));
+  const description = runtimeDescription(options);
+  const link =
+    options.regions.length > 1
+      ? new GlobalTablesStandIn({ lagMs: options.replicationLagMs ?? 500 })
+      : undefined;
+  const alert = options.alert ?? options.log ?? (() => {});
+  const supervision = new Map<string, SupervisionEvent[]>();
+  const regions = await Promise.allSettled(
+    options.regions.map((r, index) => {
+      const events: SupervisionEvent[] = [];
+      supervision.set(r, events);
+      const dataDir = options.dataDir === undefined ? undefined : resolve(options.dataDir, r);
+      return startLocalRegion({
+        region: r,
+        redisMode: options.redisMode,
+        description,
+        ...(link ? { globalTables: link } : {}),
+        ...(options.basePort ? { ports: regionPorts(options.basePort, index, options.redisMode) } : {}),
+        ...(dataDir === undefined ? {} : { dataDir }),
+        onSupervisionEvent: (event) => {
+          events.push(event);
+          alert(formatSupervisionEvent(r, event));
+        },
+      });
+    }),
+  );
+  const up = regions.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
+  const down = regions.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+  if (down) {
+    await Promise.all(up.map((r) => r.stop()));
+    await link?.stop();
+    throw down.reason;
+  }
+  const peerEnv = {
+    [REGIONS_ENV]: options.regions.join(','),
+    [REGION_ENDPOINTS_ENV]: JSON.stringify(
+      Object.fromEntries(
+        up.map((r) => [r.region, { ssm: r.endpoints.ssm, elasticache: r.endpoints.elasticache }]),
+      ),
+    ),
+  };
+  const settled = await Promise.allSettled(
+    up.map((r) => startRegionRuntime(r, options, peerEnv, supervision.get(r.region) ?? [])),
+  );
   const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
   const started = settled.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []));
   if (failed) {
     await Promise.all(started.map((r) => r.stop()));
+    await link?.stop();
     throw failed.reason;
   }
-  return started;
+  if (!link) return started;
+  // The replication stops with the last region.
+  let running = started.length;
+  return started.map((rt) => ({
+    ...rt,
+    async stop() {
+      await rt.stop();
+      if (--running === 0) await link.stop();
+    },
+  }));
 }
 
 /** The banner: every endpoint a developer or a client needs. */
@@ -326,6 +384,9 @@ export function describeRuntime(runtimes: readonly RegionRuntime[]): string {
     lines.push(`  DynamoDB: ${r.endpoints.dynamodb}`);
     lines.push(`  Kinesis:  ${r.endpoints.kinesis}`);
     lines.push(`  SSM:      ${r.endpoints.ssm}`);
+    lines.push(
+      `  ElastiCache API: ${r.endpoints.elasticache} (DescribeReplicationGroups → this region's Redis)`,
+    );
     lines.push(
       `  S3:       ${r.endpoints.s3} (s3rver; buckets ${Object.values(regionResources.buckets)
         .map((b) => physicalName(b.suffix))

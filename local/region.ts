@@ -32,10 +32,12 @@ import {
   type TableKey,
 } from '../shared/region/resources.js';
 import { type RunningEmulator, startDynalite, startKinesalite, startS3 } from './emulators/aws.js';
+import { type RunningElastiCache, startElastiCacheServer } from './emulators/elasticache-server.js';
 import { assertPortsFree } from './emulators/net.js';
 import { type RunningRedis, startRedis } from './emulators/redis.js';
 import { type RunningSsm, startSsmServer } from './emulators/ssm-server.js';
 import type { SupervisionListener } from './emulators/supervision.js';
+import type { GlobalTablesStandIn } from './global-tables.js';
 
 /** Fixed ports of a region's emulators (stable endpoints across restarts). */
 export interface RegionPorts {
@@ -45,6 +47,8 @@ export interface RegionPorts {
   readonly kinesis: number;
   readonly ssm: number;
   readonly s3: number;
+  /** The ElastiCache API stand-in (DescribeReplicationGroups). */
+  readonly elasticache: number;
 }
 
 /** Ports each region's block spans: region `i` of a runner uses `base + i × REGION_PORT_STRIDE + …`. */
@@ -53,7 +57,7 @@ export const REGION_PORT_STRIDE = 10;
 /**
  * The stable port layout: region number `index` (its position in `--regions`) gets the block
  * `base + 10 × index`: Redis `+0` (cluster `+0..+2`), DynamoDB `+5`, Kinesis `+6`, SSM `+7`,
- * S3 `+8`. A cluster's bus ports are Redis's + 10000.
+ * S3 `+8`, the ElastiCache API `+9`. A cluster's bus ports are Redis's + 10000.
  */
 export function regionPorts(base: number, index: number, redisMode: 'standalone' | 'cluster'): RegionPorts {
   const b = base + REGION_PORT_STRIDE * index;
@@ -63,6 +67,7 @@ export function regionPorts(base: number, index: number, redisMode: 'standalone'
     kinesis: b + 6,
     ssm: b + 7,
     s3: b + 8,
+    elasticache: b + 9,
   };
 }
 
@@ -87,6 +92,11 @@ export interface LocalRegionOptions {
   readonly dataDir?: string;
   /** Reports of the emulators' supervisors (a server died, was restarted). @default none */
   readonly onSupervisionEvent?: SupervisionListener;
+  /**
+   * Replication of the global tables with other local regions (the DynamoDB endpoint becomes the
+   * stand-in's proxy for this region). @default none — a single region
+   */
+  readonly globalTables?: GlobalTablesStandIn;
 }
 
 /** The description a local region uses unless told otherwise (4 pacer shards instead of 24). */
@@ -104,6 +114,8 @@ export interface LocalRegion {
     readonly kinesis: string;
     readonly ssm: string;
     readonly s3: string;
+    /** The local ElastiCache API (DescribeReplicationGroups answers with this region's Redis). */
+    readonly elasticache: string;
   };
   /** The dynalite emulator (suspend()/resume() it to simulate a DynamoDB outage). */
   readonly dynamoEmulator: RunningEmulator;
@@ -150,7 +162,15 @@ export async function startLocalRegion(options: LocalRegionOptions = {}): Promis
   try {
     // A fixed port someone else holds must fail here, clearly: redis-server would exit and the
     // other server would answer our PING.
-    if (ports) await assertPortsFree([...ports.redis, ports.dynamodb, ports.kinesis, ports.ssm, ports.s3]);
+    if (ports)
+      await assertPortsFree([
+        ...ports.redis,
+        ports.dynamodb,
+        ports.kinesis,
+        ports.ssm,
+        ports.s3,
+        ports.elasticache,
+      ]);
     const redis = await startRedis({
       mode: options.redisMode ?? 'standalone',
       ...(ports ? { ports: ports.redis } : {}),
@@ -158,7 +178,7 @@ export async function startLocalRegion(options: LocalRegionOptions = {}): Promis
       ...(onEvent ? { onEvent } : {}),
     });
     started.push(redis);
-    const [dynamo, kinesis, ssm, s3] = (await Promise.all([
+    const [dynamo, kinesis, ssm, s3, elasticache] = (await Promise.all([
       startDynalite(common(ports?.dynamodb, at('dynamodb'))),
       startKinesalite({ region, ...common(ports?.kinesis, at('kinesis')) }),
       startSsmServer({
@@ -168,9 +188,20 @@ export async function startLocalRegion(options: LocalRegionOptions = {}): Promis
         ...(onEvent ? { onEvent } : {}),
       }),
       startS3(common(ports?.s3, at('s3'))),
-    ])) as [RunningEmulator, RunningEmulator, RunningSsm, RunningEmulator];
-    started.push(dynamo, kinesis, ssm, s3);
-    const endpoints = { region, dynamodb: dynamo.url, kinesis: kinesis.url, ssm: ssm.url, s3: s3.url };
+      startElastiCacheServer({ region, redis, ...(ports ? { port: ports.elasticache } : {}) }),
+    ])) as [RunningEmulator, RunningEmulator, RunningSsm, RunningEmulator, RunningElastiCache];
+    started.push(dynamo, kinesis, ssm, s3, elasticache);
+    const dynamodbUrl = options.globalTables
+      ? await options.globalTables.attach(region, dynamo.url)
+      : dynamo.url;
+    const endpoints = {
+      region,
+      dynamodb: dynamodbUrl,
+      kinesis: kinesis.url,
+      ssm: ssm.url,
+      s3: s3.url,
+      elasticache: elasticache.url,
+    };
     const clients = {
       dynamodb: dynamoDbClient(endpoints),
       kinesis: kinesisClient(endpoints),

@@ -12,19 +12,24 @@ import { randomUUID } from 'node:crypto';
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import type { Context } from 'aws-lambda';
-import { dynamoDbClient, endpointsFromEnv, ssmClient } from '../../shared/aws/clients.js';
-import { BudgetRepository } from '../../shared/budget/repository.js';
+import {
+  dynamoDbClient,
+  elastiCacheClient,
+  endpointsFromEnv,
+  peerEndpointsFromEnv,
+  ssmClient,
+} from '../../shared/aws/clients.js';
 import { intEnv, requireEnv } from '../../shared/config/env.js';
-import { ShardBudgets } from '../../shared/pacing/budgets-cache.js';
-import { PacerControl } from '../../shared/pacing/control.js';
+import type { PacerControl } from '../../shared/pacing/control.js';
+import type { PacingController } from '../../shared/pacing/controller/api.js';
 import { createPacingController } from '../../shared/pacing/controller/index.js';
 import { runInvocation } from '../../shared/pacing/invocation.js';
 import { ShardLease } from '../../shared/pacing/lease.js';
 import { recordTick, recordTrailingSkips } from '../../shared/pacing/metrics.js';
-import { ShardPacer, type TickOutcome } from '../../shared/pacing/pacer.js';
+import type { TickOutcome } from '../../shared/pacing/pacer.js';
+import type { RegionalShardPacer } from '../../shared/pacing/regions/cross-region.js';
+import { regionalShardPacer } from '../../shared/pacing/regions/wiring.js';
 import { pacerConfigFromEnv, parsePacerInput } from '../../shared/pacing/settings.js';
-import { pacerShardKey } from '../../shared/pacing/shard.js';
-import { pipelinedSpendSource } from '../../shared/pacing/spend-source.js';
 import { connectRedis, redisConfigFromEnv } from '../../shared/redis/connect.js';
 import { regionResources } from '../../shared/region/resources.js';
 import { systemClock } from '../../shared/time/clock.js';
@@ -43,13 +48,17 @@ const endpoints = endpointsFromEnv();
 const dynamodb = dynamoDbClient(endpoints, timeouts);
 const ssm = ssmClient(endpoints, timeouts);
 const leasesTable = requireEnv(regionResources.tables.leases.envVar);
-const budgetsRepo = new BudgetRepository({
-  client: dynamodb,
-  tableName: requireEnv(regionResources.tables.budgets.envVar),
-});
+const budgetsTable = requireEnv(regionResources.tables.budgets.envVar);
+const regionSpendTable = requireEnv(regionResources.tables.regionSpend.envVar);
+// Peer regions (PACELINE_REGIONS): their publish switches (SSM) and caches (ElastiCache API).
+const peers = peerEndpointsFromEnv(config.region).map((e) => ({
+  region: e.region,
+  ssm: ssmClient(e, timeouts),
+  elasticache: elastiCacheClient(e, timeouts),
+}));
 const redis = connectRedis(redisConfigFromEnv());
 redis.on('error', (error: Error) => logger.warn('redis connection error', { error: error.message }));
-const controller = createPacingController();
+const controller = createPacingController() as PacingController<unknown, unknown>;
 /**
  * Distinguishes this process from another one running the same instance (publisher ids): the pid
  * (operators and tests map a publisher to its process) and a random part (pids are reused).
@@ -61,7 +70,7 @@ const clock = systemClock;
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 interface ShardWarmState {
-  readonly pacer: ShardPacer;
+  readonly pacer: RegionalShardPacer;
   readonly control: PacerControl;
 }
 const shards = new Map<number, ShardWarmState>();
@@ -69,26 +78,26 @@ const shards = new Map<number, ShardWarmState>();
 function warmState(shard: number): ShardWarmState {
   let s = shards.get(shard);
   if (!s) {
-    const budgets = new ShardBudgets({
-      source: (since, start) => budgetsRepo.shardItemsPage(pacerShardKey(shard, config.shards), since, start),
+    const wiring = regionalShardPacer({
+      region: config.region,
+      shard,
+      shards: config.shards,
+      dynamodb,
+      ssm,
+      budgetsTable,
+      regionSpendTable,
+      redis,
+      peers,
+      controller,
       clock,
-      fullReloadMs: config.budgetsFullReloadMs,
-    });
-    s = {
-      pacer: new ShardPacer({
-        shard,
-        region: config.region,
-        redis,
-        controller,
-        budgets,
-        spend: pipelinedSpendSource(redis),
-        clock,
-        tickMs: config.tickMs,
+      tickMs: config.tickMs,
+      budgetsFullReloadMs: config.budgetsFullReloadMs,
+      pacerOptions: {
         logMaxLen: config.auditLogMaxLen,
         ...(pauseBeforePublishMs > 0 ? { beforePublish: () => sleep(pauseBeforePublishMs) } : {}),
-      }),
-      control: new PacerControl({ ssm, region: config.region, shard, clock }),
-    };
+      },
+    });
+    s = { pacer: wiring.pacer, control: wiring.control };
     shards.set(shard, s);
   }
   return s;
@@ -109,6 +118,14 @@ function summarize(o: TickOutcome) {
     ...(o.skippedReason ? { skipped: o.skippedReason } : {}),
   };
 }
+
+function summarizePeer(p: RegionalTickResult['peers'][number]) {
+  return p.role === 'publisher'
+    ? { region: p.region, role: p.role, ...summarize(p.outcome) }
+    : { region: p.region, role: p.role, ...(p.role === 'unreachable' ? { error: p.error } : {}) };
+}
+
+type RegionalTickResult = Awaited<ReturnType<RegionalShardPacer['runTick']>>;
 
 /** The latest lease of each shard this environment ran (held between invocations until adopted). */
 const leases = new Map<number, ShardLease>();
@@ -145,7 +162,14 @@ export const handler = async (event: unknown, context?: Context) => {
       tickMs: config.tickMs,
       minuteMs: config.minuteMs,
       ...(context ? { remainingMs: () => context.getRemainingTimeInMillis() } : {}),
-      runTick: (tick) => pacer.runTick(tick, who),
+      // The own cache's outcome drives metrics; peers' publishing (after a failover) is logged.
+      runTick: async (tick) => {
+        const r = await pacer.runTick(tick, who);
+        for (const p of r.peers) {
+          if (p.role !== 'not-ours') logger.info('peer cache', { shard: input.shard, ...summarizePeer(p) });
+        }
+        return r.own;
+      },
       onTick: (outcome, skippedBefore) => {
         recordTick(metrics, outcome, skippedBefore, config.tickMs);
         logger.debug('tick', { shard: input.shard, instance: input.instanceId, ...summarize(outcome) });

@@ -7,6 +7,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { ElastiCacheClient } from '@aws-sdk/client-elasticache';
 import { KinesisClient } from '@aws-sdk/client-kinesis';
 import { S3Client } from '@aws-sdk/client-s3';
 import { SQSClient } from '@aws-sdk/client-sqs';
@@ -23,6 +24,7 @@ export interface AwsEndpoints {
   readonly ssm?: string;
   readonly s3?: string;
   readonly sqs?: string;
+  readonly elasticache?: string;
 }
 
 /** Reads the region and service endpoints from the standard SDK variables. */
@@ -35,6 +37,7 @@ export function endpointsFromEnv(env: Env = process.env): AwsEndpoints {
     ssm: env.AWS_ENDPOINT_URL_SSM || undefined,
     s3: env.AWS_ENDPOINT_URL_S3 || undefined,
     sqs: env.AWS_ENDPOINT_URL_SQS || undefined,
+    elasticache: env.AWS_ENDPOINT_URL_ELASTICACHE || undefined,
   };
 }
 
@@ -46,6 +49,7 @@ export function endpointsToEnv(endpoints: AwsEndpoints): Record<string, string> 
   if (endpoints.ssm) env.AWS_ENDPOINT_URL_SSM = endpoints.ssm;
   if (endpoints.s3) env.AWS_ENDPOINT_URL_S3 = endpoints.s3;
   if (endpoints.sqs) env.AWS_ENDPOINT_URL_SQS = endpoints.sqs;
+  if (endpoints.elasticache) env.AWS_ENDPOINT_URL_ELASTICACHE = endpoints.elasticache;
   return env;
 }
 
@@ -128,4 +132,56 @@ export function sqsClient(endpoints: AwsEndpoints = endpointsFromEnv()): SQSClie
     requestHandler: http1Handler(),
     ...(endpoints.sqs ? { endpoint: endpoints.sqs, credentials: localCredentials } : {}),
   });
+}
+
+/** An ElastiCache (control plane) client for `endpoints`. */
+export function elastiCacheClient(
+  endpoints: AwsEndpoints = endpointsFromEnv(),
+  timeouts: ClientTimeouts = {},
+): ElastiCacheClient {
+  return new ElastiCacheClient({
+    region: endpoints.region,
+    requestHandler: http1Handler(timeouts),
+    ...(timeouts.maxAttempts ? { maxAttempts: timeouts.maxAttempts } : {}),
+    ...(endpoints.elasticache ? { endpoint: endpoints.elasticache, credentials: localCredentials } : {}),
+  });
+}
+
+/** Environment variable naming every region Paceline runs in (comma-separated). */
+export const REGIONS_ENV = 'PACELINE_REGIONS';
+/**
+ * Environment variable with the API endpoints of every region, locally only:
+ * `{"us-west-2": {"ssm": "http://…", "elasticache": "http://…"}, …}`. In AWS it is unset and the
+ * SDK resolves each region's endpoints itself.
+ */
+export const REGION_ENDPOINTS_ENV = 'PACELINE_REGION_ENDPOINTS';
+
+/**
+ * The endpoints of each peer region (every region in `PACELINE_REGIONS` but `self`): the AWS
+ * defaults, or the local ones from `PACELINE_REGION_ENDPOINTS`.
+ */
+export function peerEndpointsFromEnv(self: string, env: Env = process.env): AwsEndpoints[] {
+  const regions = (env[REGIONS_ENV] ?? '')
+    .split(',')
+    .map((r) => r.trim())
+    .filter((r) => r !== '' && r !== self);
+  let local: Record<string, { ssm?: string; elasticache?: string }> = {};
+  const raw = env[REGION_ENDPOINTS_ENV];
+  if (raw) {
+    try {
+      local = JSON.parse(raw) as typeof local;
+    } catch (error) {
+      throw new Error(
+        `${REGION_ENDPOINTS_ENV} is not JSON ({"<region>": {"ssm": url, "elasticache": url}}).`,
+        {
+          cause: error,
+        },
+      );
+    }
+  }
+  return regions.map((region) => ({
+    region,
+    ...(local[region]?.ssm ? { ssm: local[region].ssm } : {}),
+    ...(local[region]?.elasticache ? { elasticache: local[region].elasticache } : {}),
+  }));
 }

@@ -50,6 +50,12 @@ export interface PacerControlOptions {
   readonly region: string;
   readonly shard: number;
   readonly clock: Clock;
+  /**
+   * The cache region whose `publisher-region` switch is read, when it is not `region` (a pacer
+   * publishing into a peer's cache after a failover reads the peer's switch in the peer's SSM, and
+   * its own region's leader override). @default `region` (with `ssm`)
+   */
+  readonly switchRegion?: { readonly region: string; readonly ssm: SSMClient };
 }
 
 /** Reads (and caches) one shard's control parameters. */
@@ -60,9 +66,26 @@ export class PacerControl {
   constructor(private readonly options: PacerControlOptions) {
     const prefix = parameterPrefix(options.region);
     this.names = {
-      publisher: `${prefix}${regionResources.parameters.publisherRegion.path}`,
+      publisher: `${parameterPrefix(options.switchRegion?.region ?? options.region)}${regionResources.parameters.publisherRegion.path}`,
       override: `${prefix}${leaderOverridePath(options.shard)}`,
     };
+  }
+
+  /** The parameters by name: one GetParameters, or one per region for a peer's switch. */
+  private async fetch(): Promise<Map<string | undefined, { Value?: string; Version?: number }>> {
+    const peer = this.options.switchRegion;
+    const get = async (ssm: SSMClient, names: string[]) =>
+      (await ssm.send(new GetParametersCommand({ Names: names }))).Parameters ?? [];
+    const all =
+      peer && peer.region !== this.options.region
+        ? (
+            await Promise.all([
+              get(peer.ssm, [this.names.publisher]),
+              get(this.options.ssm, [this.names.override]),
+            ])
+          ).flat()
+        : await get(this.options.ssm, [this.names.publisher, this.names.override]);
+    return new Map(all.map((p) => [p.Name, p]));
   }
 
   /**
@@ -71,10 +94,7 @@ export class PacerControl {
    */
   async read(): Promise<{ snapshot: ControlSnapshot | undefined; error?: unknown }> {
     try {
-      const out = await this.options.ssm.send(
-        new GetParametersCommand({ Names: [this.names.publisher, this.names.override] }),
-      );
-      const byName = new Map((out.Parameters ?? []).map((p) => [p.Name, p]));
+      const byName = await this.fetch();
       const publisher = byName.get(this.names.publisher);
       const override = byName.get(this.names.override);
       if (!publisher?.Value || !override?.Value) {

@@ -29,6 +29,7 @@ import type { Fence } from './fence.js';
 import { planField } from './keys.js';
 import type { LeaseView } from './lease.js';
 import { type CampaignWrite, type ClaimOutcome, type PublishOutcome, ShardPublisher } from './publisher.js';
+import type { RegionSharing } from './regions/region-shares.js';
 import type { SpendSource } from './spend-source.js';
 import type { CurvePoints, PlanPacingParams, PlanSpendSnapshot } from './types.js';
 
@@ -54,6 +55,11 @@ export interface ShardPacerOptions {
   /** The shard's budgets (ShardBudgets, optionally warmed from a snapshot). */
   readonly budgets: BudgetsRefresh;
   readonly spend: SpendSource;
+  /**
+   * Several regions: this cache region's share of every plan-day (docs/pacing.md, "Many regions").
+   * @default none — every plan paces its whole budget
+   */
+  readonly sharing?: RegionSharing;
   readonly clock: Clock;
   readonly tickMs: number;
   /** Audit stream cap. @default 10_000 */
@@ -117,6 +123,8 @@ export interface TickOutcome {
   };
   /** Why nothing was computed (no budgets yet: a cold process while DynamoDB is unreachable). */
   readonly skippedReason?: string;
+  /** Region shares: the peers' summaries read and this region's written (when publishing). */
+  readonly sharing?: { readonly loaded: boolean; readonly written?: boolean; readonly error?: string };
   /** Age of the shard's last claim at the end of the tick, ms (stale-parameter alarm). */
   readonly paramsAgeMs?: number;
   /** Where the tick's time went, ms: inputs (SSM, lease, budgets), claim + spend read, controller, publish. */
@@ -281,17 +289,20 @@ export class ShardPacer {
       }
       return { claim, reloaded, ageMs: claim.accepted ? 0 : await this.claimAge(publisher) };
     };
-    const [claimed, spend] = await Promise.all([
+    const sharing = this.options.sharing;
+    const [claimed, spend, loaded] = await Promise.all([
       claimStep(),
       this.options.spend.read(
         plans.map((p) => p.spendKey),
         nowMs,
       ),
+      sharing?.load(nowMs),
     ]);
     const { claim } = claimed;
     const publishing = claim?.accepted === true;
     const spendDone = clock.now();
-    const { results, invalid } = this.step(plans, spend, nowMs);
+    const shares = sharing?.budgets(plans, spend, nowMs);
+    const { results, invalid } = this.step(plans, spend, nowMs, shares);
     const stepDone = clock.now();
 
     let publish: PublishOutcome | undefined;
@@ -334,6 +345,25 @@ export class ShardPacer {
         this.lastPublished = undefined;
       }
     }
+    let sharingOutcome: TickOutcome['sharing'];
+    if (sharing && loaded) {
+      const landed = publishing && publish?.rejectedBatches === 0;
+      const gains = results.map((r) => r.params.throttle * r.params.bidMultiplier);
+      const written = await sharing.record(
+        plans,
+        spend,
+        gains,
+        nowMs,
+        tick,
+        landed ? { writer: who.publisherId } : undefined,
+      );
+      const error = loaded.error ?? written.error;
+      sharingOutcome = {
+        loaded: loaded.ok,
+        ...(landed ? { written: written.ok } : {}),
+        ...(error ? { error } : {}),
+      };
+    }
     const fencedWritesRejected = (claim && !claim.accepted ? 1 : 0) + (publish?.rejectedBatches ?? 0);
     const paramsAgeMs = claimed.ageMs;
     const endMs = clock.now();
@@ -352,6 +382,7 @@ export class ShardPacer {
       ...(publishLagMs === undefined ? {} : { publishLagMs }),
       ...(paramsAgeMs === undefined ? {} : { paramsAgeMs }),
       stateReloaded: claimed.reloaded,
+      ...(sharingOutcome ? { sharing: sharingOutcome } : {}),
       phasesMs: {
         inputs: inputsDone - startedAtMs,
         claimAndSpend: spendDone - inputsDone,
@@ -488,6 +519,7 @@ export class ShardPacer {
     plans: readonly PlanAtDay[],
     spend: readonly PlanSpendSnapshot[],
     nowMs: number,
+    shares?: readonly number[],
   ): { results: PlanResult[]; invalid: number } {
     const { controller } = this.options;
     const results: PlanResult[] = new Array(plans.length);
@@ -503,9 +535,16 @@ export class ShardPacer {
         memory.loadedForecast = undefined;
       }
       let params: PlanPacingParams;
+      const budgetMicros = shares?.[i];
       try {
         const step = controller.step(
-          { plan, day, spend: spend[i] as PlanSpendSnapshot, nowMs },
+          {
+            plan,
+            day,
+            spend: spend[i] as PlanSpendSnapshot,
+            nowMs,
+            ...(budgetMicros === undefined ? {} : { budgetMicros }),
+          },
           memory.state,
           memory.forecast,
         );
@@ -518,7 +557,7 @@ export class ShardPacer {
         // plan must not stop the shard: that plan gets the fail-safe, counted in ParamsInvalid.
         if (!(error instanceof InvalidPacingParamsError) && !(error instanceof PacingInputError)) throw error;
         invalid++;
-        params = failSafeParams(plan, day);
+        params = failSafeParams(plan, day, budgetMicros === undefined ? {} : { budgetMicros });
       }
       results[i] = { params, day };
     }

@@ -48,6 +48,12 @@ export interface TableSpec {
   readonly replication?: 'global' | 'regional';
   /** What the table is for (shown in docs and the runner's banner). */
   readonly purpose: string;
+  /**
+   * A DynamoDB global table: every region's writes reach every other region's replica
+   * (asynchronously, last writer wins per item). Locally `local/global-tables.ts` stands in for
+   * the replication. @default false
+   */
+  readonly global?: boolean;
 }
 
 /**
@@ -175,6 +181,19 @@ const tables = {
     ],
     replication: 'global',
     purpose: 'The ads database: accounts, campaigns, budget plans (integer micros, time zone, pacing mode).',
+    // One budget across regions (docs/pacing.md, "Many regions"): every region paces the same plans.
+    global: true,
+  },
+  regionSpend: {
+    envVar: 'REGION_SPEND_TABLE',
+    suffix: 'region-spend',
+    // pk `<N>:<shard>`, sk the region whose cache the summary describes: one item per (shard,
+    // region), written only by the pacer that publishes into that region's cache.
+    partitionKey: { name: 'pk', type: 'S' },
+    sortKey: { name: 'sk', type: 'S' },
+    purpose:
+      "Per-region spend summaries of every plan-day (spend, full-speed demand), written every tick by each region's publishing pacer; the input of the region shares.",
+    global: true,
   },
   spendLedger: {
     envVar: 'SPEND_LEDGER_TABLE',
@@ -450,7 +469,7 @@ function pacerFunction(s: PacerSettings) {
     // Six ticks of a minute, then return; the margin covers a late start (docs/pacing.md).
     timeoutSeconds: Math.ceil((s.minuteMs + 15_000) / 1000),
     schedule: { rateMinutes: 1, instances },
-    tables: { budgets: 'read', leases: 'readwrite' },
+    tables: { budgets: 'read', leases: 'readwrite', regionSpend: 'readwrite' },
     writesStreams: [],
     usesRedis: true,
     settings: {
@@ -620,6 +639,13 @@ export function resourceName(
 export function onFailureQueueName(functionName: string): string {
   return `paceline-${functionName}-on-failure`;
 }
+
+/**
+ * Replication group id of the region's cache (the same in every region: ids are regional). Peer
+ * pacers find a region's cache endpoint with ElastiCache `DescribeReplicationGroups` on this id
+ * (docs/pacing.md, "Many regions"); the stack names its replication group with it.
+ */
+export const cacheReplicationGroupId = 'paceline-cache';
 
 /** SSM path prefix of a region's parameters, e.g. `/paceline/us-east-1/`. */
 export function parameterPrefix(region: string): string {

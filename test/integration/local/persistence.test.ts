@@ -39,13 +39,16 @@ async function readStream(kinesis: KinesisClient, StreamName: string): Promise<_
 }
 
 async function ports(): Promise<RegionPorts> {
-  const [redis, dynamodb, kinesis, ssm, s3] = await Promise.all(Array.from({ length: 5 }, () => freePort()));
+  const [redis, dynamodb, kinesis, ssm, s3, elasticache] = await Promise.all(
+    Array.from({ length: 6 }, () => freePort()),
+  );
   return {
     redis: [redis as number],
     dynamodb: dynamodb as number,
     kinesis: kinesis as number,
     ssm: ssm as number,
     s3: s3 as number,
+    elasticache: elasticache as number,
   };
 }
 

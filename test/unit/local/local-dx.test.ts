@@ -90,6 +90,7 @@ describe('stable ports', () => {
       kinesis: 45106,
       ssm: 45107,
       s3: 45108,
+      elasticache: 45109,
     });
     const west = regionPorts(45100, 1, 'cluster');
     expect(west).toEqual({
@@ -98,6 +99,7 @@ describe('stable ports', () => {
       kinesis: 45116,
       ssm: 45117,
       s3: 45118,
+      elasticache: 45119,
     });
     const all = [regionPorts(45100, 0, 'cluster'), west].flatMap((p) => [
       ...p.redis,
@@ -105,6 +107,7 @@ describe('stable ports', () => {
       p.kinesis,
       p.ssm,
       p.s3,
+      p.elasticache,
     ]);
     expect(new Set(all).size).toBe(all.length);
   });

@@ -1,0 +1,277 @@
+/**
+ * Stand-in for DynamoDB global tables between local regions (dynalite has no replication and no
+ * streams). Each region's DynamoDB endpoint becomes a small HTTP proxy in front of its dynalite;
+ * every successful write to a table the region description marks `global` (PutItem, UpdateItem,
+ * DeleteItem, BatchWriteItem) is replicated to every other attached region with the semantics of
+ * global tables (version 2019.11.21):
+ *
+ * - **asynchronous**: the writer gets its answer from its own replica at once; the item reaches
+ *   the other replicas `lagMs` later (configurable, can be paused to model a long lag);
+ * - **whole items**: the replica receives the item as it is after the write (read back from the
+ *   source replica), or its deletion — as global tables replicate item images, not operations;
+ * - **last writer wins per item**: every write is stamped (time of the write at its source,
+ *   region name as the tie-break); a replica applies an incoming image only if its stamp is newer
+ *   than the stamp of the last write it holds for that item — local or replicated — so
+ *   concurrent writes in two regions converge to the same item everywhere;
+ * - **per-item order**: images of one item are delivered in stamp order (one queue, FIFO by due
+ *   time; the lag is the same for every write).
+ *
+ * Conditional expressions are evaluated against the local replica only, as in AWS. Writes made
+ * directly against a dynalite (bypassing the proxy) are not replicated.
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import {
+  type AttributeValue,
+  DeleteItemCommand,
+  DynamoDBClient,
+  GetItemCommand,
+  PutItemCommand,
+} from '@aws-sdk/client-dynamodb';
+import { physicalName, regionResources } from '../shared/region/resources.js';
+import { type Clock, systemClock } from '../shared/time/clock.js';
+
+/** Options of {@link GlobalTablesStandIn}. */
+export interface GlobalTablesOptions {
+  /** Replication lag, ms (on `clock`). @default 500 */
+  readonly lagMs?: number;
+  /** Clock the lag is measured on (a ManualClock in tests; call {@link GlobalTablesStandIn.deliverDue}). @default systemClock */
+  readonly clock?: Clock;
+  /** How often due images are delivered, real ms. @default 20 */
+  readonly pollMs?: number;
+}
+
+interface Replica {
+  readonly region: string;
+  readonly client: DynamoDBClient;
+  readonly server: http.Server;
+  readonly target: URL;
+  /** Stamp of the last write applied per item (`table|key JSON`). */
+  readonly stamps: Map<string, Stamp>;
+}
+
+/** Time of the write at its source, then arrival order among writes stamped in the same ms. */
+type Stamp = readonly [atMs: number, seq: number, region: string];
+
+interface Pending {
+  readonly dueAtMs: number;
+  readonly table: string;
+  readonly key: Record<string, AttributeValue>;
+  readonly image: Record<string, AttributeValue> | undefined;
+  readonly stamp: Stamp;
+  readonly from: string;
+}
+
+const WRITE_OPS = new Set(['PutItem', 'UpdateItem', 'DeleteItem', 'BatchWriteItem']);
+
+/** Key attribute names of every global table, by physical name. */
+function globalTables(): Map<string, string[]> {
+  const out = new Map<string, string[]>();
+  for (const t of Object.values(regionResources.tables)) {
+    if ('global' in t && t.global) out.set(physicalName(t.suffix), [t.partitionKey.name, t.sortKey.name]);
+  }
+  return out;
+}
+
+function newer(a: Stamp, b: Stamp | undefined): boolean {
+  return b === undefined || a[0] > b[0] || (a[0] === b[0] && a[1] > b[1]);
+}
+
+/** Replication of the global tables between attached local regions (module comment). */
+export class GlobalTablesStandIn {
+  private readonly replicas = new Map<string, Replica>();
+  private readonly tables = globalTables();
+  private readonly clock: Clock;
+  private lagMs: number;
+  private queue: Pending[] = [];
+  private paused = false;
+  private delivering: Promise<void> = Promise.resolve();
+  private readonly timer: NodeJS.Timeout;
+  private seq = 0;
+  /** Images applied to a replica / dropped because the replica held a newer write. */
+  readonly stats = { replicated: 0, superseded: 0, errors: 0 };
+
+  constructor(options: GlobalTablesOptions = {}) {
+    this.clock = options.clock ?? systemClock;
+    this.lagMs = options.lagMs ?? 500;
+    this.timer = setInterval(() => void this.deliverDue(), options.pollMs ?? 20);
+    this.timer.unref();
+  }
+
+  /** Starts the proxy in front of a region's dynalite; returns the endpoint its clients use. */
+  async attach(region: string, dynaliteUrl: string): Promise<string> {
+    const target = new URL(dynaliteUrl);
+    const client = new DynamoDBClient({
+      region,
+      endpoint: dynaliteUrl,
+      credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+    });
+    const server = http.createServer((req, res) => void this.proxy(region, req, res));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    this.replicas.set(region, { region, client, server, target, stamps: new Map() });
+    return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  }
+
+  /** Changes the lag of writes made from now on. */
+  setLag(ms: number): void {
+    this.lagMs = ms;
+  }
+
+  /** Holds every image until {@link resume} (a replication outage; writes keep being accepted). */
+  pause(): void {
+    this.paused = true;
+  }
+
+  resume(): void {
+    this.paused = false;
+  }
+
+  /** Images accepted but not yet delivered. */
+  get pending(): number {
+    return this.queue.length;
+  }
+
+  /** Delivers every image whose lag has passed (in due order). */
+  deliverDue(): Promise<void> {
+    this.delivering = this.delivering.then(() => this.deliver(false));
+    return this.delivering;
+  }
+
+  /** Delivers everything now, whatever the lag (tests: "after replication caught up"). */
+  flush(): Promise<void> {
+    this.delivering = this.delivering.then(() => this.deliver(true));
+    return this.delivering;
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.delivering.catch(() => {});
+    for (const r of this.replicas.values()) {
+      r.client.destroy();
+      r.server.closeAllConnections();
+      await new Promise<void>((resolve) => r.server.close(() => resolve()));
+    }
+    this.replicas.clear();
+  }
+
+  private async deliver(all: boolean): Promise<void> {
+    if (this.paused && !all) return;
+    const now = this.clock.now();
+    while (this.queue.length > 0 && (all || (this.queue[0] as Pending).dueAtMs <= now)) {
+      const p = this.queue.shift() as Pending;
+      for (const r of this.replicas.values()) {
+        if (r.region === p.from) continue;
+        const id = `${p.table}|${JSON.stringify(p.key)}`;
+        if (!newer(p.stamp, r.stamps.get(id))) {
+          this.stats.superseded++;
+          continue;
+        }
+        r.stamps.set(id, p.stamp);
+        try {
+          if (p.image) await r.client.send(new PutItemCommand({ TableName: p.table, Item: p.image }));
+          else await r.client.send(new DeleteItemCommand({ TableName: p.table, Key: p.key }));
+          this.stats.replicated++;
+        } catch {
+          this.stats.errors++;
+        }
+      }
+    }
+  }
+
+  private async proxy(region: string, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const replica = this.replicas.get(region) as Replica;
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const body = Buffer.concat(chunks);
+    const op = String(req.headers['x-amz-target'] ?? '').split('.')[1] ?? '';
+    // The write's stamp, taken before it is forwarded (unique: the sequence orders one ms's writes).
+    const stamp: Stamp = [this.clock.now(), this.seq++, region];
+    const upstream = http.request({
+      host: replica.target.hostname,
+      port: replica.target.port,
+      method: req.method,
+      path: req.url,
+      headers: { ...req.headers, host: replica.target.host },
+    });
+    upstream.on('response', (up) => {
+      const out: Buffer[] = [];
+      up.on('data', (c: Buffer) => out.push(c));
+      up.on('end', () => {
+        const status = up.statusCode ?? 500;
+        res.writeHead(status, up.headers);
+        res.end(Buffer.concat(out));
+        if (status === 200 && WRITE_OPS.has(op)) void this.capture(replica, op, body, stamp);
+      });
+    });
+    upstream.on('error', (error) => {
+      res.writeHead(502, { 'content-type': 'text/plain' });
+      res.end(`global-tables stand-in: dynalite unreachable (${error.message})`);
+    });
+    upstream.end(body);
+  }
+
+  /** Reads back the written items of global tables and queues their images. */
+  private async capture(replica: Replica, op: string, body: Buffer, stamp: Stamp): Promise<void> {
+    let request: Record<string, unknown>;
+    try {
+      request = JSON.parse(body.toString('utf8')) as Record<string, unknown>;
+    } catch {
+      return;
+    }
+    const writes: { table: string; key: Record<string, AttributeValue> }[] = [];
+    const keyOf = (table: string, item: Record<string, AttributeValue>) => {
+      const names = this.tables.get(table);
+      if (!names) return undefined;
+      return Object.fromEntries(names.map((n) => [n, item[n] as AttributeValue]));
+    };
+    if (op === 'BatchWriteItem') {
+      const items = (request.RequestItems ?? {}) as Record<
+        string,
+        {
+          PutRequest?: { Item: Record<string, AttributeValue> };
+          DeleteRequest?: { Key: Record<string, AttributeValue> };
+        }[]
+      >;
+      for (const [table, list] of Object.entries(items)) {
+        for (const w of list) {
+          const key = keyOf(table, w.PutRequest?.Item ?? w.DeleteRequest?.Key ?? {});
+          if (key) writes.push({ table, key });
+        }
+      }
+    } else {
+      const table = String(request.TableName ?? '');
+      const source = (op === 'PutItem' ? request.Item : request.Key) as
+        | Record<string, AttributeValue>
+        | undefined;
+      const key = source ? keyOf(table, source) : undefined;
+      if (key) writes.push({ table, key });
+    }
+    for (const w of writes) {
+      const id = `${w.table}|${JSON.stringify(w.key)}`;
+      if (!newer(stamp, replica.stamps.get(id))) continue;
+      replica.stamps.set(id, stamp);
+      try {
+        const out = await replica.client.send(
+          new GetItemCommand({ TableName: w.table, Key: w.key, ConsistentRead: true }),
+        );
+        this.enqueue({
+          dueAtMs: stamp[0] + this.lagMs,
+          table: w.table,
+          key: w.key,
+          image: out.Item,
+          stamp,
+          from: replica.region,
+        });
+      } catch {
+        this.stats.errors++;
+      }
+    }
+  }
+
+  private enqueue(p: Pending): void {
+    // Keep due order (a lag lowered meanwhile may put a write ahead of older ones).
+    let i = this.queue.length;
+    while (i > 0 && (this.queue[i - 1] as Pending).dueAtMs > p.dueAtMs) i--;
+    this.queue.splice(i, 0, p);
+  }
+}
