@@ -26,6 +26,7 @@ import {
   regionDescription,
   regionResources,
 } from '../shared/region/resources.js';
+import { type Dashboard, startDashboard } from './dashboard/server.js';
 import { RedisServerMissingError } from './emulators/redis.js';
 import { LocalOnFailureDestination } from './esm/on-failure.js';
 import { KinesisPoller } from './esm/poller.js';
@@ -70,6 +71,11 @@ export interface RuntimeOptions {
    * (`npm start` turns it on; `--no-bundle` turns it off)
    */
   readonly bundle?: boolean;
+  /**
+   * Port of the live dashboard (`npm start` only; 0 = any free port).
+   * @default DEFAULT_DASHBOARD_PORT, or any free port when it is taken
+   */
+  readonly dashboardPort?: number;
   /** Run only these functions (tests that do not need the others). @default every function */
   readonly functions?: readonly FunctionKey[];
   /**
@@ -309,6 +315,7 @@ function parseCli(argv: readonly string[]): RuntimeOptions {
       'pacer-shards': { type: 'string' },
       'pacer-instances': { type: 'string' },
       handler: { type: 'string', multiple: true },
+      'dashboard-port': { type: 'string' },
       help: { type: 'boolean' },
     },
   });
@@ -317,7 +324,8 @@ function parseCli(argv: readonly string[]): RuntimeOptions {
       'Usage: npm start -- [--regions us-east-1,us-west-2] [--redis standalone|cluster] [--prewarm]\n' +
         `                    [--pacer-shards N] [--pacer-instances K]   (pacer layout; default ${localPacerSettings.shards} × ${localPacerSettings.instancesPerShard}, AWS 24 × 3)\n` +
         '                    [--handler <function>=<module path>]...   (run a function with another handler module)\n' +
-        '                    [--no-bundle]   (compile handlers with tsx at each cold start instead of esbuild bundles)',
+        '                    [--no-bundle]   (compile handlers with tsx at each cold start instead of esbuild bundles)\n' +
+        '                    [--dashboard-port N]   (live dashboard; default 7400, any free port when taken; 0 = any)',
     );
     process.exit(0);
   }
@@ -355,6 +363,9 @@ function parseCli(argv: readonly string[]): RuntimeOptions {
       throw new UsageError(`--${flag} takes a whole number, got '${raw}'`);
     pacer[field] = n;
   }
+  const dashboardRaw = values['dashboard-port'];
+  if (dashboardRaw !== undefined && (!/^\d+$/.test(dashboardRaw) || Number(dashboardRaw) > 65_535))
+    throw new UsageError(`--dashboard-port takes a port number (0 = any free port), got '${dashboardRaw}'`);
   try {
     runtimeDescription({ pacer });
   } catch (error) {
@@ -368,6 +379,7 @@ function parseCli(argv: readonly string[]): RuntimeOptions {
     bundle: !values['no-bundle'],
     pacer,
     handlerOverrides,
+    ...(dashboardRaw === undefined ? {} : { dashboardPort: Number(dashboardRaw) }),
     log: (line) => console.log(line),
   };
 }
@@ -386,6 +398,7 @@ async function runCli(): Promise<void> {
     process.exit(64);
   }
   let runtimes: RegionRuntime[] | undefined;
+  let dashboard: Dashboard | undefined;
   let stopping: Promise<void> | undefined;
   const shutdown = (signal: string) => {
     if (stopping) {
@@ -406,6 +419,7 @@ async function runCli(): Promise<void> {
         }
         process.exit(1);
       }, 15_000);
+      await dashboard?.stop();
       await Promise.all((runtimes ?? []).map((rt) => rt.stop()));
       clearTimeout(watchdog);
       console.log('Stopped.');
@@ -437,6 +451,19 @@ async function runCli(): Promise<void> {
     process.exit(1);
   }
   console.log(describeRuntime(runtimes));
+  try {
+    dashboard = await startDashboard({
+      regions: runtimes.map((rt) => ({ region: rt.region.region, env: rt.region.clientEnv })),
+      ...(options.dashboardPort === undefined ? {} : { port: options.dashboardPort }),
+      onError: (error) => console.error(`dashboard: ${String(error)}`),
+    });
+    console.log(
+      `Dashboard: ${dashboard.url} (live charts of every region; docs/local-region.md "Dashboard")`,
+    );
+  } catch (error) {
+    // The regions work without it: say why there is no dashboard instead of failing the start.
+    console.error(`Dashboard not started: ${(error as Error).message}`);
+  }
   // Lets `paceline …` find the running local regions without pasting their env.
   const regionsFile = localRegionsFile(repoRoot);
   mkdirSync(dirname(regionsFile), { recursive: true });
