@@ -40,6 +40,9 @@ export interface CollectorOptions {
   readonly campaignsRefreshMs?: number;
 }
 
+/** Longest a dashboard round waits for one Redis command. */
+export const REDIS_COMMAND_TIMEOUT_MS = 2_000;
+
 /** Sources that quarantine records: the stream-triggered functions. */
 export const deadLetterSources: readonly string[] = Object.values(regionResources.functions)
   .filter((f) => 'source' in f && f.source !== undefined)
@@ -62,9 +65,11 @@ export class RegionCollector {
     const timeouts = { connectionTimeoutMs: 2_000, requestTimeoutMs: 5_000, maxAttempts: 1 };
     this.dynamodb = dynamoDbClient(endpoints, timeouts);
     this.ssm = ssmClient(endpoints, timeouts);
+    // A paused or unreachable Redis must fail a round, not hang it: rounds never overlap, so one
+    // command without a timeout would freeze the page for good.
     this.redis = connectRedis(redisConfigFromEnv(options.env), {
       maxRetriesPerRequest: 1,
-      redisOptions: { connectTimeout: 2_000 },
+      redisOptions: { connectTimeout: 2_000, commandTimeout: REDIS_COMMAND_TIMEOUT_MS },
     });
     // A restarting redis-server shows as an error line on the page, not as a crash.
     this.redis.on('error', () => {});

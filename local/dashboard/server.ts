@@ -50,7 +50,7 @@ export interface DashboardOptions extends HistoryOptions {
 export interface Dashboard {
   readonly url: string;
   readonly histories: ReadonlyMap<string, RegionHistory>;
-  /** Polls every region once now (tests; the timer does it every interval). */
+  /** Takes one round of samples now, after any round in progress (tests; the timer does it every interval). */
   poll(): Promise<void>;
   stop(): Promise<void>;
 }
@@ -146,9 +146,8 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
   const address = server.address() as AddressInfo;
 
   let polling: Promise<void> | undefined;
-  const poll = (): Promise<void> => {
-    // One round at a time: a slow store must not pile up overlapping rounds.
-    polling ??= (async () => {
+  const round = (): Promise<void> => {
+    polling = (async () => {
       const samples: RegionSample[] = await Promise.all(collectors.map((c) => c.collect(clock.now())));
       for (const sample of samples) {
         histories.get(sample.region)?.add(sample);
@@ -160,8 +159,10 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     });
     return polling;
   };
+  const report = (error: unknown) => options.onError?.(error);
+  // The timer skips a beat while a round is still running: a slow store must not pile up rounds.
   const timer = setInterval(() => {
-    poll().catch((error: unknown) => options.onError?.(error));
+    if (!polling) round().catch(report);
   }, options.intervalMs ?? 2_000);
   timer.unref();
   // A keep-alive comment, so proxies and browsers do not drop a quiet stream.
@@ -169,12 +170,16 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     for (const res of clients) res.write(': keep-alive\n\n');
   }, 15_000);
   heartbeat.unref();
-  void poll().catch((error: unknown) => options.onError?.(error));
+  round().catch(report);
 
   return {
     url: `http://${host}:${address.port}/`,
     histories,
-    poll,
+    async poll() {
+      // A fresh round after the one in progress, so its samples carry the clock's time now.
+      while (polling) await polling.catch(() => {});
+      await round();
+    },
     async stop() {
       clearInterval(timer);
       clearInterval(heartbeat);
