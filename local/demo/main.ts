@@ -151,6 +151,7 @@ export async function runDemo(
     if (args.durationSec !== undefined) setTimeout(resolve, args.durationSec * 1000).unref();
   });
   let lastError = '';
+  out.log(`Seeding ${args.accounts} accounts × ${args.campaignsPerAccount} campaigns and their plans…`);
   const traffic = await startDemoTraffic({
     target,
     requestsPerSec: args.requestsPerSec,

@@ -15,6 +15,7 @@ import { type DemoTraffic, startDemoTraffic } from '../../../local/demo/traffic.
 import { type RegionRuntime, startRuntime } from '../../../local/main.js';
 import { repoRoot } from '../../../local/worker/process-invoker.js';
 import { tempDir } from '../../support/tmp.js';
+import { waitFor } from '../../support/wait.js';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 // TOOLCHAIN-NOTES: the flags that make Debian's chromium run headless on these machines.
@@ -96,18 +97,6 @@ async function chartData(page: Page, chart: string): Promise<Record<string, [num
   );
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function waitFor<T>(what: string, timeoutMs: number, probe: () => Promise<T | undefined>): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(500);
-  }
-}
-
 const last = (points: readonly [number, number][]) => points[points.length - 1] as [number, number];
 
 describe('live dashboard in chromium', () => {
@@ -118,14 +107,21 @@ describe('live dashboard in chromium', () => {
     await page.goto((dashboard as Dashboard).url);
 
     // Curves with data: at least one campaign with ≥ 3 spent points and ≥ 3 target points.
-    const first = await waitFor('spend and target curves with points', 120_000, async () => {
-      const spend = await chartData(page, 'spend');
-      const campaign = Object.keys(spend)
-        .filter((s) => s.startsWith('spent/'))
-        .map((s) => s.slice('spent/'.length))
-        .find((id) => (spend[`spent/${id}`]?.length ?? 0) >= 3 && (spend[`target/${id}`]?.length ?? 0) >= 3);
-      return campaign === undefined ? undefined : { campaign, spend };
-    });
+    const first = await waitFor(
+      'spend and target curves with points',
+      120_000,
+      async () => {
+        const spend = await chartData(page, 'spend');
+        const campaign = Object.keys(spend)
+          .filter((s) => s.startsWith('spent/'))
+          .map((s) => s.slice('spent/'.length))
+          .find(
+            (id) => (spend[`spent/${id}`]?.length ?? 0) >= 3 && (spend[`target/${id}`]?.length ?? 0) >= 3,
+          );
+        return campaign === undefined ? undefined : { campaign, spend };
+      },
+      500,
+    );
     for (const chart of ['throttle', 'multiplier', 'age'] as const) {
       const data = await chartData(page, chart);
       expect(
@@ -134,25 +130,40 @@ describe('live dashboard in chromium', () => {
       ).toBe(true);
     }
 
-    // Over time: more points, later instants, and the spend of some campaign went up.
+    // Over time: later points on every curve; E(t) rises with the clock; some campaign's spend
+    // grows as track-spend books the demo's wins. Bounds are generous: on a loaded 2-core machine
+    // the consumers lag, and this test checks behaviour, not speed.
     const id = first.campaign;
-    const before = {
-      spent: last(first.spend[`spent/${id}`] ?? []),
-      target: last(first.spend[`target/${id}`] ?? []),
-    };
-    const later = await waitFor('the curves to move', 60_000, async () => {
+    const before = last(first.spend[`target/${id}`] ?? []);
+    const moved = await waitFor('the target curve to move', 120_000, async () => {
       const spend = await chartData(page, 'spend');
-      const grown = Object.keys(spend).some(
-        (s) =>
-          s.startsWith('spent/') && last(spend[s] ?? [])[1] > (first.spend[s] ? last(first.spend[s])[1] : 0),
-      );
-      const spent = spend[`spent/${id}`] ?? [];
-      return grown && spent.length >= (first.spend[`spent/${id}`]?.length ?? 0) + 3 ? spend : undefined;
+      const now = last(spend[`target/${id}`] ?? []);
+      return now[0] > before[0] &&
+        (spend[`spent/${id}`]?.length ?? 0) > (first.spend[`spent/${id}`]?.length ?? 0)
+        ? spend
+        : undefined;
     });
-    expect(last(later[`spent/${id}`] ?? [])[0]).toBeGreaterThan(before.spent[0]);
-    expect(last(later[`target/${id}`] ?? [])[0]).toBeGreaterThan(before.target[0]);
-    // E(t) of an even plan rises with time; the spend of a paced campaign never falls.
-    expect(last(later[`target/${id}`] ?? [])[1]).toBeGreaterThanOrEqual(before.target[1]);
+    expect(last(moved[`spent/${id}`] ?? [])[0]).toBeGreaterThan(last(first.spend[`spent/${id}`] ?? [])[0]);
+    expect(last(moved[`target/${id}`] ?? [])[1]).toBeGreaterThanOrEqual(before[1]);
+    await waitFor('E(t) of some campaign to rise', 120_000, async () => {
+      const spend = await chartData(page, 'spend');
+      return Object.keys(spend).some(
+        (s) => s.startsWith('target/') && new Set((spend[s] ?? []).map((p) => p[1])).size > 1,
+      )
+        ? true
+        : undefined;
+    });
+    await waitFor('the spend of some campaign to grow', 180_000, async () => {
+      const spend = await chartData(page, 'spend');
+      return Object.keys(spend).some((s) => {
+        const points = spend[s] ?? [];
+        return (
+          s.startsWith('spent/') && points.length > 1 && last(points)[1] > (points[0] as [number, number])[1]
+        );
+      })
+        ? true
+        : undefined;
+    });
 
     // Poison records from the demo reach the dead-letter table and the chart.
     await waitFor('dead letters on the chart', 60_000, async () => {
@@ -174,5 +185,5 @@ describe('live dashboard in chromium', () => {
     expect(existsSync(join(OUTPUT, `${REGION}.png`))).toBe(true);
     expect(pageErrors).toEqual([]);
     expect((traffic as DemoTraffic).stats.wins).toBeGreaterThan(0);
-  }, 300_000);
+  }, 600_000);
 });

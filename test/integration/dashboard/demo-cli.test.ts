@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalRegion, startLocalRegion } from '../../../local/region.js';
 import { repoRoot } from '../../../local/worker/process-invoker.js';
 import { BudgetRepository } from '../../../shared/budget/repository.js';
+import { waitFor } from '../../support/wait.js';
 
 let region: LocalRegion;
 
@@ -42,14 +43,6 @@ function demo(
 
 const exited = (child: ChildProcess) =>
   new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-
-async function until(what: string, timeoutMs: number, ok: () => boolean): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!ok()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 /** Records on a stream (every shard, from the start). */
 async function streamRecords(stream: string): Promise<Buffer[]> {
@@ -92,11 +85,11 @@ describe('npm run demo', () => {
       region.clientEnv,
     );
     const code = exited(d.child);
-    await until('progress lines', 60_000, () => /\d+ s: \d+ requests/.test(d.out()));
+    await waitFor('progress lines', 60_000, () => /\d+ s: \d+ requests/.test(d.out()) || undefined);
     expect(d.out().split('\n')[0]).toBe(
       `Target: local us-west-2 (dynamodb ${region.endpoints.dynamodb}, kinesis ${region.endpoints.kinesis}, redis standalone ${region.redis.nodesEnv})`,
     );
-    await until('a poison record', 30_000, () => / [1-9]\d* poison/.test(d.out()));
+    await waitFor('a poison record', 30_000, () => / [1-9]\d* poison/.test(d.out()) || undefined);
     d.child.kill('SIGINT');
     expect(await code).toBe(0);
     expect(d.out()).toMatch(/Stopping: sending the pending notices, flushing the streams…\nStopped\. /);
