@@ -68,7 +68,7 @@ beforeAll(async () => {
   });
   dashboard = await startDashboard({ regions: [{ region: REGION, env }], port: 0, intervalMs: 1_000 });
   browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
-}, 120_000);
+}, 300_000);
 
 afterAll(async () => {
   await browser?.close();
@@ -109,7 +109,7 @@ describe('live dashboard in chromium', () => {
     // Curves with data: at least one campaign with ≥ 3 spent points and ≥ 3 target points.
     const first = await waitFor(
       'spend and target curves with points',
-      120_000,
+      300_000,
       async () => {
         const spend = await chartData(page, 'spend');
         const campaign = Object.keys(spend)
