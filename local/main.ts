@@ -32,6 +32,7 @@ import {
   regionDescription,
   regionResources,
 } from '../shared/region/resources.js';
+import { type Dashboard, startDashboard } from './dashboard/server.js';
 import { PortInUseError } from './emulators/net.js';
 import { RedisServerMissingError } from './emulators/redis.js';
 import { formatSupervisionEvent, type SupervisionEvent } from './emulators/supervision.js';
@@ -85,6 +86,11 @@ export interface RuntimeOptions {
    * (`npm start` turns it on; `--no-bundle` turns it off)
    */
   readonly bundle?: boolean;
+  /**
+   * Port of the live dashboard (`npm start` only; 0 = any free port).
+   * @default DEFAULT_DASHBOARD_PORT, or any free port when it is taken
+   */
+  readonly dashboardPort?: number;
   /** Run only these functions (tests that do not need the others). @default every function */
   readonly functions?: readonly FunctionKey[];
   /**
@@ -452,6 +458,7 @@ function parseCli(argv: readonly string[]): CliOptions {
       'base-port': { type: 'string' },
       logs: { type: 'string' },
       'state-dir': { type: 'string' },
+      'dashboard-port': { type: 'string' },
       help: { type: 'boolean' },
     },
   });
@@ -465,6 +472,7 @@ function parseCli(argv: readonly string[]): CliOptions {
         `                    [--base-port N]   (stable ports: region i uses N+10i…N+10i+8; default ${DEFAULT_BASE_PORT}; 0 = free ports)\n` +
         "                    [--logs compact|full]   (console: one line per invocation (default), or every instance's output too)\n" +
         '                    [--state-dir DIR]   (env files and instance logs; default .paceline)',
+      '                    [--dashboard-port N]   (live dashboard; default 7400, any free port when taken; 0 = any)',
     );
     process.exit(0);
   }
@@ -515,6 +523,9 @@ function parseCli(argv: readonly string[]): CliOptions {
     throw new UsageError(`--logs must be 'compact' or 'full', got '${logsMode}'`);
   }
   const stateDir = resolve(values['state-dir'] ?? stateFolder(repoRoot));
+  const dashboardRaw = values['dashboard-port'];
+  if (dashboardRaw !== undefined && (!/^\d+$/.test(dashboardRaw) || Number(dashboardRaw) > 65_535))
+    throw new UsageError(`--dashboard-port takes a port number (0 = any free port), got '${dashboardRaw}'`);
   try {
     runtimeDescription({ pacer });
   } catch (error) {
@@ -532,6 +543,7 @@ function parseCli(argv: readonly string[]): CliOptions {
     ...(basePort ? { basePort } : {}),
     logs: { dir: join(stateDir, 'logs'), console: logsMode },
     envDir: stateDir,
+    ...(dashboardRaw === undefined ? {} : { dashboardPort: Number(dashboardRaw) }),
     log: (line) => console.log(line),
     alert: (line) => console.error(line),
   };
@@ -557,6 +569,7 @@ async function runCli(): Promise<void> {
     process.exit(64);
   }
   let runtimes: RegionRuntime[] | undefined;
+  let dashboard: Dashboard | undefined;
   let stopping: Promise<void> | undefined;
   const shutdown = (signal: string) => {
     if (stopping) {
@@ -577,6 +590,7 @@ async function runCli(): Promise<void> {
         }
         process.exit(1);
       }, 15_000);
+      await dashboard?.stop();
       await Promise.all((runtimes ?? []).map((rt) => rt.stop()));
       clearTimeout(watchdog);
       console.log('Stopped.');
@@ -630,6 +644,19 @@ async function runCli(): Promise<void> {
       } catch {}
     }
   });
+  try {
+    dashboard = await startDashboard({
+      regions: runtimes.map((rt) => ({ region: rt.region.region, env: rt.region.clientEnv })),
+      ...(options.dashboardPort === undefined ? {} : { port: options.dashboardPort }),
+      onError: (error) => console.error(`dashboard: ${String(error)}`),
+    });
+    console.log(
+      `Dashboard: ${dashboard.url} (live charts of every region; docs/local-region.md "Dashboard")`,
+    );
+  } catch (error) {
+    // The regions work without it: say why there is no dashboard instead of failing the start.
+    console.error(`Dashboard not started: ${(error as Error).message}`);
+  }
   // Lets `paceline …` find the running local regions without pasting their env.
   const regionsFile = localRegionsFile(repoRoot);
   mkdirSync(dirname(regionsFile), { recursive: true });

@@ -1,0 +1,198 @@
+/**
+ * `npm run demo`: seeds demo accounts, campaigns and plans into a running local region and drives
+ * continuous traffic into it (bids through the budget guard, wins, losses, impressions, clicks,
+ * an occasional poison record) until Ctrl-C. The target comes from the environment `npm start`
+ * prints for each region; the demo never runs against AWS.
+ */
+import { pathToFileURL } from 'node:url';
+import { parseArgs } from 'node:util';
+import { EXIT } from '../../cli/common.js';
+import { DemoTargetError, demoTargetFromEnv, describeDemoTarget } from './target.js';
+import { type DemoStats, startDemoTraffic } from './traffic.js';
+
+/** What the command line chose. */
+export interface DemoArgs {
+  readonly help: boolean;
+  readonly requestsPerSec: number;
+  readonly poisonEverySec: number;
+  readonly accounts: number;
+  readonly campaignsPerAccount: number;
+  readonly winRate: number;
+  /** Stop after this many seconds; undefined = until Ctrl-C. */
+  readonly durationSec: number | undefined;
+  readonly seed: number | undefined;
+  /** Seconds between progress lines. */
+  readonly reportEverySec: number;
+}
+
+/** Wrong command line: exit 2, one line. */
+export class DemoUsageError extends Error {
+  override readonly name = 'DemoUsageError';
+}
+
+export const DEMO_HELP = `Usage: npm run demo -- [options]
+
+Seeds demo accounts, campaigns and budget plans into a running local region and drives traffic
+into it until Ctrl-C: bid requests paced by the published parameters and the budget guard, bids,
+wins and losses on the spend stream, impressions and clicks on the actions stream, and one
+poison record now and then (it lands in the dead-letter table).
+
+Target: the local region named by the environment \`npm start\` prints ("Client env") — e.g.
+  source .paceline/us-east-1.env && npm run demo
+The demo refuses to run without a local endpoint: it never reaches AWS.
+
+Options:
+  --rate N            bid requests per second, all campaigns together (default 100)
+  --win-rate P        share of bids that win, 0..1 (default 0.3)
+  --poison-every S    one malformed record every S seconds; 0 = none (default 30)
+  --accounts N        demo accounts (default 3)
+  --campaigns N       campaigns per account (default 3)
+  --duration S        stop after S seconds (default: run until Ctrl-C)
+  --seed N            seed of the traffic's randomness (default: random)
+  --report-every S    seconds between progress lines (default 5)
+  --help              this text
+
+Exit codes: 0 ok (stopped by Ctrl-C or --duration), 1 unexpected failure, 2 usage or no local target.`;
+
+function number(
+  flag: string,
+  raw: string | undefined,
+  fallback: number,
+  min: number,
+  max: number,
+  whole = true,
+): number {
+  if (raw === undefined) return fallback;
+  const n = Number(raw);
+  if (raw.trim() === '' || !Number.isFinite(n) || n < min || n > max || (whole && !Number.isInteger(n))) {
+    throw new DemoUsageError(
+      `--${flag} takes ${whole ? 'a whole number' : 'a number'} from ${min} to ${max}, got '${raw}'`,
+    );
+  }
+  return n;
+}
+
+/** Parses the demo's command line; throws {@link DemoUsageError}. */
+export function parseDemoArgs(argv: readonly string[]): DemoArgs {
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({
+      args: [...argv],
+      options: {
+        rate: { type: 'string' },
+        'win-rate': { type: 'string' },
+        'poison-every': { type: 'string' },
+        accounts: { type: 'string' },
+        campaigns: { type: 'string' },
+        duration: { type: 'string' },
+        seed: { type: 'string' },
+        'report-every': { type: 'string' },
+        help: { type: 'boolean' },
+      },
+    }));
+  } catch (error) {
+    throw new DemoUsageError(`${(error as Error).message} (see --help)`);
+  }
+  const s = (k: string) => values[k] as string | undefined;
+  return {
+    help: values.help === true,
+    requestsPerSec: number('rate', s('rate'), 100, 0, 100_000, false),
+    winRate: number('win-rate', s('win-rate'), 0.3, 0, 1, false),
+    poisonEverySec: number('poison-every', s('poison-every'), 30, 0, 86_400, false),
+    accounts: number('accounts', s('accounts'), 3, 1, 1_000),
+    campaignsPerAccount: number('campaigns', s('campaigns'), 3, 1, 100),
+    durationSec:
+      s('duration') === undefined ? undefined : number('duration', s('duration'), 0, 1, 31_536_000, false),
+    seed: s('seed') === undefined ? undefined : number('seed', s('seed'), 0, 0, 2 ** 32 - 1),
+    reportEverySec: number('report-every', s('report-every'), 5, 1, 3_600, false),
+  };
+}
+
+/** One progress line. */
+export function formatStats(s: Readonly<DemoStats>, elapsedSec: number): string {
+  return (
+    `${elapsedSec.toFixed(0)} s: ${s.requests} requests, ${s.bids} bids (${s.throttled} throttled, ${s.noBudget} no budget), ` +
+    `${s.wins} wins $${(s.spentMicros / 1e6).toFixed(2)}, ${s.losses} losses, ${s.clicks} clicks, ${s.poison} poison` +
+    (s.putErrors > 0 ? `, ${s.putErrors} records not put` : '')
+  );
+}
+
+/** Runs the demo; resolves with the exit code. */
+export async function runDemo(
+  argv: readonly string[],
+  env: Readonly<Record<string, string | undefined>>,
+  out: { log(line: string): void; error(line: string): void } = console,
+): Promise<number> {
+  let args: DemoArgs;
+  let target: ReturnType<typeof demoTargetFromEnv>;
+  try {
+    args = parseDemoArgs(argv);
+    if (args.help) {
+      out.log(DEMO_HELP);
+      return EXIT.ok;
+    }
+    target = demoTargetFromEnv(env);
+  } catch (error) {
+    if (error instanceof DemoUsageError || error instanceof DemoTargetError) {
+      out.error(error.message);
+      return EXIT.usage;
+    }
+    throw error;
+  }
+  out.log(describeDemoTarget(target));
+  // Listening from the start: a Ctrl-C during seeding stops cleanly too. `on`, not `once`: Ctrl-C
+  // reaches this process twice (from the terminal and relayed by npm/tsx), and a second SIGINT
+  // without a listener would kill it mid-flush.
+  const signals = ['SIGINT', 'SIGTERM'] as const;
+  let onSignal = () => {};
+  const stopRequested = new Promise<void>((resolve) => {
+    onSignal = () => resolve();
+    for (const s of signals) process.on(s, onSignal);
+    if (args.durationSec !== undefined) setTimeout(resolve, args.durationSec * 1000).unref();
+  });
+  let lastError = '';
+  out.log(`Seeding ${args.accounts} accounts × ${args.campaignsPerAccount} campaigns and their plans…`);
+  const traffic = await startDemoTraffic({
+    target,
+    requestsPerSec: args.requestsPerSec,
+    poisonEverySec: args.poisonEverySec,
+    accounts: args.accounts,
+    campaignsPerAccount: args.campaignsPerAccount,
+    auction: { winRate: args.winRate },
+    ...(args.seed === undefined ? {} : { seed: args.seed }),
+    onError: (error) => {
+      // One line per distinct failure: a region that went away must not flood the terminal.
+      const line = `demo: ${(error as Error).message ?? String(error)}`;
+      if (line !== lastError) out.error(line);
+      lastError = line;
+    },
+  });
+  out.log(
+    `Seeded ${traffic.campaigns.length} campaigns (${traffic.campaigns.map((c) => c.campaignId).join(', ')}); ` +
+      `${args.requestsPerSec} requests/s${args.durationSec === undefined ? ' until Ctrl-C' : ` for ${args.durationSec} s`}.`,
+  );
+  const started = Date.now();
+  const report = setInterval(
+    () => out.log(formatStats(traffic.stats, (Date.now() - started) / 1000)),
+    args.reportEverySec * 1000,
+  );
+  await stopRequested;
+  clearInterval(report);
+  out.log('Stopping: sending the pending notices, flushing the streams…');
+  await traffic.stop();
+  out.log(`Stopped. ${formatStats(traffic.stats, (Date.now() - started) / 1000)}`);
+  for (const s of signals) process.off(s, onSignal);
+  return EXIT.ok;
+}
+
+const invokedDirectly =
+  process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href;
+if (invokedDirectly) {
+  runDemo(process.argv.slice(2), process.env).then(
+    (code) => process.exit(code),
+    (error: unknown) => {
+      console.error(`demo failed: ${(error as Error).message ?? String(error)}`);
+      process.exit(EXIT.failure);
+    },
+  );
+}

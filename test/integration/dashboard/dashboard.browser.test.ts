@@ -1,0 +1,189 @@
+/**
+ * The live dashboard in a real browser (Debian's chromium through playwright-core), against a
+ * running local region: the `npm start` runtime (pacer, track-spend, ingest-actions as OS
+ * processes, on a scaled-down minute), the dashboard server on its stores, and the demo's
+ * traffic driver (`startDemoTraffic`, what `npm run demo` runs). The page must show curves with
+ * data points that change over time; a screenshot is saved under `test-output/dashboard/`.
+ */
+import { existsSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { type Browser, chromium, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Dashboard, startDashboard } from '../../../local/dashboard/server.js';
+import { demoTargetFromEnv } from '../../../local/demo/target.js';
+import { type DemoTraffic, startDemoTraffic } from '../../../local/demo/traffic.js';
+import { type RegionRuntime, startRuntime } from '../../../local/main.js';
+import { repoRoot } from '../../../local/worker/process-invoker.js';
+import { tempDir } from '../../support/tmp.js';
+import { waitFor } from '../../support/wait.js';
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+// TOOLCHAIN-NOTES: the flags that make Debian's chromium run headless on these machines.
+const CHROMIUM_ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--no-first-run',
+  '--disable-quic',
+];
+const REGION = 'us-east-1';
+const OUTPUT = join(repoRoot, 'test-output', 'dashboard');
+
+let runtime: RegionRuntime | undefined;
+let traffic: DemoTraffic | undefined;
+let dashboard: Dashboard | undefined;
+let browser: Browser | undefined;
+
+beforeAll(async () => {
+  if (!existsSync(CHROMIUM)) {
+    throw new Error(
+      `${CHROMIUM} not found: apt-get install -y chromium (.ci/run does), or set CHROMIUM_PATH.`,
+    );
+  }
+  [runtime] = (await startRuntime({
+    regions: [REGION],
+    redisMode: 'standalone',
+    stateDir: tempDir('paceline-dashboard-'),
+    functions: ['pacer', 'trackSpend', 'ingestActions'],
+    bundle: true,
+    // 2 s ticks in 12 s "minutes": the first publish within seconds, not a minute.
+    msPerMinute: 12_000,
+    pacer: { shards: 2, instancesPerShard: 1, tickMs: 2_000, leaseTtlMs: 5_000 },
+    functionOutput: 'ignore',
+    extraEnv: { pacer: { POWERTOOLS_METRICS_DISABLED: 'true' } },
+  })) as [RegionRuntime];
+  await runtime.bundled;
+  const env = runtime.region.clientEnv;
+  traffic = await startDemoTraffic({
+    target: demoTargetFromEnv(env),
+    accounts: 2,
+    campaignsPerAccount: 2,
+    requestsPerSec: 40,
+    poisonEverySec: 3,
+    tickMs: 2_000,
+    seed: 10,
+  });
+  dashboard = await startDashboard({ regions: [{ region: REGION, env }], port: 0, intervalMs: 1_000 });
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
+}, 300_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await dashboard?.stop();
+  await traffic?.stop();
+  await runtime?.stop();
+});
+
+/**
+ * Per dataset of a chart: its series name and [x, y] points, read from the Chart.js instances
+ * (`spend` merges every campaign's own spend chart).
+ */
+async function chartData(page: Page, chart: string): Promise<Record<string, [number, number][]>> {
+  return page.evaluate(
+    ([region, key]) => {
+      type ChartLike = { data: { datasets: { series: string; data: { x: number; y: number }[] }[] } };
+      const charts = (globalThis as unknown as { pacelineCharts?: Map<string, ChartLike> }).pacelineCharts;
+      const out: Record<string, [number, number][]> = {};
+      for (const [name, c] of charts ?? []) {
+        if (name !== `${region}/${key}` && !name.startsWith(`${region}/${key}:`)) continue;
+        for (const d of c.data.datasets) out[d.series] = d.data.map((p) => [p.x, p.y]);
+      }
+      return out;
+    },
+    [REGION, chart] as const,
+  );
+}
+
+const last = (points: readonly [number, number][]) => points[points.length - 1] as [number, number];
+
+describe('live dashboard in chromium', () => {
+  it('shows spend vs target, throttle, multiplier, parameter age and dead letters that change over time', async () => {
+    const page = await (browser as Browser).newPage({ viewport: { width: 1400, height: 1500 } });
+    const pageErrors: string[] = [];
+    page.on('pageerror', (e) => pageErrors.push(e.message));
+    await page.goto((dashboard as Dashboard).url);
+
+    // Curves with data: at least one campaign with ≥ 3 spent points and ≥ 3 target points.
+    const first = await waitFor(
+      'spend and target curves with points',
+      300_000,
+      async () => {
+        const spend = await chartData(page, 'spend');
+        const campaign = Object.keys(spend)
+          .filter((s) => s.startsWith('spent/'))
+          .map((s) => s.slice('spent/'.length))
+          .find(
+            (id) => (spend[`spent/${id}`]?.length ?? 0) >= 3 && (spend[`target/${id}`]?.length ?? 0) >= 3,
+          );
+        return campaign === undefined ? undefined : { campaign, spend };
+      },
+      500,
+    );
+    for (const chart of ['throttle', 'multiplier', 'age'] as const) {
+      const data = await chartData(page, chart);
+      expect(
+        Object.values(data).some((points) => points.length > 0),
+        `${chart} has points`,
+      ).toBe(true);
+    }
+
+    // Over time: later points on every curve; E(t) rises with the clock; some campaign's spend
+    // grows as track-spend books the demo's wins. Bounds are generous: on a loaded 2-core machine
+    // the consumers lag, and this test checks behaviour, not speed.
+    const id = first.campaign;
+    const before = last(first.spend[`target/${id}`] ?? []);
+    const moved = await waitFor('the target curve to move', 120_000, async () => {
+      const spend = await chartData(page, 'spend');
+      const now = last(spend[`target/${id}`] ?? []);
+      return now[0] > before[0] &&
+        (spend[`spent/${id}`]?.length ?? 0) > (first.spend[`spent/${id}`]?.length ?? 0)
+        ? spend
+        : undefined;
+    });
+    expect(last(moved[`spent/${id}`] ?? [])[0]).toBeGreaterThan(last(first.spend[`spent/${id}`] ?? [])[0]);
+    expect(last(moved[`target/${id}`] ?? [])[1]).toBeGreaterThanOrEqual(before[1]);
+    await waitFor('E(t) of some campaign to rise', 120_000, async () => {
+      const spend = await chartData(page, 'spend');
+      return Object.keys(spend).some(
+        (s) => s.startsWith('target/') && new Set((spend[s] ?? []).map((p) => p[1])).size > 1,
+      )
+        ? true
+        : undefined;
+    });
+    await waitFor('the spend of some campaign to grow', 180_000, async () => {
+      const spend = await chartData(page, 'spend');
+      return Object.keys(spend).some((s) => {
+        const points = spend[s] ?? [];
+        return (
+          s.startsWith('spent/') && points.length > 1 && last(points)[1] > (points[0] as [number, number])[1]
+        );
+      })
+        ? true
+        : undefined;
+    });
+
+    // Poison records from the demo reach the dead-letter table and the chart.
+    await waitFor('dead letters on the chart', 60_000, async () => {
+      const data = await chartData(page, 'deadLetters');
+      return Object.values(data).some((points) => points.length > 0 && last(points)[1] > 0)
+        ? true
+        : undefined;
+    });
+    // The leader table names a leader for every shard.
+    await waitFor('a leader per shard', 30_000, async () => {
+      const leaders = await page.$$eval(`#shards-${REGION} tr td:nth-child(2)`, (tds) =>
+        tds.map((t) => t.textContent),
+      );
+      return leaders.length === 2 && leaders.every((l) => l !== 'none') ? true : undefined;
+    });
+
+    mkdirSync(OUTPUT, { recursive: true });
+    await page.screenshot({ path: join(OUTPUT, `${REGION}.png`), fullPage: true });
+    expect(existsSync(join(OUTPUT, `${REGION}.png`))).toBe(true);
+    expect(pageErrors).toEqual([]);
+    expect((traffic as DemoTraffic).stats.wins).toBeGreaterThan(0);
+  }, 600_000);
+});
