@@ -150,11 +150,11 @@ function switchCommand(kind: 'failover' | 'failback'): SwitchCommand {
   new version is the fence generation that outranks A's pacers). --wait watches A's cache until every
   pacer shard was claimed at that generation. --json prints one object:
   {"region":"us-east-1","publisherRegion":"us-west-2","previous":"us-east-1","generation":3,"changed":true}
-  Exit codes: 0 done, 1 internal error, 2 usage error / no target, 3 SSM or Redis unreachable, 4 not confirmed within --wait.`
+  Exit codes: 0 done, 1 internal error, 2 usage error / no target, 4 not confirmed within --wait, 6 SSM or Redis unreachable.`
       : `usage: paceline failback --region A [--wait <s>] [--json] [--aws]
   Gives region A's cache back to A's own pacer: sets /paceline/A/publisher-region to A (a new
   generation: A's claims outrank the peer's from the first tick A's pacers read it). --wait and --json
-  as for failover. Exit codes: 0 done, 1 internal error, 2 usage error / no target, 3 unreachable, 4 not confirmed.`;
+  as for failover. Exit codes: 0 done, 1 internal error, 2 usage error / no target, 4 not confirmed, 6 unreachable.`;
   return {
     summary:
       kind === 'failover'

@@ -46,6 +46,11 @@ export interface RunningRedis {
   stop(): Promise<void>;
   /** Restarts node `index` empty (as an ElastiCache failover without persistence would). */
   restart(index?: number): Promise<void>;
+  /**
+   * Fault injection: node `index` goes down (SIGKILL) and stays down — the supervisor does not
+   * revive it — until {@link restart} brings it back empty. For tests of an outage that lasts.
+   */
+  down(index?: number): Promise<void>;
   /** Unexpected exits seen so far (each was followed by a restart attempt). */
   readonly unexpectedExits: number;
 }
@@ -247,6 +252,14 @@ export async function startRedis(options: StartRedisOptions = {}): Promise<Runni
       stopped = true;
       await Promise.all(nodes.map((n) => stopProc(n.proc)));
       if (!persistent) rmSync(dir, { recursive: true, force: true });
+    },
+    async down(index = 0) {
+      const node = nodes[index];
+      if (!node) throw new Error(`no node ${index}`);
+      node.expectedExit = true;
+      const exited = new Promise<void>((resolve) => node.proc.once('exit', () => resolve()));
+      node.proc.kill('SIGKILL');
+      await exited;
     },
     async restart(index = 0) {
       if (mode === 'cluster') throw new Error('restart() is implemented for standalone Redis only');

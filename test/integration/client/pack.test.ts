@@ -84,12 +84,12 @@ describe('the packed package in a scratch project', () => {
     expect(files).toContain('dist/client/index.js');
     expect(files).toContain('dist/client/index.d.ts');
     // Only the built package: no sources, tests, CDK app or local runtime in the tarball (npm always
-    // adds the `bin` file; the operator CLI is meant to be run from a checkout: docs/client.md).
+    // adds the `bin` file and the LICENSE; the operator CLI is meant to be run from a checkout: docs/client.md).
     expect(
       files.filter(
         (f) =>
           !f.startsWith('dist/') &&
-          !['package.json', 'README.md', 'docs/client.md', 'cli/paceline.mjs'].includes(f),
+          !['package.json', 'README.md', 'LICENSE', 'docs/client.md', 'cli/paceline.mjs'].includes(f),
       ),
     ).toEqual([]);
     const tarball = join(packDir, readdirSync(packDir).find((f) => f.endsWith('.tgz')) as string);

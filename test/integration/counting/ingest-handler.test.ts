@@ -119,8 +119,8 @@ describe('ingest-actions handler', () => {
 
   it('fails the batch while Redis is down and counts it exactly once on the retry', async () => {
     const records = Array.from({ length: 5 }, (_, i) => kinesisRecord(event('99', i)));
-    const pid = region.redis.pids[0] as number;
-    process.kill(pid, 'SIGKILL');
+    // An outage that lasts (the supervisor of the local region would otherwise revive it at once).
+    await region.redis.down(0);
     // All records fail: the batch handler throws (or reports every record) so Lambda retries.
     const outcome = await handler({ Records: records }, context).then(
       (r) => r.batchItemFailures.length,

@@ -83,6 +83,6 @@ describe('paceline status against an unreachable store', () => {
     expect(await main(['status'], io)).toBe(EXIT.unreachable);
     expect(out[0]).toMatch(/^Target: local us-east-1/);
     expect(err).toHaveLength(1);
-    expect(err[0]).toMatch(/could not read a store/);
+    expect(err[0]).toMatch(/could not reach a store/);
   }, 30_000);
 });

@@ -112,7 +112,7 @@ describe('paceline failover / failback', () => {
     expect(after?.publisher.startsWith(`${REGION_A}/`)).toBe(true);
   }, 90_000);
 
-  it('exits 2 on usage errors and without a target, 3 when SSM is unreachable, 4 when not confirmed in time', async () => {
+  it('exits 2 on usage errors and without a target, 6 when SSM is unreachable, 4 when not confirmed in time', async () => {
     expect((await cli(['failover', '--region', REGION_A], envA())).code).toBe(2);
     expect((await cli(['failover', '--region', REGION_A, '--to', REGION_A], envA())).code).toBe(2);
     expect((await cli(['failover', '--region', 'not a region', '--to', REGION_B], envA())).code).toBe(2);
@@ -125,8 +125,8 @@ describe('paceline failover / failback', () => {
       ...envA(),
       AWS_ENDPOINT_URL_SSM: 'http://127.0.0.1:9',
     });
-    expect(down.code).toBe(3);
-    expect(down.err.at(-1)).toMatch(/^paceline failback: could not read a store: /);
+    expect(down.code).toBe(6); // EXIT.unreachable
+    expect(down.err.at(-1)).toMatch(/^paceline failback: could not reach a store: /);
     // A region whose pacers do not run (B's cache, no shard claims B's own switch anew): not confirmed.
     running = false;
     await ticking;
