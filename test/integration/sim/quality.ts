@@ -44,11 +44,11 @@ export function qualityBounds(
     const a = json.strategies.asap;
     if (!p || !a) throw new Error('both strategies must have run');
     expect(p.fillableCampaignDays).toBeGreaterThan(0);
-    expect(p.utilisationMinFillable).toBeGreaterThanOrEqual(0.98);
+    expect(p.utilisationMinFillable).toBeGreaterThanOrEqual(bounds.utilisationMin);
     expect(p.campaignsUnder95Fillable).toBe(0);
     expect(p.overspendMax).toBeLessThanOrEqual(0.005);
     expect(p.campaignsOverBudget).toBe(0);
-    expect(p.deviationMax).toBeLessThanOrEqual(0.05);
+    expect(p.deviationMax).toBeLessThanOrEqual(bounds.deviationMax);
     expect(p.costPerImpression).toBeLessThan(a.costPerImpression);
     expect(a.overspendMax).toBeLessThanOrEqual(0.005);
   });
