@@ -8,6 +8,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 import { type SimJson, summarise } from './report.js';
 import type { StrategyRun } from './runner.js';
 
@@ -23,7 +24,8 @@ const COLORS: Record<string, string> = {
 
 function chartJs(): string {
   const require = createRequire(import.meta.url);
-  return readFileSync(require.resolve('chart.js/dist/chart.umd.js'), 'utf8');
+  // The package exports no subpath for its UMD build: find it beside the main entry (dist/).
+  return readFileSync(join(dirname(require.resolve('chart.js')), 'chart.umd.js'), 'utf8');
 }
 
 function histogram(values: readonly number[], edges: readonly number[]): number[] {

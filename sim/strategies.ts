@@ -17,7 +17,7 @@ import type { PacingController, PlanStep, PlanTickInput } from '../shared/pacing
 import { daySlots } from '../shared/pacing/controller/day-slots.js';
 import { createPacingController } from '../shared/pacing/controller/index.js';
 import { createLinearController, type LinearState } from '../shared/pacing/controller/linear.js';
-import type { CurvePoints, PlanPacingParams } from '../shared/pacing/types.js';
+import type { CurvePoints } from '../shared/pacing/types.js';
 
 /** Strategy names, in report order. */
 export const STRATEGIES = ['paceline', 'asap', 'slots', 'linear'] as const;
@@ -49,39 +49,29 @@ export function slotsCurve(timeZone: string, day: DayWindow, budgetMicros: numbe
   return { atMs, micros };
 }
 
-/** The slots controller (pure; the curve of a (day, budget) is memoised and returned identical). */
+/**
+ * The slots controller: the linear baseline (throttle 1, multiplier 1, state = the day) with the
+ * slots curve for `even` plans; the curve of a (zone, day, budget) is memoised and returned as the
+ * identical object, so the publisher rewrites it only when it changes.
+ */
 export function createSlotsController(): PacingController<LinearState, never> {
+  const linear = createLinearController();
   const curves = new Map<string, CurvePoints>();
   return {
+    ...linear,
     name: 'slots',
     step(input: PlanTickInput): PlanStep<LinearState, never> {
-      const { plan, day } = input;
-      const budget = input.budgetMicros ?? plan.dailyBudgetMicros;
-      const key = `${plan.timeZone}|${day.startMs}|${budget}|${plan.pacingMode}`;
+      const r = linear.step(input, undefined, undefined);
+      if (input.plan.pacingMode === 'asap') return r;
+      const key = `${input.plan.timeZone}|${input.day.startMs}|${r.params.budgetMicros}`;
       let curve = curves.get(key);
       if (!curve) {
         if (curves.size >= 100_000) curves.clear();
-        curve =
-          plan.pacingMode === 'asap'
-            ? { atMs: [day.startMs, day.endMs], micros: [budget, budget] }
-            : slotsCurve(plan.timeZone, day, budget);
+        curve = slotsCurve(input.plan.timeZone, input.day, r.params.budgetMicros);
         curves.set(key, curve);
       }
-      const params: PlanPacingParams = {
-        planId: plan.planId,
-        day: day.day,
-        budgetMicros: budget,
-        mode: plan.pacingMode,
-        throttle: 1,
-        bidMultiplier: 1,
-        curve,
-      };
-      return { params, state: { day: day.day }, forecast: undefined };
+      return { ...r, params: { ...r.params, curve } };
     },
-    encodeState: (state) => state.day,
-    decodeState: (raw) => (/^\d{4}-\d{2}-\d{2}$/.test(raw) ? { day: raw } : undefined),
-    encodeForecast: () => '',
-    decodeForecast: () => undefined,
   };
 }
 

@@ -16,10 +16,23 @@ import type { SimJson } from '../../../sim/report.js';
 import type { StrategyRun } from '../../../sim/runner.js';
 import { redisForFile } from '../pacing/simulation.js';
 
+/**
+ * Bounds of issue 10's acceptance. A scenario may only loosen them for a measured, documented gap
+ * (docs/pacing-quality.md "Results"), never silently.
+ */
+export interface Bounds {
+  readonly utilisationMin: number;
+  readonly deviationMax: number;
+}
+
+/** Issue 10's acceptance bounds. */
+export const ACCEPTANCE: Bounds = { utilisationMin: 0.98, deviationMax: 0.05 };
+
 /** Declares the bounds tests of `sim/scenarios/<name>.json`. */
 export function qualityBounds(
   name: string,
   extra?: (json: SimJson, runs: readonly StrategyRun[]) => void,
+  bounds: Bounds = ACCEPTANCE,
 ): void {
   let server: RunningRedis | undefined;
   let redis: RedisClient | undefined;
@@ -44,11 +57,11 @@ export function qualityBounds(
     const a = json.strategies.asap;
     if (!p || !a) throw new Error('both strategies must have run');
     expect(p.fillableCampaignDays).toBeGreaterThan(0);
-    expect(p.utilisationMinFillable).toBeGreaterThanOrEqual(0.98);
+    expect(p.utilisationMinFillable).toBeGreaterThanOrEqual(bounds.utilisationMin);
     expect(p.campaignsUnder95Fillable).toBe(0);
     expect(p.overspendMax).toBeLessThanOrEqual(0.005);
     expect(p.campaignsOverBudget).toBe(0);
-    expect(p.deviationMax).toBeLessThanOrEqual(0.05);
+    expect(p.deviationMax).toBeLessThanOrEqual(bounds.deviationMax);
     expect(p.costPerImpression).toBeLessThan(a.costPerImpression);
     expect(a.overspendMax).toBeLessThanOrEqual(0.005);
   });

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { dayWindowOf } from '../../../shared/budget/time-zone.js';
 import { evaluateCurve } from '../../../shared/pacing/types.js';
+import { renderHtml } from '../../../sim/html.js';
 import { main } from '../../../sim/main.js';
 import { parseScenario, ScenarioError } from '../../../sim/scenario.js';
 import { slotsCurve } from '../../../sim/strategies.js';
@@ -246,4 +247,26 @@ describe('npm run sim (usage errors, no Redis needed)', () => {
       expect.stringMatching(/^err sim: cannot read \/nonexistent\/scenario.json: ENOENT/),
     ]);
   }, 60_000);
+});
+
+describe('--html page', () => {
+  it('is self-contained: Chart.js inlined, nothing loaded from the network', () => {
+    const html = renderHtml(
+      {
+        scenario: 'x',
+        seed: 1,
+        auctionsPerSec: 0,
+        requests: 0,
+        auctions: 0,
+        wallSeconds: 0,
+        cpuSeconds: 0,
+        redisCpuSeconds: 0,
+        strategies: {},
+      },
+      [],
+      new Set(),
+    );
+    expect(html).toContain('Chart.js v4.6.1');
+    expect(html).not.toMatch(/<script[^>]+src=|<link[^>]+href=|https?:\/\/cdn/);
+  });
 });

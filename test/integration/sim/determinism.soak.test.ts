@@ -1,8 +1,8 @@
 /**
  * The simulator is deterministic for a seed: the same scenario and seed give the same outcome,
  * bit for bit (every plan-day's spend, impressions, deviations, the request stream), through a
- * leader kill, a Redis restart and a region flip; another seed gives another market. Runs six
- * simulated hours of a small scenario (the full days are the soak tier's).
+ * leader kill, a Redis restart and a region flip; another seed gives another market. Runs four
+ * simulated hours of a small scenario, three times (soak tier: each run keeps a core busy).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningRedis } from '../../../local/emulators/redis.js';
@@ -42,12 +42,12 @@ const scenario = parseScenario({
   ],
   faults: [
     { kind: 'leader-killed', at: '2026-03-04T01:00:00-05:00' },
-    { kind: 'redis-restarted', at: '2026-03-04T02:30:00-05:00' },
-    { kind: 'notices-stalled', from: '2026-03-04T03:00:00-05:00', to: '2026-03-04T03:02:00-05:00' },
-    { kind: 'region-flipped', at: '2026-03-04T04:00:00-05:00' },
+    { kind: 'redis-restarted', at: '2026-03-04T02:00:00-05:00' },
+    { kind: 'notices-stalled', from: '2026-03-04T02:30:00-05:00', to: '2026-03-04T02:32:00-05:00' },
+    { kind: 'region-flipped', at: '2026-03-04T03:00:00-05:00' },
   ],
 });
-const UNTIL = scenario.startMs + 6 * 3_600_000;
+const UNTIL = scenario.startMs + 4 * 3_600_000;
 
 let server: RunningRedis | undefined;
 let redis: RedisClient | undefined;
@@ -83,8 +83,8 @@ describe('simulator determinism', () => {
   it('the same seed gives the same outcome through faults; another seed another one', async () => {
     const a = await run(7);
     const b = await run(7);
-    expect(a.requests).toBeGreaterThan(10_000);
-    expect(a.bids).toBeGreaterThan(1_000);
+    expect(a.requests).toBeGreaterThan(5_000);
+    expect(a.bids).toBeGreaterThan(500);
     expect(a.faults).toHaveLength(4);
     expect(a.errors).toEqual([]);
     expect(a.stateReloads).toBeGreaterThanOrEqual(2);
@@ -93,5 +93,5 @@ describe('simulator determinism', () => {
     expect(outcome(b)).toEqual(outcome(a));
     const c = await run(8);
     expect(c.requests).not.toBe(a.requests);
-  }, 600_000);
+  }, 1_800_000);
 });
