@@ -40,6 +40,20 @@ export default defineConfig({
         },
       },
       {
+        // The simulator's pacing-quality runs (issue 10): every strategy over a shipped scenario's
+        // days, several minutes of CPU each. Not part of `npm test` (hours on this machine, and
+        // issue 10's bounds do not hold on every scenario yet: docs/pacing-quality.md); run with
+        // `npm run test:quality`.
+        test: {
+          name: 'quality',
+          include: ['test/integration/**/*.quality.test.ts'],
+          environment: 'node',
+          testTimeout: 3_600_000,
+          hookTimeout: 3_600_000,
+          fileParallelism: false,
+        },
+      },
+      {
         test: {
           name: 'synth',
           include: ['test/synth/**/*.test.ts'],
