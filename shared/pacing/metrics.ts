@@ -6,7 +6,7 @@
  * {service, shard, instance} (per-instance dashboards).
  */
 import { type Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
-import type { TickOutcome } from './pacer.js';
+import type { TickOutcome, TOP_CAMPAIGNS_REPORTED } from './pacer.js';
 
 /** Metric names (the stack's alarms refer to these). */
 export const pacerMetricNames = {
@@ -27,7 +27,8 @@ export const pacerMetricNames = {
 /**
  * Per-campaign spend and target E(t), dimensions {service, campaign}: what the regional
  * dashboard's "spend vs target, top campaigns" widget queries (Metrics Insights, top K by
- * spend). Contract only for now: the pacer does not emit them yet (docs/operations.md).
+ * spend). The publishing instance emits them every tick for the shard's
+ * {@link TOP_CAMPAIGNS_REPORTED} largest campaign plans (bounded: never one series per campaign).
  */
 export const spendTargetMetricNames = {
   spend: 'CampaignSpendMicros',
@@ -64,6 +65,12 @@ export function recordTick(
   metrics.addMetric(n.budgetRefreshFailures, MetricUnit.Count, outcome.budgets.ok ? 0 : 1);
   metrics.addMetric(n.controlStale, MetricUnit.Count, outcome.controlFresh ? 0 : 1);
   metrics.publishStoredMetrics();
+  for (const c of outcome.topCampaigns ?? []) {
+    metrics.addDimensions({ campaign: c.campaignId });
+    metrics.addMetric(spendTargetMetricNames.spend, MetricUnit.Count, c.spendMicros);
+    metrics.addMetric(spendTargetMetricNames.target, MetricUnit.Count, c.targetMicros);
+    metrics.publishStoredMetrics();
+  }
 }
 
 /** Records ticks skipped after an invocation's last tick (no tick record to carry them). */

@@ -31,7 +31,7 @@ import type { LeaseView } from './lease.js';
 import { type CampaignWrite, type ClaimOutcome, type PublishOutcome, ShardPublisher } from './publisher.js';
 import type { RegionSharing } from './regions/region-shares.js';
 import type { SpendSource } from './spend-source.js';
-import type { CurvePoints, PlanPacingParams, PlanSpendSnapshot } from './types.js';
+import { type CurvePoints, evaluateCurve, type PlanPacingParams, type PlanSpendSnapshot } from './types.js';
 
 /** The lease as the pacer uses it (ShardLease). */
 export interface LeaseHandle {
@@ -127,6 +127,11 @@ export interface TickOutcome {
   readonly sharing?: { readonly loaded: boolean; readonly written?: boolean; readonly error?: string };
   /** Age of the shard's last claim at the end of the tick, ms (stale-parameter alarm). */
   readonly paramsAgeMs?: number;
+  /**
+   * The shard's largest campaign plans (by daily budget) with their spend and target E(t) at the
+   * tick, when this instance published: the regional dashboard's "spend vs target" series.
+   */
+  readonly topCampaigns?: readonly CampaignSpendPoint[];
   /** Where the tick's time went, ms: inputs (SSM, lease, budgets), claim + spend read, controller, publish. */
   readonly phasesMs?: {
     readonly inputs: number;
@@ -180,6 +185,52 @@ const SNAPSHOT_META = '~meta';
 
 interface SnapshotMeta {
   readonly takenAtMs: number;
+}
+
+/** One campaign plan's spend against its published target at a tick (dashboard metrics). */
+export interface CampaignSpendPoint {
+  readonly campaignId: string;
+  readonly budgetMicros: number;
+  /** Confirmed + in flight, as the guard counts it. */
+  readonly spendMicros: number;
+  /** E(t) of the published curve at the tick. */
+  readonly targetMicros: number;
+}
+
+/** Campaign plans per shard reported as {@link TickOutcome.topCampaigns}. @default 10 */
+export const TOP_CAMPAIGNS_REPORTED = 10;
+
+/**
+ * The `k` campaign plans with the largest budgets, with spend and E(t) at `nowMs`. One pass with a
+ * small sorted buffer (k ≪ plans): no sort of 150,000 plans per tick.
+ */
+export function topCampaignPoints(
+  plans: readonly { readonly plan: ResolvedPlan }[],
+  spend: readonly PlanSpendSnapshot[],
+  results: readonly { readonly params: PlanPacingParams }[],
+  nowMs: number,
+  k = TOP_CAMPAIGNS_REPORTED,
+): CampaignSpendPoint[] {
+  const top: { i: number; budget: number }[] = [];
+  for (let i = 0; i < plans.length; i++) {
+    const plan = (plans[i] as { plan: ResolvedPlan }).plan;
+    if (plan.level !== 'campaign' || plan.campaignId === undefined) continue;
+    const budget = (results[i] as { params: PlanPacingParams }).params.budgetMicros;
+    if (top.length === k && budget <= (top[k - 1] as { budget: number }).budget) continue;
+    let at = top.length;
+    while (at > 0 && (top[at - 1] as { budget: number }).budget < budget) at--;
+    top.splice(at, 0, { i, budget });
+    if (top.length > k) top.pop();
+  }
+  return top.map(({ i, budget }) => {
+    const s = spend[i] as PlanSpendSnapshot;
+    return {
+      campaignId: (plans[i] as { plan: ResolvedPlan }).plan.campaignId as string,
+      budgetMicros: budget,
+      spendMicros: s.confirmedMicros + s.inFlightMicros,
+      targetMicros: evaluateCurve((results[i] as { params: PlanPacingParams }).params.curve, nowMs),
+    };
+  });
 }
 
 interface PlanResult {
@@ -383,6 +434,9 @@ export class ShardPacer {
       ...(paramsAgeMs === undefined ? {} : { paramsAgeMs }),
       stateReloaded: claimed.reloaded,
       ...(sharingOutcome ? { sharing: sharingOutcome } : {}),
+      ...(publishing && publish?.rejectedBatches === 0
+        ? { topCampaigns: topCampaignPoints(plans, spend, results, nowMs) }
+        : {}),
       phasesMs: {
         inputs: inputsDone - startedAtMs,
         claimAndSpend: spendDone - inputsDone,
