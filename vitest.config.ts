@@ -16,7 +16,7 @@ export default defineConfig({
         test: {
           name: 'integration',
           include: ['test/integration/**/*.test.ts'],
-          exclude: ['test/integration/**/*.soak.test.ts'],
+          exclude: ['test/integration/**/*.soak.test.ts', 'test/integration/**/*.quality.test.ts'],
           environment: 'node',
           testTimeout: 60_000,
           hookTimeout: 60_000,
