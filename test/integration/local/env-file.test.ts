@@ -66,8 +66,10 @@ beforeAll(async () => {
     `${f.name}=${f.name === 'track-spend' ? 'test/fixtures/handlers/chatty.ts' : echo}`,
   ]);
   proc = spawn(
-    join(repoRoot, 'node_modules/.bin/tsx'),
+    process.execPath,
     [
+      '--import',
+      'tsx',
       'local/main.ts',
       '--regions',
       'us-east-1',

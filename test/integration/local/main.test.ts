@@ -82,7 +82,9 @@ describe('npm start (local/main.ts)', () => {
     'is ready within 15 s and leaves no child process after %s',
     async (signal) => {
       const startedAt = performance.now();
-      // `npm start` runs `tsx local/main.ts`; run that same command (without npm's extra shell).
+      // `npm start` runs `node --import tsx local/main.ts` (no tsx CLI parent: that parent relays a
+      // signal to its child and SIGKILLs it when the child does not confirm within 30 ms, which
+      // orphans the child's redis-servers on a busy machine); run that same command here.
       // Stub handlers (--handler) so the test does not depend on the real handlers' init succeeding.
       const stub = 'test/fixtures/handlers/echo.ts';
       const args = [
@@ -95,7 +97,7 @@ describe('npm start (local/main.ts)', () => {
         tempDir('paceline-main-'),
         ...Object.values(regionResources.functions).flatMap((f) => ['--handler', `${f.name}=${stub}`]),
       ];
-      const proc = spawn(join(repoRoot, 'node_modules/.bin/tsx'), args, {
+      const proc = spawn(process.execPath, ['--import', 'tsx', ...args], {
         cwd: repoRoot,
         env: { ...process.env, POWERTOOLS_METRICS_DISABLED: 'true' },
         stdio: ['ignore', 'pipe', 'pipe'],
