@@ -5,7 +5,6 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { repoRoot } from '../../../local/worker/process-invoker.js';
 import { regionResources } from '../../../shared/region/resources.js';
