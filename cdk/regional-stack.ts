@@ -1,5 +1,5 @@
 import { fileURLToPath } from 'node:url';
-import { ArnFormat, Duration, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
+import { ArnFormat, Duration, Fn, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
 import * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as iam from 'aws-cdk-lib/aws-iam';
@@ -10,7 +10,12 @@ import * as sns from 'aws-cdk-lib/aws-sns';
 import * as ssm from 'aws-cdk-lib/aws-ssm';
 import type { Construct } from 'constructs';
 import { pacerAlarmSpecs } from '../shared/pacing/alarms.js';
-import type { DeployedRegion, DeploymentSettings } from '../shared/region/deployment.js';
+import {
+  type DeployedRegion,
+  type DeploymentSettings,
+  PEER_ENDPOINT_SERVICES,
+  type PeerEndpointService,
+} from '../shared/region/deployment.js';
 import {
   type BucketKey,
   cacheIdentity,
@@ -34,6 +39,7 @@ import { RegionDashboard } from './constructs/dashboard.js';
 import { PrivateNetwork } from './constructs/network.js';
 import { PacelineFunction } from './constructs/paceline-function.js';
 import { PacerAlarms } from './constructs/pacer-alarms.js';
+import { PeerEndpointDns } from './constructs/peer-endpoint-dns.js';
 import { RegionPeering } from './constructs/peering.js';
 import { acknowledgeFindings, acknowledgeObjectPrefix } from './nag.js';
 
@@ -96,11 +102,14 @@ export class RegionalStack extends Stack {
     const network = new PrivateNetwork(this, 'Network', {
       key,
       cidr: deployed.network.cidr,
-      interfaceEndpoints: [
-        ec2.InterfaceVpcEndpointAwsService.SSM,
-        // The pacer discovers cache endpoints with DescribeReplicationGroups.
-        ec2.InterfaceVpcEndpointAwsService.ELASTICACHE,
-      ],
+      // SSM (parameters, the publisher switch) and ElastiCache (the pacer discovers cache
+      // endpoints with DescribeReplicationGroups): also what peer pacers call here.
+      interfaceEndpoints: PEER_ENDPOINT_SERVICES.map((s) => peerEndpointService[s]),
+      // Once this region's endpoints are published to the peers (cdk.json `network.endpoints`),
+      // the peers resolve this region's APIs to them: admit their CIDRs on 443.
+      endpointPeerCidrs: Object.fromEntries(
+        Object.keys(deployed.network.endpoints).map((s) => [s, peerRegions.map((r) => r.network.cidr)]),
+      ),
     });
     const myIndex = deployment.regions.indexOf(deployed);
     new RegionPeering(this, 'Peering', {
@@ -117,12 +126,37 @@ export class RegionalStack extends Stack {
         };
       }),
     });
+    // A peer region's SSM and ElastiCache APIs, resolved to its interface endpoints over the
+    // peering (the peers' `network.endpoints` in cdk.json; none known: no zone).
+    new PeerEndpointDns(this, 'PeerEndpointDns', {
+      vpc: network.vpc,
+      peers: peerRegions.map((peer) => ({ region: peer.region, endpoints: peer.network.endpoints })),
+    });
     // Published for the operator filling `network.vpcId` in cdk.json (peering, second deploy).
     new ssm.StringParameter(this, 'VpcIdParameter', {
       parameterName: `${parameterPrefix(this.region)}network/vpc-id`,
       stringValue: network.vpc.vpcId,
       description: "This region's VPC id (for paceline:regions.<region>.network.vpcId in cdk.json)",
     });
+    // Published for `network.endpoints.<service>` in cdk.json, ready to paste: the endpoint's
+    // first DNS entry (`<hostedZoneId>:<regional dnsName>`, what Route 53 aliases) as JSON.
+    for (const service of PEER_ENDPOINT_SERVICES) {
+      const entry = Fn.split(
+        ':',
+        Fn.select(0, (network.interfaceEndpoints[service] as ec2.InterfaceVpcEndpoint).vpcEndpointDnsEntries),
+      );
+      new ssm.StringParameter(this, `EndpointParameter-${service}`, {
+        parameterName: `${parameterPrefix(this.region)}network/endpoints/${service}`,
+        stringValue: Fn.join('', [
+          '{"dnsName":"',
+          Fn.select(1, entry),
+          '","hostedZoneId":"',
+          Fn.select(0, entry),
+          '"}',
+        ]),
+        description: `This region's ${service} interface endpoint (for paceline:regions.<region>.network.endpoints.${service} in cdk.json)`,
+      });
+    }
     const alarmTopic = new sns.Topic(this, 'Alarms', {
       displayName: 'Paceline alarms',
       masterKey: key,
@@ -450,6 +484,12 @@ function grantTable(
     ...(writes ? ['kms:Encrypt', 'kms:ReEncrypt*', 'kms:GenerateDataKey*'] : []),
   );
 }
+
+/** The interface endpoint service of each API peer pacers call (shared/region/deployment.ts). */
+const peerEndpointService: Record<PeerEndpointService, ec2.InterfaceVpcEndpointAwsService> = {
+  ssm: ec2.InterfaceVpcEndpointAwsService.SSM,
+  elasticache: ec2.InterfaceVpcEndpointAwsService.ELASTICACHE,
+};
 
 /** Alias name of every region's Paceline key (`alias/paceline`): replica keys are named by it. */
 const regionalKeyAliasName = 'paceline';

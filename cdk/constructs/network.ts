@@ -14,6 +14,13 @@ export interface PrivateNetworkProps {
   readonly key: kms.IKey;
   /** Interface endpoints the functions need (DynamoDB always gets a gateway endpoint). @default [SSM] */
   readonly interfaceEndpoints?: readonly ec2.InterfaceVpcEndpointAwsService[];
+  /**
+   * Peer regions' VPC CIDRs admitted on 443 to the interface endpoints of these services (by
+   * the endpoint service's short name, e.g. `ssm`): peer pacers call this region's APIs through
+   * them over the peering (cdk/constructs/peer-endpoint-dns.ts resolves the names there).
+   * @default none (the endpoints admit this VPC only)
+   */
+  readonly endpointPeerCidrs?: Readonly<Record<string, readonly string[]>>;
 }
 
 /**
@@ -25,6 +32,8 @@ export class PrivateNetwork extends Construct {
   readonly vpc: ec2.Vpc;
   /** Security group of the functions (clients of the cache). */
   readonly functionSecurityGroup: ec2.SecurityGroup;
+  /** The interface endpoints, by the endpoint service's short name (`ssm`, `elasticache`, …). */
+  readonly interfaceEndpoints: Readonly<Record<string, ec2.InterfaceVpcEndpoint>>;
 
   constructor(scope: Construct, id: string, props: PrivateNetworkProps) {
     super(scope, id);
@@ -46,12 +55,27 @@ export class PrivateNetwork extends Construct {
       description: 'Paceline functions (cache and VPC-endpoint clients)',
       allowAllOutbound: true,
     });
+    const endpoints: Record<string, ec2.InterfaceVpcEndpoint> = {};
     for (const service of props.interfaceEndpoints ?? [ec2.InterfaceVpcEndpointAwsService.SSM]) {
-      this.vpc.addInterfaceEndpoint(service.shortName, {
+      // `open` (the default) admits this VPC's CIDR on 443; peers are added below, by CIDR.
+      const endpoint = this.vpc.addInterfaceEndpoint(service.shortName, {
         service,
         privateDnsEnabled: true,
         subnets: { subnetType: ec2.SubnetType.PRIVATE_ISOLATED },
       });
+      for (const cidr of props.endpointPeerCidrs?.[service.shortName] ?? [])
+        endpoint.connections.allowFrom(
+          ec2.Peer.ipv4(cidr),
+          ec2.Port.tcp(443),
+          `Peer region pacers (${cidr}) calling ${service.shortName} here over the peering`,
+        );
+      endpoints[service.shortName] = endpoint;
     }
+    for (const shortName of Object.keys(props.endpointPeerCidrs ?? {}))
+      if (!endpoints[shortName])
+        throw new Error(
+          `PrivateNetwork: endpointPeerCidrs names ${shortName}, which has no interface endpoint.`,
+        );
+    this.interfaceEndpoints = endpoints;
   }
 }

@@ -11,8 +11,11 @@
  *   every region on the defaults). A RegionEntry holds optional `pacer`, `cache`, `streams`
  *   (see {@link RegionSettingsInput}) and `network`: `cidr` (the VPC's, non-overlapping across
  *   regions; required with several regions), `vpcId` (filled after the first deploy, so earlier
- *   regions can request peering) and `peering` (`{ "<peer region>": "pcx-…" }`, the peering
- *   connections a later region routes through; docs/operations.md, "Network between regions").
+ *   regions can request peering), `peering` (`{ "<peer region>": "pcx-…" }`, the peering
+ *   connections a later region routes through) and `endpoints` (`{ "ssm": { "dnsName",
+ *   "hostedZoneId" }, "elasticache": { … } }`: the region's own SSM and ElastiCache interface
+ *   endpoints, filled after the first deploy, so peer regions' pacers can resolve this region's
+ *   APIs to them over the peering; docs/operations.md, "Network between regions").
  * - `paceline:primaryRegion` — the region whose stack owns the global tables. @default the first
  * - `paceline:defaults` — `pacer` / `cache` / `streams` applied to every region before its own.
  * - `paceline:pacerShards`, `paceline:pacerInstancesPerShard` — command-line shorthands that
@@ -30,6 +33,26 @@ import {
   type StreamSettings,
 } from './resources.js';
 
+/**
+ * The AWS APIs a peer region's pacer calls in this region (the publisher switch in SSM,
+ * DescribeReplicationGroups for cache discovery), reached through this region's interface
+ * endpoints over the peering: each peer resolves `<service>.<region>.amazonaws.com` to them.
+ */
+export const PEER_ENDPOINT_SERVICES = ['ssm', 'elasticache'] as const;
+/** One of {@link PEER_ENDPOINT_SERVICES}. */
+export type PeerEndpointService = (typeof PEER_ENDPOINT_SERVICES)[number];
+
+/**
+ * An interface endpoint's regional DNS name and the hosted zone id Route 53 aliases it by (the
+ * first of the endpoint's `DnsEntries`, `<hostedZoneId>:<dnsName>`), as a Route 53 alias target.
+ */
+export interface EndpointAlias {
+  /** e.g. `vpce-0123456789abcdef0-abcd1234.ssm.us-west-2.vpce.amazonaws.com` */
+  readonly dnsName: string;
+  /** e.g. `Z1YSA3EXCYUU9Z` (the endpoint's, not a zone of the account) */
+  readonly hostedZoneId: string;
+}
+
 /** A region's network settings. */
 export interface RegionNetwork {
   /** The VPC's IPv4 CIDR (a /16 … /24), distinct from every other region's. */
@@ -38,6 +61,13 @@ export interface RegionNetwork {
   readonly vpcId?: string;
   /** Peering connections to earlier regions, by region, once they exist. @default none */
   readonly peering: Readonly<Record<string, string>>;
+  /**
+   * This region's own interface endpoints peers resolve its APIs to, once deployed (published in
+   * SSM `/paceline/<region>/network/endpoints/<service>`). Given: this region's endpoints admit
+   * the peer CIDRs on 443 and every peer region's stack creates the private hosted zone
+   * `<service>.<region>.amazonaws.com` aliased to it. @default none
+   */
+  readonly endpoints: Readonly<Partial<Record<PeerEndpointService, EndpointAlias>>>;
 }
 
 /** One region of the deployment. */
@@ -173,14 +203,15 @@ function parseNetwork(
   raw: unknown,
   several: boolean,
   regions: readonly string[],
+  region: string,
 ): RegionNetwork {
-  if (raw === undefined && !several) return { cidr: '10.20.0.0/16', peering: {} };
+  if (raw === undefined && !several) return { cidr: '10.20.0.0/16', peering: {}, endpoints: {} };
   if (!isObject(raw))
     throw new InvalidDeploymentSettingsError(
       key,
       'give { "cidr": "10.x.0.0/16" } (with several regions every region needs its own, non-overlapping VPC CIDR).',
     );
-  only(key, raw, ['cidr', 'vpcId', 'peering']);
+  only(key, raw, ['cidr', 'vpcId', 'peering', 'endpoints']);
   parseCidr(`${key}.cidr`, raw.cidr);
   if (raw.vpcId !== undefined && (typeof raw.vpcId !== 'string' || !/^vpc-[0-9a-f]{8,17}$/.test(raw.vpcId)))
     throw new InvalidDeploymentSettingsError(
@@ -205,7 +236,61 @@ function parseNetwork(
       peering[peer] = id;
     }
   }
-  return { cidr: raw.cidr as string, ...(raw.vpcId ? { vpcId: raw.vpcId as string } : {}), peering };
+  return {
+    cidr: raw.cidr as string,
+    ...(raw.vpcId ? { vpcId: raw.vpcId as string } : {}),
+    peering,
+    endpoints: parseEndpoints(`${key}.endpoints`, raw.endpoints, region),
+  };
+}
+
+/** What to copy, and from where: every endpoint error ends with it. */
+function endpointHint(region: string, service: string): string {
+  return (
+    `give the value published in SSM /paceline/${region}/network/endpoints/${service} after the first deploy, ` +
+    `{ "dnsName": "vpce-….${service}.${region}.vpce.amazonaws.com", "hostedZoneId": "Z…" } ` +
+    "(the endpoint's first DnsEntries entry, <hostedZoneId>:<dnsName>), or remove the key."
+  );
+}
+
+function parseEndpoints(
+  key: string,
+  raw: unknown,
+  region: string,
+): Partial<Record<PeerEndpointService, EndpointAlias>> {
+  if (raw === undefined) return {};
+  if (!isObject(raw))
+    throw new InvalidDeploymentSettingsError(
+      key,
+      `give { "ssm": { "dnsName": …, "hostedZoneId": … }, "elasticache": { … } } (values from SSM /paceline/${region}/network/endpoints/…).`,
+    );
+  only(key, raw, PEER_ENDPOINT_SERVICES);
+  const out: Partial<Record<PeerEndpointService, EndpointAlias>> = {};
+  for (const service of PEER_ENDPOINT_SERVICES) {
+    const v = raw[service];
+    if (v === undefined) continue;
+    const at = `${key}.${service}`;
+    if (!isObject(v)) throw new InvalidDeploymentSettingsError(at, endpointHint(region, service));
+    only(at, v, ['dnsName', 'hostedZoneId']);
+    // The regional name of THIS region's endpoint for THIS service (not a zonal name, not another
+    // region's or service's endpoint pasted into the wrong key: the alias would resolve, wrongly).
+    // Region names are [a-z0-9-] (checked above): nothing to escape.
+    const dnsName = new RegExp(
+      `^vpce-[0-9a-f]{8,17}-[0-9a-z]+\\.${service}\\.${region}\\.vpce\\.amazonaws\\.com$`,
+    );
+    if (typeof v.dnsName !== 'string' || !dnsName.test(v.dnsName))
+      throw new InvalidDeploymentSettingsError(
+        `${at}.dnsName`,
+        `${JSON.stringify(v.dnsName)} is not the regional DNS name of a ${service} endpoint in ${region}: ${endpointHint(region, service)}`,
+      );
+    if (typeof v.hostedZoneId !== 'string' || !/^Z[0-9A-Z]{4,31}$/.test(v.hostedZoneId))
+      throw new InvalidDeploymentSettingsError(
+        `${at}.hostedZoneId`,
+        `${JSON.stringify(v.hostedZoneId)} is not a Route 53 hosted zone id (Z…): ${endpointHint(region, service)}`,
+      );
+    out[service] = { dnsName: v.dnsName, hostedZoneId: v.hostedZoneId };
+  }
+  return out;
 }
 
 /**
@@ -283,7 +368,13 @@ export function deploymentSettings(rawLookup: Lookup): DeploymentSettings {
         throw new InvalidDeploymentSettingsError(key, error.message, { cause: error });
       throw error;
     }
-    const network = parseNetwork(`${key}.network`, isObject(raw) ? raw.network : undefined, several, names);
+    const network = parseNetwork(
+      `${key}.network`,
+      isObject(raw) ? raw.network : undefined,
+      several,
+      names,
+      region,
+    );
     return { region, settings, description, network };
   });
   // VPC CIDRs must not overlap: peered VPCs route by destination CIDR.

@@ -28,4 +28,33 @@ describe('npm run synth', () => {
     expect(stacks.sort()).toEqual(['Paceline-us-east-1', 'Paceline-us-west-2']);
     for (const id of stacks) expect(existsSync(join(out, `${id}.template.json`))).toBe(true);
   });
+
+  it('a malformed context value exits 2 with one line naming the key, before any bundling', () => {
+    const context = JSON.parse(readFileSync(join(root, 'cdk.json'), 'utf8')).context as {
+      'paceline:regions': Record<string, { network: Record<string, unknown> }>;
+    };
+    (context['paceline:regions']['us-west-2'] as { network: Record<string, unknown> }).network.endpoints = {
+      elasticache: {
+        dnsName: 'vpce-0fedcba9876543210-zz99yy88.elasticache.us-west-2.vpce.amazonaws.com',
+        hostedZoneId: '',
+      },
+    };
+    // What the cdk CLI does with cdk.json: the app reads its context from CDK_CONTEXT_JSON.
+    const result = spawnSync(process.execPath, ['--import', 'tsx', 'cdk/app.ts'], {
+      cwd: root,
+      env: {
+        ...process.env,
+        CDK_CONTEXT_JSON: JSON.stringify(context),
+        CDK_OUTDIR: tempDir('paceline-bad-ctx-'),
+      },
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
+    expect(result.status, result.stderr).toBe(2);
+    const lines = result.stderr.trim().split('\n');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(
+      /^cdk\.json context paceline:regions\.us-west-2\.network\.endpoints\.elasticache\.hostedZoneId: "" is not a Route 53 hosted zone id/,
+    );
+  });
 });

@@ -542,6 +542,151 @@ describe('network between regions', () => {
   });
 });
 
+describe("private DNS for peer regions' APIs (SSM, ElastiCache) over the peering", () => {
+  /** us-west-2's endpoints as its SSM parameters publish them, pasted into cdk.json. */
+  const westEndpoints = {
+    ssm: {
+      dnsName: 'vpce-0123456789abcdef0-ab12cd34.ssm.us-west-2.vpce.amazonaws.com',
+      hostedZoneId: 'Z1YSA3EXCYUU9Z',
+    },
+    elasticache: {
+      dnsName: 'vpce-0fedcba9876543210-zz99yy88.elasticache.us-west-2.vpce.amazonaws.com',
+      hostedZoneId: 'Z1YSA3EXCYUU9Z',
+    },
+  };
+  type Regions = Record<string, { network: Record<string, unknown> }>;
+  function contextWith(edit: (regions: Regions) => void): Record<string, unknown> {
+    const context = structuredClone(cdkJson.context);
+    edit(context['paceline:regions'] as Regions);
+    return { ...context, 'aws:cdk:bundling-stacks': [] };
+  }
+  /** Ingress rules of the interface endpoint of `service` (its security group CDK names by path). */
+  function endpointIngress(
+    t: Template,
+    region: string,
+    service: string,
+  ): { CidrIp: unknown; FromPort: number }[] {
+    const groups = Object.values(
+      t.findResources('AWS::EC2::SecurityGroup', {
+        Properties: { GroupDescription: `Paceline-${region}/Network/Vpc/${service}/SecurityGroup` },
+      }),
+    );
+    expect(groups).toHaveLength(1);
+    return groups[0]?.Properties.SecurityGroupIngress;
+  }
+  const vpcRef = (t: Template) => ({ Ref: Object.keys(t.findResources('AWS::EC2::VPC'))[0] });
+
+  it("publishes each region's SSM and ElastiCache endpoints in SSM, ready for cdk.json", () => {
+    for (const [i, t] of templates.entries()) {
+      for (const service of ['ssm', 'elasticache']) {
+        const params = Object.values(
+          t.findResources('AWS::SSM::Parameter', {
+            Properties: { Name: `/paceline/${stacks[i]?.region}/network/endpoints/${service}` },
+          }),
+        );
+        expect(params).toHaveLength(1);
+        const value = JSON.stringify(params[0]?.Properties.Value);
+        // {"dnsName": <2nd half of the first DnsEntries entry>, "hostedZoneId": <1st half>}
+        expect(value).toContain('dnsName');
+        expect(value).toContain('hostedZoneId');
+        expect(value).toContain('DnsEntries');
+      }
+    }
+  });
+
+  it('without peer endpoints in cdk.json: no zone, no record, endpoints admit only their own VPC', () => {
+    for (const [i, t] of templates.entries()) {
+      t.resourceCountIs('AWS::Route53::HostedZone', 0);
+      t.resourceCountIs('AWS::Route53::RecordSet', 0);
+      for (const service of ['ssm', 'elasticache']) {
+        const ingress = endpointIngress(t, stacks[i]?.region as string, service);
+        expect(ingress).toHaveLength(1);
+        expect(ingress[0]?.CidrIp).toEqual({ 'Fn::GetAtt': [vpcRef(t).Ref, 'CidrBlock'] });
+      }
+    }
+  });
+
+  it("with a peer's endpoints: zones on this VPC aliased to them, the peer admits this CIDR on 443, cdk-nag passes", () => {
+    const app = new App({
+      context: contextWith((regions) => {
+        const west = (regions['us-west-2'] as { network: Record<string, unknown> }).network;
+        west.vpcId = 'vpc-0123456789abcdef0';
+        west.peering = { 'us-east-1': 'pcx-0123456789abcdef0' };
+        west.endpoints = westEndpoints;
+      }),
+      outdir: tempDir('paceline-peer-dns-'),
+    });
+    const built = buildApp(app).stacks;
+    // cdk-nag runs on synth: the zones, records and rules add no unacknowledged finding.
+    app.synth();
+    const [east, west] = built.map((s) => Template.fromStack(s)) as [Template, Template];
+
+    // us-east-1 resolves us-west-2's SSM and ElastiCache APIs to us-west-2's endpoints.
+    east.resourceCountIs('AWS::Route53::HostedZone', 2);
+    east.resourceCountIs('AWS::Route53::RecordSet', 2);
+    for (const [service, alias] of Object.entries(westEndpoints)) {
+      const zoneName = `${service}.us-west-2.amazonaws.com.`;
+      const zones = east.findResources('AWS::Route53::HostedZone', { Properties: { Name: zoneName } });
+      expect(Object.keys(zones), zoneName).toHaveLength(1);
+      // Private: associated with this region's VPC only.
+      expect(Object.values(zones)[0]?.Properties.VPCs).toEqual([
+        { VPCId: vpcRef(east), VPCRegion: 'us-east-1' },
+      ]);
+      east.hasResourceProperties('AWS::Route53::RecordSet', {
+        Name: zoneName,
+        Type: 'A',
+        HostedZoneId: { Ref: Object.keys(zones)[0] },
+        AliasTarget: { DNSName: alias.dnsName, HostedZoneId: alias.hostedZoneId },
+      });
+    }
+    // us-west-2's endpoints admit us-east-1's pacers on 443; us-east-1's own endpoints (not
+    // published in cdk.json) admit only their VPC, and us-west-2 has no zone for them.
+    for (const service of ['ssm', 'elasticache']) {
+      expect(endpointIngress(west, 'us-west-2', service)).toEqual(
+        expect.arrayContaining([
+          expect.objectContaining({ CidrIp: '10.20.0.0/16', FromPort: 443, ToPort: 443, IpProtocol: 'tcp' }),
+        ]),
+      );
+      expect(endpointIngress(west, 'us-west-2', service)).toHaveLength(2);
+      expect(endpointIngress(east, 'us-east-1', service)).toHaveLength(1);
+    }
+    west.resourceCountIs('AWS::Route53::HostedZone', 0);
+    // The same path as the cache's: the peering routes both ways.
+    east.resourcePropertiesCountIs('AWS::EC2::Route', { DestinationCidrBlock: '10.21.0.0/16' }, 3);
+    west.resourcePropertiesCountIs('AWS::EC2::Route', { DestinationCidrBlock: '10.20.0.0/16' }, 3);
+  });
+
+  it('one service given: only its zone', () => {
+    const app = new App({
+      context: contextWith((regions) => {
+        (regions['us-west-2'] as { network: Record<string, unknown> }).network.endpoints = {
+          elasticache: westEndpoints.elasticache,
+        };
+      }),
+      outdir: tempDir('paceline-peer-dns-'),
+    });
+    const [east, west] = buildApp(app).stacks.map((s) => Template.fromStack(s)) as [Template, Template];
+    east.resourceCountIs('AWS::Route53::HostedZone', 1);
+    east.hasResourceProperties('AWS::Route53::HostedZone', { Name: 'elasticache.us-west-2.amazonaws.com.' });
+    expect(endpointIngress(west, 'us-west-2', 'elasticache')).toHaveLength(2);
+    expect(endpointIngress(west, 'us-west-2', 'ssm')).toHaveLength(1);
+  });
+
+  it('a malformed endpoint value fails the build, naming the key and where to copy it from', () => {
+    const app = new App({
+      context: contextWith((regions) => {
+        (regions['us-west-2'] as { network: Record<string, unknown> }).network.endpoints = {
+          ssm: { ...westEndpoints.ssm, dnsName: 'ssm.us-west-2.amazonaws.com' },
+        };
+      }),
+      outdir: tempDir('paceline-peer-dns-'),
+    });
+    expect(() => buildApp(app)).toThrow(
+      /^cdk\.json context paceline:regions\.us-west-2\.network\.endpoints\.ssm\.dnsName: .*SSM \/paceline\/us-west-2\/network\/endpoints\/ssm/,
+    );
+  });
+});
+
 describe('dashboard and alarms', () => {
   it('has one dashboard per region with leaders, tick duration, parameter age, iterator age, dead letters and spend vs target', () => {
     for (const [i, t] of templates.entries()) {

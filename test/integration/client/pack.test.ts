@@ -3,7 +3,8 @@
  * a scratch project in the OS temp dir (outside this repository) installs the tarball with npm,
  * type-checks a file importing `paceline/client` against the shipped declarations, runs it on the
  * installed JavaScript — creating a real client against a local region — and records what the
- * import loaded: never the CDK or an emulator.
+ * import loaded: never the CDK or an emulator. The tarball's dependencies are the runtime's: npm
+ * installs neither the CDK nor an emulator.
  *
  * Offline-friendly: `--prefer-offline` takes packages from the npm cache and asks the registry
  * only for what the cache lacks.
@@ -129,6 +130,27 @@ describe('the packed package in a scratch project', () => {
     step('installed');
     const installed = JSON.parse(readFileSync(join(scratch, 'node_modules/paceline/package.json'), 'utf8'));
     expect(installed.exports['./client'].types).toBe('./dist/client/index.d.ts');
+    // The packed manifest's dependencies are the runtime's only: the CDK, cdk-nag, the emulators
+    // and the dashboard's chart library are devDependencies, so npm installs none of them here
+    // (test/unit/foundation/package-dependencies.test.ts checks the list against the imports).
+    const buildOnly = ['aws-cdk-lib', 'constructs', 'aws-cdk', 'cdk-nag', 'chart.js', 'esbuild', 'tsx'];
+    const emulators = ['dynalite', 'kinesalite', 's3rver'];
+    expect(Object.keys(installed.dependencies ?? {})).toEqual(
+      expect.arrayContaining(['ioredis', '@aws-sdk/client-dynamodb']),
+    );
+    expect(
+      Object.keys(installed.dependencies ?? {}).filter((d) => [...buildOnly, ...emulators].includes(d)),
+    ).toEqual([]);
+    expect(
+      [...buildOnly, ...emulators].filter((d) =>
+        existsSync(join(scratch, 'node_modules', d, 'package.json')),
+      ),
+    ).toEqual([]);
+
+    // The `bin` npm packs anyway: outside a checkout it says where the CLI runs and exits 2.
+    const bin = await run(process.execPath, ['node_modules/.bin/paceline', 'status'], scratch);
+    expect(bin.code, bin.stderr).toBe(2);
+    expect(bin.stderr).toContain('runs from a checkout of the Paceline repository');
 
     // Type-checks against the shipped declarations (the repository's tsc; types from the scratch's
     // node_modules), in one pass with a file that must NOT type-check: the declarations are real

@@ -33,7 +33,7 @@ describe('deployment settings (cdk.json context)', () => {
     });
     expect(east?.description.settings.streams.capacityMode).toBe('provisioned');
     expect(east?.description.functions.pacer.schedule.instances).toHaveLength(72);
-    expect(east?.network).toEqual({ cidr: '10.20.0.0/16', peering: {} });
+    expect(east?.network).toEqual({ cidr: '10.20.0.0/16', peering: {}, endpoints: {} });
   });
 
   it('applies defaults, then the region, then the -c shorthands', () => {
@@ -120,6 +120,87 @@ describe('deployment settings (cdk.json context)', () => {
     const error = errorOf({ ...base, ...override });
     expect(error.key).toBe(key);
     expect(error.message.startsWith(`cdk.json context ${key}`)).toBe(true);
+    expect(error.message).not.toContain('\n');
+  });
+});
+
+describe("network.endpoints (a region's interface endpoints, for the peers' private DNS)", () => {
+  const ssm = {
+    dnsName: 'vpce-0123456789abcdef0-ab12cd34.ssm.us-west-2.vpce.amazonaws.com',
+    hostedZoneId: 'Z1YSA3EXCYUU9Z',
+  };
+  const elasticache = {
+    dnsName: 'vpce-0fedcba9876543210-zz99yy88.elasticache.us-west-2.vpce.amazonaws.com',
+    hostedZoneId: 'Z1YSA3EXCYUU9Z',
+  };
+  const withWest = (endpoints: unknown) => ({
+    ...base,
+    'paceline:regions': {
+      'us-east-1': { network: { cidr: '10.20.0.0/16' } },
+      'us-west-2': { network: { cidr: '10.21.0.0/16', endpoints } },
+    },
+  });
+
+  it('reads the endpoints of a region, each service on its own, as alias targets', () => {
+    const d = deploymentSettings(lookup(withWest({ ssm, elasticache })));
+    expect(d.regions[1]?.network.endpoints).toEqual({ ssm, elasticache });
+    expect(d.regions[0]?.network.endpoints).toEqual({});
+    expect(deploymentSettings(lookup(withWest({ ssm }))).regions[1]?.network.endpoints).toEqual({ ssm });
+  });
+
+  it.each([
+    ['not an object', 'vpce-x', 'paceline:regions.us-west-2.network.endpoints'],
+    ['an unknown service', { sqs: ssm }, 'paceline:regions.us-west-2.network.endpoints.sqs'],
+    [
+      'a service given as a string',
+      { ssm: `${ssm.hostedZoneId}:${ssm.dnsName}` },
+      'paceline:regions.us-west-2.network.endpoints.ssm',
+    ],
+    [
+      'an unknown field',
+      { ssm: { ...ssm, vpcEndpointId: 'vpce-1' } },
+      'paceline:regions.us-west-2.network.endpoints.ssm.vpcEndpointId',
+    ],
+    [
+      'no dnsName',
+      { ssm: { hostedZoneId: ssm.hostedZoneId } },
+      'paceline:regions.us-west-2.network.endpoints.ssm.dnsName',
+    ],
+    [
+      "another service's endpoint",
+      { ssm: elasticache },
+      'paceline:regions.us-west-2.network.endpoints.ssm.dnsName',
+    ],
+    [
+      "another region's endpoint",
+      { ssm: { ...ssm, dnsName: ssm.dnsName.replace('us-west-2', 'us-east-1') } },
+      'paceline:regions.us-west-2.network.endpoints.ssm.dnsName',
+    ],
+    [
+      'a zonal DNS name',
+      { ssm: { ...ssm, dnsName: ssm.dnsName.replace('-ab12cd34.', '-ab12cd34-us-west-2a.') } },
+      'paceline:regions.us-west-2.network.endpoints.ssm.dnsName',
+    ],
+    [
+      'the service default name',
+      { ssm: { ...ssm, dnsName: 'ssm.us-west-2.amazonaws.com' } },
+      'paceline:regions.us-west-2.network.endpoints.ssm.dnsName',
+    ],
+    [
+      'a bad hosted zone id',
+      { elasticache: { ...elasticache, hostedZoneId: 'z1ysa3' } },
+      'paceline:regions.us-west-2.network.endpoints.elasticache.hostedZoneId',
+    ],
+  ])('rejects %s, naming the key and where the value comes from', (_what, endpoints, key) => {
+    const error = errorOf(withWest(endpoints));
+    expect(error.key).toBe(key);
+    expect(error.message.startsWith(`cdk.json context ${key}`)).toBe(true);
+    // What to do: where the value comes from (SSM, after the first deploy), or what is allowed.
+    expect(error.message).toMatch(
+      key.endsWith('.sqs') || key.endsWith('.vpcEndpointId')
+        ? /\(allowed: (ssm, elasticache|dnsName, hostedZoneId)\)/
+        : /SSM \/paceline\/us-west-2\/network\/endpoints\/(ssm|elasticache)?/,
+    );
     expect(error.message).not.toContain('\n');
   });
 });
