@@ -88,8 +88,11 @@ declare module 'ioredis' {
  *     otherwise make every redelivery count again, a lost log would under-count.
  * Expired members stay in the log until it is compacted (readers skip them by timestamp): a
  * rewrite when ≥ 25 % of it is garbage keeps compaction amortised O(1) per event.
+ *
+ * Exported for tests and tools that call the script on one node directly; the store defines it
+ * as `countingIngest`.
  */
-const INGEST_LUA = `#!lua flags=allow-cross-slot-keys
+export const INGEST_LUA = `#!lua flags=allow-cross-slot-keys
 -- Helpers of the rare paths (a repair, a v1 import, a compaction, an arrival a window or more
 -- from its identity's latest occurrence), built per user only when one is taken.
 local function helpers(set, log, window, lengths)
@@ -400,7 +403,10 @@ export interface UserArrivals {
  * prefixes, not separators: any byte may appear in an id or a member. Throws RangeError for an
  * empty or too long user id, or a member whose length is not its layout version's.
  */
-export function packArrivals(users: readonly UserArrivals[], schema: EventSchema = actionEventSchema): Buffer {
+export function packArrivals(
+  users: readonly UserArrivals[],
+  schema: EventSchema = actionEventSchema,
+): Buffer {
   const lengths: number[] = [];
   for (const layout of schema.layouts.values()) lengths[layout.version] = layout.memberLength;
   const idLengths: number[] = new Array(users.length);
@@ -611,18 +617,27 @@ export class ActionStore {
   /**
    * One script call for `users` (all on one node). In a cluster, a call that fails — a stale
    * slot map sent it to a node that does not own every user, which the script detects before
-   * writing — is retried one call per user, each routed and redirected by its own keys.
+   * writing — is retried after reloading the slot map, one call per user (each routed, and
+   * redirected, by its own keys), one at a time: concurrent calls would be auto-pipelined per
+   * node, and ioredis refuses such a pipeline when redirects change the map under it. A rare
+   * path (resharding, failover), so its speed does not matter.
    */
   private async ingest(users: readonly UserArrivals[], trimBefore: string): Promise<IngestReply> {
     try {
       return await this.ingestCall(users, trimBefore);
     } catch (error) {
-      if (!(this.redis instanceof Cluster) || users.length === 1) throw error;
-      const replies = await Promise.all(users.map((u) => this.ingestCall([u], trimBefore)));
-      return replies.reduce<IngestReply>(
-        (sum, r) => [sum[0] + r[0], sum[1] + r[1], sum[2] + r[2], sum[3] + r[3]],
-        [0, 0, 0, 0],
-      );
+      const redis = this.redis;
+      if (!(redis instanceof Cluster) || users.length === 1) throw error;
+      await new Promise<void>((resolve) => redis.refreshSlotsCache(() => resolve()));
+      const sum: IngestReply = [0, 0, 0, 0];
+      for (const u of users) {
+        const [added, restamped, repaired, migrated] = await this.ingestCall([u], trimBefore);
+        sum[0] += added;
+        sum[1] += restamped;
+        sum[2] += repaired;
+        sum[3] += migrated;
+      }
+      return sum;
     }
   }
 
