@@ -257,7 +257,9 @@ for ui = 1, #users do
     local id = string.sub(m, 1, 1) .. string.sub(m, 10)
     local r = 0
     -- The hot path: a new identity is counted (ZADD NX of the identity, APPEND of the member).
-    if redis.call('ZADD', set, 'NX', ts, id) == 0 then
+    -- The score as an integer string: a Lua number would be formatted as a float (%.17g), a
+    -- measurable share of Redis's time per event.
+    if redis.call('ZADD', set, 'NX', string.format('%d', ts), id) == 0 then
       local s = tonumber(redis.call('ZSCORE', set, id))
       if ts == s then
         r = 1
