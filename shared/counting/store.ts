@@ -281,10 +281,11 @@ for ui = 1, #users do
   if #counted > 0 then redis.call('APPEND', log, table.concat(counted)) end
 
   -- Trimming only reclaims memory (readers and the dedup rule ignore what is past the trim
-  -- point), so once a day per user is enough. Outside maintenance a pure redelivery changes
-  -- nothing.
+  -- point), so once a day per user is enough; a group this call created holds nothing to trim
+  -- (arrivals and imported v1 members are past the trim point). Outside maintenance a pure
+  -- redelivery changes nothing.
   local gone = false
-  if maintain and redis.call('ZREMRANGEBYSCORE', set, '-inf', '(' .. trim) > 0 then
+  if maintain and present ~= 0 and redis.call('ZREMRANGEBYSCORE', set, '-inf', '(' .. string.format('%d', trim)) > 0 then
     local card = redis.call('ZCARD', set)
     if card == 0 then
       redis.call('DEL', set, log)
