@@ -384,6 +384,9 @@ function slotOf(hi: number, lo: number, shift: number): number {
  */
 const SLOT = 4;
 
+/** Most distinct window starts of a request the bucketed scan handles; more take the general scan. */
+const MAX_FAST_WINDOWS = 8;
+
 /**
  * Working memory of a cap check, reused from call to call: allocating its dozen typed arrays
  * anew cost more than resolving all the caps of a request. It carries nothing over: a call
@@ -413,6 +416,11 @@ class CapScratch {
   entitySlot = new Int32Array(0);
   entityHead = new Int32Array(0);
   entityTail = new Int32Array(0);
+  /** Per entity: its first counter in scan order. */
+  entityFirst = new Int32Array(0);
+  /** Fast path: the distinct window starts, ascending, and per entity a count per window class. */
+  readonly starts = new Float64Array(MAX_FAST_WINDOWS);
+  buckets = new Int32Array(0);
   /** One open-addressing region of `SLOT` int32s × slots per level. */
   table = new Int32Array(0);
   /** Actions some counter watches: other events are skipped before any id lookup. */
@@ -437,6 +445,14 @@ class CapScratch {
     this.entitySlot = new Int32Array(n);
     this.entityHead = new Int32Array(n);
     this.entityTail = new Int32Array(n);
+    this.entityFirst = new Int32Array(n);
+  }
+
+  /** The buckets, zeroed, for `n` of them (entities × window classes ≤ caps × {@link MAX_FAST_WINDOWS}). */
+  bucketsFor(n: number): Int32Array {
+    if (n > this.buckets.length) this.buckets = new Int32Array(Math.max(n, this.buckets.length * 2));
+    else this.buckets.fill(0, 0, n);
+    return this.buckets;
   }
 
   /** Makes room for `ints` table entries, keeping the regions of the levels seen so far. */
@@ -574,8 +590,17 @@ function evaluateCapsWith(
   const mask = (1 << bits) - 1;
   const levelInts = (1 << bits) * SLOT;
   s.ensure(capTotal);
-  const { capCounter, setupAction, setupView, setupSince, counterNext, entitySlot, entityHead, entityTail } =
-    s;
+  const {
+    capCounter,
+    setupAction,
+    setupView,
+    setupSince,
+    counterNext,
+    entitySlot,
+    entityHead,
+    entityTail,
+    entityFirst,
+  } = s;
   let table = s.table;
   const watchedActions = s.watchedActions;
   watchedActions.fill(0);
@@ -764,6 +789,40 @@ function evaluateCapsWith(
     const p = entitySlot[e] as number;
     table[p + 2] = first;
     table[p + 3] = next;
+    entityFirst[e] = first;
+  }
+
+  // Fast path, the usual request: every cap counts one action in any view type, over a few
+  // distinct windows. An event's window class (the last window start it is at or after) is found
+  // once per event, and each level adds one to its entity's bucket of that class; a counter's
+  // count is then the sum of its entity's buckets from its window's class up. The hot loop then
+  // has no loop over an entity's counters, whose window comparisons the CPU mispredicts.
+  const starts = s.starts;
+  let startCount = 0;
+  const fastAction = counterCount > 0 ? (cAction[0] as number) : -1;
+  let fast = counterCount > 0;
+  for (let k = 0; k < counterCount; k++) {
+    if ((cView[k] as number) >= 0 || cAction[k] !== fastAction) {
+      fast = false;
+      break;
+    }
+    const since = cSince[k] as number;
+    let j = 0;
+    while (j < startCount && (starts[j] as number) < since) j++;
+    if (j < startCount && starts[j] === since) continue;
+    if (startCount === MAX_FAST_WINDOWS) {
+      fast = false;
+      break;
+    }
+    for (let m = startCount; m > j; m--) starts[m] = starts[m - 1] as number;
+    starts[j] = since;
+    startCount++;
+  }
+  if (!fast) startCount = 0;
+  const buckets = fast ? s.bucketsFor(entityCount * startCount) : s.buckets;
+  if (fast) {
+    // The table slot of an entity now holds its first bucket (the end mark stays non-zero).
+    for (let e = 0; e < entityCount; e++) table[(entitySlot[e] as number) + 2] = e * startCount;
   }
 
   // The hot loop: per event and level two 32-bit reads and a probe or two; no allocation.
@@ -790,6 +849,9 @@ function evaluateCapsWith(
     const ts = view.getUint16(at + 3) * TWO_32 + view.getUint32(at + 5);
     if (ts < floor) continue;
     const viewType = buf[at + acc.viewType] as number;
+    // Window class (fast path): ts ≥ floor ≥ the first window start.
+    let cls = 0;
+    while (cls + 1 < startCount && ts >= (starts[cls + 1] as number)) cls++;
     const offsets = acc.offsets;
     for (let li = 0; li < levelCount; li++) {
       const offset = offsets[li] as number;
@@ -804,11 +866,32 @@ function evaluateCapsWith(
         p = base + slot * SLOT;
         end = table[p + 3] as number;
       }
+      if (end === 0) continue;
+      if (fast) {
+        const b = (table[p + 2] as number) + cls;
+        buckets[b] = (buckets[b] as number) + 1;
+        continue;
+      }
       for (let k = table[p + 2] as number; k < end && ts >= (cSince[k] as number); k++) {
         if (cAction[k] === action) {
           const v = cView[k] as number;
           if (v < 0 || v === viewType) counts[k] = (counts[k] as number) + 1;
         }
+      }
+    }
+  }
+  if (fast) {
+    // Buckets → counts: per entity, suffix sums over the classes; a counter takes its class's.
+    for (let e = 0; e < entityCount; e++) {
+      const base = e * startCount;
+      for (let c = startCount - 2; c >= 0; c--) {
+        buckets[base + c] = (buckets[base + c] as number) + (buckets[base + c + 1] as number);
+      }
+      const p = entitySlot[e] as number;
+      for (let k = entityFirst[e] as number; k < (table[p + 3] as number); k++) {
+        let c = 0;
+        while (starts[c] !== cSince[k]) c++;
+        counts[k] = buckets[base + c] as number;
       }
     }
   }

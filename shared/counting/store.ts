@@ -19,7 +19,7 @@
  * memory.
  */
 import { Cluster, type Result } from 'ioredis';
-import { pipelineByNode, type RedisClient } from '../redis/connect.js';
+import { type RedisClient, slotOf, slotsReady } from '../redis/connect.js';
 import { type Clock, DAY_MS, MINUTE_MS } from '../time/clock.js';
 import {
   type CapCandidate,
@@ -34,61 +34,49 @@ import {
 import { actionEventSchema, checkEventTime, type DecodedRecord, type EventSchema } from './schema.js';
 import { parseCountQuery } from './sql.js';
 
-/** Arguments of the ingest script: keys, the trim point, the settings, timestamp/member pairs. */
+/** Arguments of the ingest script: the first user's keys (routing), then the call's data. */
 type CountingIngestArgs = [
   setKey: string,
   logKey: string,
   trimBeforeMs: string,
   settings: string,
-  ...timestampMembers: (number | Buffer)[],
-];
-/** The same with the user's v1 keys: the first call of the day for a user (maintenance). */
-type CountingMaintainArgs = [
-  setKey: string,
-  logKey: string,
-  v1SetKey: string,
-  v1LogKey: string,
-  trimBeforeMs: string,
-  settings: string,
-  ...timestampMembers: (number | Buffer)[],
+  keyPrefix: string,
+  arrivals: Buffer,
 ];
 
-/**
- * The script's outcome packed in one integer: counted + 2^20 × re-stamped duplicates + 2^40 ×
- * key group repaired (0/1) + 2^41 × v1 imported (0/1).
- */
-type IngestReply = number;
-/** One user's script call: a plain one, or the day's first (maintenance, with the v1 keys). */
-type IngestCall =
-  | { readonly maintain: false; readonly args: CountingIngestArgs }
-  | { readonly maintain: true; readonly args: CountingMaintainArgs };
+/** The script's totals over the call's users: counted, re-stamped, repaired, migrated from v1. */
+type IngestReply = [added: number, restamped: number, repaired: number, migrated: number];
 
 declare module 'ioredis' {
   interface RedisCommander<Context> {
     /**
-     * Adds one user's arrivals (dedup by identity within the window) and repairs a partially
-     * lost key group. KEYS: set, log. ARGV: trimBeforeMs, settings (`<ttlMs> <windowMs>
-     * <importV1 0|1> <version:memberLength,…>`), then timestamp/member pairs. Returns the outcome
-     * packed in one integer ({@link IngestReply}).
+     * Adds the arrivals of one or more users (dedup by identity within the window), repairs a
+     * partially lost key group, and maintains (trim, compaction, TTL, v1 import) the users
+     * flagged for it. KEYS: the first user's set and log (they route the call). ARGV:
+     * trimBeforeMs, settings (`<ttlMs> <windowMs> <importV1 0|1> <version:memberLength,…>`), the
+     * key prefix, and the packed arrivals ({@link packArrivals}). Every user's keys must live on
+     * the node that receives the call: the script checks them all before writing anything.
      */
     countingIngest(...args: CountingIngestArgs): Result<IngestReply, Context>;
-    /**
-     * {@link countingIngest} that also maintains the group (trims past retention + window,
-     * compacts the log, refreshes the TTLs) and imports the user's v1 keys into a new group.
-     * KEYS: set, log, v1 set, v1 log. The same script: the first call of the day for a user.
-     */
-    countingIngestMaintain(...args: CountingMaintainArgs): Result<IngestReply, Context>;
   }
 }
 
 /**
- * One script per user and batch, so a reader never sees the set and the log disagree and the
- * whole update costs one round trip. The hot path of an arrival is ZADD NX of its identity (new
- * identity: counted) + APPEND; only an identity already present costs a ZSCORE (and, when the
- * arrival is a window or more *before* the latest occurrence, a ZRANGEBYSCORE of the occurrences
- * near it).
+ * One script call per batch of users (per cluster node), not per user: a call's fixed cost
+ * (ioredis builds a command, five promises and a buffer per call; Redis looks the script up and
+ * sets up Lua per call) was most of an event's cost, because a batch rarely holds two events of
+ * one user. All of a call's data is one packed argument: an argument costs the client far more
+ * than its bytes. The hot path of an arrival is ZADD NX of its identity (new identity: counted)
+ * + APPEND; only an identity already present costs a ZSCORE (and, when the arrival is a window
+ * or more *before* the latest occurrence, a ZRANGEBYSCORE of the occurrences near it).
  *
- * Invariants of the key group (checked on every call; docs/counting.md):
+ * Keys of several users in one call (several hash slots) need Redis ≥ 7.0 and the script flag
+ * `allow-cross-slot-keys`; in a cluster they must all be on the receiving node. The script first
+ * runs `EXISTS set log` for every user (the I3 check below): a key another node owns fails that
+ * command, so a call routed with a stale slot map fails before it writes anything, and the store
+ * retries its users one call each (each routed, and redirected, by its own keys).
+ *
+ * Invariants of a user's key group (checked on every call; docs/counting.md):
  *  I1 every member of the set is one counted occurrence: per identity at most one identity-form
  *     member (the latest occurrence, score = its timestamp) and earlier occurrences as full
  *     members (score = their timestamp); two occurrences of an identity are ≥ window apart;
@@ -100,21 +88,18 @@ declare module 'ioredis' {
  *     otherwise make every redelivery count again, a lost log would under-count.
  * Expired members stay in the log until it is compacted (readers skip them by timestamp): a
  * rewrite when ≥ 25 % of it is garbage keeps compaction amortised O(1) per event.
+ *
+ * Exported for tests and tools that call the script on one node directly; the store defines it
+ * as `countingIngest`.
  */
-const INGEST_LUA = `
+export const INGEST_LUA = `#!lua flags=allow-cross-slot-keys
 -- Helpers of the rare paths (a repair, a v1 import, a compaction, an arrival a window or more
--- from its identity's latest occurrence). Built only when one is taken: a function created on
--- every call, with upvalues, cost more than the whole hot path (an arrival whose identity is
--- new: ZADD NX + APPEND). This one captures nothing, so defining it is cheap.
-local function helpers(set, log, settings)
+-- from its identity's latest occurrence), built per user only when one is taken.
+local function helpers(set, log, window, lengths)
   local h = {}
-  -- settings: "<ttlMs> <windowMs> <importV1 0|1> <version:memberLength,…>"
-  local window = tonumber(string.match(settings, '^%d+ (%d+) '))
   local near = window > 0 and window - 1 or 0
-  local lengths = {}
-  for version, n in string.gmatch(string.match(settings, ' ([%d:,]*)$'), '(%d+):(%d+)') do
-    lengths[tonumber(version)] = tonumber(n)
-    if not h.shortest or tonumber(n) < h.shortest then h.shortest = tonumber(n) end
+  for _, n in pairs(lengths) do
+    if not h.shortest or n < h.shortest then h.shortest = n end
   end
   -- Timestamp of a full member: u64 at bytes 2..9; wider than 48 bits is never valid (-1).
   local function tsOf(m)
@@ -185,106 +170,147 @@ local function helpers(set, log, settings)
   return h
 end
 
--- KEYS: the user's set and log, and — in the first call of the day for the user (the client
--- keeps count) — the user's v1 set and log: that call also maintains the group (trim, compact,
--- TTL) and imports v1 keys into a new group.
-local set, log, oldSet, oldLog = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local maintain = oldLog ~= nil
--- Trim point: now − retention − window.
-local trim = tonumber(ARGV[1])
-local H, window
-
-local added, restamped, repaired, migrated, touched = 0, 0, 0, 0, false
--- One integer (an array reply costs the client more to parse): counted + 2^20 × re-stamped +
--- 2^40 × repaired + 2^41 × migrated (a call carries far fewer than 2^20 arrivals).
-local function outcome()
-  return added + restamped * 1048576 + repaired * 1099511627776 + migrated * 2199023255552
-end
-local present = redis.call('EXISTS', set, log)
-if present == 1 then
-  -- I3 broken: rebuild the missing key from the other before judging any arrival.
-  H = helpers(set, log, ARGV[2])
-  repaired, touched = 1, true
-  if redis.call('EXISTS', set) == 1 then
-    local parts, all = {}, redis.call('ZRANGE', set, 0, -1, 'WITHSCORES')
-    for i = 1, #all, 2 do
-      local x = all[i]
-      parts[#parts + 1] = H.isFull(x) and x or H.fullOf(x, tonumber(all[i + 1]))
-    end
-    redis.call('SET', log, table.concat(parts))
-  else
-    H.walk(redis.call('GET', log), function(m, ts) if ts >= trim then H.record(m, ts) end end)
-  end
-elseif present == 0 and maintain and string.match(ARGV[2], '^%d+ %d+ 1 ')
-    and redis.call('EXISTS', oldSet, oldLog) > 0 then
-  -- First v2 write for a user with v1 keys: replay them through the v2 rule, then drop them.
-  H = helpers(set, log, ARGV[2])
-  migrated, touched = 1, true
-  local function take(m, ts)
-    if ts >= trim and H.arrive(m, ts) == 0 then redis.call('APPEND', log, m) end
-  end
-  if redis.call('EXISTS', oldLog) == 1 then
-    H.walk(redis.call('GET', oldLog), take)
-  else
-    for _, m in ipairs(redis.call('ZRANGE', oldSet, 0, -1)) do take(m, H.tsOf(m)) end
-  end
-  redis.call('UNLINK', oldSet, oldLog)
+-- ARGV: trim point (now − retention − window), settings, key prefix, packed arrivals: per user
+-- [flags u8: 1 = maintain][user id length u8][user id][arrival count u32 BE][members back to
+-- back, each delimited by its version's length]. A user flagged for maintenance (the first call
+-- of the day for it; the client keeps count) is also trimmed, compacted, given its TTLs, and on
+-- its first v2 write its v1 keys are imported.
+local trim, settings, prefix, packed = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4]
+local ttl, window, importV1 = string.match(settings, '^(%d+) (%d+) ([01]) ')
+window = tonumber(window)
+local lengths = {}
+for version, n in string.gmatch(string.match(settings, ' ([%d:,]*)$'), '(%d+):(%d+)') do
+  lengths[tonumber(version)] = tonumber(n)
 end
 
-for i = 3, #ARGV, 2 do
-  local m = ARGV[i + 1]
-  local id = string.sub(m, 1, 1) .. string.sub(m, 10)
-  local r = 0
-  -- The hot path: a new identity is counted (ZADD NX of the identity, APPEND of the member).
-  if redis.call('ZADD', set, 'NX', ARGV[i], id) == 0 then
-    local ts, s = tonumber(ARGV[i]), tonumber(redis.call('ZSCORE', set, id))
-    window = window or tonumber(string.match(ARGV[2], '^%d+ (%d+) '))
-    if ts == s then
-      r = 1
-    elseif math.abs(ts - s) < window then
-      r = 2
+-- Pass 1, before any write: parse the users and check every key group (EXISTS set log). In a
+-- cluster a key this node does not own fails here, so a misrouted call writes nothing.
+local users, pos, size = {}, 1, #packed
+while pos <= size do
+  local flags, idLength = string.byte(packed, pos, pos + 1)
+  local uid = string.sub(packed, pos + 2, pos + 1 + idLength)
+  local c1, c2, c3, c4 = string.byte(packed, pos + 2 + idLength, pos + 5 + idLength)
+  if not c4 or idLength == 0 then return redis.error_reply('ERR countingIngest: malformed arrivals argument') end
+  local count = ((c1 * 256 + c2) * 256 + c3) * 256 + c4
+  pos = pos + 6 + idLength
+  local first = pos
+  for _ = 1, count do
+    local len = lengths[string.byte(packed, pos) or -1]
+    if not len then return redis.error_reply('ERR countingIngest: unknown layout version in arrivals') end
+    pos = pos + len
+  end
+  if pos > size + 1 then return redis.error_reply('ERR countingIngest: truncated arrivals argument') end
+  local tag = prefix .. ':v2:{' .. uid .. '}'
+  local set, log = tag, tag .. ':log'
+  users[#users + 1] = {set, log, flags, uid, first, count, redis.call('EXISTS', set, log)}
+end
+if #users == 0 or users[1][1] ~= KEYS[1] or users[1][2] ~= KEYS[2] then
+  return redis.error_reply('ERR countingIngest: KEYS must be the first user\\'s set and log')
+end
+
+local added, restamped, repaired, migrated = 0, 0, 0, 0
+for ui = 1, #users do
+  local u = users[ui]
+  local set, log, maintain, present, p = u[1], u[2], u[3] % 2 == 1, u[7], u[5]
+  local H
+  local touched, counted = false, {}
+  if present == 1 then
+    -- I3 broken: rebuild the missing key from the other before judging any arrival.
+    H = helpers(set, log, window, lengths)
+    repaired, touched = repaired + 1, true
+    if redis.call('EXISTS', set) == 1 then
+      local parts, all = {}, redis.call('ZRANGE', set, 0, -1, 'WITHSCORES')
+      for i = 1, #all, 2 do
+        local x = all[i]
+        parts[#parts + 1] = H.isFull(x) and x or H.fullOf(x, tonumber(all[i + 1]))
+      end
+      redis.call('SET', log, table.concat(parts))
     else
-      H = H or helpers(set, log, ARGV[2])
-      r = H.beyond(m, id, ts, s)
+      H.walk(redis.call('GET', log), function(m, ts) if ts >= trim then H.record(m, ts) end end)
+    end
+  elseif present == 0 and maintain and importV1 == '1' then
+    -- First v2 write for a user with v1 keys: replay them through the v2 rule, then drop them.
+    local oldTag = prefix .. ':v1:{' .. u[4] .. '}'
+    local oldSet, oldLog = oldTag, oldTag .. ':log'
+    if redis.call('EXISTS', oldSet, oldLog) > 0 then
+      H = helpers(set, log, window, lengths)
+      migrated, touched = migrated + 1, true
+      local function take(m, ts)
+        if ts >= trim and H.arrive(m, ts) == 0 then counted[#counted + 1] = m end
+      end
+      if redis.call('EXISTS', oldLog) == 1 then
+        H.walk(redis.call('GET', oldLog), take)
+      else
+        for _, m in ipairs(redis.call('ZRANGE', oldSet, 0, -1)) do take(m, H.tsOf(m)) end
+      end
+      redis.call('UNLINK', oldSet, oldLog)
     end
   end
-  if r == 0 then
-    redis.call('APPEND', log, m)
-    added = added + 1
-  elseif r == 2 then
-    restamped = restamped + 1
-  end
-end
 
--- Outside maintenance a pure redelivery changes nothing.
-if added == 0 and not touched and not maintain then return outcome() end
--- Trimming only reclaims memory (readers and the dedup rule ignore what is past the trim point),
--- so once a day per user is enough.
-if maintain and redis.call('ZREMRANGEBYSCORE', set, '-inf', '(' .. trim) > 0 then
-  local card = redis.call('ZCARD', set)
-  if card == 0 then
-    redis.call('DEL', set, log)
-    return outcome()
-  end
-  H = H or helpers(set, log, ARGV[2])
-  local len = redis.call('STRLEN', log)
-  if (len - card * H.shortest) * 4 > len then
-    local kept = {}
-    if H.walk(redis.call('GET', log), function(m, ts) if ts >= trim then kept[#kept + 1] = m end end) then
-      redis.call('SET', log, table.concat(kept))
-      touched = true
+  local imported = #counted
+  for _ = 1, u[6] do
+    local len = lengths[string.byte(packed, p)]
+    local m = string.sub(packed, p, p + len - 1)
+    local t1, t2, t3, t4, t5, t6 = string.byte(packed, p + 3, p + 8)
+    local ts = ((((t1 * 256 + t2) * 256 + t3) * 256 + t4) * 256 + t5) * 256 + t6
+    p = p + len
+    local id = string.sub(m, 1, 1) .. string.sub(m, 10)
+    local r = 0
+    -- The hot path: a new identity is counted (ZADD NX of the identity, APPEND of the member).
+    -- The score as an integer string: a Lua number would be formatted as a float (%.17g), a
+    -- measurable share of Redis's time per event.
+    if redis.call('ZADD', set, 'NX', string.format('%d', ts), id) == 0 then
+      local s = tonumber(redis.call('ZSCORE', set, id))
+      if ts == s then
+        r = 1
+      elseif math.abs(ts - s) < window then
+        r = 2
+      else
+        H = H or helpers(set, log, window, lengths)
+        r = H.beyond(m, id, ts, s)
+      end
+    end
+    if r == 0 then
+      counted[#counted + 1] = m
+    elseif r == 2 then
+      restamped = restamped + 1
     end
   end
+  added = added + #counted - imported
+  -- One APPEND per user: the log order is the arrival order all the same.
+  if #counted > 0 then redis.call('APPEND', log, table.concat(counted)) end
+
+  -- Trimming only reclaims memory (readers and the dedup rule ignore what is past the trim
+  -- point), so once a day per user is enough; a group this call created holds nothing to trim
+  -- (arrivals and imported v1 members are past the trim point). Outside maintenance a pure
+  -- redelivery changes nothing.
+  local gone = false
+  if maintain and present ~= 0 and redis.call('ZREMRANGEBYSCORE', set, '-inf', '(' .. string.format('%d', trim)) > 0 then
+    local card = redis.call('ZCARD', set)
+    if card == 0 then
+      redis.call('DEL', set, log)
+      gone = true
+    else
+      H = H or helpers(set, log, window, lengths)
+      local len = redis.call('STRLEN', log)
+      if (len - card * H.shortest) * 4 > len then
+        local kept = {}
+        if H.walk(redis.call('GET', log), function(m, ts) if ts >= trim then kept[#kept + 1] = m end end) then
+          redis.call('SET', log, table.concat(kept))
+          touched = true
+        end
+      end
+    end
+  end
+  -- Both keys get the TTL together (I3): at maintenance, and whenever a key is new, rebuilt or
+  -- rewritten (SET drops a TTL). The TTL has a day of slack over what it must cover, and the
+  -- client maintains each user it writes at least once a day.
+  if not gone and (maintain or touched or (present ~= 2 and #counted > 0)) then
+    redis.call('PEXPIRE', set, ttl)
+    redis.call('PEXPIRE', log, ttl)
+  end
 end
--- Both keys get the TTL together (I3): at maintenance, and whenever a key is new, rebuilt or
--- rewritten (SET drops a TTL). The TTL has a day of slack over what it must cover, and the
--- client maintains each user it writes at least once a day.
-if maintain or touched or present ~= 2 then
-  local ttl = string.match(ARGV[2], '^%d+')
-  redis.call('PEXPIRE', set, ttl)
-  redis.call('PEXPIRE', log, ttl)
-end
-return outcome()
+return {added, restamped, repaired, migrated}
 `;
 
 /** Version of the key schema; part of every key. v1 deduplicated on the full bytes only. */
@@ -354,6 +380,79 @@ const EMPTY = Buffer.alloc(0);
 /** Users remembered as maintained today, per store; beyond it the memory is cleared (re-maintains). */
 const MAINTAINED_USERS_MAX = 200_000;
 
+/**
+ * Most arrivals one ingest script call carries (a user with more goes alone): a script blocks
+ * Redis while it runs, and cap checks wait behind it — 256 arrivals are ≈ 1 ms of Redis time on
+ * a slow host, while the per-call cost is already amortised to a fraction of a µs per event.
+ */
+export const MAX_ARRIVALS_PER_CALL = 256;
+
+/** Longest user id (UTF-8 bytes) the packed arrivals argument carries (ids are decimal u64s). */
+export const MAX_USER_ID_BYTES = 255;
+
+/** One user's arrivals in one ingest call, in arrival order. */
+export interface UserArrivals {
+  readonly userId: string;
+  /** Maintain the user's key group in this call (trim, compaction, TTL, v1 import). */
+  readonly maintain: boolean;
+  /** Stored members (wire records without the user id). */
+  readonly members: readonly Buffer[];
+}
+
+/**
+ * Packs users' arrivals into the ingest script's one data argument: per user
+ * `[flags u8: 1 = maintain][user id length u8][user id, UTF-8][arrival count u32 BE]` then the
+ * members back to back (each delimited by its layout version's length, as in the log). Length
+ * prefixes, not separators: any byte may appear in an id or a member. Throws RangeError for an
+ * empty or too long user id, or a member whose length is not its layout version's.
+ */
+export function packArrivals(
+  users: readonly UserArrivals[],
+  schema: EventSchema = actionEventSchema,
+): Buffer {
+  const lengths: number[] = [];
+  for (const layout of schema.layouts.values()) lengths[layout.version] = layout.memberLength;
+  const idLengths: number[] = new Array(users.length);
+  let size = 0;
+  for (let i = 0; i < users.length; i++) {
+    const u = users[i] as UserArrivals;
+    const idLength = Buffer.byteLength(u.userId);
+    if (idLength === 0 || idLength > MAX_USER_ID_BYTES) {
+      throw new RangeError(
+        `User id ${JSON.stringify(u.userId)} is ${idLength} bytes: give 1 to ${MAX_USER_ID_BYTES} bytes ` +
+          '(decodeRecord gives the decimal u64).',
+      );
+    }
+    idLengths[i] = idLength;
+    size += 6 + idLength;
+    for (const m of u.members) {
+      const expected = lengths[m[0] as number];
+      if (expected === undefined || m.length !== expected) {
+        throw new RangeError(
+          `Action event member of user ${u.userId} has layout version ${m[0]} and ${m.length} bytes: ` +
+            (expected === undefined
+              ? `this store knows versions ${[...schema.layouts.keys()].join(', ')}.`
+              : `that version's members are ${expected} bytes.`) +
+            ' Build records with decodeRecord.',
+        );
+      }
+      size += expected;
+    }
+  }
+  const out = Buffer.allocUnsafe(size);
+  let pos = 0;
+  for (let i = 0; i < users.length; i++) {
+    const u = users[i] as UserArrivals;
+    const idLength = idLengths[i] as number;
+    out[pos] = u.maintain ? 1 : 0;
+    out[pos + 1] = idLength;
+    out.write(u.userId, pos + 2, idLength, 'utf8');
+    pos = out.writeUInt32BE(u.members.length, pos + 2 + idLength);
+    for (const m of u.members) pos += m.copy(out, pos);
+  }
+  return out;
+}
+
 /** Redis-backed store and query API of user-action events. */
 export class ActionStore {
   readonly retentionMs: number;
@@ -401,7 +500,6 @@ export class ActionStore {
     this.settingsArg = `${ttl} ${window} ${this.legacyV1Keys ? 1 : 0} ${layouts}`;
     // Redefining is harmless (same script): several stores may share one client.
     this.redis.defineCommand('countingIngest', { numberOfKeys: 2, lua: INGEST_LUA });
-    this.redis.defineCommand('countingIngestMaintain', { numberOfKeys: 4, lua: INGEST_LUA });
   }
 
   /** The user's occurrence-set key. */
@@ -429,9 +527,9 @@ export class ActionStore {
 
   /**
    * Stores decoded events (idempotent: storing an event again changes nothing). One script call
-   * per user, pipelined per cluster node; a user's events are applied in the order given (the
-   * first occurrence of an identity is the one counted). Errors (Redis down) propagate: the
-   * caller retries.
+   * per cluster node and up to {@link MAX_ARRIVALS_PER_CALL} arrivals (a user's arrivals are
+   * never split); a user's events are applied in the order given (the first occurrence of an
+   * identity is the one counted). Errors (Redis down) propagate: the caller retries.
    */
   async add(records: readonly DecodedRecord[]): Promise<AddResult> {
     const now = this.clock.now();
@@ -444,9 +542,8 @@ export class ActionStore {
       this.maintained.clear();
       this.maintainedDay = day;
     }
-    // Per user, the script's whole argument list, built once (the client's CPU is the
-    // bottleneck); the first call of the day for a user carries its v1 keys and maintains it.
-    const byUser = new Map<string, IngestCall>();
+    // Per user, its arrivals in order; the first call of the day for a user maintains it.
+    const byUser = new Map<string, { userId: string; maintain: boolean; members: Buffer[] }>();
     let expired = 0;
     let total = 0;
     for (const r of records) {
@@ -455,59 +552,111 @@ export class ActionStore {
         expired++;
         continue;
       }
-      total++;
-      let call = byUser.get(r.userId);
-      if (!call) {
-        const tag = `${this.prefix}:v${KEY_SCHEMA_VERSION}:{${r.userId}}`;
-        if (this.maintained.has(r.userId)) {
-          call = { maintain: false, args: [tag, `${tag}:log`, trimBefore, this.settingsArg] };
-        } else {
-          const v1 = `${this.prefix}:v1:{${r.userId}}`;
-          call = { maintain: true, args: [tag, `${tag}:log`, v1, `${v1}:log`, trimBefore, this.settingsArg] };
-        }
-        byUser.set(r.userId, call);
+      // The script reads the timestamp from the member's bytes: they must be the one checked.
+      const m = r.member;
+      if (m.length < 9 || m[1] !== 0 || m[2] !== 0 || m.readUIntBE(3, 6) !== r.timestamp) {
+        throw new RangeError(
+          `Action event of user ${r.userId}: its timestamp ${r.timestamp} is not the one in its member ` +
+            'bytes (1..8). Build records with decodeRecord.',
+        );
       }
-      call.args.push(r.timestamp, r.member);
+      total++;
+      let user = byUser.get(r.userId);
+      if (!user) {
+        user = { userId: r.userId, maintain: !this.maintained.has(r.userId), members: [] };
+        byUser.set(r.userId, user);
+      }
+      user.members.push(m);
     }
     const result = { added: 0, duplicates: 0, restamped: 0, expired, repaired: 0, migrated: 0 };
     if (byUser.size === 0) return result;
-    const tally = (userId: string, call: IngestCall, reply: IngestReply) => {
-      result.added += reply % 2 ** 20;
-      result.restamped += Math.floor(reply / 2 ** 20) % 2 ** 20;
-      result.repaired += Math.floor(reply / 2 ** 40) % 2;
-      result.migrated += Math.floor(reply / 2 ** 41) % 2;
-      // Maintained once the call that maintains it succeeded.
-      if (call.maintain) this.maintained.add(userId);
-    };
-    if (byUser.size === 1) {
-      const [entry] = byUser;
-      const [userId, call] = entry as [string, IngestCall];
-      const reply = call.maintain
-        ? await this.redis.countingIngestMaintain(...call.args)
-        : await this.redis.countingIngest(...call.args);
-      tally(userId, call, reply);
-    } else {
-      await this.ready();
-      const users = [...byUser];
-      const results = await pipelineByNode(
-        this.redis,
-        users,
-        ([, call]) => call.args[0],
-        (p, [, call]) => {
-          if (call.maintain) p.countingIngestMaintain(...call.args);
-          else p.countingIngest(...call.args);
-        },
-      );
-      let failure: Error | undefined;
-      results.forEach(([error, value], i) => {
-        const [userId, call] = users[i] as [string, IngestCall];
-        if (error) failure ??= error;
-        else tally(userId, call, value as IngestReply);
-      });
-      if (failure) throw failure;
+    const replies = await Promise.all(
+      (await this.callsByNode([...byUser.values()])).map((users) => this.ingest(users, trimBefore)),
+    );
+    for (const [added, restamped, repaired, migrated] of replies) {
+      result.added += added;
+      result.restamped += restamped;
+      result.repaired += repaired;
+      result.migrated += migrated;
     }
     result.duplicates = total - result.added;
     return result;
+  }
+
+  /**
+   * Splits users into script calls: per owning node (a cluster call may touch only that node's
+   * keys), at most {@link MAX_ARRIVALS_PER_CALL} arrivals each unless one user has more.
+   */
+  private async callsByNode(users: readonly UserArrivals[]): Promise<UserArrivals[][]> {
+    const groups = new Map<string, UserArrivals[]>();
+    const redis = this.redis;
+    if (redis instanceof Cluster && users.length > 1) {
+      await slotsReady(redis);
+      for (const u of users) {
+        const node = redis.slots[slotOf(this.key(u.userId))]?.[0] ?? 'unknown';
+        const group = groups.get(node);
+        if (group) group.push(u);
+        else groups.set(node, [u]);
+      }
+    } else groups.set('single', [...users]);
+    const calls: UserArrivals[][] = [];
+    for (const group of groups.values()) {
+      let call: UserArrivals[] = [];
+      let arrivals = 0;
+      for (const u of group) {
+        if (call.length > 0 && arrivals + u.members.length > MAX_ARRIVALS_PER_CALL) {
+          calls.push(call);
+          call = [];
+          arrivals = 0;
+        }
+        call.push(u);
+        arrivals += u.members.length;
+      }
+      calls.push(call);
+    }
+    return calls;
+  }
+
+  /**
+   * One script call for `users` (all on one node). In a cluster, a call that fails — a stale
+   * slot map sent it to a node that does not own every user, which the script detects before
+   * writing — is retried after reloading the slot map, one call per user (each routed, and
+   * redirected, by its own keys), one at a time: concurrent calls would be auto-pipelined per
+   * node, and ioredis refuses such a pipeline when redirects change the map under it. A rare
+   * path (resharding, failover), so its speed does not matter.
+   */
+  private async ingest(users: readonly UserArrivals[], trimBefore: string): Promise<IngestReply> {
+    try {
+      return await this.ingestCall(users, trimBefore);
+    } catch (error) {
+      const redis = this.redis;
+      if (!(redis instanceof Cluster) || users.length === 1) throw error;
+      await new Promise<void>((resolve) => redis.refreshSlotsCache(() => resolve()));
+      const sum: IngestReply = [0, 0, 0, 0];
+      for (const u of users) {
+        const [added, restamped, repaired, migrated] = await this.ingestCall([u], trimBefore);
+        sum[0] += added;
+        sum[1] += restamped;
+        sum[2] += repaired;
+        sum[3] += migrated;
+      }
+      return sum;
+    }
+  }
+
+  private async ingestCall(users: readonly UserArrivals[], trimBefore: string): Promise<IngestReply> {
+    const first = (users[0] as UserArrivals).userId;
+    const reply = await this.redis.countingIngest(
+      this.key(first),
+      this.logKey(first),
+      trimBefore,
+      this.settingsArg,
+      this.prefix,
+      packArrivals(users, this.schema),
+    );
+    // Maintained once the call that maintains it succeeded.
+    for (const u of users) if (u.maintain) this.maintained.add(u.userId);
+    return reply;
   }
 
   /**
@@ -556,23 +705,5 @@ export class ActionStore {
     const now = this.clock.now();
     const log = request.candidates.length > 0 ? await this.eventLog(request.userId) : EMPTY;
     return evaluateCaps(log, request.candidates, now, this.horizon(now), this.schema);
-  }
-
-  /** Waits for a cluster client's slot map (pipelineByNode groups by it). */
-  private async ready(): Promise<void> {
-    const redis = this.redis;
-    if (!(redis instanceof Cluster) || redis.status === 'ready') return;
-    await new Promise<void>((resolve, reject) => {
-      const onReady = () => {
-        redis.off('error', onError);
-        resolve();
-      };
-      const onError = (error: Error) => {
-        redis.off('ready', onReady);
-        reject(error);
-      };
-      redis.once('ready', onReady);
-      redis.once('error', onError);
-    });
   }
 }

@@ -194,6 +194,45 @@ describe('evaluateCaps agrees with a brute-force reference', () => {
     }
   });
 
+  it('on requests of one action in any view type (the bucketed scan), and ones just past its limits', () => {
+    const seed = Number(process.env.COUNTING_SEED ?? 20261125);
+    const rand = prng(seed);
+    for (let round = 0; round < 40; round++) {
+      const { members, timestamps } = randomLog(rand, int(rand, 0, 400));
+      const events = decodeAll(members, v2);
+      // Up to 8 distinct windows (some exactly on an event or 1 ms off), or 9 (the general scan);
+      // one action for every cap, or (every 4th round) a second one (the general scan too).
+      const windowCount = round % 5 === 4 ? 9 : int(rand, 1, 8);
+      const windows = new Set<number>();
+      while (windows.size < windowCount) {
+        windows.add(
+          rand() < 0.4
+            ? Math.max(
+                1,
+                now - pick(rand, timestamps.length ? timestamps : [now - HOUR_MS]) + pick(rand, [0, 1, -1]),
+              )
+            : pick(rand, [HOUR_MS, DAY_MS, 7 * DAY_MS, 30 * DAY_MS, 60 * DAY_MS]) + int(rand, 0, 3),
+        );
+      }
+      const action = pick(rand, [undefined, 'impression', 'click', 3] as const);
+      const candidates = randomCandidates(rand, int(rand, 0, 60), timestamps).map((c, ci) => ({
+        ...c,
+        caps: c.caps.map((cap, k): CapRule => {
+          if (cap.block) return cap;
+          const windowMs = [...windows][(ci + k) % windows.size] as number;
+          const second =
+            round % 4 === 3 && k === 1 ? { action: 'save' } : action === undefined ? {} : { action };
+          return { level: cap.level, windowMs, max: cap.max, ...second };
+        }),
+      }));
+      const notBefore = now - pick(rand, [30 * DAY_MS, 10 * DAY_MS, 90 * DAY_MS]);
+      expect(
+        evaluateCaps(Buffer.concat(members), candidates, now, notBefore, v2),
+        `seed=${seed} round=${round}`,
+      ).toEqual(reference(events, candidates, notBefore));
+    }
+  });
+
   it('a call nested inside another (a getter on a candidate) gets its own working memory', () => {
     const rand = prng(7);
     const { members, timestamps } = randomLog(rand, 300);
