@@ -7,7 +7,7 @@ import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import { dynamoDbClient } from '../../shared/aws/clients.js';
 import { boolEnv, intEnv } from '../../shared/config/env.js';
-import { ingestRecord } from '../../shared/counting/ingest.js';
+import { IngestCoalescer } from '../../shared/counting/ingest.js';
 import { ActionStore } from '../../shared/counting/store.js';
 import { kinesisBatchHandler } from '../../shared/lambda/kinesis-batch.js';
 import { deadLetterStoreFromEnv } from '../../shared/quarantine/dead-letter-store.js';
@@ -30,6 +30,8 @@ const store = new ActionStore({
   // Key schema v1 → v2 upgrade (docs/counting.md): off once no v1 key can remain.
   legacyV1Keys: boolEnv('COUNTING_IMPORT_V1_KEYS', true),
 });
+// The batch handler hands records over one at a time, in parallel: coalesce them into one write.
+const ingest = new IngestCoalescer({ store });
 
 export const handler = kinesisBatchHandler({
   source: spec.name,
@@ -37,13 +39,5 @@ export const handler = kinesisBatchHandler({
   clock: systemClock,
   logger,
   metrics,
-  handleRecord: async (record, batch) => {
-    const result = await ingestRecord(store, record.data);
-    batch.count('ActionsCounted', result.added);
-    batch.count('ActionsDuplicate', result.duplicates);
-    batch.count('ActionsRestamped', result.restamped);
-    batch.count('ActionsExpired', result.expired);
-    batch.count('ActionKeyGroupsRepaired', result.repaired);
-    batch.count('ActionUsersMigratedFromV1', result.migrated);
-  },
+  handleRecord: (record, batch) => ingest.ingest(record.data, batch),
 });
