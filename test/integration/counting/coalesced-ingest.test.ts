@@ -42,7 +42,8 @@ class Sums {
 
 describe('IngestCoalescer on a real redis-server', () => {
   const r = useRedis('standalone');
-  const store = (prefix: string) => new ActionStore({ redis: r.redis, clock: new ManualClock(now), keyPrefix: prefix });
+  const store = (prefix: string) =>
+    new ActionStore({ redis: r.redis, clock: new ManualClock(now), keyPrefix: prefix });
 
   /** Script calls the server has executed so far (EVALSHA + EVAL). */
   async function scriptCalls(): Promise<number> {
