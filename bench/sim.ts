@@ -120,6 +120,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
       auctionsWithOurBids: result.auctions,
       bids: result.bids,
       notices: result.notices,
+      leaseCalls: result.leaseCalls,
       ticks: result.ticks,
       wallSeconds: Math.round(result.wallMs / 100) / 10,
       // The target's figure: only a run of exactly issue 10's workload (a whole day) carries it.

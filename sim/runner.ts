@@ -103,6 +103,8 @@ export interface StrategyRun {
   readonly auctions: number;
   readonly bids: number;
   readonly notices: number;
+  /** The guards' lease/settle calls to Redis (each one Lua script). */
+  readonly leaseCalls: number;
   readonly ticks: number;
   readonly publishedTicks: number;
   /** Claims and publish batches refused by the fence (an old leader after a takeover). */
@@ -1000,6 +1002,7 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
     auctions,
     bids,
     notices: applied,
+    leaseCalls: servers.reduce((a, s) => a + s.guard.stats.leaseCalls, 0),
     ticks,
     publishedTicks: published,
     fencedWritesRejected: fenced,
