@@ -107,8 +107,10 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
       strategy: 'paceline',
       untilMs: scenario.startMs + hours * 3_600_000,
       onProgress: progress,
+      phases: true,
     });
     const loadAfter = loadavg()[0] as number;
+    const fullDay = hours === 24 && campaigns === 1000 && requestsPerDay === 10_000_000;
     const s = summarise(result, fillableOf(result));
     return {
       campaigns,
@@ -118,8 +120,11 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
       auctionsWithOurBids: result.auctions,
       bids: result.bids,
       notices: result.notices,
+      leaseCalls: result.leaseCalls,
       ticks: result.ticks,
       wallSeconds: Math.round(result.wallMs / 100) / 10,
+      // The target's figure: only a run of exactly issue 10's workload (a whole day) carries it.
+      dayWallSeconds: fullDay ? Math.round(result.wallMs / 100) / 10 : null,
       auctionsPerSec: Math.round(result.requests / (result.wallMs / 1000)),
       cpuSeconds: Math.round(result.cpuMs / 100) / 10,
       redisCpuSeconds: Math.round(result.redisCpuMs / 100) / 10,
@@ -129,9 +134,16 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
       utilisationMean: s.utilisationMean,
       overspendMax: s.overspendMax,
       errors: result.errors.length,
+      // Where the wall and CPU time went, per phase of the simulated second (s).
+      phases: Object.fromEntries(
+        Object.entries(result.phases ?? {}).map(([k, v]) => [
+          k,
+          { wallSeconds: Math.round(v.wallMs / 100) / 10, cpuSeconds: Math.round(v.cpuMs / 100) / 10 },
+        ]),
+      ),
       ...ceiling,
       target: { maxWallSecondsForADay: 600 },
-      meetsTarget: hours === 24 && result.wallMs <= 600_000,
+      meetsTarget: fullDay && result.wallMs <= 600_000,
     };
   } finally {
     redis.disconnect();

@@ -75,7 +75,9 @@ export const benchTargets: Readonly<Record<string, readonly BenchTarget[]>> = {
   ],
   sim: [
     {
-      metric: 'wallSeconds',
+      // Only a full-day run of the whole workload carries it (a scaled run reports null: no verdict
+      // can be drawn from it).
+      metric: 'dayWallSeconds',
       op: '<=',
       value: 600,
       description: 'a day of 1,000 campaigns and 10 million auctions in ≤ 10 minutes',

@@ -25,7 +25,6 @@ import {
   type ResolvedPlan,
 } from '../shared/budget/model.js';
 import { defaultCurve } from '../shared/budget/pacing.js';
-import { type DayWindow, dayWindow } from '../shared/budget/time-zone.js';
 import type { PacingController } from '../shared/pacing/controller/api.js';
 import { combineForBid } from '../shared/pacing/controller/combine.js';
 import { publishedCurve } from '../shared/pacing/controller/target-curve.js';
@@ -39,11 +38,11 @@ import { prng, type Random } from '../shared/random/prng.js';
 import type { RedisClient } from '../shared/redis/connect.js';
 import { BudgetGuard } from '../shared/spend/guard.js';
 import { planDayKeys } from '../shared/spend/keys.js';
-import type { LedgerEntry, LedgerStore } from '../shared/spend/ledger.js';
 import { readPlanDay } from '../shared/spend/live-counters.js';
 import { defaultInFlight, type InFlightConfig, Reconciler } from '../shared/spend/reconcile.js';
 import { SpendTracker } from '../shared/spend/tracker.js';
 import type { ManualClock } from '../shared/time/clock.js';
+import { dayWindows, memoryLedger, NoticeQueue } from './engine-parts.js';
 import {
   type AuctionKind,
   Market,
@@ -167,36 +166,6 @@ export interface PacingSimReport {
   readonly guardLeaseCalls: number;
   /** Background failures of the guards (lease calls); a clean run has none. */
   readonly errors: string[];
-}
-
-/** The ledger's contract in memory (first write of a bid wins). */
-export function memoryLedger(): LedgerStore {
-  const entries = new Map<string, Map<string, LedgerEntry>>();
-  const markers = new Set<string>();
-  return {
-    async record(entry) {
-      const key = `${entry.campaignId}#${entry.day}`;
-      let day = entries.get(key);
-      if (!day) {
-        day = new Map();
-        entries.set(key, day);
-      }
-      const stored = day.get(entry.bidId);
-      if (stored) return { created: false, entry: stored };
-      day.set(entry.bidId, entry);
-      return { created: true, entry };
-    },
-    async entries(campaignId, day, armId) {
-      const all = [...(entries.get(`${campaignId}#${day}`)?.values() ?? [])];
-      return armId === undefined ? all : all.filter((e) => e.armId === armId);
-    },
-    async markPlanDayStarted(scope, planId, day) {
-      const key = `${scope}#${planId}#${day}`;
-      if (markers.has(key)) return false;
-      markers.add(key);
-      return true;
-    },
-  };
 }
 
 interface Notice {
@@ -388,32 +357,15 @@ export async function runPacingSim<S, F>(options: PacingSimOptions<S, F>): Promi
     return d;
   };
 
-  const notices = new Map<number, Notice[]>();
   // Notices are delivered in batches every `noticeBatchMs` (a track-spend invocation takes a batch
   // from the stream too); fewer, larger Redis round trips keep a simulated day fast.
-  const batchMs = options.noticeBatchMs ?? 5_000;
-  const schedule = (at: number, n: Notice) => {
-    const sec = Math.ceil(at / batchMs) * batchMs;
-    let list = notices.get(sec);
-    if (!list) {
-      list = [];
-      notices.set(sec, list);
-    }
-    list.push(n);
-  };
+  const notices = new NoticeQueue<Notice>(options.noticeBatchMs ?? 5_000);
 
   let ticks = 0;
   let auctions = 0;
   let applied = 0;
   let bidNo = 0;
-  const windows = new Map<string, DayWindow>();
-  const windowOf = (tz: string, now: number): DayWindow => {
-    const w = windows.get(tz);
-    if (w && now >= w.startMs && now < w.endMs) return w;
-    const n = dayWindow(now, tz);
-    windows.set(tz, n);
-    return n;
-  };
+  const windowOf = dayWindows();
 
   const tick = async (now: number) => {
     ticks++;
@@ -513,9 +465,8 @@ export async function runPacingSim<S, F>(options: PacingSimOptions<S, F>): Promi
         for (const g of guards) await g.maintain();
       }
     }
-    const due = notices.get(now);
+    const due = notices.take(now);
     if (due) {
-      notices.delete(now);
       const outcomes = await Promise.all(due.map((n) => tracker.apply(n.event)));
       applied += outcomes.length;
       outcomes.forEach((o, i) => {
@@ -578,7 +529,7 @@ export async function runPacingSim<S, F>(options: PacingSimOptions<S, F>): Promi
             bidPriceMicros: bid,
             at: pn.at,
           };
-          schedule(
+          notices.add(
             pn.at,
             pn.kind === 'win'
               ? { event: { ...base, type: 'win', clearingPriceMicros: result.priceMicros } }

@@ -31,7 +31,6 @@ import {
   type ResolvedPlan,
 } from '../shared/budget/model.js';
 import type { BudgetItem } from '../shared/budget/repository.js';
-import { type DayWindow, dayWindow } from '../shared/budget/time-zone.js';
 import { ShardBudgets } from '../shared/pacing/budgets-cache.js';
 import type { ControlSnapshot } from '../shared/pacing/control.js';
 import type { LeaseView } from '../shared/pacing/lease.js';
@@ -49,6 +48,7 @@ import { readPlanDay } from '../shared/spend/live-counters.js';
 import { defaultInFlight, Reconciler } from '../shared/spend/reconcile.js';
 import { SpendTracker } from '../shared/spend/tracker.js';
 import type { ManualClock } from '../shared/time/clock.js';
+import { dayWindows, memoryLedger, NoticeQueue } from './engine-parts.js';
 import {
   type AuctionBid,
   gaussian,
@@ -61,7 +61,6 @@ import {
   shapeAt,
   shapeMean,
 } from './market/index.js';
-import { memoryLedger } from './pacing-sim.js';
 import type { Scenario, ScenarioCampaign } from './scenario.js';
 import { controllerOf, type StrategyName } from './strategies.js';
 
@@ -104,6 +103,8 @@ export interface StrategyRun {
   readonly auctions: number;
   readonly bids: number;
   readonly notices: number;
+  /** The guards' lease/settle calls to Redis (each one Lua script). */
+  readonly leaseCalls: number;
   readonly ticks: number;
   readonly publishedTicks: number;
   /** Claims and publish batches refused by the fence (an old leader after a takeover). */
@@ -119,6 +120,8 @@ export interface StrategyRun {
   readonly cpuMs: number;
   /** CPU time of redis-server during the run (INFO cpu), ms. */
   readonly redisCpuMs: number;
+  /** Time per phase (only with {@link RunOptions.phases}). */
+  readonly phases?: PhaseTimes;
 }
 
 /** Options of {@link runStrategy}. */
@@ -134,6 +137,8 @@ export interface RunOptions {
   readonly onProgress?: (line: string) => void;
   /** Stop bidding at this instant instead of the scenario's end (short determinism tests). */
   readonly untilMs?: number;
+  /** Measure wall and CPU time per phase of the simulated second (benchmarks). @default false */
+  readonly phases?: boolean;
 }
 
 const SHARD = 0;
@@ -161,15 +166,63 @@ interface PlanTrack {
   plan: ResolvedPlan;
   readonly key: string;
   readonly days: Map<string, DayTrack>;
+  /** The last day looked up and its track (bids and notices of a day come in runs). */
+  lastDay: string | undefined;
+  lastTrack: DayTrack | undefined;
+}
+
+/** The guard's question for one campaign (and arm), reused for every bid: no object per bid. */
+interface ReusableBid {
+  readonly campaignId: string;
+  readonly armId?: string;
+  priceMicros: number;
 }
 
 interface CampaignRun {
   readonly spec: ScenarioCampaign;
   readonly index: number;
   readonly salt: number;
+  /** The account's time zone (its advertiser day). */
+  readonly timeZone: string;
   budgets: CampaignBudgets | undefined;
   budgetMicros: number;
   armBudgets: Map<string, number>;
+  /** Plan tracks a bid falls under, without an arm (`''`) and per arm id (set on activation). */
+  tracksByArm: Map<string, PlanTrack[]>;
+  /** Guard questions, without an arm (`''`) and per arm id. */
+  readonly guardBids: Map<string, ReusableBid>;
+}
+
+/** A bidder of one auction (pooled: one object per concurrent bidder slot, not per bid). */
+interface Bidder extends AuctionBid<number> {
+  key: number;
+  bidMicros: number;
+  armId: string | undefined;
+}
+
+/**
+ * Wall and CPU time per phase of the simulated second ({@link RunOptions.phases}): what a
+ * simulated day spends in the pacer, the readers' refresh, notices, requests and lease waits.
+ */
+export type PhaseTimes = Record<string, { wallMs: number; cpuMs: number }>;
+
+class Phases {
+  readonly times: PhaseTimes = {};
+  private wall0 = 0;
+  private cpu0 = 0;
+  begin(): void {
+    this.wall0 = performance.now();
+    this.cpu0 = cpuMs();
+  }
+  end(name: string): void {
+    let t = this.times[name];
+    if (!t) {
+      t = { wallMs: 0, cpuMs: 0 };
+      this.times[name] = t;
+    }
+    t.wallMs += performance.now() - this.wall0;
+    t.cpuMs += cpuMs() - this.cpu0;
+  }
 }
 
 /**
@@ -237,6 +290,7 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
   const errors: string[] = [];
   const faultLog: string[] = [];
   const progress = options.onProgress ?? (() => {});
+  const phase = options.phases ? new Phases() : undefined;
   // Only Paceline learns from history days; the baselines start on the first scored day.
   const runStart = strategy === 'paceline' ? scenario.startMs : scenario.scoredStartMs;
   clock.set(runStart);
@@ -372,9 +426,18 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
     spec,
     index,
     salt: Math.imul(index + 1, 0x2545f491) ^ seed,
+    timeZone: (accounts.get(spec.accountId) as Account).timeZone,
     budgets: undefined,
     budgetMicros: spec.budgetMicros,
     armBudgets: new Map(spec.arms.map((a) => [a.id, a.budgetMicros])),
+    tracksByArm: new Map(),
+    guardBids: new Map<string, ReusableBid>([
+      ['', { campaignId: spec.id, priceMicros: 0 }],
+      ...spec.arms.map((a): [string, ReusableBid] => [
+        a.id,
+        { campaignId: spec.id, armId: a.id, priceMicros: 0 },
+      ]),
+    ]),
   }));
   const byId = new Map(campaigns.map((c) => [c.spec.id, c]));
   // Campaigns per segment (a campaign without segments targets every segment).
@@ -411,23 +474,17 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
 
   // ---- Plan tracks (scoring).
   const tracks = new Map<string, PlanTrack>();
-  const windows = new Map<string, DayWindow>();
-  const windowOf = (tz: string, now: number): DayWindow => {
-    const w = windows.get(tz);
-    if (w && now >= w.startMs && now < w.endMs) return w;
-    const n = dayWindow(now, tz);
-    windows.set(tz, n);
-    return n;
-  };
+  const windowOf = dayWindows();
   const trackPlans = (b: CampaignBudgets) => {
     for (const p of [...b.common, ...b.arms.values()]) {
       const key = planKeyOf(p);
       const t = tracks.get(key);
       if (t) t.plan = p;
-      else tracks.set(key, { plan: p, key, days: new Map() });
+      else tracks.set(key, { plan: p, key, days: new Map(), lastDay: undefined, lastTrack: undefined });
     }
   };
   const dayTrack = (t: PlanTrack, day: string): DayTrack => {
+    if (t.lastDay === day) return t.lastTrack as DayTrack;
     let d = t.days.get(day);
     if (!d) {
       d = {
@@ -445,6 +502,8 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
       };
       t.days.set(day, d);
     }
+    t.lastDay = day;
+    t.lastTrack = d;
     return d;
   };
 
@@ -471,11 +530,24 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
   const monitor = new PacingReader({ redis, clock, shards: SHARDS, maxAgeMs: 3 * TICK_MS });
   const monitorCurve = publishedCurve(monitor);
 
+  // Campaigns with budgets, as the readers' prefetch takes them (rebuilt on activation).
+  let active: { accountId: string; campaignId: string }[] = [];
   const activate = (c: CampaignRun) => {
-    c.budgets = budgetsOf(c);
-    live.set(c.spec.id, c.budgets);
-    trackPlans(c.budgets);
-    for (const s of servers) s.guard.setBudgets(c.budgets);
+    const b = budgetsOf(c);
+    c.budgets = b;
+    live.set(c.spec.id, b);
+    trackPlans(b);
+    // The plans a bid falls under (plansForBid's order: account, campaign, then the arm).
+    const common = b.common.map((p) => tracks.get(planKeyOf(p)) as PlanTrack);
+    c.tracksByArm = new Map([['', common]]);
+    for (const arm of c.spec.arms) {
+      const p = b.arms.get(arm.id);
+      c.tracksByArm.set(arm.id, p ? [...common, tracks.get(planKeyOf(p)) as PlanTrack] : common);
+    }
+    for (const s of servers) s.guard.setBudgets(b);
+    active = campaigns
+      .filter((x) => x.budgets)
+      .map((x) => ({ accountId: x.spec.accountId, campaignId: x.spec.id }));
   };
 
   // ---- The pacer (one shard; a new process per takeover).
@@ -543,19 +615,10 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
     readonly event: Parameters<SpendTracker['apply']>[0];
     readonly accountId: string;
   }
-  const notices = new Map<number, Notice[]>();
-  const schedule = (at: number, n: Notice) => {
-    let due = Math.ceil(at / NOTICE_BATCH_MS) * NOTICE_BATCH_MS;
-    for (const f of scenario.faults)
-      if (f.kind === 'notices-stalled' && due >= f.atMs && due < f.untilMs)
-        due = Math.ceil(f.untilMs / NOTICE_BATCH_MS) * NOTICE_BATCH_MS;
-    let list = notices.get(due);
-    if (!list) {
-      list = [];
-      notices.set(due, list);
-    }
-    list.push(n);
-  };
+  const notices = new NoticeQueue<Notice>(
+    NOTICE_BATCH_MS,
+    scenario.faults.flatMap((f) => (f.kind === 'notices-stalled' ? [f] : [])),
+  );
 
   let requests = 0;
   let auctions = 0;
@@ -616,12 +679,7 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
       for (const c of affected) if (c.budgets) activate(c);
       dirty = true;
     }
-    if (dirty) {
-      const active = campaigns
-        .filter((c) => c.budgets)
-        .map((c) => ({ accountId: c.spec.accountId, campaignId: c.spec.id }));
-      for (const s of servers) await s.reader.prefetch(active);
-    }
+    if (dirty) for (const s of servers) await s.reader.prefetch(active);
   };
 
   const applyFaults = async (now: number) => {
@@ -656,7 +714,9 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
     ticks++;
     const t = Math.floor(now / TICK_MS);
     if (now >= pacerDownUntil) {
+      phase?.begin();
       const o = await leader.pacer.runTick(t, who);
+      phase?.end('pacer');
       if (o.published) published++;
       if (o.stateReloaded) {
         reloads++;
@@ -673,28 +733,35 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
       fenced += o.fencedWritesRejected;
       if (o.published) errors.push(`fence: the old region's pacer published tick ${t} after the flip`);
     }
-    // Refresh-ahead of every ad server's reader, once the publish has landed.
-    for (const s of servers) await s.reader.refreshDue();
+    // Refresh-ahead of every ad server's reader, once the publish has landed (reads only: the
+    // servers' pipelines go out together, each gets the same data as one after the other).
+    phase?.begin();
+    await Promise.all(servers.map((s) => s.reader.refreshDue()));
+    phase?.end('refresh');
   };
 
   const bookWin = (c: CampaignRun, armId: string | undefined, day: string, micros: number) => {
-    const b = c.budgets;
-    if (!b) return;
-    for (const p of armId === undefined
-      ? b.common
-      : [...b.common, ...(b.arms.has(armId) ? [b.arms.get(armId) as ResolvedPlan] : [])]) {
-      const t = tracks.get(planKeyOf(p));
-      if (t) dayTrack(t, day).spent += micros;
-    }
+    if (!c.budgets) return;
+    for (const t of tracksOf(c, armId)) dayTrack(t, day).spent += micros;
   };
+  const tracksOf = (c: CampaignRun, armId: string | undefined): PlanTrack[] =>
+    c.tracksByArm.get(armId ?? '') ?? (c.tracksByArm.get('') as PlanTrack[]);
 
   const end = Math.min(scenario.endMs, options.untilMs ?? scenario.endMs);
   const drainUntil = end + scenario.notices.maxDelayMs * 3 + 2 * NOTICE_BATCH_MS;
   const valuations = campaigns.map((c) => ({ median: c.spec.medianBidMicros, sigma: c.spec.bidSigma }));
   const cap = minFloat(scenario);
-  let minuteQueue: { at: number; competing: number; segment: number; id: number }[] = [];
+  // The minute's requests in arrival order, as columns (no object per request): arrival instant,
+  // the market's best competing bid, segment; request ids are firstId + position.
+  let qAt = new Float64Array(0);
+  let qCompeting = new Float64Array(0);
+  let qSegment = new Uint32Array(0);
+  let qLength = 0;
+  let firstId = 0;
   let next = 0;
-  const bidders: (AuctionBid<number> & { armId: string | undefined; server: number })[] = [];
+  // Bidders of the current auction, from a pool of reusable objects.
+  const bidders: Bidder[] = [];
+  const pool: Bidder[] = [];
   let lastLog = 0;
 
   // Faults of days a run does not simulate are not replayed at its start.
@@ -707,12 +774,10 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
       await applyChanges(now);
       if (now % TICK_MS === 0) await tick(now);
       if (now % MINUTE === 0) {
-        await monitor.prefetch(
-          campaigns
-            .filter((c) => c.budgets)
-            .map((c) => ({ accountId: c.spec.accountId, campaignId: c.spec.id })),
-        );
+        phase?.begin();
+        await monitor.prefetch(active);
         sampleMinute(now);
+        phase?.end('monitor');
         // The minute's requests: arrival, the market's best competing bid, the segment.
         // Drawn from the minute's own generator: every strategy sees the same requests, whichever
         // day it starts on.
@@ -720,31 +785,51 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
         const n = requestsOf(now, marketRandom);
         let shift = 1;
         for (const s of scenario.market.shifts) if (now >= s.fromMs && now < s.toMs) shift *= s.factor;
-        minuteQueue = new Array(n);
+        const offset = new Float64Array(n);
+        const competing = new Float64Array(n);
+        const segment = new Uint32Array(n);
+        // Sort key: offset in the minute × n + draw index (unique, exact below 2^53): arrival
+        // order, ties in draw order (what a stable sort by arrival gives).
+        const order = new Float64Array(n);
         for (let i = 0; i < n; i++) {
           const u = marketRandom();
           let seg = 0;
           while (seg < segmentCdf.length - 1 && u >= (segmentCdf[seg] as number)) seg++;
-          minuteQueue[i] = {
-            at: now + Math.floor(marketRandom() * MINUTE),
-            competing: Math.round(prices.sample(marketRandom) * shift),
-            segment: seg,
-            id: 0,
-          };
+          const off = Math.floor(marketRandom() * MINUTE);
+          offset[i] = off;
+          competing[i] = Math.round(prices.sample(marketRandom) * shift);
+          segment[i] = seg;
+          order[i] = off * n + i;
         }
-        minuteQueue.sort((a, b) => a.at - b.at);
-        for (const q of minuteQueue) q.id = ++requests;
+        order.sort();
+        if (qAt.length < n) {
+          qAt = new Float64Array(n);
+          qCompeting = new Float64Array(n);
+          qSegment = new Uint32Array(n);
+        }
+        for (let k = 0; k < n; k++) {
+          const key = order[k] as number;
+          const i = key - Math.floor(key / n) * n;
+          qAt[k] = now + (offset[i] as number);
+          qCompeting[k] = competing[i] as number;
+          qSegment[k] = segment[i] as number;
+        }
+        qLength = n;
+        firstId = requests + 1;
+        requests += n;
         next = 0;
+        phase?.begin();
         for (const s of servers) await s.guard.maintain();
+        phase?.end('maintain');
         if (now - lastLog >= 6 * 3_600_000) {
           lastLog = now;
           progress(`${strategy}: ${new Date(now).toISOString()} requests ${requests} bids ${bids}`);
         }
       }
     }
-    const due = notices.get(now);
+    const due = notices.take(now);
     if (due) {
-      notices.delete(now);
+      phase?.begin();
       const outcomes = await Promise.all(
         due.map((n) =>
           tracker.apply(n.event).catch((e: unknown) => {
@@ -754,24 +839,29 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
         ),
       );
       applied += outcomes.length;
-      outcomes.forEach((o, i) => {
+      for (let i = 0; i < outcomes.length; i++) {
+        const o = outcomes[i];
+        if (!o || o.addedMicros <= 0) continue;
         const ev = (due[i] as Notice).event;
-        if (o && o.addedMicros > 0) {
-          const c = byId.get(ev.campaignId) as CampaignRun;
-          const tz = accounts.get(c.spec.accountId)?.timeZone as string;
-          bookWin(c, ev.armId, windowOf(tz, ev.bidAt).day, o.addedMicros);
-        }
-      });
+        const c = byId.get(ev.campaignId) as CampaignRun;
+        bookWin(c, ev.armId, windowOf(c.timeZone, ev.bidAt).day, o.addedMicros);
+      }
+      phase?.end('notices');
     }
     if (!bidding) continue;
-    while (next < minuteQueue.length && (minuteQueue[next]?.at ?? 0) < now + 1000) {
-      const rq = minuteQueue[next++] as (typeof minuteQueue)[number];
-      clock.set(rq.at);
+    phase?.begin();
+    while (next < qLength && (qAt[next] as number) < now + 1000) {
+      const at = qAt[next] as number;
+      const id = firstId + next;
+      const competingMicros = qCompeting[next] as number;
+      const eligible = bySegment[qSegment[next] as number] as CampaignRun[];
+      next++;
+      clock.set(at);
+      const server = servers[id % servers.length] as (typeof servers)[number];
       bidders.length = 0;
-      for (const c of bySegment[rq.segment] as CampaignRun[]) {
-        const b = c.budgets;
-        if (!b) continue;
-        const u = mix(rq.id, c.salt);
+      for (const c of eligible) {
+        if (!c.budgets) continue;
+        const u = mix(id, c.salt);
         if (u >= c.spec.reach) continue;
         let armId: string | undefined;
         if (c.spec.arms.length > 0) {
@@ -782,45 +872,40 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
             if (x < 0) break;
           }
         }
-        const server = rq.id % servers.length;
-        const s = servers[server] as (typeof servers)[number];
-        const pacing = s.reader.forBid(c.spec.accountId, c.spec.id, armId);
+        const pacing = server.reader.forBid(c.spec.accountId, c.spec.id, armId);
         if (pacing.throttle < 1 && random() >= pacing.throttle) continue;
         const v = valuations[c.index] as { median: number; sigma: number };
         const value = v.median * Math.exp(v.sigma * gaussian(random));
         const bid = Math.min(cap, Math.max(1, Math.round(value * pacing.bidMultiplier)));
-        if (
-          s.guard.decide({
-            campaignId: c.spec.id,
-            ...(armId === undefined ? {} : { armId }),
-            priceMicros: bid,
-          }) !== 'bid'
-        )
-          continue;
-        bidders.push({ key: c.index, bidMicros: bid, armId, server });
+        const question = c.guardBids.get(armId ?? '') as ReusableBid;
+        question.priceMicros = bid;
+        if (server.guard.decide(question) !== 'bid') continue;
+        let b = pool[bidders.length];
+        if (!b) {
+          b = { key: 0, bidMicros: 0, armId: undefined };
+          pool.push(b);
+        }
+        b.key = c.index;
+        b.bidMicros = bid;
+        b.armId = armId;
+        bidders.push(b);
       }
       if (bidders.length === 0) continue;
       auctions++;
       bids += bidders.length;
-      const result = runAuction(scenario.market.auction, bidders, rq.competing, scenario.market.floorMicros);
+      const result = runAuction(
+        scenario.market.auction,
+        bidders,
+        competingMicros,
+        scenario.market.floorMicros,
+      );
       for (const b of bidders) {
         const c = campaigns[b.key] as CampaignRun;
         const won = result.winner === b.key;
-        const tz = accounts.get(c.spec.accountId)?.timeZone as string;
         if (won) {
-          const day = windowOf(tz, rq.at).day;
+          const day = windowOf(c.timeZone, at).day;
           const clicked = random() < c.spec.ctr;
-          const budgets = c.budgets as CampaignBudgets;
-          const plans =
-            b.armId === undefined
-              ? budgets.common
-              : [
-                  ...budgets.common,
-                  ...(budgets.arms.has(b.armId) ? [budgets.arms.get(b.armId) as ResolvedPlan] : []),
-                ];
-          for (const p of plans) {
-            const t = tracks.get(planKeyOf(p));
-            if (!t) continue;
+          for (const t of tracksOf(c, b.armId)) {
             const d = dayTrack(t, day);
             d.impressions++;
             d.charged += result.priceMicros;
@@ -828,28 +913,29 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
           }
         }
         const bidId = `b${++bidNo}`;
-        for (const pn of plannedNotices(won, rq.at, scenario.notices, random)) {
-          const base = {
-            v: 1 as const,
-            bidId,
-            campaignId: c.spec.id,
-            ...(b.armId === undefined ? {} : { armId: b.armId }),
-            bidAt: rq.at,
-            bidPriceMicros: b.bidMicros,
-            at: pn.at,
-          };
-          schedule(pn.at, {
+        for (const pn of plannedNotices(won, at, scenario.notices, random)) {
+          notices.add(pn.at, {
             accountId: c.spec.accountId,
-            event:
-              pn.kind === 'win'
-                ? { ...base, type: 'win', clearingPriceMicros: result.priceMicros }
-                : { ...base, type: 'loss' },
+            event: noticeEvent(
+              pn.kind,
+              bidId,
+              c.spec.id,
+              b.armId,
+              at,
+              b.bidMicros,
+              pn.at,
+              result.priceMicros,
+            ),
           });
         }
       }
     }
+    phase?.end('requests');
     clock.set(now);
-    for (const s of servers) await s.guard.idle();
+    phase?.begin();
+    // Lease calls of this second, of every guard, land before the next one (awaits only).
+    await Promise.all(servers.map((s) => s.guard.idle()));
+    phase?.end('idle');
   }
   for (const s of servers) {
     await s.guard.close();
@@ -916,6 +1002,7 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
     auctions,
     bids,
     notices: applied,
+    leaseCalls: servers.reduce((a, s) => a + s.guard.stats.leaseCalls, 0),
     ticks,
     publishedTicks: published,
     fencedWritesRejected: fenced,
@@ -926,7 +1013,28 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
     wallMs: Date.now() - wall0,
     cpuMs: Math.round(cpuMs() - cpu0),
     redisCpuMs: Math.round((await redisCpuMs(redis)) - rcpu0),
+    ...(phase ? { phases: phase.times } : {}),
   };
+}
+
+/** A win or loss notice of a bid, as the exchange sends it (built without spreads: hot path). */
+function noticeEvent(
+  kind: 'win' | 'loss',
+  bidId: string,
+  campaignId: string,
+  armId: string | undefined,
+  bidAt: number,
+  bidPriceMicros: number,
+  at: number,
+  clearingPriceMicros: number,
+): Parameters<SpendTracker['apply']>[0] {
+  if (kind === 'win')
+    return armId === undefined
+      ? { v: 1, type: 'win', bidId, campaignId, bidAt, bidPriceMicros, at, clearingPriceMicros }
+      : { v: 1, type: 'win', bidId, campaignId, armId, bidAt, bidPriceMicros, at, clearingPriceMicros };
+  return armId === undefined
+    ? { v: 1, type: 'loss', bidId, campaignId, bidAt, bidPriceMicros, at }
+    : { v: 1, type: 'loss', bidId, campaignId, armId, bidAt, bidPriceMicros, at };
 }
 
 /**

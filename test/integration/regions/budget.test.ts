@@ -24,7 +24,7 @@ import { readPlanDay } from '../../../shared/spend/live-counters.js';
 import { Reconciler } from '../../../shared/spend/reconcile.js';
 import { cachedBudgets, SpendTracker } from '../../../shared/spend/tracker.js';
 import { ManualClock } from '../../../shared/time/clock.js';
-import { memoryLedger } from '../../../sim/pacing-sim.js';
+import { memoryLedger } from '../../../sim/engine-parts.js';
 import { accountsInShard } from '../pacing/support.js';
 import {
   REGION_A,

@@ -20,7 +20,7 @@ import { readPlanDay } from '../../../shared/spend/live-counters.js';
 import { Reconciler } from '../../../shared/spend/reconcile.js';
 import { SpendTracker } from '../../../shared/spend/tracker.js';
 import { ManualClock } from '../../../shared/time/clock.js';
-import { memoryLedger } from '../../../sim/pacing-sim.js';
+import { memoryLedger } from '../../../sim/engine-parts.js';
 import { accountsInShard, seedShard } from '../pacing/support.js';
 import {
   REGION_A,
