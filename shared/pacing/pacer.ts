@@ -199,6 +199,11 @@ interface PlanList {
   readonly list: PlanAtDay[];
   /** Per campaign (aligned with the active campaigns): indexes into `list`, publishing order. */
   readonly byCampaign: Int32Array[];
+  /**
+   * Indexes of the campaign plans with the largest daily budgets (the dashboard's series), chosen
+   * when the list is built: the tick reports only these, instead of scanning every plan.
+   */
+  readonly top: Int32Array;
 }
 
 /** The snapshot hash's metadata field (readers ignore a snapshot without it: half-written). */
@@ -468,7 +473,14 @@ export class ShardPacer {
       stateReloaded: claimed.reloaded,
       ...(sharingOutcome ? { sharing: sharingOutcome } : {}),
       ...(publishing && publish?.rejectedBatches === 0
-        ? { topCampaigns: topCampaignPoints(plans, spend, results, nowMs) }
+        ? {
+            topCampaigns: topCampaignPoints(
+              Array.from(planList.top, (i) => plans[i] as PlanAtDay),
+              Array.from(planList.top, (i) => spend[i] as PlanSpendSnapshot),
+              Array.from(planList.top, (i) => results[i] as PlanResult),
+              nowMs,
+            ),
+          }
         : {}),
       phasesMs: {
         inputs: inputsDone - startedAtMs,
@@ -575,12 +587,16 @@ export class ShardPacer {
       });
       byCampaign.push(idx);
     }
+    // Candidates for the dashboard's largest campaign plans: a few times k by daily budget (the
+    // reported order uses the budget the controller paced, which region shares may lower).
+    const top = topIndexes(list, 4 * TOP_CAMPAIGNS_REPORTED);
     this.planList = {
       generation: this.options.budgets.generation,
       campaigns: campaigns.length,
       validUntil,
       list,
       byCampaign,
+      top,
     };
     return this.planList;
   }
@@ -892,6 +908,22 @@ export class ShardPacer {
     this.orphans.state.clear();
     this.orphans.forecast.clear();
   }
+}
+
+/** Indexes of the `k` campaign-level plans with the largest daily budgets (one pass, small buffer). */
+function topIndexes(list: readonly PlanAtDay[], k: number): Int32Array {
+  const top: { i: number; budget: number }[] = [];
+  for (let i = 0; i < list.length; i++) {
+    const plan = (list[i] as PlanAtDay).plan;
+    if (plan.level !== 'campaign' || plan.campaignId === undefined) continue;
+    const budget = plan.dailyBudgetMicros;
+    if (top.length === k && budget <= (top[k - 1] as { budget: number }).budget) continue;
+    let at = top.length;
+    while (at > 0 && (top[at - 1] as { budget: number }).budget < budget) at--;
+    top.splice(at, 0, { i, budget });
+    if (top.length > k) top.pop();
+  }
+  return Int32Array.from(top, (t) => t.i);
 }
 
 /** A campaign's republish slot in [0, k): spreads the forced rewrites evenly over the ticks. */
