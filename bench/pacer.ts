@@ -9,7 +9,9 @@
  *   state) — the real ShardPacer with its lease and SSM reads stubbed (they are one call each);
  *   median of `--ticks` steady ticks after a first tick (empty Redis: every hash and the budgets
  *   snapshot written whole), which is reported apart, as is a leader change (another process
- *   takes over: state reload, every field rewritten);
+ *   takes over: state reload, every field rewritten); beside it, per steady tick: Redis busy time
+ *   and commands (INFO commandstats, scripts' inner calls included), client CPU, campaign hashes
+ *   written — work counts that do not depend on how loaded the machine is;
  * - readerLookupsPerSec: PacingReader.forBid() from the local cache, per second, one process, for
  *   the request mix's Zipf-distributed candidates (and, reported beside it, a uniform stream);
  * - remoteReadReduction: 1 − remote reads / lookups at a stated request mix (below), against one

@@ -12,7 +12,9 @@
  *    publish reloads the controller state published by the previous publisher (no jump at a
  *    leader change) and rewrites every campaign hash whole;
  * 6. read every plan-day's live spend (one pipelined read), step the controller for every plan;
- * 7. the publisher writes the campaign hashes, changed states and forecasts (fenced Lua batches).
+ * 7. the publisher writes the campaign hashes that changed beyond the deadband or are due for
+ *    their bounded republish, changed states and forecasts (fenced Lua batches); the last batch
+ *    records the completed publish in the claim hash, which readers take freshness from (v2).
  */
 import { type CampaignBudgets, plansForBid, type ResolvedPlan } from '../budget/model.js';
 import type { BudgetItem } from '../budget/repository.js';

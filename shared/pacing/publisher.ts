@@ -9,6 +9,8 @@
  * - `ppPublish` — writes a batch of campaign hashes plus the plans' controller state and
  *   forecast, accepted only while the stored claim is exactly the caller's (fence, t, publisher).
  *   A paused or partitioned ex-leader that resumes after a newer claim has every write rejected.
+ *   The publish's last batch records the completed publish in the claim hash (`pt`, `pat`, `rp`):
+ *   readers' freshness under contract v2 (docs/pacing.md).
  *
  * Both append their outcome (accepted or rejected, and why) to the shard's audit stream, capped
  * at `logMaxLen` entries: the server's own, ordered record of who wrote which tick.
