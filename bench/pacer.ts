@@ -9,7 +9,9 @@
  *   state) — the real ShardPacer with its lease and SSM reads stubbed (they are one call each);
  *   median of `--ticks` steady ticks after a first tick (empty Redis: every hash and the budgets
  *   snapshot written whole), which is reported apart, as is a leader change (another process
- *   takes over: state reload, every field rewritten);
+ *   takes over: state reload, every field rewritten); beside it, per steady tick: Redis busy time
+ *   and commands (INFO commandstats, scripts' inner calls included), client CPU, campaign hashes
+ *   written — work counts that do not depend on how loaded the machine is;
  * - readerLookupsPerSec: PacingReader.forBid() from the local cache, per second, one process, for
  *   the request mix's Zipf-distributed candidates (and, reported beside it, a uniform stream);
  * - remoteReadReduction: 1 − remote reads / lookups at a stated request mix (below), against one
@@ -183,12 +185,16 @@ async function seedSpend(redis: Redis, budgets: ShardBudgets, now: number): Prom
   return keys.size;
 }
 
-/** Microseconds Redis spent executing commands so far (INFO commandstats). */
-async function serverUsec(redis: RedisClient): Promise<number> {
+/** Microseconds Redis spent executing commands, and commands run, so far (INFO commandstats). */
+async function serverStats(redis: RedisClient): Promise<{ usec: number; calls: number }> {
   const info = await redis.info('commandstats');
   let usec = 0;
-  for (const m of info.matchAll(/usec=(\d+)/g)) usec += Number(m[1]);
-  return usec;
+  let calls = 0;
+  for (const m of info.matchAll(/calls=(\d+),usec=(\d+)/g)) {
+    calls += Number(m[1]);
+    usec += Number(m[2]);
+  }
+  return { usec, calls };
 }
 
 function median(xs: number[]): number {
@@ -316,15 +322,22 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     );
     const steady: TickOutcome[] = [];
     const serverMs: number[] = [];
+    const clientCpuMs: number[] = [];
+    const commands: number[] = [];
     for (let i = 0; i < ticks; i++) {
-      const before = await serverUsec(redis);
+      const before = await serverStats(redis);
+      const cpu = process.cpuUsage();
       const o = await pacer.runTick(tick++, who);
-      const used = (await serverUsec(redis)) - before;
+      const c = process.cpuUsage(cpu);
+      const after = await serverStats(redis);
+      const used = after.usec - before.usec;
       if (!o.published) throw new Error(`tick ${o.tick} did not publish: ${JSON.stringify(o.claim)}`);
       steady.push(o);
       serverMs.push(Math.round(used / 1000));
+      clientCpuMs.push(Math.round((c.user + c.system) / 1000));
+      commands.push(after.calls - before.calls - 1); // less the INFO of `before`
       progress(
-        `tick ${i + 1}/${ticks}: ${o.durationMs} ms ${JSON.stringify(o.phasesMs)}, redis busy ${Math.round(used / 1000)} ms`,
+        `tick ${i + 1}/${ticks}: ${o.durationMs} ms ${JSON.stringify(o.phasesMs)}, redis busy ${Math.round(used / 1000)} ms, client CPU ${clientCpuMs.at(-1)} ms, ${commands.at(-1)} Redis commands (scripts' inner calls included), ${o.publish?.campaignsWritten ?? 0} campaign hashes written`,
       );
     }
     const tickMs = median(steady.map((o) => o.durationMs));
@@ -332,11 +345,24 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     // over (under Lambda about once a minute): state reload and every field rewritten.
     const takeover = await pacer.runTick(tick++, { ...who, publisherId: 's0-i1/bench' });
     progress(`leader-change tick: ${takeover.durationMs} ms ${JSON.stringify(takeover.phasesMs)}`);
+    const perTick = {
+      redisBusyMsPerTick: median(serverMs),
+      clientCpuMsPerTick: median(clientCpuMs),
+      redisCommandsPerTick: median(commands),
+      campaignHashesWrittenPerTick: median(steady.map((o) => o.publish?.campaignsWritten ?? 0)),
+    };
     if (args.includes('--tick-only'))
       return {
+        controller: controller.name,
         tickMsFor100kCampaigns: tickMs,
+        tickPhasesMs: steady.map((o) => o.phasesMs),
         leaderChangeTickMs: takeover.durationMs,
         campaignsPerTick: campaigns,
+        ...perTick,
+        ...ceiling,
+        campaignsPerSecToCeilingRatio: +(campaigns / (tickMs / 1000) / ceiling.redisCeilingOpsPerSec).toFixed(
+          3,
+        ),
       };
     const phase = (k: 'inputs' | 'claimAndSpend' | 'step' | 'publish') =>
       median(steady.map((o) => o.phasesMs?.[k] ?? 0));
@@ -426,9 +452,10 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     }
     await new Promise((res) => setTimeout(res, 50));
     const m = mixReader.metrics;
-    const remoteReadReduction = +(1 - m.remoteReads / mixLookups).toFixed(4);
+    // Campaign hashes and (contract v2) the shards' claim hashes: every remote read counts.
+    const remoteReadReduction = +(1 - (m.remoteReads + m.shardReads) / mixLookups).toFixed(4);
     progress(
-      `mix: ${mixLookups} lookups, ${m.remoteReads} remote reads, hit rate ${(m.hits / m.lookups).toFixed(4)}`,
+      `mix: ${mixLookups} lookups, ${m.remoteReads} remote reads + ${m.shardReads} shard reads, hit rate ${(m.hits / m.lookups).toFixed(4)}`,
     );
 
     const targets = {
@@ -457,7 +484,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
       },
       firstTickMs: first.durationMs,
       leaderChangeTickMs: takeover.durationMs,
-      redisBusyMsPerTick: median(serverMs),
+      ...perTick,
       readerLookupsPerSec,
       readerLookupsPerSecUniform,
       readerLookupStream:

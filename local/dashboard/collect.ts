@@ -11,7 +11,7 @@ import type { SSMClient } from '@aws-sdk/client-ssm';
 import { dynamoDbClient, endpointsFromEnv, ssmClient } from '../../shared/aws/clients.js';
 import { BudgetRepository } from '../../shared/budget/repository.js';
 import { resolvePacerShards } from '../../shared/pacing/control.js';
-import { campaignParamsKey } from '../../shared/pacing/keys.js';
+import { campaignParamsKey, shardClaimKey } from '../../shared/pacing/keys.js';
 import { readShardStatuses } from '../../shared/pacing/status.js';
 import { connectRedis, type RedisClient, redisConfigFromEnv } from '../../shared/redis/connect.js';
 import { regionResources, resourceName } from '../../shared/region/resources.js';
@@ -140,10 +140,12 @@ export class RegionCollector {
     await this.refreshCampaigns(nowMs);
     return Promise.all(
       this.campaigns.map(async (ref) => {
+        // The shard's completed publish first (contract v2 freshness), then the campaign hash.
+        const [pt, pat, rp] = await this.redis.hmget(shardClaimKey(ref.accountId, shards), 'pt', 'pat', 'rp');
         const published = await this.redis.hgetall(campaignParamsKey(ref.accountId, ref.campaignId, shards));
         const day = spendDay(ref, readPublished(published).plan, nowMs);
         const spendKey = planDayKeys({ scope: `c:${ref.campaignId}`, planId: 'campaign' }, day).state;
-        return campaignReading(ref, published, await this.redis.hgetall(spendKey), nowMs);
+        return campaignReading(ref, published, await this.redis.hgetall(spendKey), nowMs, { pt, pat, rp });
       }),
     );
   }

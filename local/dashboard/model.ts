@@ -5,7 +5,13 @@
  * (`collect.ts`) reads the stores, the server (`server.ts`) serves what this module keeps.
  */
 import { localDate } from '../../shared/budget/time-zone.js';
-import { decodeCampaignHash, PacingDecodeError, type PublishedPlan } from '../../shared/pacing/codec.js';
+import {
+  decodeCampaignHash,
+  decodeShardPublish,
+  effectivePublish,
+  PacingDecodeError,
+  type PublishedPlan,
+} from '../../shared/pacing/codec.js';
 import type { ShardStatus } from '../../shared/pacing/status.js';
 import { evaluateCurve } from '../../shared/pacing/types.js';
 import { planDaySnapshot } from '../../shared/spend/live-counters.js';
@@ -61,15 +67,23 @@ function chartedPlan(plans: ReadonlyMap<string, PublishedPlan>): PublishedPlan |
   return plans.get('campaign') ?? plans.values().next().value;
 }
 
-/** Decodes a campaign hash (HGETALL reply) without throwing: malformed hashes are shown as such. */
-export function readPublished(hash: Readonly<Record<string, string>>): {
+/**
+ * Decodes a campaign hash (HGETALL reply) without throwing: malformed hashes are shown as such.
+ * `shardClaim` (`pt`, `pat`, `rp` of the shard's claim hash) gives the freshness readers use
+ * (contract v2); without it, the age of the hash's last write.
+ */
+export function readPublished(
+  hash: Readonly<Record<string, string>>,
+  shardClaim?: Readonly<Record<string, string | null | undefined>>,
+): {
   plan?: PublishedPlan;
   publishedAtMs?: number;
   error?: string;
 } {
   try {
-    const published = decodeCampaignHash(hash);
-    if (!published) return {};
+    const own = decodeCampaignHash(hash);
+    if (!own) return {};
+    const published = effectivePublish(own, shardClaim ? decodeShardPublish(shardClaim) : undefined);
     const plan = chartedPlan(published.plans);
     return { ...(plan ? { plan } : {}), publishedAtMs: published.publishedAtMs };
   } catch (error) {
@@ -93,8 +107,9 @@ export function campaignReading(
   publishedHash: Readonly<Record<string, string>>,
   spendHash: Readonly<Record<string, string>>,
   nowMs: number,
+  shardClaim?: Readonly<Record<string, string | null | undefined>>,
 ): CampaignReading {
-  const { plan, publishedAtMs, error } = readPublished(publishedHash);
+  const { plan, publishedAtMs, error } = readPublished(publishedHash, shardClaim);
   const day = spendDay(ref, plan, nowMs);
   const live = spendHash.r === undefined ? undefined : planDaySnapshot(spendHash, nowMs);
   const current = plan !== undefined && plan.day === day;

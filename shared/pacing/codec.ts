@@ -1,5 +1,5 @@
 /**
- * Value encodings of the published campaign hash, contract v1 (docs/pacing.md has the same with a
+ * Value encodings of the published campaign hash, contract v2 (docs/pacing.md has the same with a
  * worked example). Pure functions, shared by the publisher and the reader, so the two cannot
  * disagree; plain decimal text, so a reader in any language parses it with split and atoi/atof.
  *
@@ -7,14 +7,19 @@
  *
  * | field          | value                                                                          |
  * | -------------- | ------------------------------------------------------------------------------ |
- * | `v`            | `1` (contract version)                                                          |
- * | `t`            | tick id of the publish (⌊epochMs / tickMs⌋)                                     |
- * | `at`           | published-at, epoch ms (publisher's clock)                                      |
+ * | `v`            | `2` (contract version)                                                          |
+ * | `t`            | tick id of the publish that last wrote this hash (⌊epochMs / tickMs⌋)           |
+ * | `at`           | epoch ms of that write (publisher's clock)                                      |
  * | `f`            | fence `g.o.e`                                                                   |
  * | `by`           | publisher id (`<instance id>/<process nonce>`)                                  |
  * | `plans`        | plan ids present, comma-separated: `account`, `campaign`, `arm:<armId>`        |
  * | `p:<planId>`   | `throttle,bidMultiplier,budgetMicros,mode,day,dayStartMs,dayEndMs`              |
  * | `e:<planId>`   | E(t): knots `atMs,micros` separated by `;`, the first absolute, the rest deltas |
+ *
+ * v2 (this version): a hash is rewritten only when something in it changes beyond the deadband,
+ * or at least every `rp` ms; the freshness of every campaign of the shard is the shard's last
+ * completed publish, fields `pt` / `pat` / `rp` of `pp:1:{pp:<shard>}:claim`
+ * ({@link decodeShardPublish}, {@link effectivePublish}).
  */
 import type { PacingMode } from '../budget/model.js';
 import type { DayWindow } from '../budget/time-zone.js';
@@ -22,7 +27,7 @@ import { type Fence, parseFence } from './fence.js';
 import type { CurvePoints, PlanPacingParams } from './types.js';
 
 /** Contract version written in field `v`. */
-export const PACING_CONTRACT_VERSION = 1;
+export const PACING_CONTRACT_VERSION = 2;
 
 /** Thrown when a controller's output cannot be published (e.g. a NaN throttle). */
 export class InvalidPacingParamsError extends Error {
@@ -204,4 +209,60 @@ export function decodeCampaignHash(hash: Readonly<Record<string, string>>): Publ
     plans.set(planId, decodePlan(planId, hash[`p:${planId}`], hash[`e:${planId}`]));
   }
   return { version, tick, publishedAtMs, fence, publisher: hash.by ?? '', plans };
+}
+
+/** The shard's last completed publish, from its claim hash (contract v2). */
+export interface ShardPublish {
+  /** Tick of the last publish whose every batch landed (`pt`). */
+  readonly tick: number;
+  /** Its published-at, epoch ms, publisher's clock (`pat`). */
+  readonly publishedAtMs: number;
+  /** Every paced campaign's hash is rewritten at least this often, ms (`rp`). */
+  readonly republishMs: number;
+}
+
+/**
+ * Decodes `pt`, `pat`, `rp` of a shard's claim hash (HGETALL or HMGET as a record); undefined
+ * when the shard never completed a v2 publish or the fields are malformed (readers then fall back
+ * to each campaign hash's own `at`, which is conservative).
+ */
+export function decodeShardPublish(
+  claim: Readonly<Record<string, string | null | undefined>>,
+): ShardPublish | undefined {
+  const tick = Number(claim.pt);
+  const publishedAtMs = Number(claim.pat);
+  const republishMs = Number(claim.rp);
+  if (
+    claim.pt == null ||
+    claim.pat == null ||
+    claim.rp == null ||
+    !Number.isSafeInteger(tick) ||
+    !Number.isSafeInteger(publishedAtMs) ||
+    !Number.isSafeInteger(republishMs) ||
+    republishMs < 0
+  ) {
+    return undefined;
+  }
+  return { tick, publishedAtMs, republishMs };
+}
+
+/**
+ * A campaign's parameters with the freshness readers must use (contract v2): the shard's last
+ * completed publish vouches for every campaign hash the publisher still rewrites, i.e. one written
+ * within `rp` of it; a hash left behind (a campaign no longer paced: paused, deleted, moved) ages
+ * from its own `at` + `rp`. So `publishedAtMs` = min(shard `pat`, campaign `at` + `rp`), never
+ * earlier than the campaign's own `at`; without a shard publish, the campaign's own `at`.
+ */
+export function effectivePublish(
+  campaign: PublishedCampaign,
+  shard: ShardPublish | undefined,
+): PublishedCampaign {
+  if (!shard) return campaign;
+  const vouched = Math.min(shard.publishedAtMs, campaign.publishedAtMs + shard.republishMs);
+  if (vouched <= campaign.publishedAtMs) return campaign;
+  return {
+    ...campaign,
+    publishedAtMs: vouched,
+    tick: vouched === shard.publishedAtMs ? shard.tick : campaign.tick,
+  };
 }

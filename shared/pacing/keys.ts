@@ -4,7 +4,8 @@
  * so the shard's claim and all its writes live in one slot: one Lua script checks the claim and
  * writes atomically, in cluster mode too.
  *
- * - `pp:1:{pp:<s>}:claim`            hash   the shard's last claim (fence g, o, e; tick t; publisher p; at)
+ * - `pp:1:{pp:<s>}:claim`            hash   the shard's last claim (fence g, o, e; tick t; publisher p; at) and
+ *                                           last completed publish (pt, pat, rp: readers' freshness, v2)
  * - `pp:1:{pp:<s>}:c:<campaignId>`   hash   everything a bid of the campaign needs (one HGETALL)
  * - `pp:1:{pp:<s>}:st`               hash   controller state per plan, `<scope>:<planId>` → encoded
  * - `pp:1:{pp:<s>}:fc`               hash   traffic forecast per plan, `<scope>:<planId>` → encoded
@@ -47,6 +48,11 @@ const encoder = new TextEncoder();
  */
 export function campaignParamsKey(accountId: string, campaignId: string, shards: number): string {
   return shardKeys(fnv1a32(encoder.encode(accountId)) % shards).campaign(campaignId);
+}
+
+/** The claim key of the account's shard (readers take the shard's freshness from it, v2). */
+export function shardClaimKey(accountId: string, shards: number): string {
+  return shardKeys(fnv1a32(encoder.encode(accountId)) % shards).claim;
 }
 
 const fields = new WeakMap<object, string>();

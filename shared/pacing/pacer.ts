@@ -12,7 +12,9 @@
  *    publish reloads the controller state published by the previous publisher (no jump at a
  *    leader change) and rewrites every campaign hash whole;
  * 6. read every plan-day's live spend (one pipelined read), step the controller for every plan;
- * 7. the publisher writes the campaign hashes, changed states and forecasts (fenced Lua batches).
+ * 7. the publisher writes the campaign hashes that changed beyond the deadband or are due for
+ *    their bounded republish, changed states and forecasts (fenced Lua batches); the last batch
+ *    records the completed publish in the claim hash, which readers take freshness from (v2).
  */
 import { type CampaignBudgets, plansForBid, type ResolvedPlan } from '../budget/model.js';
 import type { BudgetItem } from '../budget/repository.js';
@@ -68,6 +70,20 @@ export interface ShardPacerOptions {
   readonly maxArgsPerBatch?: number;
   /** How often a campaign hash's expiry is refreshed (memory only). @default 1 h */
   readonly expiryRefreshMs?: number;
+  /**
+   * Deadband of a continuing publish (contract v2): a plan's `p:` field is rewritten when its
+   * budget, mode or day changed, or its throttle moved by more than `throttle` (absolute) or its
+   * bid multiplier by more than `multiplier` (relative); smaller moves wait for the campaign's
+   * bounded republish. 0 and 0: any change of the encoding is written at once.
+   * @default { throttle: 0.001, multiplier: 0.001 }
+   */
+  readonly deadband?: { readonly throttle: number; readonly multiplier: number };
+  /**
+   * Every paced campaign's hash is rewritten (header `t`, `at`, and every field that differs from
+   * the computed value at all) at least every this many ticks, staggered over the campaigns; the
+   * claim hash's `rp` tells readers the bound ((this + 1) ticks, ms). @default 6
+   */
+  readonly republishTicks?: number;
   /**
    * Fault injection: awaited between a successful claim and the publish (the window in which a
    * paused leader holds a claim it is about to lose). Tests only. @default none
@@ -155,10 +171,17 @@ interface PlanMemory {
 
 interface CampaignMemory {
   plansKey: string;
-  /** Encoded `p:` value and curve object last published per plan id. */
-  params: Map<string, string>;
-  curves: Map<string, CurvePoints>;
+  /** Per plan, in publishing order (aligned with the campaign's plans): what is stored. */
+  encoded: string[];
+  /** The parameters and day behind `encoded` (deadband comparisons). */
+  params: PlanPacingParams[];
+  days: DayWindow[];
+  curves: CurvePoints[];
+  /** `e:` values as stored (a new curve object with the same knots is not rewritten). */
+  encodedCurves: string[];
   expiryRefreshedAt: number;
+  /** The campaign's republish slot: rewritten when (tick + phase) mod republishTicks = 0. */
+  phase: number;
 }
 
 interface PlanAtDay {
@@ -178,6 +201,11 @@ interface PlanList {
   readonly list: PlanAtDay[];
   /** Per campaign (aligned with the active campaigns): indexes into `list`, publishing order. */
   readonly byCampaign: Int32Array[];
+  /**
+   * Indexes of the campaign plans with the largest daily budgets (the dashboard's series), chosen
+   * when the list is built: the tick reports only these, instead of scanning every plan.
+   */
+  readonly top: Int32Array;
 }
 
 /** The snapshot hash's metadata field (readers ignore a snapshot without it: half-written). */
@@ -248,9 +276,20 @@ export class ShardPacer {
   private readonly days = new Map<string, DayWindow>();
   private readonly publishers = new Map<string, ShardPublisher>();
   private readonly expiryRefreshMs: number;
+  private readonly deadband: { readonly throttle: number; readonly multiplier: number };
+  private readonly republishTicks: number;
 
   constructor(private readonly options: ShardPacerOptions) {
     this.expiryRefreshMs = options.expiryRefreshMs ?? 3_600_000;
+    this.deadband = options.deadband ?? { throttle: 0.001, multiplier: 0.001 };
+    const k = options.republishTicks ?? 6;
+    if (!Number.isSafeInteger(k) || k < 1)
+      throw new RangeError(
+        `republishTicks must be a positive integer (got ${k}): ticks between forced rewrites`,
+      );
+    if (!(this.deadband.throttle >= 0 && this.deadband.multiplier >= 0))
+      throw new RangeError('deadband throttle and multiplier must be ≥ 0 (0 and 0: publish every change)');
+    this.republishTicks = k;
   }
 
   private publisher(publisherId: string): ShardPublisher {
@@ -360,7 +399,7 @@ export class ShardPacer {
     let publishLagMs: number | undefined;
     if (publishing && fence) {
       await this.options.beforePublish?.();
-      const writes = this.campaignWrites(campaigns, planList, results, nowMs);
+      const writes = this.campaignWrites(campaigns, planList, results, nowMs, tick);
       const { state, forecast } = this.stateWrites();
       // The snapshot is kept up to date incrementally by whoever publishes; it is written whole only
       // when there is none yet (or it was lost with Redis).
@@ -383,6 +422,7 @@ export class ShardPacer {
         forecast: { set: forecast, del: this.pendingDeletes.forecast },
         budgets: { set: budgetSet, del: fullSnapshot ? [] : changes.removals },
         replaceBudgets: fullSnapshot,
+        republishMs: (this.republishTicks + 1) * this.options.tickMs,
       });
       publishLagMs = clock.now() - tick * this.options.tickMs;
       if (publish.rejectedBatches === 0) {
@@ -435,7 +475,14 @@ export class ShardPacer {
       stateReloaded: claimed.reloaded,
       ...(sharingOutcome ? { sharing: sharingOutcome } : {}),
       ...(publishing && publish?.rejectedBatches === 0
-        ? { topCampaigns: topCampaignPoints(plans, spend, results, nowMs) }
+        ? {
+            topCampaigns: topCampaignPoints(
+              Array.from(planList.top, (i) => plans[i] as PlanAtDay),
+              Array.from(planList.top, (i) => spend[i] as PlanSpendSnapshot),
+              Array.from(planList.top, (i) => results[i] as PlanResult),
+              nowMs,
+            ),
+          }
         : {}),
       phasesMs: {
         inputs: inputsDone - startedAtMs,
@@ -542,12 +589,16 @@ export class ShardPacer {
       });
       byCampaign.push(idx);
     }
+    // Candidates for the dashboard's largest campaign plans: a few times k by daily budget (the
+    // reported order uses the budget the controller paced, which region shares may lower).
+    const top = topIndexes(list, 4 * TOP_CAMPAIGNS_REPORTED);
     this.planList = {
       generation: this.options.budgets.generation,
       campaigns: campaigns.length,
       validUntil,
       list,
       byCampaign,
+      top,
     };
     return this.planList;
   }
@@ -618,14 +669,26 @@ export class ShardPacer {
     return { results, invalid };
   }
 
+  /**
+   * The campaign hashes to write this tick (contract v2): nothing for a campaign whose published
+   * values are all within the deadband of the computed ones, unless its republish slot comes
+   * (then every field that differs at all, and the header); every field for a publisher that
+   * does not know what is stored (a new publisher, changed plans).
+   */
   private campaignWrites(
     campaigns: readonly CampaignBudgets[],
     planList: PlanList,
     results: readonly PlanResult[],
     nowMs: number,
+    tick: number,
   ): { writes: CampaignWrite[]; commit(): void } {
     const writes: CampaignWrite[] = [];
-    const updates: (() => void)[] = [];
+    const updates: [CampaignMemory, number, PlanResult, boolean, string | undefined][] = [];
+    const created: [string, CampaignMemory][] = [];
+    const refreshed: CampaignMemory[] = [];
+    const K = this.republishTicks;
+    const dbT = this.deadband.throttle;
+    const dbM = this.deadband.multiplier;
     for (let ci = 0; ci < campaigns.length; ci++) {
       const b = campaigns[ci] as CampaignBudgets;
       const idx = planList.byCampaign[ci] as Int32Array;
@@ -638,54 +701,99 @@ export class ShardPacer {
       // changed; a new publisher overwrites every field instead (readers read only the plans
       // listed in `plans`, so a field left from a removed plan is inert).
       const replace = memory !== undefined && memory.plansKey !== plansKey;
-      const refresh = full || nowMs - (memory as CampaignMemory).expiryRefreshedAt >= this.expiryRefreshMs;
-      const fields: string[] = full ? ['plans', plansKey] : [];
-      // Only what changed since this publisher's last publish: small parameters and curves alike
-      // (the header fields t and at are rewritten on every publish by the script).
-      let changed: [string, string, CurvePoints][] | undefined;
-      for (let j = 0; j < idx.length; j++) {
-        const at = idx[j] as number;
-        const planId = (planList.list[at] as PlanAtDay).plan.planId;
-        const r = results[at] as PlanResult;
-        if (r.encoded === undefined) r.encoded = encodePlanParams(r.params, r.day);
-        const encoded = r.encoded;
-        const curveChanged = full || memory?.curves.get(planId) !== r.params.curve;
-        const paramsChanged = full || memory?.params.get(planId) !== encoded;
-        if (paramsChanged) fields.push(`p:${planId}`, encoded);
-        if (curveChanged) fields.push(`e:${planId}`, encodeCurve(r.params.curve));
-        if (paramsChanged || curveChanged) {
-          changed = changed ?? [];
-          changed.push([planId, encoded, r.params.curve]);
-        }
-      }
-      writes.push({ campaignId, mode: replace ? 'F' : full || refresh ? 'X' : 'P', fields });
       if (full) {
+        const fields: string[] = ['plans', plansKey];
         const m: CampaignMemory = {
           plansKey,
-          params: new Map(),
-          curves: new Map(),
+          encoded: new Array(idx.length),
+          params: new Array(idx.length),
+          days: new Array(idx.length),
+          curves: new Array(idx.length),
+          encodedCurves: new Array(idx.length),
           expiryRefreshedAt: nowMs,
+          phase: memory?.phase ?? phaseOf(campaignId, K),
         };
-        for (const [planId, encoded, curve] of changed ?? []) {
-          m.params.set(planId, encoded);
-          m.curves.set(planId, curve);
+        for (let j = 0; j < idx.length; j++) {
+          const at = idx[j] as number;
+          const planId = (planList.list[at] as PlanAtDay).plan.planId;
+          const r = results[at] as PlanResult;
+          if (r.encoded === undefined) r.encoded = encodePlanParams(r.params, r.day);
+          const curve = encodeCurve(r.params.curve);
+          fields.push(`p:${planId}`, r.encoded, `e:${planId}`, curve);
+          m.encodedCurves[j] = curve;
+          m.encoded[j] = r.encoded;
+          m.params[j] = r.params;
+          m.days[j] = r.day;
+          m.curves[j] = r.params.curve;
         }
-        updates.push(() => this.published.set(campaignId, m));
-      } else if (changed || refresh) {
-        const m = memory as CampaignMemory;
-        updates.push(() => {
-          for (const [planId, encoded, curve] of changed ?? []) {
-            m.params.set(planId, encoded);
-            m.curves.set(planId, curve);
+        writes.push({ campaignId, mode: replace ? 'F' : 'X', fields });
+        created.push([campaignId, m]);
+        continue;
+      }
+      const m = memory as CampaignMemory;
+      const due = (tick + m.phase) % K === 0;
+      const refresh = nowMs - m.expiryRefreshedAt >= this.expiryRefreshMs;
+      let fields: string[] | undefined;
+      for (let j = 0; j < idx.length; j++) {
+        const at = idx[j] as number;
+        const r = results[at] as PlanResult;
+        const p = r.params;
+        // A new curve object is compared by its encoding (controllers may rebuild equal curves).
+        let curve: string | undefined;
+        if (m.curves[j] !== p.curve) {
+          curve = encodeCurve(p.curve);
+          if (curve === m.encodedCurves[j]) {
+            // Same knots as stored: remember the object (safe whatever this publish's fate).
+            m.curves[j] = p.curve;
+            curve = undefined;
           }
-          if (refresh) m.expiryRefreshedAt = nowMs;
-        });
+        }
+        const curveChanged = curve !== undefined;
+        const q = m.params[j] as PlanPacingParams;
+        const d = m.days[j] as DayWindow;
+        // Within the deadband: same budget, mode and day, throttle and multiplier moved little.
+        const within =
+          p.budgetMicros === q.budgetMicros &&
+          p.mode === q.mode &&
+          p.day === q.day &&
+          r.day.startMs === d.startMs &&
+          r.day.endMs === d.endMs &&
+          Math.abs(p.throttle - q.throttle) <= dbT &&
+          Math.abs(p.bidMultiplier - q.bidMultiplier) <= dbM * q.bidMultiplier;
+        let paramsChanged = false;
+        if (!within || due) {
+          if (r.encoded === undefined) r.encoded = encodePlanParams(p, r.day);
+          paramsChanged = r.encoded !== m.encoded[j];
+        }
+        if (!paramsChanged && !curveChanged) continue;
+        const planId = (planList.list[at] as PlanAtDay).plan.planId;
+        fields = fields ?? [];
+        if (paramsChanged) fields.push(`p:${planId}`, r.encoded as string);
+        if (curve !== undefined) fields.push(`e:${planId}`, curve);
+        updates.push([m, j, r, paramsChanged, curve]);
+      }
+      if (fields || due || refresh) {
+        writes.push({ campaignId, mode: refresh ? 'X' : 'P', fields: fields ?? [] });
+        if (refresh) refreshed.push(m);
       }
     }
     return {
       writes,
       commit: () => {
-        for (const u of updates) u();
+        for (const [m, j, r, paramsChanged, curve] of updates) {
+          // A plan written for its curve alone keeps the parameters stored before.
+          if (paramsChanged) {
+            m.encoded[j] = r.encoded as string;
+            m.params[j] = r.params;
+            m.days[j] = r.day;
+          }
+          if (curve !== undefined) {
+            m.curves[j] = r.params.curve;
+            m.encodedCurves[j] = curve;
+          }
+        }
+        for (const [campaignId, m] of created) this.published.set(campaignId, m);
+        for (const m of refreshed) m.expiryRefreshedAt = nowMs;
       },
     };
   }
@@ -802,6 +910,29 @@ export class ShardPacer {
     this.orphans.state.clear();
     this.orphans.forecast.clear();
   }
+}
+
+/** Indexes of the `k` campaign-level plans with the largest daily budgets (one pass, small buffer). */
+function topIndexes(list: readonly PlanAtDay[], k: number): Int32Array {
+  const top: { i: number; budget: number }[] = [];
+  for (let i = 0; i < list.length; i++) {
+    const plan = (list[i] as PlanAtDay).plan;
+    if (plan.level !== 'campaign' || plan.campaignId === undefined) continue;
+    const budget = plan.dailyBudgetMicros;
+    if (top.length === k && budget <= (top[k - 1] as { budget: number }).budget) continue;
+    let at = top.length;
+    while (at > 0 && (top[at - 1] as { budget: number }).budget < budget) at--;
+    top.splice(at, 0, { i, budget });
+    if (top.length > k) top.pop();
+  }
+  return Int32Array.from(top, (t) => t.i);
+}
+
+/** A campaign's republish slot in [0, k): spreads the forced rewrites evenly over the ticks. */
+function phaseOf(campaignId: string, k: number): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < campaignId.length; i++) h = Math.imul(h ^ campaignId.charCodeAt(i), 0x01000193);
+  return (h >>> 0) % k;
 }
 
 const plansCache = new WeakMap<CampaignBudgets, { plans: ResolvedPlan[]; key: string }>();

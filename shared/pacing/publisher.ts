@@ -9,6 +9,8 @@
  * - `ppPublish` — writes a batch of campaign hashes plus the plans' controller state and
  *   forecast, accepted only while the stored claim is exactly the caller's (fence, t, publisher).
  *   A paused or partitioned ex-leader that resumes after a newer claim has every write rejected.
+ *   The publish's last batch records the completed publish in the claim hash (`pt`, `pat`, `rp`):
+ *   readers' freshness under contract v2 (docs/pacing.md).
  *
  * Both append their outcome (accepted or rejected, and why) to the shard's audit stream, capped
  * at `logMaxLen` entries: the server's own, ordered record of who wrote which tick.
@@ -36,12 +38,13 @@ declare module 'ioredis' {
       logMaxLen: number,
     ): Result<[number, string, string, string, string, string, string], Context>;
     /**
-     * KEYS: claim, state, forecast, budgets snapshot, log, written campaign keys…, touched
-     * campaign keys…  ARGV: g, o, e, tick, publisher, nowMs, logMaxLen, keepMs, replace-snapshot
-     * (1|0), written count, then per written campaign one argument: mode (F replace | X write +
-     * expiry | P write) and its field/value pairs, joined by the unit separator (0x1f); touched count (campaigns with nothing changed: tick
-     * and published-at only); then for state, forecast and snapshot: pairs count, pairs; then for
-     * each: delete count, fields.
+     * KEYS: claim, state, forecast, budgets snapshot, log, written campaign keys…
+     * ARGV: g, o, e, tick, publisher, nowMs, logMaxLen, keepMs, replace-snapshot (1|0),
+     * complete (1|0: the publish's last batch — records `pt`, `pat`, `rp` in the claim hash),
+     * republishMs, written count, then per written campaign one argument: mode (F replace | X
+     * write + expiry | P write) and its field/value pairs, joined by the unit separator (0x1f);
+     * then for state, forecast and snapshot one argument each: field/value pairs joined by 0x1f
+     * ('' = none); then for each one argument: fields to delete joined by 0x1f ('' = none).
      * Reply: [accepted 1|0, claim g, o, e, tick, publisher] ('' = none).
      */
     ppPublish(
@@ -74,57 +77,60 @@ const PUBLISH_LUA = `
 local cur = redis.call('HMGET', KEYS[1], 'g', 'o', 'e', 't', 'p')
 local g, o, e, t, by, now = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local fence = g .. '.' .. o .. '.' .. e
-local n = tonumber(ARGV[10])
+local n = tonumber(ARGV[12])
 if cur[1] ~= g or cur[2] ~= o or cur[3] ~= e or cur[4] ~= t or cur[5] ~= by then
   redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[7], '*', 'k', 'publish', 'ok', 0, 'why', 'claim', 'by', by,
     'f', fence, 't', t, 'at', now, 'n', n)
   return {0, cur[1] or '', cur[2] or '', cur[3] or '', cur[4] or '', cur[5] or ''}
 end
-if ARGV[9] == '1' then redis.call('DEL', KEYS[4]) end
-local i = 11
-for c = 1, n do
-  local key = KEYS[5 + c]
-  -- one argument per campaign: mode, then field, value, … separated by the unit separator (31)
-  local packed = ARGV[i]
-  i = i + 1
+-- splits one packed argument (parts joined by the unit separator, 31) into f[1..nf]
+local function split(packed)
   local f, nf, pos = {}, 0, 1
+  if packed == '' then return f, 0 end
   while true do
     local sep = string.find(packed, '\\31', pos, true)
     nf = nf + 1
     if not sep then
       f[nf] = string.sub(packed, pos)
-      break
+      return f, nf
     end
     f[nf] = string.sub(packed, pos, sep - 1)
     pos = sep + 1
   end
+end
+if ARGV[9] == '1' then redis.call('DEL', KEYS[4]) end
+local i = 13
+for c = 1, n do
+  local key = KEYS[5 + c]
+  -- one argument per campaign: mode, then field, value, …
+  local f, nf = split(ARGV[i])
+  i = i + 1
   local mode = f[1]
   if mode == 'F' then redis.call('DEL', key) end
   if mode == 'P' then
     -- a continuing publisher: version, fence and publisher are already this publish's
     redis.call('HSET', key, 't', t, 'at', now, unpack(f, 2, nf))
   else
-    redis.call('HSET', key, 'v', '1', 't', t, 'at', now, 'f', fence, 'by', by, unpack(f, 2, nf))
+    redis.call('HSET', key, 'v', '2', 't', t, 'at', now, 'f', fence, 'by', by, unpack(f, 2, nf))
     redis.call('PEXPIRE', key, ARGV[8])
   end
 end
--- campaigns whose parameters did not change: only the tick and published-at move
-local m = tonumber(ARGV[i])
-i = i + 1
-for c = 1, m do
-  redis.call('HSET', KEYS[5 + n + c], 't', t, 'at', now)
+for h = 2, 4 do
+  local f, nf = split(ARGV[i])
+  i = i + 1
+  -- HSET in slices: unpack has a stack limit
+  for s = 1, nf, 4000 do redis.call('HSET', KEYS[h], unpack(f, s, math.min(nf, s + 3999))) end
 end
 for h = 2, 4 do
-  local nv = tonumber(ARGV[i])
+  local f, nf = split(ARGV[i])
   i = i + 1
-  if nv > 0 then redis.call('HSET', KEYS[h], unpack(ARGV, i, i + nv - 1)) end
-  i = i + nv
+  for s = 1, nf, 4000 do redis.call('HDEL', KEYS[h], unpack(f, s, math.min(nf, s + 3999))) end
 end
-for h = 2, 4 do
-  local nv = tonumber(ARGV[i])
-  i = i + 1
-  if nv > 0 then redis.call('HDEL', KEYS[h], unpack(ARGV, i, i + nv - 1)) end
-  i = i + nv
+if ARGV[10] == '1' then
+  -- the whole publish of tick t has landed (batches run in order on the shard's one node, and a
+  -- claim never returns once replaced, so every earlier batch was accepted): readers take the
+  -- shard's freshness from here (contract v2)
+  redis.call('HSET', KEYS[1], 'pt', t, 'pat', now, 'rp', ARGV[11])
 end
 redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[7], '*', 'k', 'publish', 'ok', 1, 'why', 'ok', 'by', by,
   'f', fence, 't', t, 'at', now, 'n', n)
@@ -186,6 +192,11 @@ export interface PublishBatchInput {
   readonly budgets?: HashChanges;
   /** Rewrite the budgets snapshot whole (its first batch deletes the old one). @default false */
   readonly replaceBudgets?: boolean;
+  /**
+   * The bound readers may assume on the age of a paced campaign's hash (`rp` in the claim hash,
+   * contract v2): the publisher rewrites every paced campaign at least this often. @default 0
+   */
+  readonly republishMs?: number;
 }
 
 /** Result of {@link ShardPublisher.publish}. */
@@ -262,7 +273,7 @@ export class ShardPublisher {
    * the outcome counts them.
    */
   async publish(input: PublishBatchInput): Promise<PublishOutcome> {
-    const head = (replaceBudgets: boolean) => [
+    const head = (replaceBudgets: boolean, complete: boolean) => [
       input.fence.g,
       input.fence.o,
       input.fence.e,
@@ -272,6 +283,8 @@ export class ShardPublisher {
       this.logMaxLen,
       this.keepMs,
       replaceBudgets ? '1' : '0',
+      complete ? '1' : '0',
+      input.republishMs ?? 0,
     ];
     const k = this.keys;
     const fixedKeys = [k.claim, k.state, k.forecast, k.budgets, k.log];
@@ -279,71 +292,67 @@ export class ShardPublisher {
     let replace = input.replaceBudgets === true;
     const push = (
       campaignKeys: string[],
-      body: (string | number)[],
-      count: number,
-      touched: string[],
-      sets: readonly (readonly string[])[],
-      dels: readonly (readonly string[])[],
+      body: string[],
+      sets: readonly string[],
+      dels: readonly string[],
     ) => {
-      const args: (string | number)[] = [...head(replace), count, ...body, touched.length];
-      for (const set of sets) args.push(set.length, ...set);
-      for (const del of dels) args.push(del.length, ...del);
-      batches.push({
-        keys: [...fixedKeys, ...campaignKeys, ...touched],
-        args,
-        campaigns: count + touched.length,
-      });
+      const args: (string | number)[] = [
+        ...head(replace, false),
+        campaignKeys.length,
+        ...body,
+        ...sets,
+        ...dels,
+      ];
+      batches.push({ keys: [...fixedKeys, ...campaignKeys], args, campaigns: campaignKeys.length });
       replace = false; // only the first batch clears the old snapshot
     };
-    const none: readonly string[] = [];
-    const noChanges = [none, none, none];
-    // Campaign hashes, in batches of about maxArgs script arguments (keys count too).
+    const noChanges = ['', '', ''];
+    // Campaign hashes, in batches of about maxArgs script arguments' worth of fields.
     let keys: string[] = [];
-    let body: (string | number)[] = [];
-    let touched: string[] = [];
-    let count = 0;
+    let body: string[] = [];
     let size = 0;
-    const flush = () => {
-      push(keys, body, count, touched, noChanges, noChanges);
-      keys = [];
-      body = [];
-      touched = [];
-      count = 0;
-      size = 0;
-    };
     for (const c of input.campaigns) {
-      if (c.mode === 'P' && c.fields.length === 0) {
-        touched.push(k.campaign(c.campaignId));
-        size += 1;
-      } else {
-        keys.push(k.campaign(c.campaignId));
-        // One packed argument per campaign: a script argument costs the client far more than its
-        // bytes, and the script splits it cheaply. Field names and encoded values never hold 0x1f.
-        body.push(c.fields.length === 0 ? c.mode : `${c.mode}\x1f${c.fields.join('\x1f')}`);
-        count++;
-        size += 2 + (c.fields.length >> 2);
+      keys.push(k.campaign(c.campaignId));
+      // One packed argument per campaign: a script argument costs the client far more than its
+      // bytes, and the script splits it cheaply. Field names and encoded values never hold 0x1f.
+      body.push(c.fields.length === 0 ? c.mode : `${c.mode}\x1f${c.fields.join('\x1f')}`);
+      size += 2 + (c.fields.length >> 2);
+      if (size >= this.maxArgs) {
+        push(keys, body, noChanges, noChanges);
+        keys = [];
+        body = [];
+        size = 0;
       }
-      if (size >= this.maxArgs) flush();
     }
-    if (count > 0 || touched.length > 0) flush();
-    // Side hashes (state, forecast, snapshot) in batches of their own, same claim check.
+    if (keys.length > 0) push(keys, body, noChanges, noChanges);
+    // Side hashes (state, forecast, snapshot): one packed argument per slice, same claim check.
     const sides = [input.state, input.forecast, input.budgets];
+    const slice = this.maxArgs * 4;
     for (let h = 0; h < 3; h++) {
       const changes = sides[h];
       if (!changes) continue;
-      const sets: (readonly string[])[] = [none, none, none];
-      for (let i = 0; i < changes.set.length; i += this.maxArgs) {
-        sets[h] = changes.set.slice(i, i + this.maxArgs);
-        push([], [], 0, [], sets, noChanges);
-      }
-      const del = changes.del ?? [];
-      const dels: (readonly string[])[] = [none, none, none];
-      for (let i = 0; i < del.length; i += this.maxArgs) {
-        dels[h] = del.slice(i, i + this.maxArgs);
-        push([], [], 0, [], noChanges, dels);
+      for (const [list, isDel] of [
+        [changes.set, false],
+        [changes.del ?? [], true],
+      ] as const) {
+        for (let i = 0; i < list.length; i += slice) {
+          const part = list.slice(i, i + slice);
+          for (const x of part) {
+            if (x.includes('\x1f'))
+              throw new RangeError(
+                `publish: ${JSON.stringify(x)} holds the unit separator 0x1f, which the script splits on`,
+              );
+          }
+          const packed = ['', '', ''];
+          packed[h] = part.join('\x1f');
+          push([], [], isDel ? noChanges : packed, isDel ? packed : noChanges);
+        }
       }
     }
-    if (replace) push([], [], 0, [], noChanges, noChanges);
+    // The last batch records the completed publish in the claim hash (an empty one if need be).
+    if (replace || batches.length === 0) push([], [], noChanges, noChanges);
+    const last = batches[batches.length - 1] as { args: (string | number)[] };
+    last.args[9] = '1';
     const results = await pipelineByNode(
       this.options.redis,
       batches,

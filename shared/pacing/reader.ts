@@ -2,7 +2,9 @@
  * `PacingReader`: how an ad server reads pacing parameters (DESIGN requirements 8 and 10).
  *
  * - **One response per campaign**: the account plan's, the campaign plan's and every arm's
- *   parameters come back in one HGETALL of the campaign hash (contract v1, docs/pacing.md).
+ *   parameters come back in one HGETALL of the campaign hash (contract v2, docs/pacing.md); the
+ *   shard's freshness comes from one HMGET of its claim hash per refresh round, in the same
+ *   pipeline.
  * - **Local cache keyed to tick boundaries**: parameters change once per tick, so a campaign read
  *   once serves every request until the next publish. Lookups of cached campaigns are
  *   synchronous, no I/O ({@link PacingReader.lookup}).
@@ -20,9 +22,16 @@ import { defaultCurve, type TargetCurve } from '../budget/pacing.js';
 import type { DayWindow } from '../budget/time-zone.js';
 import { pipelineByNode, type RedisClient } from '../redis/connect.js';
 import type { Clock } from '../time/clock.js';
-import { decodeCampaignHash, type PublishedCampaign, type PublishedPlan } from './codec.js';
+import {
+  decodeCampaignHash,
+  decodeShardPublish,
+  effectivePublish,
+  type PublishedCampaign,
+  type PublishedPlan,
+  type ShardPublish,
+} from './codec.js';
 import { combineForBid, FAIL_SAFE_THROTTLE, failSafeParams } from './controller/index.js';
-import { campaignParamsKey } from './keys.js';
+import { campaignParamsKey, shardClaimKey } from './keys.js';
 import { evaluateCurve, type PlanPacingParams, TICK_MS } from './types.js';
 
 /** Options of {@link PacingReader}. */
@@ -79,6 +88,8 @@ export interface ReaderMetrics {
   misses: number;
   /** Campaign hashes read from Redis (misses and refresh-ahead). */
   remoteReads: number;
+  /** Shard claim hashes read (contract v2 freshness: one per shard per fetch round). */
+  shardReads: number;
   /** Lookups served fail-safe parameters for at least one plan (stale or missing). */
   staleServes: number;
   /** Campaign hashes that could not be decoded (served as missing). */
@@ -113,6 +124,7 @@ export class PacingReader {
     hits: 0,
     misses: 0,
     remoteReads: 0,
+    shardReads: 0,
     staleServes: 0,
     decodeErrors: 0,
     refreshes: 0,
@@ -351,25 +363,44 @@ export class PacingReader {
     const keyed = items.map((i) => ({
       ...i,
       key: campaignParamsKey(i.accountId, i.campaignId, this.options.shards),
+      claim: shardClaimKey(i.accountId, this.options.shards),
     }));
+    // Contract v2: each shard's last completed publish (claim hash, same slot as its campaign
+    // hashes), read before the campaign hashes in the same pipeline, so the freshness it vouches
+    // for is never later than what the campaign hashes hold.
+    const claims = [...new Set(keyed.map((i) => i.claim))];
+    const reads: { key: string; claim: boolean }[] = [
+      ...claims.map((key) => ({ key, claim: true })),
+      ...keyed.map((i) => ({ key: i.key, claim: false })),
+    ];
     const results = await pipelineByNode(
       this.options.redis,
-      keyed,
-      (i) => i.key,
-      (pipeline, i) => {
-        pipeline.hgetall(i.key);
+      reads,
+      (r) => r.key,
+      (pipeline, r) => {
+        if (r.claim) pipeline.hmget(r.key, 'pt', 'pat', 'rp');
+        else pipeline.hgetall(r.key);
       },
     );
+    const shardPublish = new Map<string, ShardPublish | undefined>();
+    for (let i = 0; i < claims.length; i++) {
+      const [error, reply] = results[i] as [Error | null, (string | null)[]];
+      if (error) throw error;
+      const [pt, pat, rp] = reply;
+      shardPublish.set(claims[i] as string, decodeShardPublish({ pt, pat, rp }));
+    }
     const now = this.options.clock.now();
     const tick = Math.floor(now / this.tickMs);
     this.metrics.remoteReads += keyed.length;
+    this.metrics.shardReads += claims.length;
     for (let i = 0; i < keyed.length; i++) {
       const item = keyed[i] as (typeof keyed)[number];
-      const [error, hash] = results[i] as [Error | null, Record<string, string>];
+      const [error, hash] = results[claims.length + i] as [Error | null, Record<string, string>];
       if (error) throw error;
       let published: PublishedCampaign | undefined;
       try {
-        published = decodeCampaignHash(hash);
+        const own = decodeCampaignHash(hash);
+        published = own && effectivePublish(own, shardPublish.get(item.claim));
       } catch {
         this.metrics.decodeErrors++;
         published = undefined;

@@ -80,16 +80,19 @@ describe.each(['standalone', 'cluster'] as const)('claims and fenced publishing 
       nowMs: NOW,
       campaigns,
       state: { set: ['x:campaign', 's1'] },
+      republishMs: 70_000,
     });
     expect(ok.batches).toBeGreaterThan(1); // 40 arguments per batch: several atomic batches
     expect(ok).toMatchObject({ rejectedBatches: 0, campaignsWritten: 25 });
     expect(await r.redis.hget(shardKeys(s).campaign('c7'), 'p:campaign')).toBe('a-7');
     expect(await r.redis.hgetall(shardKeys(s).campaign('c7'))).toMatchObject({
-      v: '1',
+      v: '2',
       t: '50',
       f: '1.1.1',
       by: 'a/1',
     });
+    // Contract v2: the completed publish is recorded in the claim hash (readers' freshness).
+    expect(await r.redis.hmget(shardKeys(s).claim, 'pt', 'pat', 'rp')).toEqual(['50', String(NOW), '70000']);
     // b takes the shard; a (paused meanwhile) resumes and tries to finish tick 50, then tick 51.
     await b.claim(f(1, 1, 2), 51, NOW);
     const late = await a.publish({
@@ -104,6 +107,9 @@ describe.each(['standalone', 'cluster'] as const)('claims and fenced publishing 
     expect(late.heldBy).toEqual({ fence: f(1, 1, 2), tick: 51, publisher: 'b/2' });
     expect(await r.redis.hget(shardKeys(s).campaign('c7'), 'p:campaign')).toBe('a-7');
     expect(await r.redis.hget(shardKeys(s).state, 'x:campaign')).toBe('s1');
+    // b has not published tick 51 yet, and a's refused batches did not record a completed publish:
+    // readers still take their freshness from a's tick 50.
+    expect(await r.redis.hmget(shardKeys(s).claim, 'pt', 'pat')).toEqual(['50', String(NOW)]);
     // The same publisher id with the right fence but an old tick is refused too.
     const stale = await b.publish({
       fence: f(1, 1, 2),

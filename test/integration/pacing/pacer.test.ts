@@ -4,23 +4,27 @@
  * parameters every ad server can decode (all arms in one hash), failover within lease TTL + one
  * tick, no jump in published parameters at a leader change (state continued from Redis), the
  * leader override working while DynamoDB is unreachable and handing back on `auto`, no publishing
- * while the region's publish switch names another region, and fail-safe parameters (counted) for
- * a controller output that cannot be published.
+ * while the region's publish switch names another region, fail-safe parameters (counted) for
+ * a controller output that cannot be published, and (contract v2) continuing publishes that write
+ * a campaign only beyond the deadband or at its bounded republish while readers stay fresh from
+ * the shard's claim hash.
  */
 import { PutParameterCommand } from '@aws-sdk/client-ssm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalRegion, startLocalRegion } from '../../../local/region.js';
 import { BudgetRepository } from '../../../shared/budget/repository.js';
-import { decodeCampaignHash } from '../../../shared/pacing/codec.js';
+import { decodeCampaignHash, decodeShardPublish, effectivePublish } from '../../../shared/pacing/codec.js';
 import type { PacingController } from '../../../shared/pacing/controller/api.js';
 import { createPacingController, FAIL_SAFE_THROTTLE } from '../../../shared/pacing/controller/index.js';
 import { createLinearController } from '../../../shared/pacing/controller/linear.js';
 import { shardKeys } from '../../../shared/pacing/keys.js';
+import { PacingReader } from '../../../shared/pacing/reader.js';
 import { connectRedis, type RedisClient, redisConfigFromEnv } from '../../../shared/redis/connect.js';
 import { AUTO_LEADER, parameterPrefix } from '../../../shared/region/resources.js';
 import { ManualClock } from '../../../shared/time/clock.js';
 import {
   accountsInShard,
+  type InstanceOptions,
   makeInstance,
   publishersByTick,
   seedShard,
@@ -82,10 +86,28 @@ function trio(
     unknown,
     unknown
   >,
+  extra: Pick<InstanceOptions, 'deadband' | 'republishTicks'> = {},
 ): TestInstance[] {
   return [0, 1, 2].map((instance) =>
-    makeInstance({ region, redis, shard, instance, clock, controller, tickMs: TICK, leaseTtlMs: TTL }),
+    makeInstance({
+      region,
+      redis,
+      shard,
+      instance,
+      clock,
+      controller,
+      tickMs: TICK,
+      leaseTtlMs: TTL,
+      ...extra,
+    }),
   );
+}
+
+/** The campaign hash decoded with the freshness a reader gives it (the shard's claim hash). */
+async function readPublished(shard: number, campaignId: string) {
+  const own = decodeCampaignHash(await redis.hgetall(shardKeys(shard).campaign(campaignId)));
+  const [pt, pat, rp] = await redis.hmget(shardKeys(shard).claim, 'pt', 'pat', 'rp');
+  return { own, effective: own && effectivePublish(own, decodeShardPublish({ pt, pat, rp })) };
 }
 
 async function runTicks(instances: readonly TestInstance[], clock: ManualClock, count: number) {
@@ -112,7 +134,7 @@ describe('shard pacer, three instances', () => {
     expect([...byTick.values()].every((p) => p.length === 1)).toBe(true);
     expect(byTick.size).toBe(6);
     const campaignId = campaigns.find((c) => c.startsWith('s0-') && c.endsWith('-c0')) as string;
-    const published = decodeCampaignHash(await redis.hgetall(shardKeys(shard).campaign(campaignId)));
+    const published = (await readPublished(shard, campaignId)).effective;
     expect([...(published?.plans.keys() ?? [])]).toEqual(['account', 'campaign', 'arm:A', 'arm:B']);
     expect(published?.plans.get('arm:A')).toMatchObject({
       throttle: 1,
@@ -150,7 +172,9 @@ describe('shard pacer, three instances', () => {
   it('continues the published controller state at a leader change (no jump)', async () => {
     const shard = 2;
     const clock = new ManualClock(T0);
-    const [a, b, c] = trio(shard, clock, counting) as [TestInstance, TestInstance, TestInstance];
+    // Deadband 0: every change is published at once (this test is about the state, not the deadband).
+    const exact = { deadband: { throttle: 0, multiplier: 0 } };
+    const [a, b, c] = trio(shard, clock, counting, exact) as [TestInstance, TestInstance, TestInstance];
     // a leads alone for 5 ticks; b and c join later (their own counts lag behind).
     await runTicks([a], clock, 5);
     await runTicks([a, b, c], clock, 1);
@@ -250,6 +274,56 @@ describe('shard pacer, three instances', () => {
       'campaign',
     );
     expect(p?.throttle).toBe(FAIL_SAFE_THROTTLE);
+  });
+
+  it('writes a campaign only beyond the deadband or at its republish slot; readers stay fresh from the claim', async () => {
+    const shard = 3;
+    const clock = new ManualClock(T0 + 12_000_000);
+    // Throttle 0.5 + n / 10,000 after n steps: it moves 0.0001 a tick, under the 0.00025 deadband.
+    const creeping: PacingController<unknown, unknown> = {
+      ...counting,
+      name: 'creeping',
+      step(input, previous) {
+        const n = ((previous as { n: number } | undefined)?.n || 0) + 1;
+        const base = createLinearController().step(input, undefined, undefined);
+        return { params: { ...base.params, throttle: 0.5 + n / 10_000 }, state: { n }, forecast: undefined };
+      },
+    };
+    const deadband = 0.00025;
+    const [x] = trio(shard, clock, creeping, {
+      deadband: { throttle: deadband, multiplier: 0 },
+      republishTicks: 3,
+    }) as [TestInstance];
+    clock.advance(TTL); // the earlier test's instances held the lease
+    const campaignId = campaigns.find((c) => c.startsWith('s3-')) as string;
+    let firstThrottle: number | undefined;
+    let hashWrites = 0;
+    const ticks = 9;
+    for (let k = 0; k < ticks; k++) {
+      const tick = Math.floor(clock.now() / TICK);
+      const [outcome] = (await runTicks([x], clock, 1))[0] as [Awaited<ReturnType<TestInstance['tick']>>];
+      expect(outcome.published).toBe(true);
+      const { own, effective } = await readPublished(shard, campaignId);
+      const throttle = own?.plans.get('campaign')?.throttle as number;
+      // The first publish of a new publisher writes every field exactly.
+      firstThrottle ??= throttle;
+      const computed = (firstThrottle as number) + k / 10_000;
+      expect(Math.abs(throttle - computed), `tick ${k}`).toBeLessThanOrEqual(deadband + 1e-9);
+      if (own?.tick === tick) hashWrites++;
+      // Bounded republish: the hash is never more than republishTicks ticks behind.
+      expect(tick - (own?.tick as number), `tick ${k}`).toBeLessThan(3);
+      // The claim hash vouches for the shard's last completed publish: fresh, this tick.
+      expect(effective?.tick).toBe(tick);
+      // An ad server's reader (a new one each tick: one remote read) sees the same.
+      const reader = new PacingReader({ redis, clock, shards: SHARDS, tickMs: TICK, maxAgeMs: 3 * TICK });
+      const fromReader = await reader.get(campaignId.split('-c')[0] as string, campaignId);
+      expect(fromReader).toMatchObject({ status: 'fresh', tick });
+      expect(fromReader.plans.get('campaign')?.throttle).toBe(throttle);
+      expect(reader.metrics).toMatchObject({ remoteReads: 1, shardReads: 1 });
+    }
+    // No per-tick rewrite of every hash: some ticks left this campaign untouched.
+    expect(hashWrites).toBeGreaterThan(1);
+    expect(hashWrites).toBeLessThan(ticks);
   });
 
   it('warms a cold process from the Redis budgets snapshot while DynamoDB is unreachable', async () => {

@@ -199,6 +199,57 @@ describe('PacingReader', () => {
     expect(publishedCurve(reader).expectedMicros(cut, DAY, at)).toBe(50_000_000);
   });
 
+  it('takes freshness from the shard’s completed publish (v2); a hash no longer rewritten ages from its write + rp', async () => {
+    const accountId = 'acc-v2';
+    const shard = shardOfAccount(accountId, SHARDS);
+    const publisher = new ShardPublisher({ redis, shard, publisherId: 'test/v2' });
+    const fence = { g: 1, o: 1, e: epoch++ };
+    const rp = 70_000;
+    const t0 = T0 + 5_000_000;
+    let tick = Math.max(Math.floor(t0 / TICK), (lastTick.get(shard) ?? 0) + 1);
+    const fields = (p: PlanPacingParams) => [
+      'plans',
+      p.planId,
+      `p:${p.planId}`,
+      encodePlanParams(p, DAY),
+      `e:${p.planId}`,
+      encodeCurve(p.curve),
+    ];
+    const publishAt = async (nowMs: number, campaignId: string) => {
+      expect((await publisher.claim(fence, tick, nowMs)).accepted).toBe(true);
+      const out = await publisher.publish({
+        fence,
+        tick,
+        nowMs,
+        campaigns: [{ campaignId, mode: 'F', fields: fields(params('campaign', 0.4, 1)) }],
+        republishMs: rp,
+      });
+      expect(out.rejectedBatches).toBe(0);
+      lastTick.set(shard, tick);
+      return tick++;
+    };
+    // camp-v2 is written once; afterwards the shard keeps publishing (another campaign only).
+    await publishAt(t0, 'camp-v2');
+    let last = 0;
+    for (let k = 1; k <= 6; k++) last = await publishAt(t0 + k * TICK, 'camp-v2-other');
+    const clock = new ManualClock(t0 + 6 * TICK + 1_000);
+    const fresh = await new PacingReader({ redis, clock, shards: SHARDS, maxAgeMs: 30_000 }).get(
+      accountId,
+      'camp-v2',
+    );
+    // 61 s after its own write, but vouched for by the shard's publish 1 s ago.
+    expect(fresh).toMatchObject({ status: 'fresh', tick: last, ageMs: 1_000 });
+    expect(fresh.plans.get('campaign')?.throttle).toBe(0.4);
+    // Under v1 the same hash would be 61 s old: stale. Still not rewritten 12 ticks later: it is
+    // no longer paced, and ages from its write + rp (70 s) into the fail-safe.
+    for (let k = 7; k <= 12; k++) await publishAt(t0 + k * TICK, 'camp-v2-other');
+    clock.set(t0 + 12 * TICK + 1_000);
+    const reader = new PacingReader({ redis, clock, shards: SHARDS, maxAgeMs: 30_000 });
+    const stale = await reader.get(accountId, 'camp-v2');
+    expect(stale).toMatchObject({ status: 'stale', ageMs: 12 * TICK + 1_000 - rp });
+    expect(reader.metrics).toMatchObject({ remoteReads: 1, shardReads: 1, staleServes: 1 });
+  });
+
   it('counts a malformed hash and serves it as missing; an unknown campaign gets the fail-safe throttle', async () => {
     const clock = new ManualClock(T0 + 1_000);
     await redis.hset(campaignParamsKey('acc-bad', 'camp-bad', SHARDS), {

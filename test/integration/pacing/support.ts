@@ -88,6 +88,10 @@ export interface InstanceOptions {
   readonly leaseTtlMs?: number;
   /** Distinguishes processes of one instance. @default 'p' */
   readonly nonce?: string;
+  /** ShardPacer's publish deadband. @default the pacer's */
+  readonly deadband?: { readonly throttle: number; readonly multiplier: number };
+  /** ShardPacer's bounded republish, ticks. @default the pacer's */
+  readonly republishTicks?: number;
 }
 
 /** One pacer instance (own budgets cache, lease, control reader) against a local region. */
@@ -108,6 +112,8 @@ export function makeInstance(o: InstanceOptions): TestInstance {
     spend: pipelinedSpendSource(o.redis),
     clock: o.clock,
     tickMs,
+    ...(o.deadband ? { deadband: o.deadband } : {}),
+    ...(o.republishTicks ? { republishTicks: o.republishTicks } : {}),
   });
   const lease = new ShardLease({
     client: o.region.dynamodb,

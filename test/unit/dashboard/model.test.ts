@@ -26,10 +26,10 @@ const params: PlanPacingParams = {
   curve: { atMs: [DAY.startMs, DAY.endMs], micros: [0, 96_000_000] },
 };
 
-/** A campaign hash exactly as the publisher writes it (contract v1). */
+/** A campaign hash exactly as the publisher writes it (contract v2). */
 function published(p: PlanPacingParams = params, at = NOON - 4_000): Record<string, string> {
   return {
-    v: '1',
+    v: '2',
     t: String(Math.floor(at / 10_000)),
     at: String(at),
     f: '1.0.1',
@@ -76,6 +76,16 @@ describe('campaignReading', () => {
       publishedAgeMs: 4_000,
       publish: 'published',
     });
+  });
+
+  it('ages a hash by its shard’s last completed publish (contract v2), not its last write', () => {
+    // Written 40 s ago, within rp of the shard's publish 2 s ago: as fresh as that publish.
+    const claim = { pt: String(Math.floor((NOON - 2_000) / 10_000)), pat: String(NOON - 2_000), rp: '70000' };
+    const r = campaignReading(ref, published(params, NOON - 40_000), spend(0), NOON, claim);
+    expect(r.publishedAgeMs).toBe(2_000);
+    // Left behind (not rewritten for longer than rp): ages from its write + rp.
+    const old = campaignReading(ref, published(params, NOON - 100_000), spend(0), NOON, claim);
+    expect(old.publishedAgeMs).toBe(30_000);
   });
 
   it('shows gaps, not zeros, for what is not there: no publish, counters not initialised', () => {

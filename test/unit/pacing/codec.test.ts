@@ -1,9 +1,11 @@
-/** Contract v1 encodings: round trips, exact text, and refusal of malformed or unpublishable values. */
+/** Contract v2 encodings: round trips, exact text, and refusal of malformed or unpublishable values. */
 import { describe, expect, it } from 'vitest';
 import {
   assertPublishable,
   decodeCampaignHash,
   decodeCurve,
+  decodeShardPublish,
+  effectivePublish,
   encodeCurve,
   encodePlanParams,
   InvalidPacingParamsError,
@@ -35,7 +37,7 @@ describe('codec', () => {
 
   it('round-trips a campaign hash with every plan', () => {
     const hash = {
-      v: '1',
+      v: '2',
       t: '179528040',
       at: '1795280402000',
       f: '1.2.3',
@@ -62,7 +64,7 @@ describe('codec', () => {
 
   it('refuses malformed hashes instead of guessing', () => {
     const good = {
-      v: '1',
+      v: '2',
       t: '1',
       at: '1',
       f: '1.1.1',
@@ -70,7 +72,9 @@ describe('codec', () => {
       'p:campaign': encodePlanParams(params, DAY),
       'e:campaign': encodeCurve(params.curve),
     };
-    expect(() => decodeCampaignHash({ ...good, v: '2' })).toThrow(PacingDecodeError);
+    // v1 hashes (freshness in every hash) are refused: their `at` meant something else.
+    expect(() => decodeCampaignHash({ ...good, v: '1' })).toThrow(/contract version 1 is not 2/);
+    expect(() => decodeCampaignHash({ ...good, v: '3' })).toThrow(PacingDecodeError);
     expect(() => decodeCampaignHash({ ...good, f: 'x' })).toThrow(PacingDecodeError);
     expect(() => decodeCampaignHash({ ...good, 'p:campaign': '1.5,1,1,even,2026-11-21,1,2' })).toThrow(
       /malformed/,
@@ -82,6 +86,34 @@ describe('codec', () => {
     expect(decodeCurve('1,5;0,1')).toBeUndefined(); // instants must increase
     expect(decodeCurve('1,5;10,-1')).toBeUndefined(); // values must not decrease
     expect(decodeCurve('abc')).toBeUndefined();
+  });
+
+  it('takes freshness from the shard publish for hashes rewritten within rp, from their own at otherwise', () => {
+    const campaign = decodeCampaignHash({
+      v: '2',
+      t: '100',
+      at: '1000000',
+      f: '1.1.1',
+      plans: 'campaign',
+      'p:campaign': encodePlanParams(params, DAY),
+      'e:campaign': encodeCurve(params.curve),
+    }) as NonNullable<ReturnType<typeof decodeCampaignHash>>;
+    const shard = decodeShardPublish({ pt: '103', pat: '1030000', rp: '70000' });
+    expect(shard).toEqual({ tick: 103, publishedAtMs: 1_030_000, republishMs: 70_000 });
+    // Written 30 s before the shard's last publish, within rp: as fresh as that publish.
+    expect(effectivePublish(campaign, shard)).toMatchObject({ publishedAtMs: 1_030_000, tick: 103 });
+    // Not rewritten for longer than rp (no longer paced): ages from its own at + rp.
+    const later = { tick: 120, publishedAtMs: 1_200_000, republishMs: 70_000 };
+    expect(effectivePublish(campaign, later)).toMatchObject({ publishedAtMs: 1_070_000, tick: 100 });
+    // A shard publish older than the hash (a publish in progress) never makes it older.
+    expect(effectivePublish(campaign, { tick: 99, publishedAtMs: 990_000, republishMs: 70_000 })).toBe(
+      campaign,
+    );
+    // No (or a malformed) shard publish: the hash's own at.
+    expect(effectivePublish(campaign, undefined)).toBe(campaign);
+    expect(decodeShardPublish({ pt: '103', pat: 'x', rp: '1' })).toBeUndefined();
+    expect(decodeShardPublish({ pt: null, pat: null, rp: null })).toBeUndefined();
+    expect(decodeShardPublish({ pt: '1', pat: '1', rp: '-5' })).toBeUndefined();
   });
 
   it('refuses to publish what a reader could not trust', () => {
