@@ -14,6 +14,12 @@ import type { DayWindow } from './time-zone.js';
 export interface TargetCurve {
   /** Expected (allowed) cumulative spend by `nowMs`, integer micros, never above the budget. */
   expectedMicros(plan: ResolvedPlan, day: DayWindow, nowMs: number): number;
+  /**
+   * Optional: makes the inputs of {@link expectedMicros} current before a lease (e.g. reads the
+   * published curve of a campaign a local cache does not hold). The guard awaits it before every
+   * lease call, so a curve backed by a cache never falls back for a mere cache miss.
+   */
+  prepare?(plan: ResolvedPlan, day: DayWindow, nowMs: number): Promise<void>;
 }
 
 /** E(t) = budget × elapsed / day length (the day may be 23, 24 or 25 hours). */

@@ -46,7 +46,7 @@ export interface PacingReaderOptions {
   readonly maxAgeMs?: number;
   /** How long after a tick boundary the pacer's publish is expected to have landed. @default 2_000 */
   readonly settleMs?: number;
-  /** Campaigns not looked up for this many ticks are dropped from the cache. @default 6 */
+  /** Campaigns not looked up for this many ticks are dropped from the cache. @default {@link DEFAULT_IDLE_TICKS} (60) */
   readonly idleTicks?: number;
   /** Called with background refresh failures (entries then age into the fail-safe). */
   readonly onError?: (error: unknown) => void;
@@ -115,6 +115,15 @@ interface Entry {
   arms: Map<string, BidParams> | undefined;
 }
 
+/**
+ * Default `idleTicks`: 60 ticks (10 min). A campaign is dropped from the cache only after this long
+ * without a lookup, and a lookup of a dropped campaign is a miss served the fail-safe (throttle 1,
+ * multiplier 1: full speed). One lookup a minute is common for small or narrowly targeted
+ * campaigns (night traffic, one of several ad servers); with a one-minute window nearly every such
+ * lookup missed and the controller's throttle never reached them (docs/pacing-quality.md).
+ */
+export const DEFAULT_IDLE_TICKS = 60;
+
 const NO_PLANS: ReadonlyMap<string, PlanPacingParams> = new Map();
 
 /** Reads and caches published pacing parameters (one per ad-server process). */
@@ -147,7 +156,7 @@ export class PacingReader {
     this.tickMs = options.tickMs ?? TICK_MS;
     this.maxAgeMs = options.maxAgeMs ?? 3 * this.tickMs;
     this.settleMs = options.settleMs ?? 2_000;
-    this.idleTicks = options.idleTicks ?? 6;
+    this.idleTicks = options.idleTicks ?? DEFAULT_IDLE_TICKS;
   }
 
   /**
@@ -216,6 +225,14 @@ export class PacingReader {
       entry.arms.set(armId, out);
     }
     return out;
+  }
+
+  /**
+   * Reads one campaign into the cache now (joining a read already in progress), whether cached or
+   * not: the guard's curve calls it before a lease when it holds nothing fresh for the campaign.
+   */
+  async refresh(accountId: string, campaignId: string): Promise<void> {
+    await this.fetchOne(accountId, campaignId);
   }
 
   /** Reads campaigns into the cache ahead of traffic (one pipelined batch per node). */
@@ -432,6 +449,13 @@ export class PacingReader {
  */
 export function publishedCurve(reader: PacingReader, fallback: TargetCurve = defaultCurve): TargetCurve {
   return {
+    // Before a lease: a campaign this reader does not hold fresh (never looked up, dropped as idle,
+    // refresh not landed) is read now, so the guard caps at the published curve, not at the
+    // fail-safe — the fail-safe is for parameters that are stale or missing in Redis.
+    async prepare(plan, day) {
+      if (plan.campaignId === undefined || reader.freshPlan(plan, day)) return;
+      await reader.refresh(plan.accountId, plan.campaignId);
+    },
     expectedMicros(plan, day, nowMs) {
       const p = reader.freshPlan(plan, day);
       const fallbackPlan = { ...plan, pacingMode: 'even' as const };

@@ -465,6 +465,9 @@ export class BudgetGuard {
     deltas: (string | number)[],
   ): Promise<[number, string, number, number, number, number, number]> {
     this.stats.leaseCalls++;
+    // A curve backed by a cache (the published E(t)) reads what it lacks first: a cache miss must
+    // not lease from a fallback curve (the linear fail-safe is far above a traffic-shaped E at night).
+    if (this.curve.prepare) await this.curve.prepare(s.plan, s.day, now);
     const expected = this.curve.expectedMicros(s.plan, s.day, now);
     const reply = await this.options.redis.spendLease(
       s.keys.state,

@@ -8,7 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RunningRedis, startRedis } from '../../../local/emulators/redis.js';
-import { resolvePlan } from '../../../shared/budget/model.js';
+import { campaignBudgets, type ResolvedPlan, resolvePlan } from '../../../shared/budget/model.js';
 import { linearExpected } from '../../../shared/budget/pacing.js';
 import { dayWindow } from '../../../shared/budget/time-zone.js';
 import { encodeCurve, encodePlanParams } from '../../../shared/pacing/codec.js';
@@ -17,9 +17,12 @@ import { campaignParamsKey } from '../../../shared/pacing/keys.js';
 import { ShardPublisher } from '../../../shared/pacing/publisher.js';
 import { PacingReader, publishedCurve } from '../../../shared/pacing/reader.js';
 import { shardOfAccount } from '../../../shared/pacing/shard.js';
-import type { PlanPacingParams } from '../../../shared/pacing/types.js';
+import { evaluateCurve, type PlanPacingParams } from '../../../shared/pacing/types.js';
 import { connectRedis, type RedisClient } from '../../../shared/redis/connect.js';
+import { BudgetGuard } from '../../../shared/spend/guard.js';
+import { Reconciler } from '../../../shared/spend/reconcile.js';
 import { ManualClock } from '../../../shared/time/clock.js';
+import { memoryLedger } from '../../../sim/pacing-sim.js';
 
 const SHARDS = 24;
 const TICK = 10_000;
@@ -135,6 +138,87 @@ describe('PacingReader', () => {
       expect(p?.plans.get('campaign')?.throttle).toBe(0.6);
     }
     expect(reader.metrics.misses).toBe(misses);
+  });
+
+  it('keeps a campaign looked up once a minute cached (default idle window): no misses, its own throttle', async () => {
+    const clock = new ManualClock(T0 + 1_000);
+    await publish('acc-sparse', 'camp-sparse', [params('campaign', 0.05, 0.5)], clock.now());
+    const reader = new PacingReader({ redis, clock, shards: SHARDS });
+    await reader.prefetch([{ accountId: 'acc-sparse', campaignId: 'camp-sparse' }]);
+    const misses = reader.metrics.misses;
+    // 20 minutes: the pacer publishes every tick, the reader refreshes after each one, and the
+    // campaign's bid requests come once every 90 s (a small campaign at night, one of two servers).
+    for (let t = 1; t <= 120; t++) {
+      clock.set(T0 + t * TICK + 500);
+      await publish('acc-sparse', 'camp-sparse', [params('campaign', 0.05, 0.5)], clock.now());
+      clock.set(T0 + t * TICK + 2_000);
+      await reader.refreshDue();
+      if (t % 9 === 0) {
+        expect(reader.forBid('acc-sparse', 'camp-sparse')).toEqual({
+          throttle: 0.05,
+          bidMultiplier: 0.5,
+          status: 'fresh',
+        });
+      }
+    }
+    expect(reader.metrics.misses).toBe(misses);
+  });
+
+  it('reads a campaign it does not hold before the guard leases (prepare), so the cap is the published curve', async () => {
+    const clock = new ManualClock(T0 + 1_000);
+    // A back-loaded curve: 10 % of the budget by 15:00, far below the linear fail-safe (62.5 %).
+    const curve = { atMs: [DAY.startMs, T0 + 3_600_000, DAY.endMs], micros: [0, 10_000_000, 100_000_000] };
+    await publish('acc-p', 'camp-p', [params('campaign', 0.1, 0.5, curve)], clock.now());
+    const reader = new PacingReader({ redis, clock, shards: SHARDS });
+    const plan = resolvePlan(
+      {
+        level: 'campaign',
+        accountId: 'acc-p',
+        campaignId: 'camp-p',
+        dailyBudgetMicros: 100_000_000,
+        pacingMode: 'even',
+      },
+      'UTC',
+    );
+    const target = publishedCurve(reader);
+    const now = clock.now();
+    // Not cached: without prepare the guard would lease from the linear fail-safe.
+    expect(target.expectedMicros(plan, DAY, now)).toBe(linearExpected(100_000_000, DAY, now));
+    await target.prepare?.(plan, DAY, now);
+    expect(target.expectedMicros(plan, DAY, now)).toBe(evaluateCurve(curve, now));
+    // Through a real guard on a cold reader: the first lease is bounded by the published E(t).
+    const budgets = campaignBudgets(
+      { accountId: 'acc-p', name: 'acc-p', timeZone: 'UTC', currency: 'USD' },
+      { campaignId: 'camp-p', accountId: 'acc-p', name: 'camp-p', status: 'active' },
+      [
+        {
+          level: 'campaign',
+          accountId: 'acc-p',
+          campaignId: 'camp-p',
+          dailyBudgetMicros: 100_000_000,
+          pacingMode: 'even',
+        },
+      ],
+    );
+    const reconciler = new Reconciler({
+      redis,
+      ledger: memoryLedger(),
+      clock,
+      campaignsOfAccount: async () => [],
+    });
+    const guard = new BudgetGuard({
+      redis,
+      clock,
+      curve: publishedCurve(new PacingReader({ redis, clock, shards: SHARDS })),
+      floatFraction: 0.2, // wants 20 M: more than the published E(now) allows, less than linear
+      initPlanDay: (p, day) => reconciler.reconcile(p, day),
+    });
+    guard.setBudgets(budgets);
+    await guard.warmUp('camp-p');
+    expect(guard.localState(budgets.common[0] as ResolvedPlan, DAY.day)?.float).toBe(
+      evaluateCurve(curve, now),
+    );
+    await guard.close();
   });
 
   it('serves the fail-safe (linear E(t), the day’s last throttle) when parameters are too old, counted', async () => {

@@ -37,9 +37,19 @@ export function qualityBounds(
   let server: RunningRedis | undefined;
   let redis: RedisClient | undefined;
   let result: { json: SimJson; runs: StrategyRun[] } | undefined;
+  /** Plans whose budget changes during the scenario (`PlanDayResult.plan` keys). */
+  let cutPlans = new Set<string>();
   beforeAll(async () => {
     ({ server, redis } = await redisForFile());
-    result = await simulate(loadScenario(`sim/scenarios/${name}.json`), { strategies: ['paceline'], redis });
+    const scenario = loadScenario(`sim/scenarios/${name}.json`);
+    cutPlans = new Set(
+      scenario.budgetChanges.map((c) =>
+        c.campaignId === undefined
+          ? `a:${c.accountId}/account`
+          : `c:${c.campaignId}/${c.armId === undefined ? 'campaign' : `arm:${c.armId}`}`,
+      ),
+    );
+    result = await simulate(scenario, { strategies: ['paceline'], redis });
     console.log(JSON.stringify(result.json));
   }, 3_600_000);
   afterAll(async () => {
@@ -63,7 +73,22 @@ export function qualityBounds(
     expect(p.campaignsOverBudget).toBe(0);
     expect(p.deviationMax).toBeLessThanOrEqual(bounds.deviationMax);
     expect(p.costPerImpression).toBeLessThan(a.costPerImpression);
-    expect(a.overspendMax).toBeLessThanOrEqual(0.005);
+  });
+
+  it(`${name}: ASAP (the guard alone) does not overspend either`, () => {
+    const asap = get().runs.find((r) => r.strategy === 'asap');
+    if (!asap) throw new Error('asap did not run');
+    // Overspend is measured against the budget in force at the day's end; a plan cut mid-day
+    // below what ASAP had already spent under its old budget shows as over it although no bid
+    // exceeded the budget in force when it was made (docs/pacing-quality.md "The report"): those
+    // plans are left out here. Paceline is held to the bound on every plan (above).
+    for (const p of asap.plans) {
+      if (!p.scored || cutPlans.has(p.plan)) continue;
+      expect(
+        (p.spentMicros - p.budgetMicros) / p.budgetMicros,
+        `asap ${p.plan} ${p.day}`,
+      ).toBeLessThanOrEqual(0.005);
+    }
   });
 
   it(`${name}: every win booked exactly once, no background errors`, () => {
