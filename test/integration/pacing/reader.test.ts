@@ -22,7 +22,7 @@ import { connectRedis, type RedisClient } from '../../../shared/redis/connect.js
 import { BudgetGuard } from '../../../shared/spend/guard.js';
 import { Reconciler } from '../../../shared/spend/reconcile.js';
 import { ManualClock } from '../../../shared/time/clock.js';
-import { memoryLedger } from '../../../sim/pacing-sim.js';
+import { memoryLedger } from '../../../sim/engine-parts.js';
 
 const SHARDS = 24;
 const TICK = 10_000;
