@@ -7,7 +7,7 @@
  */
 import type { Cluster, Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { type DecodedRecord, decodeRecord, encodeActionEvent } from '../../../shared/counting/schema.js';
+import { type DecodedRecord, decodeRecord } from '../../../shared/counting/schema.js';
 import {
   ActionStore,
   INGEST_LUA,
@@ -17,27 +17,13 @@ import {
 import { slotOf } from '../../../shared/redis/connect.js';
 import { DAY_MS, HOUR_MS, ManualClock } from '../../../shared/time/clock.js';
 import { useRedis } from '../../support/redis.js';
+import { impressionWire } from './fixtures.js';
 
 const now = Date.UTC(2026, 10, 21, 12);
 
 /** A decoded event of `userId` (any string: the decoder only makes decimals, the store takes any). */
 function event(userId: string, insertion: number, timestamp = now - HOUR_MS): DecodedRecord {
-  const insertionId = Buffer.alloc(16);
-  insertionId.writeUInt32BE(insertion, 12);
-  insertionId[0] = 1;
-  const record = decodeRecord(
-    encodeActionEvent({
-      userId: 1,
-      timestamp,
-      insertionId,
-      action: 'impression',
-      ad: 11,
-      adGroup: 7,
-      campaign: 3,
-      advertiser: 1,
-    }),
-  );
-  return { ...record, userId };
+  return { ...decodeRecord(impressionWire(1, insertion, timestamp)), userId };
 }
 
 async function total(store: ActionStore, userId: string): Promise<number | undefined> {

@@ -8,28 +8,16 @@
  */
 import { describe, expect, it } from 'vitest';
 import { countIngest, IngestCoalescer } from '../../../shared/counting/ingest.js';
-import { ActionEventError, encodeActionEvent } from '../../../shared/counting/schema.js';
+import { ActionEventError } from '../../../shared/counting/schema.js';
 import { ActionStore } from '../../../shared/counting/store.js';
 import { DAY_MS, HOUR_MS, ManualClock } from '../../../shared/time/clock.js';
 import { useRedis } from '../../support/redis.js';
+import { impressionWire } from './fixtures.js';
 
 const now = Date.UTC(2026, 10, 25, 12);
 
-function wire(userId: number, insertion: number, timestamp = now - HOUR_MS): Buffer {
-  const insertionId = Buffer.alloc(16);
-  insertionId.writeUInt32BE(insertion, 12);
-  insertionId[0] = 1;
-  return encodeActionEvent({
-    userId,
-    timestamp,
-    insertionId,
-    action: 'impression',
-    ad: 11,
-    adGroup: 7,
-    campaign: 3,
-    advertiser: 1,
-  });
-}
+const wire = (userId: number, insertion: number, timestamp = now - HOUR_MS): Buffer =>
+  impressionWire(userId, insertion, timestamp);
 
 class Sums {
   readonly sums = new Map<string, number>();

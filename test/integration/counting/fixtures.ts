@@ -17,6 +17,26 @@ export const int = (rand: () => number, lo: number, hi: number) => lo + Math.flo
 export const pick = <T>(rand: () => number, items: readonly T[]): T =>
   items[Math.floor(rand() * items.length)] as T;
 
+/**
+ * The wire bytes of one impression of user `userId` on ad 11 (ad group 7, campaign 3, advertiser
+ * 1), its insertion id derived from `insertion` (distinct insertions → distinct identities).
+ */
+export function impressionWire(userId: number, insertion: number, timestamp: number): Buffer {
+  const insertionId = Buffer.alloc(16);
+  insertionId.writeUInt32BE(insertion, 12);
+  insertionId[0] = 1;
+  return encodeActionEvent({
+    userId,
+    timestamp,
+    insertionId,
+    action: 'impression',
+    ad: 11,
+    adGroup: 7,
+    campaign: 3,
+    advertiser: 1,
+  });
+}
+
 /** Entity hierarchy: ad → ad group → campaign → advertiser (consistent, like real ads). */
 export function entitiesOf(ad: number) {
   const adGroup = 100 + (ad % 6);
