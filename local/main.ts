@@ -8,7 +8,7 @@
  *
  *   npm start -- [--regions us-east-1,us-west-2] [--redis standalone|cluster] [--prewarm]
  *                [--pacer-shards 4] [--pacer-instances 3] [--handler <function>=<module>]...
- *                [--data-dir DIR] [--base-port 45100] [--logs compact|full] [--state-dir .paceline]
+ *                [--data-dir DIR] [--base-port 14100] [--logs compact|full] [--state-dir .paceline]
  *
  * Writes each region's client environment to `.paceline/<region>.env` (marked stale on stop),
  * each function instance's output to `.paceline/logs/<region>/<function>-<pid>.log`, and
@@ -42,7 +42,7 @@ import { LocalOnFailureDestination } from './esm/on-failure.js';
 import { KinesisPoller } from './esm/poller.js';
 import { GlobalTablesStandIn } from './global-tables.js';
 import { type ConsoleLogMode, formatInvocation, InstanceLogs } from './logs.js';
-import { type LocalRegion, regionPorts, startLocalRegion } from './region.js';
+import { DEFAULT_BASE_PORT, type LocalRegion, regionPorts, startLocalRegion } from './region.js';
 import { Scheduler, type ScheduleTarget, scheduleTargets } from './scheduler.js';
 import { bundleModule } from './worker/bundle.js';
 import { ProcessInvoker, repoRoot } from './worker/process-invoker.js';
@@ -51,7 +51,7 @@ import { ProcessInvoker, repoRoot } from './worker/process-invoker.js';
 export const READY_PREFIX = 'Paceline local regions ready';
 
 /** First port of the stable layout `npm start` uses (see `regionPorts`); `--base-port` overrides. */
-export const DEFAULT_BASE_PORT = 45100;
+export { DEFAULT_BASE_PORT };
 
 /** Options of {@link startRuntime}. */
 export interface RuntimeOptions {

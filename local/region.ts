@@ -34,7 +34,12 @@ import {
 import { type RunningEmulator, startDynalite, startKinesalite, startS3 } from './emulators/aws.js';
 import { type RunningElastiCache, startElastiCacheServer } from './emulators/elasticache-server.js';
 import { assertPortsFree } from './emulators/net.js';
-import { type RunningRedis, startRedis } from './emulators/redis.js';
+import {
+  RedisServerMissingError,
+  type RunningRedis,
+  redisServerAvailable,
+  startRedis,
+} from './emulators/redis.js';
 import { type RunningSsm, startSsmServer } from './emulators/ssm-server.js';
 import type { SupervisionListener } from './emulators/supervision.js';
 import type { GlobalTablesStandIn } from './global-tables.js';
@@ -50,6 +55,18 @@ export interface RegionPorts {
   /** The ElastiCache API stand-in (DescribeReplicationGroups). */
   readonly elasticache: number;
 }
+
+/**
+ * First port of the stable layout `npm start` uses; `--base-port` overrides. Chosen so every block
+ * of up to {@link MAX_STABLE_REGIONS} regions, cluster bus ports (+10000) included, stays below
+ * 32768, where Linux's ephemeral range (`net.ipv4.ip_local_port_range`, default 32768–60999)
+ * starts: a default inside that range is sometimes held by some process's outgoing connection,
+ * and `npm start` would then refuse to start for no reason the developer can see.
+ */
+export const DEFAULT_BASE_PORT = 14100;
+
+/** Regions the default port layout is sized for (the runner accepts more with `--base-port`). */
+export const MAX_STABLE_REGIONS = 8;
 
 /** Ports each region's block spans: region `i` of a runner uses `base + i × REGION_PORT_STRIDE + …`. */
 export const REGION_PORT_STRIDE = 10;
@@ -160,6 +177,8 @@ export async function startLocalRegion(options: LocalRegionOptions = {}): Promis
   });
   const at = (sub: string) => (dataDir === undefined ? undefined : join(dataDir, sub));
   try {
+    // The missing prerequisite is the more fundamental fault: report it before any port clash.
+    if (!redisServerAvailable()) throw new RedisServerMissingError();
     // A fixed port someone else holds must fail here, clearly: redis-server would exit and the
     // other server would answer our PING.
     if (ports)

@@ -134,6 +134,9 @@ describe('npm start (local/main.ts)', () => {
   );
 
   it('without redis-server on PATH explains how to install it and exits non-zero', async () => {
+    // Default (stable) ports on purpose: they sit in Linux's ephemeral range, so another process may
+    // hold one; the missing binary must still be what the user is told about (a CI run once saw
+    // "port 45106 is in use" here instead).
     const proc = spawn(process.execPath, ['--import', 'tsx', 'local/main.ts', '--regions', 'us-east-1'], {
       cwd: repoRoot,
       env: { PATH: '/nonexistent', HOME: process.env.HOME ?? '/tmp' },

@@ -10,7 +10,7 @@ import { formatSupervisionEvent, restartDelayMs } from '../../../local/emulators
 import { readEnvFile, renderEnvFile, renderStaleEnvFile } from '../../../local/env-file.js';
 import { FileCheckpointStore } from '../../../local/esm/checkpoints.js';
 import { failedItemsOf, formatInvocation, recordsOf } from '../../../local/logs.js';
-import { regionPorts } from '../../../local/region.js';
+import { DEFAULT_BASE_PORT, MAX_STABLE_REGIONS, regionPorts } from '../../../local/region.js';
 import { tempDir } from '../../support/tmp.js';
 
 describe('env file', () => {
@@ -150,5 +150,24 @@ describe('FileCheckpointStore', () => {
     expect(await b.get('shardId-000000000000')).toBe('49600');
     expect(await b.get('shardId-000000000001')).toBeUndefined();
     await expect(b.set('shardId-000000000000', '49500')).rejects.toThrow(/backwards/);
+  });
+
+  it('keeps the default layout (cluster bus ports included) below the Linux ephemeral range', () => {
+    // A default port inside 32768–60999 is sometimes held by an outgoing connection of some other
+    // process, and `npm start` would refuse to start (a CI run once hit "port 45106 is in use").
+    const ports = Array.from({ length: MAX_STABLE_REGIONS }, (_, i) =>
+      regionPorts(DEFAULT_BASE_PORT, i, 'cluster'),
+    ).flatMap((p) => [
+      ...p.redis,
+      ...p.redis.map((r) => r + 10_000),
+      p.dynamodb,
+      p.kinesis,
+      p.ssm,
+      p.s3,
+      p.elasticache,
+    ]);
+    expect(Math.min(...ports)).toBeGreaterThanOrEqual(1024);
+    expect(Math.max(...ports)).toBeLessThan(32_768);
+    expect(new Set(ports).size).toBe(ports.length);
   });
 });
