@@ -20,6 +20,7 @@
  */
 import { Cluster, type Result } from 'ioredis';
 import { type RedisClient, slotOf, slotsReady } from '../redis/connect.js';
+import { clientValueReader, RawValueReader, type ValueReader } from '../redis/raw-get.js';
 import { type Clock, DAY_MS, MINUTE_MS } from '../time/clock.js';
 import {
   type CapCandidate,
@@ -351,6 +352,13 @@ export interface ActionStoreOptions {
    * @default true
    */
   readonly legacyV1Keys?: boolean;
+  /**
+   * Read logs over raw RESP connections handed straight to the counting code
+   * (shared/redis/raw-get.ts), instead of through ioredis, which copies each reply and builds
+   * objects per command: about half a cap check's client time (docs/counting.md, "Reads").
+   * @default true
+   */
+  readonly rawReads?: boolean;
 }
 
 /** Outcome of {@link ActionStore.add}. */
@@ -376,6 +384,9 @@ export interface CapCheckRequest {
 }
 
 const EMPTY = Buffer.alloc(0);
+
+/** A read of a user's v2 log found no key (and v1 keys may still hold the history). */
+const NO_LOG: unique symbol = Symbol('no v2 log');
 
 /** Users remembered as maintained today, per store; beyond it the memory is cleared (re-maintains). */
 const MAINTAINED_USERS_MAX = 200_000;
@@ -463,6 +474,8 @@ export class ActionStore {
   private readonly prefix: string;
   private readonly schema: EventSchema;
   private readonly legacyV1Keys: boolean;
+  /** How logs are read (raw by default; ioredis with `rawReads: false`). */
+  private readonly reader: ValueReader;
   /** The script's settings argument (never changes: built once, not per call). */
   private readonly settingsArg: string;
   /**
@@ -493,6 +506,8 @@ export class ActionStore {
     this.prefix = options.keyPrefix ?? 'act';
     this.schema = options.schema ?? actionEventSchema;
     this.legacyV1Keys = options.legacyV1Keys ?? true;
+    this.reader =
+      (options.rawReads ?? true) ? new RawValueReader({ client: this.redis }) : clientValueReader(this.redis);
     // The TTL outlives every stored event's dedup state by a day: the slack between two daily
     // maintenances of a user. It never decides a count.
     const ttl = this.retentionMs + window + this.maxFutureSkewMs + DAY_MS;
@@ -665,10 +680,20 @@ export class ActionStore {
    * One GET; callers filter by timestamp.
    */
   async eventLog(userId: string): Promise<Buffer> {
-    const log = await this.redis.getBuffer(this.logKey(userId));
-    if (log !== null || !this.legacyV1Keys) return log ?? EMPTY;
+    return this.readLog(userId, (log) => Buffer.from(log));
+  }
+
+  /**
+   * Folds the user's log (see {@link eventLog}) with `fold`, which runs synchronously on a buffer
+   * valid only during the call (the raw reader lends its socket chunk or reused buffer).
+   */
+  private async readLog<T>(userId: string, fold: (log: Buffer) => T): Promise<T> {
+    const v2 = await this.reader.get(this.logKey(userId), (log) =>
+      log === null && this.legacyV1Keys ? NO_LOG : fold(log ?? EMPTY),
+    );
+    if (v2 !== NO_LOG) return v2 as T;
     // Not written since the upgrade: its v1 log (if any) is still the user's history.
-    return (await this.redis.getBuffer(userLogKey(userId, this.prefix, 1))) ?? EMPTY;
+    return this.reader.get(userLogKey(userId, this.prefix, 1), (log) => fold(log ?? EMPTY));
   }
 
   /**
@@ -684,7 +709,7 @@ export class ActionStore {
     if (!Number.isFinite(span.from) || span.to <= this.horizon(now)) {
       return countMembers(EMPTY, queries, this.horizon(now), this.schema);
     }
-    return countMembers(await this.eventLog(userId), queries, this.horizon(now), this.schema);
+    return this.readLog(userId, (log) => countMembers(log, queries, this.horizon(now), this.schema));
   }
 
   /**
@@ -703,7 +728,10 @@ export class ActionStore {
    */
   async checkFrequencyCaps(request: CapCheckRequest): Promise<CapCheckResult> {
     const now = this.clock.now();
-    const log = request.candidates.length > 0 ? await this.eventLog(request.userId) : EMPTY;
-    return evaluateCaps(log, request.candidates, now, this.horizon(now), this.schema);
+    const { candidates } = request;
+    if (candidates.length === 0) return evaluateCaps(EMPTY, candidates, now, this.horizon(now), this.schema);
+    return this.readLog(request.userId, (log) =>
+      evaluateCaps(log, candidates, now, this.horizon(now), this.schema),
+    );
   }
 }

@@ -4,7 +4,6 @@
  * tests can compare implementations: {@link rawSpendSource} (the pacer's) folds replies from raw
  * bytes, {@link pipelinedSpendSource} pipelines ioredis HGETALL grouped by cluster node.
  */
-import { Cluster } from 'ioredis';
 import { pipelineByNode, type RedisClient } from '../redis/connect.js';
 import { type HashVisitor, parseIntBytes, RawHashReader } from '../redis/raw-hgetall.js';
 import { planDaySnapshot } from '../spend/live-counters.js';
@@ -149,11 +148,9 @@ class SpendVisitor implements HashVisitor<PlanSpendSnapshot> {
 /**
  * HGETALL of every plan-day over raw RESP connections, folded from the reply bytes
  * (shared/redis/raw-hgetall.ts): the pacer's default, several times faster than ioredis objects.
- * Falls back to {@link pipelinedSpendSource} for a client with AUTH configured.
+ * Its connections authenticate as the client does (with IAM auth, with the current token).
  */
 export function rawSpendSource(redis: RedisClient): SpendSource & { close(): void } {
-  const opts = redis instanceof Cluster ? redis.options.redisOptions : redis.options;
-  if (opts?.password) return { ...pipelinedSpendSource(redis), close: () => {} };
   const reader = new RawHashReader({ client: redis });
   return {
     read: (stateKeys, nowMs) => reader.read(stateKeys, new SpendVisitor(nowMs)),

@@ -4,16 +4,16 @@
  * field and value and an object per reply — ~40k HGETALL/s from one process here; walking the
  * reply bytes once and handing field/value byte ranges to a visitor is several times faster.
  *
- * - One socket per Redis node (TLS when configured), opened lazily and reused across reads.
+ * - One socket per Redis node (TLS and AUTH as the client has them: shared/redis/raw-connection.ts),
+ *   opened lazily and reused across reads.
  *   Cluster routing uses the ioredis client's slot table; a key whose reply is an error (MOVED /
  *   ASK during a resharding, a wrong type) is re-read through ioredis, which follows redirects.
  * - Replies are parsed only when complete (a reply split across TCP chunks waits for the rest).
  * - A read that fails (connection lost) rejects; the next read reconnects.
  */
-import net from 'node:net';
-import tls from 'node:tls';
 import { Cluster } from 'ioredis';
 import { type RedisClient, slotOf, slotsReady } from './connect.js';
+import { openRawConnection, type RawConnection, standaloneNode } from './raw-connection.js';
 
 /** Receives one hash's fields as byte ranges of `buf` (valid only during the call). */
 export interface HashVisitor<T> {
@@ -95,12 +95,9 @@ function parseReply<T>(buf: Buffer, pos: number, visitor: HashVisitor<T>, out: {
   return p;
 }
 
-interface Connection {
-  socket: net.Socket;
-  ready: Promise<void>;
+interface Connection extends RawConnection {
   /** Serialises reads on this connection (replies come back in order). */
   queue: Promise<unknown>;
-  broken: boolean;
 }
 
 /** Options of {@link RawHashReader}. */
@@ -135,7 +132,7 @@ export class RawHashReader {
       }
     } else {
       groups.set(
-        `${client.options.host ?? '127.0.0.1'}:${client.options.port ?? 6379}`,
+        standaloneNode(client),
         keys.map((_, i) => i),
       );
     }
@@ -158,38 +155,12 @@ export class RawHashReader {
   private connection(node: string): Connection {
     const existing = this.connections.get(node);
     if (existing && !existing.broken) return existing;
-    const idx = node.lastIndexOf(':');
-    const host = node.slice(0, idx);
-    const port = Number(node.slice(idx + 1));
-    const useTls = this.tlsEnabled();
-    const socket = useTls
-      ? tls.connect({ host, port, servername: net.isIP(host) ? undefined : host })
-      : net.connect({ host, port });
-    socket.setNoDelay(true);
-    const c: Connection = {
-      socket,
-      broken: false,
-      queue: Promise.resolve(),
-      ready: new Promise<void>((resolve, reject) => {
-        socket.once(useTls ? 'secureConnect' : 'connect', () => resolve());
-        socket.once('error', reject);
-      }),
-    };
-    socket.on('error', () => {
-      c.broken = true;
+    // TLS and AUTH (the IAM token, under ElastiCache IAM auth) as the application's client has them.
+    const c: Connection = Object.assign(openRawConnection(this.options.client, node), {
+      queue: Promise.resolve() as Promise<unknown>,
     });
-    socket.on('close', () => {
-      c.broken = true;
-    });
-    c.ready.catch(() => {});
     this.connections.set(node, c);
     return c;
-  }
-
-  private tlsEnabled(): boolean {
-    const client = this.options.client;
-    const opts = client instanceof Cluster ? client.options.redisOptions : client.options;
-    return opts?.tls !== undefined;
   }
 
   private readFromNode<T>(

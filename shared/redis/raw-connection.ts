@@ -1,0 +1,107 @@
+/**
+ * Raw RESP connections for the bulk readers that skip ioredis's reply objects (the pacer's spend
+ * read, shared/redis/raw-hgetall.ts; the cap check's log read, shared/redis/raw-get.ts). They
+ * connect the way the application's client does: TLS when it uses TLS, and `AUTH` with the
+ * username and password it currently holds — with ElastiCache IAM auth that password is the
+ * signed token `connectRedis` keeps fresh, read at each connect, as ioredis reads it.
+ */
+import net from 'node:net';
+import tls from 'node:tls';
+import { Cluster } from 'ioredis';
+import type { RedisClient } from './connect.js';
+
+/** Raised when a node refuses the `AUTH` of a raw connection; the message has the node's reply. */
+export class RawRedisAuthError extends Error {
+  override readonly name = 'RawRedisAuthError';
+}
+
+/** One raw connection to one node. `ready` resolves once it is connected and authenticated. */
+export interface RawConnection {
+  readonly node: string;
+  readonly socket: net.Socket;
+  readonly ready: Promise<void>;
+  /** Set on error or close: the next read opens a new connection. */
+  broken: boolean;
+}
+
+/** How the application's client connects: TLS, and the credentials it holds right now. */
+function connectionSettings(client: RedisClient): { tls: boolean; username?: string; password?: string } {
+  const opts = client instanceof Cluster ? client.options.redisOptions : client.options;
+  return {
+    tls: opts?.tls !== undefined,
+    ...(opts?.username ? { username: opts.username } : {}),
+    ...(opts?.password ? { password: opts.password } : {}),
+  };
+}
+
+/** A RESP bulk string for a command argument. */
+function bulk(value: string): string {
+  return `$${Buffer.byteLength(value)}\r\n${value}\r\n`;
+}
+
+/**
+ * Opens a raw connection to `node` (`host:port`). With a password configured it sends `AUTH`
+ * first and resolves `ready` only on `+OK`; a refusal rejects with {@link RawRedisAuthError}.
+ * No `data` listener is left behind: the caller attaches its own after `ready`.
+ */
+export function openRawConnection(client: RedisClient, node: string): RawConnection {
+  const idx = node.lastIndexOf(':');
+  const host = node.slice(0, idx);
+  const port = Number(node.slice(idx + 1));
+  const settings = connectionSettings(client);
+  const socket = settings.tls
+    ? tls.connect({ host, port, servername: net.isIP(host) ? undefined : host })
+    : net.connect({ host, port });
+  socket.setNoDelay(true);
+  const connected = new Promise<void>((resolve, reject) => {
+    socket.once(settings.tls ? 'secureConnect' : 'connect', () => resolve());
+    socket.once('error', reject);
+  });
+  const ready = connected.then(() => {
+    const { username, password } = settings;
+    if (password === undefined) return;
+    return new Promise<void>((resolve, reject) => {
+      let reply = '';
+      const onData = (chunk: Buffer) => {
+        reply += chunk.toString('latin1');
+        const end = reply.indexOf('\r\n');
+        if (end < 0) return;
+        socket.off('data', onData);
+        socket.off('close', onClose);
+        const line = reply.slice(0, end);
+        if (line === '+OK') resolve();
+        else {
+          socket.destroy();
+          reject(
+            new RawRedisAuthError(
+              `Redis node ${node} refused AUTH${username ? ` for ${username}` : ''}: ${line}`,
+            ),
+          );
+        }
+      };
+      const onClose = () => reject(new Error(`Redis node ${node} closed the connection during AUTH`));
+      socket.on('data', onData);
+      socket.once('close', onClose);
+      const args = username ? ['AUTH', username, password] : ['AUTH', password];
+      socket.write(`*${args.length}\r\n${args.map(bulk).join('')}`);
+    });
+  });
+  const connection: RawConnection = { node, socket, ready, broken: false };
+  socket.on('error', () => {
+    connection.broken = true;
+  });
+  socket.on('close', () => {
+    connection.broken = true;
+  });
+  ready.catch(() => {
+    connection.broken = true;
+    socket.destroy();
+  });
+  return connection;
+}
+
+/** `host:port` of a standalone client (the node every key lives on). */
+export function standaloneNode(client: RedisClient): string {
+  const opts = client instanceof Cluster ? undefined : client.options;
+  return `${opts?.host ?? '127.0.0.1'}:${opts?.port ?? 6379}`;
+}

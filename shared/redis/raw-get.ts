@@ -1,0 +1,292 @@
+/**
+ * `GET` of large string values over raw RESP connections, handed to a synchronous consumer while
+ * the bytes are still in the socket's chunk: the cap check reads a user's packed event log (tens of
+ * KB) and folds it into a few counts, so the copy ioredis makes of every reply (and its per-command
+ * objects and promises) was most of the check's cost (docs/counting.md, "Reads").
+ *
+ * - One socket per Redis node, opened lazily with the client's TLS and AUTH settings
+ *   (shared/redis/raw-connection.ts); requests are written in batches (one write per event-loop
+ *   turn) and answered in order.
+ * - A reply that sits whole in one TCP chunk is passed as a view of that chunk (no copy); one split
+ *   across chunks is gathered in a per-connection buffer reused from reply to reply (replies larger
+ *   than `maxReusedBytes` get their own). Either way the consumer must not keep the buffer.
+ * - Cluster routing uses the client's slot table. A `MOVED` / `ASK` reply (resharding, failover)
+ *   and a key whose slot has no known owner are re-read through ioredis, which follows redirects.
+ *   Until the client itself is ready (first connect; with IAM auth, the first token) reads go
+ *   through ioredis too.
+ * - A lost connection fails the reads waiting on it; the next read opens a new one. A socket is
+ *   referenced only while reads wait on it, so an idle reader never keeps a process alive; the
+ *   reader closes when the client ends.
+ */
+import { Cluster } from 'ioredis';
+import { type RedisClient, slotOf } from './connect.js';
+import { openRawConnection, type RawConnection, standaloneNode } from './raw-connection.js';
+import { parseIntBytes } from './raw-hgetall.js';
+
+/** A reply-level error of a raw read (the node's error line, e.g. `WRONGTYPE …`). */
+export class RawReplyError extends Error {
+  override readonly name = 'RawReplyError';
+}
+
+/** Options of {@link RawValueReader}. */
+export interface RawValueReaderOptions {
+  /** The application's client: its options give host, port, TLS and AUTH; its slot table routes keys. */
+  readonly client: RedisClient;
+  /** Largest split reply gathered in the reused buffer; larger ones get their own. @default 4 MiB */
+  readonly maxReusedBytes?: number;
+}
+
+interface Pending {
+  consume: (value: Buffer | null) => unknown;
+  resolve: (value: unknown) => void;
+  reject: (error: Error) => void;
+  /** The key, for the ioredis retry of a redirected read. */
+  key: string;
+}
+
+/** Marks a `MOVED` / `ASK` reply: the read is retried through ioredis. */
+const REDIRECT = Symbol('redirect');
+
+/** Per-node state: the connection, the reads waiting for replies, and the reply being parsed. */
+class NodeReader {
+  readonly connection: RawConnection;
+  private readonly waiting: Pending[] = [];
+  private head = 0;
+  private outgoing: string[] = [];
+  private flushScheduled = false;
+  private readyDone = false;
+  /** Partial reply header carried over to the next chunk. */
+  private partialHeader: Buffer | null = null;
+  /** The split bulk reply being gathered: its length, bytes still to come (incl. CRLF), target. */
+  private bulkLength = -1;
+  private bulkRemaining = 0;
+  private bulkFilled = 0;
+  private bulkTarget: Buffer = Buffer.alloc(0);
+  private reused: Buffer = Buffer.alloc(0);
+
+  constructor(
+    client: RedisClient,
+    node: string,
+    private readonly maxReusedBytes: number,
+  ) {
+    this.connection = openRawConnection(client, node);
+    const socket = this.connection.socket;
+    socket.unref();
+    this.connection.ready.then(
+      () => {
+        this.readyDone = true;
+        socket.on('data', (chunk: Buffer) => this.onData(chunk));
+        this.flush();
+      },
+      (error: Error) => this.failAll(error),
+    );
+    socket.on('close', () =>
+      this.failAll(
+        new Error(`Redis connection to ${node} closed with ${this.pendingCount()} read(s) waiting`),
+      ),
+    );
+    socket.on('error', (error) => this.failAll(error));
+  }
+
+  pendingCount(): number {
+    return this.waiting.length - this.head;
+  }
+
+  get<T>(key: string, consume: (value: Buffer | null) => T): Promise<T | typeof REDIRECT> {
+    return new Promise((resolve, reject) => {
+      if (this.pendingCount() === 0) this.connection.socket.ref();
+      this.waiting.push({ key, consume, resolve: resolve as (v: unknown) => void, reject });
+      this.outgoing.push(`*2\r\n$3\r\nGET\r\n$${Buffer.byteLength(key)}\r\n${key}\r\n`);
+      if (!this.flushScheduled && this.readyDone) {
+        this.flushScheduled = true;
+        // One write per event-loop turn for every read issued in it.
+        process.nextTick(() => this.flush());
+      }
+    });
+  }
+
+  private flush(): void {
+    this.flushScheduled = false;
+    if (this.outgoing.length === 0 || this.connection.broken) return;
+    const data = this.outgoing.length === 1 ? (this.outgoing[0] as string) : this.outgoing.join('');
+    this.outgoing = [];
+    this.connection.socket.write(data);
+  }
+
+  private next(): Pending {
+    const p = this.waiting[this.head] as Pending;
+    this.waiting[this.head++] = undefined as unknown as Pending;
+    if (this.head === this.waiting.length) {
+      this.waiting.length = 0;
+      this.head = 0;
+      this.connection.socket.unref();
+    } else if (this.head > 1024 && this.head * 2 > this.waiting.length) {
+      this.waiting.splice(0, this.head);
+      this.head = 0;
+    }
+    return p;
+  }
+
+  /** Hands a value to the next waiting read; its consumer's error fails that read only. */
+  private deliver(value: Buffer | null): void {
+    const p = this.next();
+    let result: unknown;
+    try {
+      result = p.consume(value);
+    } catch (error) {
+      p.reject(error as Error);
+      return;
+    }
+    p.resolve(result);
+  }
+
+  private onData(input: Buffer): void {
+    let chunk = input;
+    let pos = 0;
+    if (this.partialHeader) {
+      chunk = Buffer.concat([this.partialHeader, input]);
+      this.partialHeader = null;
+    }
+    while (pos < chunk.length) {
+      if (this.bulkLength >= 0) {
+        // Gathering a split bulk reply.
+        const take = Math.min(this.bulkRemaining, chunk.length - pos);
+        const data = Math.min(take, this.bulkLength - this.bulkFilled);
+        if (data > 0) {
+          chunk.copy(this.bulkTarget, this.bulkFilled, pos, pos + data);
+          this.bulkFilled += data;
+        }
+        pos += take;
+        this.bulkRemaining -= take;
+        if (this.bulkRemaining > 0) return;
+        const length = this.bulkLength;
+        this.bulkLength = -1;
+        this.deliver(this.bulkTarget.subarray(0, length));
+        continue;
+      }
+      if (this.pendingCount() === 0) {
+        this.protocolError(`a reply nobody waits for (byte ${chunk[pos]})`);
+        return;
+      }
+      const cr = chunk.indexOf(0x0d, pos);
+      if (cr < 0 || cr + 1 >= chunk.length) {
+        this.partialHeader = Buffer.from(chunk.subarray(pos));
+        return;
+      }
+      const type = chunk[pos];
+      if (type === 0x24 /* $ */) {
+        const length = parseIntBytes(chunk, pos + 1, cr);
+        const start = cr + 2;
+        if (length < 0) {
+          pos = start;
+          this.deliver(null);
+          continue;
+        }
+        if (!Number.isSafeInteger(length)) {
+          this.protocolError(`a bulk length of ${chunk.toString('latin1', pos + 1, cr)}`);
+          return;
+        }
+        if (start + length + 2 <= chunk.length) {
+          pos = start + length + 2;
+          this.deliver(chunk.subarray(start, start + length));
+          continue;
+        }
+        if (length <= this.maxReusedBytes) {
+          if (this.reused.length < length)
+            this.reused = Buffer.allocUnsafe(Math.min(this.maxReusedBytes, length * 2));
+          this.bulkTarget = this.reused;
+        } else this.bulkTarget = Buffer.allocUnsafe(length);
+        this.bulkLength = length;
+        this.bulkRemaining = length + 2;
+        this.bulkFilled = 0;
+        pos = start;
+        continue;
+      }
+      if (type === 0x2d /* - */) {
+        const line = chunk.toString('latin1', pos + 1, cr);
+        pos = cr + 2;
+        const p = this.next();
+        if (line.startsWith('MOVED ') || line.startsWith('ASK ')) p.resolve(REDIRECT);
+        else p.reject(new RawReplyError(`Redis refused GET ${p.key}: ${line}`));
+        continue;
+      }
+      this.protocolError(`an unexpected reply type '${String.fromCharCode(type as number)}'`);
+      return;
+    }
+  }
+
+  private protocolError(what: string): void {
+    const error = new Error(`Raw GET from ${this.connection.node}: ${what}; the connection is dropped`);
+    this.connection.broken = true;
+    this.connection.socket.destroy();
+    this.failAll(error);
+  }
+
+  private failAll(error: Error): void {
+    this.connection.broken = true;
+    while (this.pendingCount() > 0) this.next().reject(error);
+  }
+
+  close(): void {
+    this.connection.broken = true;
+    this.connection.socket.destroy();
+  }
+}
+
+/** `GET` with a synchronous consumer of the value (`null`: no such key). */
+export interface ValueReader {
+  get<T>(key: string, consume: (value: Buffer | null) => T): Promise<T>;
+}
+
+/** The same contract through ioredis (`getBuffer`): the reference the raw reader is tested against. */
+export function clientValueReader(client: RedisClient): ValueReader {
+  return { get: async (key, consume) => consume(await client.getBuffer(key)) };
+}
+
+/** Raw `GET` with a synchronous consumer (see the module comment). */
+export class RawValueReader implements ValueReader {
+  private readonly nodes = new Map<string, NodeReader>();
+  private readonly client: RedisClient;
+  private readonly maxReusedBytes: number;
+  private closed = false;
+
+  constructor(options: RawValueReaderOptions) {
+    this.client = options.client;
+    this.maxReusedBytes = options.maxReusedBytes ?? 4 * 1024 * 1024;
+    this.client.once('end', () => this.close());
+  }
+
+  /**
+   * Reads `key` and returns `consume(value)` (`null`: no such key). `consume` runs synchronously
+   * with a buffer that is valid only during the call: copy what must outlive it. Its error
+   * fails this read only.
+   */
+  async get<T>(key: string, consume: (value: Buffer | null) => T): Promise<T> {
+    const client = this.client;
+    if (this.closed || client.status !== 'ready') return this.viaClient(key, consume);
+    let node: string;
+    if (client instanceof Cluster) {
+      const owner = client.slots[slotOf(key)]?.[0];
+      if (owner === undefined) return this.viaClient(key, consume);
+      node = owner;
+    } else node = standaloneNode(client);
+    let reader = this.nodes.get(node);
+    if (reader === undefined || reader.connection.broken) {
+      reader = new NodeReader(client, node, this.maxReusedBytes);
+      this.nodes.set(node, reader);
+    }
+    const result = await reader.get(key, consume);
+    return result === REDIRECT ? this.viaClient(key, consume) : (result as T);
+  }
+
+  private async viaClient<T>(key: string, consume: (value: Buffer | null) => T): Promise<T> {
+    return consume(await this.client.getBuffer(key));
+  }
+
+  /** Closes the raw sockets (reads after this go through the client). */
+  close(): void {
+    this.closed = true;
+    for (const reader of this.nodes.values()) reader.close();
+    this.nodes.clear();
+  }
+}
