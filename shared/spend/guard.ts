@@ -60,6 +60,14 @@ export interface BudgetGuardOptions {
   readonly inFlightWeight?: number;
   /** A lease may be spent only this long after its grant (≤ T). @default T / 4 */
   readonly leaseAheadMs?: number;
+  /**
+   * Prefetch the next float when a plan's float falls below this fraction of F (or a bid did not
+   * fit). A guard then holds at most (1 + fraction) × F per plan; what it holds is allowance taken
+   * but not yet spent, a standing lag behind E(t) that matters for small plans (F is at least
+   * `minFloatMicros`: 0.5 % of a $1 budget at 5,000 µ$). Lease calls per F spent do not change.
+   * @default 0.5
+   */
+  readonly prefetchBelow?: number;
   /** Settle spent float into in-flight slots at least this often. @default slot width */
   readonly settleIntervalMs?: number;
   /** Wait before asking again after a plan had no allowance. @default slot width / 10 */
@@ -103,6 +111,8 @@ class PlanDay {
   /** Every amount this guard put in flight by bid slot (live window), re-registered on rejoin. */
   ring = new Map<number, number>();
   busy = false;
+  /** A bid did not fit the float: the next lease call asks for F whatever the float. */
+  short = false;
   backoffUntil = 0;
   lastSettle: number;
   retiring = false;
@@ -169,6 +179,7 @@ export class BudgetGuard {
   private readonly leaseAheadMs: number;
   private readonly settleIntervalMs: number;
   private readonly backoffMs: number;
+  private readonly prefetchBelow: number;
   private readonly memoryRetentionMs: number;
   private readonly campaigns = new Map<string, CampaignEntry>();
   private readonly planDays = new Map<string, PlanDay>();
@@ -187,9 +198,20 @@ export class BudgetGuard {
     if (this.leaseAheadMs > this.inFlight.ttlMs)
       throw new RangeError('leaseAheadMs must not exceed the in-flight TTL.');
     this.settleIntervalMs = options.settleIntervalMs ?? this.inFlight.slotMs;
+    this.prefetchBelow = options.prefetchBelow ?? 0.5;
+    if (!(this.prefetchBelow > 0 && this.prefetchBelow <= 1)) {
+      throw new RangeError(
+        `prefetchBelow is ${options.prefetchBelow}: give a fraction of F in (0, 1] (default 0.5).`,
+      );
+    }
     this.backoffMs = options.noAllowanceBackoffMs ?? Math.max(1, Math.floor(this.inFlight.slotMs / 10));
     this.memoryRetentionMs = options.memoryRetentionMs ?? DEFAULT_MEMORY_RETENTION_MS;
     defineSpendCommands(options.redis);
+  }
+
+  /** Float left when the next one is fetched, micros. */
+  private prefetchAt(plan: ResolvedPlan): number {
+    return this.floatOf(plan) * this.prefetchBelow;
   }
 
   /** Float size F of a plan, micros. */
@@ -226,6 +248,7 @@ export class BudgetGuard {
       const s = states[i] as PlanDay;
       if (s.available(now) < price) {
         ok = false;
+        s.short = true;
         this.refill(s, now);
       }
     }
@@ -233,7 +256,8 @@ export class BudgetGuard {
     for (let i = 0; i < states.length; i++) {
       const s = states[i] as PlanDay;
       s.consume(price, now);
-      if (s.float < this.floatOf(s.plan) || now - s.lastSettle >= this.settleIntervalMs) this.refill(s, now);
+      if (s.float < this.prefetchAt(s.plan) || now - s.lastSettle >= this.settleIntervalMs)
+        this.refill(s, now);
     }
     return 'bid';
   }
@@ -400,8 +424,11 @@ export class BudgetGuard {
       for (const [slot, amount] of pending) s.pending.set(slot, (s.pending.get(slot) ?? 0) + amount);
     };
     const F = this.floatOf(s.plan);
-    // Prefetch while a float is left: a guard holds < 2F per plan (K = 2 in the bound).
-    const want = s.retiring || now >= s.day.endMs || s.float >= F ? 0 : F;
+    // Prefetch while a float is left: a guard holds < (1 + prefetchBelow) F ≤ 2F per plan (K = 2
+    // in the bound); a bid that did not fit asks for F even above the prefetch point.
+    const low = s.float < this.prefetchAt(s.plan) || s.short;
+    s.short = false;
+    const want = s.retiring || now >= s.day.endMs || !low ? 0 : F;
     let reply: [number, string, number, number, number, number, number];
     try {
       reply = await this.lease(s, now, want, args);

@@ -124,6 +124,54 @@ describe('budget guard', () => {
     await guard.close();
   });
 
+  it('prefetches below F/2: holds at most 1.5 F, one lease per F spent; a bid that does not fit fetches F', async () => {
+    const clock = new ManualClock(Date.parse('2026-11-21T20:00:00Z')); // 12:00 in Los Angeles
+    const b = budgetsOf('America/Los_Angeles', ({ a, c }) => [
+      { level: 'campaign', accountId: a, campaignId: c, dailyBudgetMicros: 1_000_000, pacingMode: 'asap' },
+    ]);
+    const { guard, errors } = guardOf(clock, { minFloatMicros: 5_000 });
+    guard.setBudgets(b);
+    const plan = b.common[0]!;
+    const F = guard.floatOf(plan);
+    expect(F).toBe(5_000); // 0.5 % of $1: the float is what a small plan lags its curve by
+    const floatNow = () =>
+      guard.localState(plan, dayWindow(clock.now(), 'America/Los_Angeles').day)?.float ?? 0;
+    await guard.warmUp(b.campaign.campaignId);
+    expect(floatNow()).toBe(F);
+    let maxHeld = 0;
+    let spent = 0;
+    for (let i = 0; i < 200; i++) {
+      // 700 µ$ bids: not a divisor of F, so the float passes F/2 at varying points.
+      if (guard.decide({ campaignId: b.campaign.campaignId, priceMicros: 700 }) === 'bid') spent += 700;
+      await guard.idle();
+      maxHeld = Math.max(maxHeld, floatNow());
+      // Never more than F/2 + F (a lease of F asked for when the float fell below F/2).
+      expect(floatNow()).toBeLessThan(1.5 * F);
+    }
+    expect(spent).toBe(200 * 700);
+    expect(maxHeld).toBeGreaterThan(F);
+    // One lease per F spent (plus the warm-up's): the prefetch point does not add calls.
+    expect(guard.stats.leaseCalls).toBeLessThanOrEqual(Math.ceil(spent / F) + 2);
+    // A bid larger than the float but above the prefetch point: refused once, and that fetches F.
+    const guard2 = guardOf(clock, { minFloatMicros: 5_000 }).guard;
+    guard2.setBudgets(b);
+    await guard2.warmUp(b.campaign.campaignId);
+    const state2 = () =>
+      guard2.localState(plan, dayWindow(clock.now(), 'America/Los_Angeles').day)?.float ?? 0;
+    expect(guard2.decide({ campaignId: b.campaign.campaignId, priceMicros: 2_000 })).toBe('bid'); // float 3,000 ≥ F/2
+    expect(state2()).toBe(3_000);
+    expect(guard2.decide({ campaignId: b.campaign.campaignId, priceMicros: 4_000 })).toBe('no-budget');
+    await guard2.idle();
+    expect(state2()).toBe(3_000 + F);
+    expect(guard2.decide({ campaignId: b.campaign.campaignId, priceMicros: 4_000 })).toBe('bid');
+    expect(() => guardOf(clock, { prefetchBelow: 0 })).toThrow(
+      /prefetchBelow is 0: give a fraction of F in \(0, 1\]/,
+    );
+    expect(errors).toEqual([]);
+    await guard.close();
+    await guard2.close();
+  });
+
   it('checks every plan: an exhausted arm blocks only its bids, the account caps all campaigns', async () => {
     const clock = new ManualClock(Date.parse('2026-11-21T12:00:00Z'));
     const b1 = budgetsOf('UTC', ({ a, c }) => [
