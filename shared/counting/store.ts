@@ -506,8 +506,7 @@ export class ActionStore {
     this.prefix = options.keyPrefix ?? 'act';
     this.schema = options.schema ?? actionEventSchema;
     this.legacyV1Keys = options.legacyV1Keys ?? true;
-    this.reader =
-      (options.rawReads ?? true) ? new RawValueReader({ client: this.redis }) : clientValueReader(this.redis);
+    this.reader = (options.rawReads ?? true) ? RawValueReader.of(this.redis) : clientValueReader(this.redis);
     // The TTL outlives every stored event's dedup state by a day: the slack between two daily
     // maintenances of a user. It never decides a count.
     const ttl = this.retentionMs + window + this.maxFutureSkewMs + DAY_MS;

@@ -243,8 +243,24 @@ export function clientValueReader(client: RedisClient): ValueReader {
   return { get: async (key, consume) => consume(await client.getBuffer(key)) };
 }
 
+/** One reader per client for {@link RawValueReader.of}. */
+const sharedReaders = new WeakMap<RedisClient, RawValueReader>();
+
 /** Raw `GET` with a synchronous consumer (see the module comment). */
 export class RawValueReader implements ValueReader {
+  /**
+   * The reader shared by everything that reads through `client` (one socket per node and one
+   * `end` listener per client, however many stores are built on it).
+   */
+  static of(client: RedisClient): RawValueReader {
+    let reader = sharedReaders.get(client);
+    if (reader === undefined) {
+      reader = new RawValueReader({ client });
+      sharedReaders.set(client, reader);
+    }
+    return reader;
+  }
+
   private readonly nodes = new Map<string, NodeReader>();
   private readonly client: RedisClient;
   private readonly maxReusedBytes: number;

@@ -11,11 +11,13 @@ import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RunningRedis, startRedis } from '../../../local/emulators/redis.js';
 import { repoRoot } from '../../../local/worker/process-invoker.js';
+import { ActionStore } from '../../../shared/counting/store.js';
 import { pipelinedSpendSource, rawSpendSource } from '../../../shared/pacing/spend-source.js';
 import { prng } from '../../../shared/random/prng.js';
 import { connectRedis, parseNodes, slotOf, slotsReady } from '../../../shared/redis/connect.js';
 import { RawRedisAuthError } from '../../../shared/redis/raw-connection.js';
 import { clientValueReader, RawReplyError, RawValueReader } from '../../../shared/redis/raw-get.js';
+import { ManualClock } from '../../../shared/time/clock.js';
 import { useRedis } from '../../support/redis.js';
 
 const copy = (b: Buffer | null) => (b === null ? null : Buffer.from(b));
@@ -99,6 +101,18 @@ describe.each(['standalone', 'cluster'] as const)('raw GET reader (%s)', (mode) 
     } finally {
       raw.close();
     }
+  });
+
+  it('is shared per client: 25 stores on one client add one end listener and one socket per node', async () => {
+    const before = r.redis.listenerCount('end');
+    const stores = Array.from(
+      { length: 25 },
+      (_, i) => new ActionStore({ redis: r.redis, clock: new ManualClock(0), keyPrefix: `shared${i}` }),
+    );
+    const logs = await Promise.all(stores.map((s) => s.eventLog('42')));
+    expect(logs.every((l) => l.length === 0)).toBe(true);
+    expect(r.redis.listenerCount('end') - before).toBeLessThanOrEqual(1);
+    expect(RawValueReader.of(r.redis)).toBe(RawValueReader.of(r.redis));
   });
 
   it('opens a new connection after its connection is killed', async () => {
