@@ -11,6 +11,7 @@
  * 7 a target missed, 2 usage, 1 unexpected failure.
  */
 import { EXIT } from '../cli/common.js';
+import { killServersOnSignal } from '../local/emulators/redis.js';
 import { benchTargets, unsustainedRates, verdicts } from './verdicts.js';
 
 interface Benchmark {
@@ -76,6 +77,8 @@ ${lines.join('\n')}
 exit codes: 0 every target met, 7 a target missed (see verdicts), 2 usage, 1 unexpected failure`;
 }
 
+// A benchmark stopped with `kill` must not leave its redis-servers behind.
+killServersOnSignal();
 const argv = process.argv.slice(2);
 const debug = argv.includes('--debug');
 const [name, ...rawArgs] = argv.filter((a) => a !== '--debug');

@@ -91,10 +91,31 @@ async function spawnServer(port: number, args: string[]): Promise<NodeProc> {
   return node;
 }
 
+/** Every redis-server this process started and that has not exited (for {@link killServersOnSignal}). */
+const liveServers = new Set<ChildProcess>();
+
 function launch(args: string[]): ChildProcess {
   const proc = spawn('redis-server', args, { stdio: 'ignore' });
   proc.on('error', () => {});
+  liveServers.add(proc);
+  proc.once('exit', () => liveServers.delete(proc));
   return proc;
+}
+
+/**
+ * For one-shot tools (`npm run sim`, `npm run bench`): on SIGINT, SIGTERM or SIGHUP, kill every
+ * redis-server this process started, then die of the same signal. Without it a tool stopped by
+ * `kill` (not Ctrl-C, which signals the whole process group) left its servers running, parented
+ * to init. Long-running programs with their own graceful stop (`npm start`) do not use it.
+ */
+export function killServersOnSignal(): void {
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+    process.once(signal, () => {
+      for (const proc of liveServers) proc.kill('SIGKILL');
+      // The listener is gone (once): the re-raised signal takes its default action.
+      process.kill(process.pid, signal);
+    });
+  }
 }
 
 async function waitForPing(port: number, timeoutMs = 10_000): Promise<void> {

@@ -4,53 +4,11 @@
  * redis-server on PATH it prints how to install it and exits non-zero.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { repoRoot } from '../../../local/worker/process-invoker.js';
 import { regionResources } from '../../../shared/region/resources.js';
+import { descendants, running } from '../../support/proc.js';
 import { tempDir } from '../../support/tmp.js';
-
-/** Every descendant of `root` (pid → command line), read from /proc. */
-function descendants(root: number): Map<number, string> {
-  const children = new Map<number, number[]>();
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      // Field 4 (ppid) follows the parenthesised command, which may itself contain spaces.
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      const list = children.get(ppid) ?? [];
-      list.push(Number(entry));
-      children.set(ppid, list);
-    } catch {
-      // the process ended while we looked
-    }
-  }
-  const out = new Map<number, string>();
-  const queue = [root];
-  while (queue.length > 0) {
-    const pid = queue.shift() as number;
-    for (const child of children.get(pid) ?? []) {
-      let cmd = '';
-      try {
-        cmd = readFileSync(`/proc/${child}/cmdline`, 'utf8').replaceAll('\0', ' ').trim();
-      } catch {}
-      out.set(child, cmd);
-      queue.push(child);
-    }
-  }
-  return out;
-}
-
-/** Running = exists and is not a zombie. */
-function running(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
-  } catch {
-    return false;
-  }
-}
 
 function waitForLine(proc: ChildProcess, pattern: RegExp, timeoutMs: number): Promise<string> {
   return new Promise((resolve, reject) => {
