@@ -465,6 +465,27 @@ class CapScratch {
 }
 
 /**
+ * Where the scan finds what it reads in one layout version's members. A class with an Int32Array,
+ * not an object literal with an array: a literal's map is shared with every other literal of the
+ * same property sequence, and a change to one of those (a field's representation) deoptimised the
+ * scan in the middle of a benchmark run (docs/benchmarks.md, 2026-11-25 evening).
+ */
+class CapLayout {
+  readonly length: number;
+  /** Per level; −1: the version lacks the level (its value is zero). */
+  readonly offsets: Int32Array;
+  readonly action: number;
+  readonly viewType: number;
+
+  constructor(layout: Layout, levels: readonly FieldSpec[]) {
+    this.length = layout.memberLength;
+    this.offsets = Int32Array.from(levels, (l) => layout.byName.get(l.name)?.offset ?? -1);
+    this.action = layout.byName.get('action')?.offset ?? 0;
+    this.viewType = layout.byName.get('viewType')?.offset ?? 0;
+  }
+}
+
+/**
  * Requests up to this many caps (and a quarter as many candidates) use the shared working memory
  * (≈ 70 bytes per cap, 64 bytes per candidate and level); a larger one gets its own, so one
  * outsized request does not pin its memory for good.
@@ -829,14 +850,8 @@ function evaluateCapsWith(
   const buf = packLog(log);
   const floor = Math.max(notBefore, minSince);
   const levelCount = levels.length;
-  const cache: ({ length: number; offsets: number[]; action: number; viewType: number } | undefined)[] = [];
-  const build = (layout: Layout) => ({
-    length: layout.memberLength,
-    // −1: the version lacks the level; its value is zero.
-    offsets: levels.map((l) => layout.byName.get(l.name)?.offset ?? -1),
-    action: layout.byName.get('action')?.offset ?? 0,
-    viewType: layout.byName.get('viewType')?.offset ?? 0,
-  });
+  const cache: (CapLayout | undefined)[] = [];
+  const build = (layout: Layout) => new CapLayout(layout, levels);
   // DataView getters are inlined by the optimizing compiler; Buffer's readers are slower here.
   const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
   for (let pos = 0; pos < buf.length; ) {
