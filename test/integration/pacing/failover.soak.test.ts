@@ -161,7 +161,13 @@ describe('pacing service under the process-per-instance runtime', () => {
     console.log(
       `paused ${leader.publisher} after claiming tick ${claimed.tick}; after ${successorFirst?.publisher}'s first write: ${landed.length} of its writes landed, ${rejected.length} rejected`,
     );
-    expect(landed).toEqual([]);
+    // The fences decide a failure: a landed write with an epoch above the successor's would be a
+    // legitimate later takeover (the successor's invocation ended), one at or below it a stale one.
+    expect(
+      landed,
+      `successor ${successorFirst?.publisher} fence ${successorFirst?.fence}; paused leader's claim fence ` +
+        `${claimed.fence}; landed fences ${landed.map((e) => `${e.kind}@${e.tick}:${e.fence}`).join(', ')}`,
+    ).toEqual([]);
     // It resumed holding the claim of its tick and tried to publish it: the fence refused it.
     expect(rejected.some((e) => e.kind === 'publish' && e.tick === claimed.tick)).toBe(true);
     const byTick = claimsByTick(log);
