@@ -8,6 +8,7 @@ import {
   decodeMember,
   decodeRecord,
   encodeActionEvent,
+  type Id,
 } from '../../../shared/counting/schema.js';
 import { DAY_MS, HOUR_MS, MINUTE_MS } from '../../../shared/time/clock.js';
 
@@ -21,7 +22,7 @@ export const pick = <T>(rand: () => number, items: readonly T[]): T =>
  * The wire bytes of one impression of user `userId` on ad 11 (ad group 7, campaign 3, advertiser
  * 1), its insertion id derived from `insertion` (distinct insertions → distinct identities).
  */
-export function impressionWire(userId: number, insertion: number, timestamp: number): Buffer {
+export function impressionWire(userId: Id, insertion: number, timestamp: number): Buffer {
   const insertionId = Buffer.alloc(16);
   insertionId.writeUInt32BE(insertion, 12);
   insertionId[0] = 1;

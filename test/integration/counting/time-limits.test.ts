@@ -8,11 +8,11 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ingestRecords } from '../../../shared/counting/ingest.js';
-import { encodeActionEvent, MAX_TIMESTAMP_MS } from '../../../shared/counting/schema.js';
+import { MAX_TIMESTAMP_MS } from '../../../shared/counting/schema.js';
 import { ActionStore } from '../../../shared/counting/store.js';
 import { DAY_MS, HOUR_MS, ManualClock, MINUTE_MS } from '../../../shared/time/clock.js';
 import { type RedisUnderTest, startRedisWithClient } from '../../support/redis.js';
-import { ReferenceCounter } from './fixtures.js';
+import { impressionWire, ReferenceCounter } from './fixtures.js';
 
 let redis: RedisUnderTest;
 // Ten minutes before the limit: events up to the limit are within the accepted skew.
@@ -29,20 +29,8 @@ afterAll(async () => {
   await redis?.stop();
 });
 
-function event(insertion: number, timestamp: number): Buffer {
-  const insertionId = Buffer.alloc(16);
-  insertionId.writeUInt32BE(insertion, 12);
-  return encodeActionEvent({
-    userId: 77,
-    timestamp,
-    insertionId,
-    action: 'impression',
-    ad: 11,
-    adGroup: 7,
-    campaign: 3,
-    advertiser: 1,
-  });
-}
+/** An impression of user 77 (insertion ids distinct per `insertion`). */
+const event = (insertion: number, timestamp: number): Buffer => impressionWire(77, insertion, timestamp);
 
 describe('timestamps at the width limit through the store', () => {
   it('stores, deduplicates and counts events stamped up to 2^48 - 1 ms exactly', async () => {

@@ -22,6 +22,7 @@ import {
   testContext,
   testKinesisRecord,
 } from '../../support/lambda.js';
+import { impressionWire } from '../counting/fixtures.js';
 import { seedBudgets } from '../spend/support.js';
 
 let region: LocalRegion;
@@ -83,21 +84,12 @@ const noEmptyMetricsWarning = () =>
 
 function actionRecords(userId: string, n: number): KinesisStreamEvent {
   const now = Date.now();
-  const records = Array.from({ length: n }, (_, i) => {
-    const insertionId = Buffer.alloc(16);
-    insertionId.writeUInt32BE(i + 1, 12);
-    const data = encodeActionEvent({
-      userId,
-      timestamp: now - i,
-      insertionId,
-      action: 'impression',
-      ad: 11,
-      adGroup: 7,
-      campaign: 3,
-      advertiser: 1,
-    });
-    return testKinesisRecord(data, { partitionKey: userId, functionName: 'ingest-actions' });
-  });
+  const records = Array.from({ length: n }, (_, i) =>
+    testKinesisRecord(impressionWire(userId, i + 1, now - i), {
+      partitionKey: userId,
+      functionName: 'ingest-actions',
+    }),
+  );
   return { Records: records };
 }
 
