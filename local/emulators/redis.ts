@@ -28,9 +28,17 @@ export class RedisServerMissingError extends Error {
   }
 }
 
-/** True when `redis-server` can be run. */
+/** Binaries found runnable by {@link redisServerAvailable} (a miss is probed again: it may be installed meanwhile). */
+const runnable = new Set<string>();
+
+/**
+ * True when `redis-server` can be run. A success is remembered: `startLocalRegion` checks before
+ * its port check and `startRedis` again, and each probe spawns a process.
+ */
 export function redisServerAvailable(binary = 'redis-server'): boolean {
+  if (runnable.has(binary)) return true;
   const probe = spawnSync(binary, ['--version'], { stdio: 'ignore' });
+  if (probe.status === 0) runnable.add(binary);
   return probe.status === 0;
 }
 

@@ -265,10 +265,13 @@ export class RawValueReader implements ValueReader {
   private readonly client: RedisClient;
   private readonly maxReusedBytes: number;
   private closed = false;
+  /** Redirects, unknown slots, a client not ready yet, a closed reader: read through ioredis. */
+  private readonly viaClient: ValueReader;
 
   constructor(options: RawValueReaderOptions) {
     this.client = options.client;
     this.maxReusedBytes = options.maxReusedBytes ?? 4 * 1024 * 1024;
+    this.viaClient = clientValueReader(this.client);
     this.client.once('end', () => this.close());
   }
 
@@ -279,11 +282,11 @@ export class RawValueReader implements ValueReader {
    */
   async get<T>(key: string, consume: (value: Buffer | null) => T): Promise<T> {
     const client = this.client;
-    if (this.closed || client.status !== 'ready') return this.viaClient(key, consume);
+    if (this.closed || client.status !== 'ready') return this.viaClient.get(key, consume);
     let node: string;
     if (client instanceof Cluster) {
       const owner = client.slots[slotOf(key)]?.[0];
-      if (owner === undefined) return this.viaClient(key, consume);
+      if (owner === undefined) return this.viaClient.get(key, consume);
       node = owner;
     } else node = standaloneNode(client);
     let reader = this.nodes.get(node);
@@ -292,11 +295,7 @@ export class RawValueReader implements ValueReader {
       this.nodes.set(node, reader);
     }
     const result = await reader.get(key, consume);
-    return result === REDIRECT ? this.viaClient(key, consume) : (result as T);
-  }
-
-  private async viaClient<T>(key: string, consume: (value: Buffer | null) => T): Promise<T> {
-    return consume(await this.client.getBuffer(key));
+    return result === REDIRECT ? this.viaClient.get(key, consume) : (result as T);
   }
 
   /** Closes the raw sockets (reads after this go through the client). */
