@@ -164,6 +164,12 @@ interface PlanMemory {
   /** Encoded state / forecast as last written to (or loaded from) Redis by this process. */
   writtenState?: string;
   writtenForecast?: string;
+  /**
+   * The forecast object `forecastText` encodes: forecasts are immutable and change a few times a
+   * day, so the tick's comparison with what is stored skips re-encoding an unchanged one.
+   */
+  forecastTextOf?: unknown;
+  forecastText?: string;
   /** Loaded from Redis, not yet decoded. */
   loadedState?: string;
   loadedForecast?: string;
@@ -269,6 +275,12 @@ interface PlanResult {
 }
 
 /** The pacer of one shard in one process (warm state across ticks and invocations). */
+/**
+ * Plans per part of the parts spend read: small enough that the controller starts early, large
+ * enough that the per-part overhead (a promise, a copy of the part) is noise.
+ */
+const SPEND_PART = 5_000;
+
 export class ShardPacer {
   private readonly plans = new Map<string, PlanMemory>();
   private readonly published = new Map<string, CampaignMemory>();
@@ -380,27 +392,54 @@ export class ShardPacer {
       return { claim, reloaded, ageMs: claim.accepted ? 0 : await this.claimAge(publisher) };
     };
     const sharing = this.options.sharing;
-    const [claimed, spend, loaded] = await Promise.all([
-      claimStep(),
-      this.options.spend.read(
-        plans.map((p) => p.spendKey),
-        nowMs,
-      ),
-      sharing?.load(nowMs),
-    ]);
+    const source = this.options.spend;
+    const keys = plans.map((p) => p.spendKey);
+    let claimed: Awaited<ReturnType<typeof claimStep>>;
+    let spend: PlanSpendSnapshot[];
+    let loaded: Awaited<ReturnType<NonNullable<typeof sharing>['load']>> | undefined;
+    let results: PlanResult[];
+    let invalid = 0;
+    let spendDone: number;
+    if (source.readParts) {
+      // Each plan steps alone (its region share, too, needs only its own spend and the peers'
+      // summaries): the spend read arrives in parts, and each part is stepped as it arrives
+      // (once the claim and the peers' load are settled) while Redis serves the rest.
+      const parts = source.readParts(keys, nowMs, SPEND_PART);
+      [claimed, loaded] = await Promise.all([claimStep(), sharing?.load(nowMs)]);
+      spend = new Array(plans.length);
+      results = new Array(plans.length);
+      spendDone = clock.now();
+      for (let k = 0; k < parts.length; k++) {
+        const part = await (parts[k] as Promise<PlanSpendSnapshot[]>);
+        spendDone = clock.now();
+        const from = k * SPEND_PART;
+        const to = from + part.length;
+        for (let j = 0; j < part.length; j++) spend[from + j] = part[j] as PlanSpendSnapshot;
+        const shares = sharing?.budgets(plans.slice(from, to), part, nowMs);
+        invalid += this.stepRange(plans, spend, nowMs, shares, results, from, to, from);
+      }
+    } else {
+      [claimed, spend, loaded] = await Promise.all([
+        claimStep(),
+        source.read(keys, nowMs),
+        sharing?.load(nowMs),
+      ]);
+      spendDone = clock.now();
+      const shares = sharing?.budgets(plans, spend, nowMs);
+      results = new Array(plans.length);
+      invalid = this.stepRange(plans, spend, nowMs, shares, results, 0, plans.length, 0);
+    }
     const { claim } = claimed;
     const publishing = claim?.accepted === true;
-    const spendDone = clock.now();
-    const shares = sharing?.budgets(plans, spend, nowMs);
-    const { results, invalid } = this.step(plans, spend, nowMs, shares);
+    // With the parts read, `step` is what is left after the last part arrived.
     const stepDone = clock.now();
 
     let publish: PublishOutcome | undefined;
     let publishLagMs: number | undefined;
     if (publishing && fence) {
       await this.options.beforePublish?.();
-      const writes = this.campaignWrites(campaigns, planList, results, nowMs, tick);
       const { state, forecast } = this.stateWrites();
+      let writes: ReturnType<ShardPacer['campaignWrites']> | undefined;
       // The snapshot is kept up to date incrementally by whoever publishes; it is written whole only
       // when there is none yet (or it was lost with Redis).
       const fullSnapshot =
@@ -417,7 +456,11 @@ export class ShardPacer {
         fence,
         tick,
         nowMs: clock.now(),
-        campaigns: writes.writes,
+        // Built while Redis runs the state batches, which the publisher sends first.
+        campaigns: () => {
+          writes = this.campaignWrites(campaigns, planList, results, nowMs, tick);
+          return writes.writes;
+        },
         state: { set: state, del: this.pendingDeletes.state },
         forecast: { set: forecast, del: this.pendingDeletes.forecast },
         budgets: { set: budgetSet, del: fullSnapshot ? [] : changes.removals },
@@ -426,7 +469,7 @@ export class ShardPacer {
       });
       publishLagMs = clock.now() - tick * this.options.tickMs;
       if (publish.rejectedBatches === 0) {
-        writes.commit();
+        writes?.commit();
         this.commitStateWrites();
         this.pendingDeletes = { state: [], forecast: [] };
         this.lastPublished = { publisherId: who.publisherId, tick };
@@ -620,16 +663,23 @@ export class ShardPacer {
   private planList: PlanList | undefined;
 
   /** One controller step per plan (pure), falling back to fail-safe parameters for bad output. */
-  private step(
+  /**
+   * Steps plans [from, to) into `results`; returns how many got the fail-safe (invalid).
+   * `shares[i - sharesFrom]` is plan i's region share (absent: its own budget).
+   */
+  private stepRange(
     plans: readonly PlanAtDay[],
     spend: readonly PlanSpendSnapshot[],
     nowMs: number,
-    shares?: readonly number[],
-  ): { results: PlanResult[]; invalid: number } {
+    shares: readonly number[] | undefined,
+    results: PlanResult[],
+    from: number,
+    to: number,
+    sharesFrom: number,
+  ): number {
     const { controller } = this.options;
-    const results: PlanResult[] = new Array(plans.length);
     let invalid = 0;
-    for (let i = 0; i < plans.length; i++) {
+    for (let i = from; i < to; i++) {
       const { plan, day, memory } = plans[i] as PlanAtDay;
       if (memory.loadedState !== undefined) {
         memory.state = controller.decodeState(memory.loadedState);
@@ -640,16 +690,12 @@ export class ShardPacer {
         memory.loadedForecast = undefined;
       }
       let params: PlanPacingParams;
-      const budgetMicros = shares?.[i];
+      const budgetMicros = shares?.[i - sharesFrom];
       try {
+        // One object shape for every plan (a conditional spread made the controller's reads of
+        // its input megamorphic); an undefined share means the plan's own budget.
         const step = controller.step(
-          {
-            plan,
-            day,
-            spend: spend[i] as PlanSpendSnapshot,
-            nowMs,
-            ...(budgetMicros === undefined ? {} : { budgetMicros }),
-          },
+          { plan, day, spend: spend[i] as PlanSpendSnapshot, nowMs, budgetMicros },
           memory.state,
           memory.forecast,
         );
@@ -666,7 +712,7 @@ export class ShardPacer {
       }
       results[i] = { params, day };
     }
-    return { results, invalid };
+    return invalid;
   }
 
   /**
@@ -798,9 +844,12 @@ export class ShardPacer {
     };
   }
 
-  private staged: { state: [PlanMemory, string][]; forecast: [PlanMemory, string][] } = {
-    state: [],
-    forecast: [],
+  /** Writes of the publish in progress (plan, text), committed once it is accepted. */
+  private staged = {
+    state: [] as PlanMemory[],
+    stateText: [] as string[],
+    forecast: [] as PlanMemory[],
+    forecastText: [] as string[],
   };
   private pendingDeletes: { state: string[]; forecast: string[] } = { state: [], forecast: [] };
 
@@ -808,20 +857,32 @@ export class ShardPacer {
     const { controller } = this.options;
     const state: string[] = [];
     const forecast: string[] = [];
-    this.staged = { state: [], forecast: [] };
+    const staged = {
+      state: [] as PlanMemory[],
+      stateText: [] as string[],
+      forecast: [] as PlanMemory[],
+      forecastText: [] as string[],
+    };
+    this.staged = staged;
     for (const [field, m] of this.plans) {
       if (m.state !== undefined) {
         const raw = controller.encodeState(m.state);
         if (raw !== m.writtenState) {
           state.push(field, raw);
-          this.staged.state.push([m, raw]);
+          staged.state.push(m);
+          staged.stateText.push(raw);
         }
       }
       if (m.forecast !== undefined) {
-        const raw = controller.encodeForecast(m.forecast);
+        if (m.forecastTextOf !== m.forecast) {
+          m.forecastText = controller.encodeForecast(m.forecast);
+          m.forecastTextOf = m.forecast;
+        }
+        const raw = m.forecastText as string;
         if (raw !== m.writtenForecast) {
           forecast.push(field, raw);
-          this.staged.forecast.push([m, raw]);
+          staged.forecast.push(m);
+          staged.forecastText.push(raw);
         }
       }
     }
@@ -829,9 +890,10 @@ export class ShardPacer {
   }
 
   private commitStateWrites(): void {
-    for (const [m, raw] of this.staged.state) m.writtenState = raw;
-    for (const [m, raw] of this.staged.forecast) m.writtenForecast = raw;
-    this.staged = { state: [], forecast: [] };
+    const { state, stateText, forecast, forecastText } = this.staged;
+    for (let i = 0; i < state.length; i++) (state[i] as PlanMemory).writtenState = stateText[i];
+    for (let i = 0; i < forecast.length; i++) (forecast[i] as PlanMemory).writtenForecast = forecastText[i];
+    this.staged = { state: [], stateText: [], forecast: [], forecastText: [] };
   }
 
   /**

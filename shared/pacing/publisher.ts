@@ -16,7 +16,7 @@
  * at `logMaxLen` entries: the server's own, ordered record of who wrote which tick.
  */
 import type { Result } from 'ioredis';
-import { pipelineByNode, type RedisClient } from '../redis/connect.js';
+import type { RedisClient } from '../redis/connect.js';
 import { type Fence, parseFence } from './fence.js';
 import { type ShardKeys, shardKeys } from './keys.js';
 
@@ -183,7 +183,11 @@ export interface PublishBatchInput {
   readonly fence: Fence;
   readonly tick: number;
   readonly nowMs: number;
-  readonly campaigns: readonly CampaignWrite[];
+  /**
+   * The campaign hashes; a function is called after the side hashes' batches are sent, so the
+   * caller's work of building the writes overlaps Redis running those scripts.
+   */
+  readonly campaigns: readonly CampaignWrite[] | (() => readonly CampaignWrite[]);
   /** Controller state per plan field (only changed ones). */
   readonly state?: HashChanges;
   /** Forecast per plan field (only changed ones). */
@@ -288,7 +292,23 @@ export class ShardPublisher {
     ];
     const k = this.keys;
     const fixedKeys = [k.claim, k.state, k.forecast, k.budgets, k.log];
-    const batches: { keys: string[]; args: (string | number)[]; campaigns: number }[] = [];
+    type Batch = { keys: string[]; args: (string | number)[]; campaigns: number };
+    // Each batch is sent as soon as the next one is built, so Redis runs the scripts while this
+    // loop builds the rest (the shard's keys share one slot: one connection, run in order). The
+    // last is held back until it is known to be the last, which records the completed publish.
+    const redis = this.options.redis;
+    const sent: Promise<[Error | null, unknown]>[] = [];
+    const campaignsPerBatch: number[] = [];
+    const send = (b: Batch) => {
+      campaignsPerBatch.push(b.campaigns);
+      sent.push(
+        redis.ppPublish(b.keys.length, ...b.keys, ...b.args).then(
+          (reply): [Error | null, unknown] => [null, reply],
+          (error: Error): [Error | null, unknown] => [error, null],
+        ),
+      );
+    };
+    let held: Batch | undefined;
     let replace = input.replaceBudgets === true;
     const push = (
       campaignKeys: string[],
@@ -303,15 +323,45 @@ export class ShardPublisher {
         ...sets,
         ...dels,
       ];
-      batches.push({ keys: [...fixedKeys, ...campaignKeys], args, campaigns: campaignKeys.length });
+      if (held) send(held);
+      held = { keys: [...fixedKeys, ...campaignKeys], args, campaigns: campaignKeys.length };
       replace = false; // only the first batch clears the old snapshot
     };
     const noChanges = ['', '', ''];
+    // Side hashes (state, forecast, snapshot) first: one packed argument per slice, same claim
+    // check. Every value is checked before anything is sent.
+    const sides = [input.state, input.forecast, input.budgets];
+    for (const changes of sides) {
+      for (const list of [changes?.set ?? [], changes?.del ?? []]) {
+        for (const x of list) {
+          if (x.includes('\x1f'))
+            throw new RangeError(
+              `publish: ${JSON.stringify(x)} holds the unit separator 0x1f, which the script splits on`,
+            );
+        }
+      }
+    }
+    const slice = this.maxArgs * 4;
+    for (let h = 0; h < 3; h++) {
+      const changes = sides[h];
+      if (!changes) continue;
+      for (const [list, isDel] of [
+        [changes.set, false],
+        [changes.del ?? [], true],
+      ] as const) {
+        for (let i = 0; i < list.length; i += slice) {
+          const packed = ['', '', ''];
+          packed[h] = list.slice(i, i + slice).join('\x1f');
+          push([], [], isDel ? noChanges : packed, isDel ? packed : noChanges);
+        }
+      }
+    }
     // Campaign hashes, in batches of about maxArgs script arguments' worth of fields.
+    const campaigns = typeof input.campaigns === 'function' ? input.campaigns() : input.campaigns;
     let keys: string[] = [];
     let body: string[] = [];
     let size = 0;
-    for (const c of input.campaigns) {
+    for (const c of campaigns) {
       keys.push(k.campaign(c.campaignId));
       // One packed argument per campaign: a script argument costs the client far more than its
       // bytes, and the script splits it cheaply. Field names and encoded values never hold 0x1f.
@@ -325,42 +375,12 @@ export class ShardPublisher {
       }
     }
     if (keys.length > 0) push(keys, body, noChanges, noChanges);
-    // Side hashes (state, forecast, snapshot): one packed argument per slice, same claim check.
-    const sides = [input.state, input.forecast, input.budgets];
-    const slice = this.maxArgs * 4;
-    for (let h = 0; h < 3; h++) {
-      const changes = sides[h];
-      if (!changes) continue;
-      for (const [list, isDel] of [
-        [changes.set, false],
-        [changes.del ?? [], true],
-      ] as const) {
-        for (let i = 0; i < list.length; i += slice) {
-          const part = list.slice(i, i + slice);
-          for (const x of part) {
-            if (x.includes('\x1f'))
-              throw new RangeError(
-                `publish: ${JSON.stringify(x)} holds the unit separator 0x1f, which the script splits on`,
-              );
-          }
-          const packed = ['', '', ''];
-          packed[h] = part.join('\x1f');
-          push([], [], isDel ? noChanges : packed, isDel ? packed : noChanges);
-        }
-      }
-    }
     // The last batch records the completed publish in the claim hash (an empty one if need be).
-    if (replace || batches.length === 0) push([], [], noChanges, noChanges);
-    const last = batches[batches.length - 1] as { args: (string | number)[] };
+    if (replace || held === undefined) push([], [], noChanges, noChanges);
+    const last = held as unknown as Batch;
     last.args[9] = '1';
-    const results = await pipelineByNode(
-      this.options.redis,
-      batches,
-      () => this.keys.claim,
-      (pipeline, b) => {
-        pipeline.ppPublish(b.keys.length, ...b.keys, ...b.args);
-      },
-    );
+    send(last);
+    const results = await Promise.all(sent);
     let accepted = 0;
     let rejected = 0;
     let written = 0;
@@ -371,14 +391,14 @@ export class ShardPublisher {
       const [ok, ...claim] = reply as [number, ...string[]];
       if (ok === 1) {
         accepted++;
-        written += (batches[i] as { campaigns: number }).campaigns;
+        written += campaignsPerBatch[i] as number;
       } else {
         rejected++;
         heldBy ??= claimFrom(claim);
       }
     }
     return {
-      batches: batches.length,
+      batches: sent.length,
       acceptedBatches: accepted,
       rejectedBatches: rejected,
       campaignsWritten: written,

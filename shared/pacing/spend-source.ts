@@ -13,6 +13,11 @@ import type { PlanSpendSnapshot } from './types.js';
 export interface SpendSource {
   /** Snapshots of the given plan-day state keys at `nowMs`, in the same order. */
   read(stateKeys: readonly string[], nowMs: number): Promise<PlanSpendSnapshot[]>;
+  /**
+   * The same read delivered in parts of `partSize` keys, in order (one promise per part, the
+   * first resolving while later parts are still read); optional: the pacer falls back to `read`.
+   */
+  readParts?(stateKeys: readonly string[], nowMs: number, partSize: number): Promise<PlanSpendSnapshot[]>[];
 }
 
 /** A plan-day that has no live counters (not started today, or Redis lost them). */
@@ -90,9 +95,11 @@ class SpendVisitor implements HashVisitor<PlanSpendSnapshot> {
   private c = 0;
   private q = Number.NaN;
   private t = Number.NaN;
-  private readonly slots: number[] = [];
-  private readonly values: number[] = [];
-  private readonly kinds: number[] = [];
+  // The live slots of the hash being read (kind, slot, value), reused from hash to hash.
+  private n = 0;
+  private slots = new Float64Array(32);
+  private values = new Float64Array(32);
+  private kinds = new Uint8Array(32);
 
   constructor(private readonly nowMs: number) {}
 
@@ -102,9 +109,7 @@ class SpendVisitor implements HashVisitor<PlanSpendSnapshot> {
     this.c = 0;
     this.q = Number.NaN;
     this.t = Number.NaN;
-    this.slots.length = 0;
-    this.values.length = 0;
-    this.kinds.length = 0;
+    this.n = 0;
   }
 
   field(buf: Buffer, fs: number, fe: number, vs: number, ve: number): void {
@@ -116,10 +121,25 @@ class SpendVisitor implements HashVisitor<PlanSpendSnapshot> {
       else if (b0 === 0x71 /* q */) this.q = parseIntBytes(buf, vs, ve);
       else if (b0 === 0x74 /* t */) this.t = parseIntBytes(buf, vs, ve);
     } else if (len > 2 && buf[fs + 1] === 0x3a /* : */ && (b0 === 0x6c /* l */ || b0 === 0x66) /* f */) {
-      this.kinds.push(b0);
-      this.slots.push(parseIntBytes(buf, fs + 2, fe));
-      this.values.push(parseIntBytes(buf, vs, ve));
+      const i = this.n++;
+      if (i === this.kinds.length) this.grow();
+      this.kinds[i] = b0;
+      this.slots[i] = parseIntBytes(buf, fs + 2, fe);
+      this.values[i] = parseIntBytes(buf, vs, ve);
     }
+  }
+
+  private grow(): void {
+    const size = this.kinds.length * 2;
+    const slots = new Float64Array(size);
+    slots.set(this.slots);
+    const values = new Float64Array(size);
+    values.set(this.values);
+    const kinds = new Uint8Array(size);
+    kinds.set(this.kinds);
+    this.slots = slots;
+    this.values = values;
+    this.kinds = kinds;
   }
 
   end(): PlanSpendSnapshot {
@@ -127,7 +147,7 @@ class SpendVisitor implements HashVisitor<PlanSpendSnapshot> {
     const kmin = Math.floor((this.nowMs - this.t) / this.q);
     let leased = 0;
     let inFlight = 0;
-    for (let i = 0; i < this.slots.length; i++) {
+    for (let i = 0; i < this.n; i++) {
       if ((this.slots[i] as number) < kmin) continue;
       if (this.kinds[i] === 0x6c) leased += this.values[i] as number;
       else inFlight += this.values[i] as number;
@@ -154,6 +174,7 @@ export function rawSpendSource(redis: RedisClient): SpendSource & { close(): voi
   const reader = new RawHashReader({ client: redis });
   return {
     read: (stateKeys, nowMs) => reader.read(stateKeys, new SpendVisitor(nowMs)),
+    readParts: (stateKeys, nowMs, partSize) => reader.readParts(stateKeys, new SpendVisitor(nowMs), partSize),
     close: () => reader.close(),
   };
 }

@@ -22,6 +22,25 @@ export interface RawConnection {
   readonly ready: Promise<void>;
   /** Set on error or close: the next read opens a new connection. */
   broken: boolean;
+  /**
+   * Where received bytes go (set by the reader once `ready`; `null` drops them). The buffer is
+   * valid only during the call when the connection reuses one read buffer
+   * ({@link RawConnectionOptions.readBufferBytes}): copy what must outlive it.
+   */
+  receive: ((bytes: Buffer) => void) | null;
+}
+
+/** Options of {@link openRawConnection}. */
+export interface RawConnectionOptions {
+  /**
+   * Size of one buffer every socket read lands in, reused from read to read (Node's `onread`),
+   * for plain TCP; 0 keeps Node's default of a fresh 64 KiB buffer per read. Readers of large
+   * replies want it: the fresh buffers (and the garbage collections they drive) and the smaller
+   * reads cost about twice the CPU per tens-of-KB reply (docs/counting.md, "Reads"). TLS
+   * connections always use Node's buffers.
+   * @default 0
+   */
+  readonly readBufferBytes?: number;
 }
 
 /** How the application's client connects: TLS, and the credentials it holds right now. */
@@ -42,16 +61,35 @@ function bulk(value: string): string {
 /**
  * Opens a raw connection to `node` (`host:port`). With a password configured it sends `AUTH`
  * first and resolves `ready` only on `+OK`; a refusal rejects with {@link RawRedisAuthError}.
- * No `data` listener is left behind: the caller attaches its own after `ready`.
+ * Received bytes go to `connection.receive`, which the caller sets after `ready`.
  */
-export function openRawConnection(client: RedisClient, node: string): RawConnection {
+export function openRawConnection(
+  client: RedisClient,
+  node: string,
+  options: RawConnectionOptions = {},
+): RawConnection {
   const idx = node.lastIndexOf(':');
   const host = node.slice(0, idx);
   const port = Number(node.slice(idx + 1));
   const settings = connectionSettings(client);
+  const readBufferBytes = options.readBufferBytes ?? 0;
+  const reuse = !settings.tls && readBufferBytes > 0;
   const socket = settings.tls
     ? tls.connect({ host, port, servername: net.isIP(host) ? undefined : host })
-    : net.connect({ host, port });
+    : reuse
+      ? net.connect({
+          host,
+          port,
+          onread: {
+            buffer: Buffer.allocUnsafe(readBufferBytes),
+            callback: (bytes: number, buffer: Uint8Array) => {
+              connection.receive?.((buffer as Buffer).subarray(0, bytes));
+              return true; // keep reading
+            },
+          },
+        })
+      : net.connect({ host, port });
+  if (!reuse) socket.on('data', (chunk: Buffer) => connection.receive?.(chunk));
   socket.setNoDelay(true);
   const connected = new Promise<void>((resolve, reject) => {
     socket.once(settings.tls ? 'secureConnect' : 'connect', () => resolve());
@@ -66,7 +104,7 @@ export function openRawConnection(client: RedisClient, node: string): RawConnect
         reply += chunk.toString('latin1');
         const end = reply.indexOf('\r\n');
         if (end < 0) return;
-        socket.off('data', onData);
+        connection.receive = null;
         socket.off('close', onClose);
         const line = reply.slice(0, end);
         if (line === '+OK') resolve();
@@ -80,13 +118,13 @@ export function openRawConnection(client: RedisClient, node: string): RawConnect
         }
       };
       const onClose = () => reject(new Error(`Redis node ${node} closed the connection during AUTH`));
-      socket.on('data', onData);
+      connection.receive = onData;
       socket.once('close', onClose);
       const args = username ? ['AUTH', username, password] : ['AUTH', password];
       socket.write(`*${args.length}\r\n${args.map(bulk).join('')}`);
     });
   });
-  const connection: RawConnection = { node, socket, ready, broken: false };
+  const connection: RawConnection = { node, socket, ready, broken: false, receive: null };
   socket.on('error', () => {
     connection.broken = true;
   });

@@ -46,17 +46,34 @@ export function parseIntBytes(buf: Buffer, start: number, end: number): number {
   return negative ? -n : n;
 }
 
-/** Reads `<int>\r\n` at `pos`; returns [value, position after CRLF] or undefined when incomplete. */
-function readLine(buf: Buffer, pos: number): [number, number] | undefined {
-  const cr = buf.indexOf(CRLF, pos);
-  if (cr < 0 || cr + 1 >= buf.length) return undefined;
-  return [parseIntBytes(buf, pos, cr), cr + 2];
+/**
+ * Where {@link readInt} stopped: the position after the line's CRLF, or −1 when the line is not
+ * complete in the buffer. A module variable rather than a returned pair: the spend read parses
+ * ~5 M lines per tick, and a tuple per line was most of the tick's garbage.
+ */
+let lineEnd = -1;
+
+/** Reads `<int>\r\n` at `pos` (NaN when not an integer); sets {@link lineEnd}. */
+function readInt(buf: Buffer, pos: number): number {
+  // The lines are a few bytes: a JavaScript scan beats the native indexOf call.
+  const n = buf.length;
+  let cr = pos;
+  while (cr < n && buf[cr] !== CRLF) cr++;
+  if (cr + 1 >= n) {
+    lineEnd = -1;
+    return 0;
+  }
+  lineEnd = cr + 2;
+  return parseIntBytes(buf, pos, cr);
 }
+
+/** Byte ranges of the reply being parsed (start, end per element), reused from reply to reply. */
+let ranges = new Int32Array(256);
 
 /**
  * Parses one reply at `pos`, feeding the visitor. Returns the position after it, `-1` when the
  * buffer does not hold the whole reply yet (nothing is fed), or `-2 - end` for an error reply
- * (`-...` line or a non-array).
+ * (`-...` line or a non-array). Allocates nothing.
  */
 function parseReply<T>(buf: Buffer, pos: number, visitor: HashVisitor<T>, out: { value?: T }): number {
   if (pos >= buf.length) return -1;
@@ -66,30 +83,29 @@ function parseReply<T>(buf: Buffer, pos: number, visitor: HashVisitor<T>, out: {
     if (cr < 0 || cr + 1 >= buf.length) return -1;
     return -2 - (cr + 2);
   }
-  const head = readLine(buf, pos + 1);
-  if (!head) return -1;
-  const [count, afterHead] = head;
+  const head = readInt(buf, pos + 1);
+  if (lineEnd < 0) return -1;
+  if (Number.isNaN(head)) return -2 - lineEnd;
+  // `*-1` (a null array) reads as an empty hash, as HGETALL's `*0`.
+  const count = Math.max(0, head);
   // First make sure the whole reply is here, so the visitor sees each hash once, whole.
-  const ranges: number[] = [];
-  let p = afterHead;
+  if (ranges.length < count * 2) ranges = new Int32Array(count * 2);
+  const r = ranges;
+  let p = lineEnd;
   for (let i = 0; i < count; i++) {
-    if (p >= buf.length || buf[p] !== 0x24 /* $ */) return p >= buf.length ? -1 : -2 - p;
-    const len = readLine(buf, p + 1);
-    if (!len) return -1;
-    const [n, start] = len;
+    if (p >= buf.length) return -1;
+    if (buf[p] !== 0x24 /* $ */) return -2 - p;
+    const n = readInt(buf, p + 1);
+    if (lineEnd < 0) return -1;
+    const start = lineEnd;
     if (start + n + 2 > buf.length) return -1;
-    ranges.push(start, start + n);
+    r[2 * i] = start;
+    r[2 * i + 1] = start + n;
     p = start + n + 2;
   }
   visitor.begin(count > 0);
-  for (let i = 0; i + 3 < ranges.length; i += 4) {
-    visitor.field(
-      buf,
-      ranges[i] as number,
-      ranges[i + 1] as number,
-      ranges[i + 2] as number,
-      ranges[i + 3] as number,
-    );
+  for (let i = 0; i + 3 < 2 * count; i += 4) {
+    visitor.field(buf, r[i] as number, r[i + 1] as number, r[i + 2] as number, r[i + 3] as number);
   }
   out.value = visitor.end();
   return p;
@@ -99,6 +115,8 @@ interface Connection extends RawConnection {
   /** Serialises reads on this connection (replies come back in order). */
   queue: Promise<unknown>;
 }
+
+const EMPTY = Buffer.alloc(0);
 
 /** Options of {@link RawHashReader}. */
 export interface RawHashReaderOptions {
@@ -115,11 +133,81 @@ export class RawHashReader {
 
   constructor(private readonly options: RawHashReaderOptions) {
     this.chunk = options.chunk ?? 2_000;
+    // The sockets live as long as the application's client (and never keep a process alive
+    // between reads: referenced only while a read runs).
+    options.client.once('end', () => this.close());
   }
 
   /** Reads every key, folding each hash with the visitor; results in key order. */
   async read<T>(keys: readonly string[], visitor: HashVisitor<T>): Promise<T[]> {
     const out: T[] = new Array(keys.length);
+    const retry: number[] = [];
+    await this.readInto(keys, visitor, out, (i, again) => {
+      if (again) retry.push(i);
+    });
+    // Error replies (a moved slot, a wrong type) and unknown slots: through ioredis.
+    for (const i of retry) out[i] = visitor.fromObject(await this.options.client.hgetall(keys[i] as string));
+    return out;
+  }
+
+  /**
+   * The same read (every command sent at once), delivered in parts of `partSize` keys in key
+   * order: part k's promise resolves as soon as its hashes are in, while later parts are still
+   * being read, so a caller computes on early parts while Redis serves the rest (the pacer steps
+   * its controller this way). A failed read rejects every part not yet resolved.
+   */
+  readParts<T>(keys: readonly string[], visitor: HashVisitor<T>, partSize: number): Promise<T[]>[] {
+    const size = Math.max(1, Math.floor(partSize));
+    const count = Math.ceil(keys.length / size);
+    const out: T[] = new Array(keys.length);
+    const again = new Uint8Array(keys.length);
+    const remaining = Array.from({ length: count }, (_, k) => Math.min(size, keys.length - k * size));
+    const settle: { resolve: (v: T[]) => void; reject: (e: Error) => void; done: boolean }[] = [];
+    const parts = Array.from(
+      { length: count },
+      (_, k) =>
+        new Promise<T[]>((resolve, reject) => {
+          settle[k] = { resolve, reject, done: false };
+        }),
+    );
+    const fail = (error: Error) => {
+      for (const s of settle) {
+        if (!s.done) {
+          s.done = true;
+          s.reject(error);
+        }
+      }
+    };
+    const finish = async (k: number) => {
+      const from = k * size;
+      const to = Math.min(keys.length, from + size);
+      // Error replies and unknown slots of this part: through ioredis.
+      for (let i = from; i < to; i++) {
+        if (again[i] === 1) out[i] = visitor.fromObject(await this.options.client.hgetall(keys[i] as string));
+      }
+      const s = settle[k] as (typeof settle)[number];
+      if (!s.done) {
+        s.done = true;
+        s.resolve(out.slice(from, to));
+      }
+    };
+    this.readInto(keys, visitor, out, (i, retry) => {
+      if (retry) again[i] = 1;
+      const k = Math.floor(i / size);
+      if (--(remaining[k] as number) === 0) finish(k).catch(fail);
+    }).catch(fail);
+    // Handled here too: a caller that stops at a failed part never awaits the later ones.
+    for (const part of parts) part.catch(() => {});
+    return parts;
+  }
+
+  /** Sends every key's HGETALL and fills `out`; `settled(i, retry)` as each reply is parsed. */
+  private async readInto<T>(
+    keys: readonly string[],
+    visitor: HashVisitor<T>,
+    out: T[],
+    settled: (i: number, retry: boolean) => void,
+  ): Promise<void> {
     const groups = new Map<string, number[]>();
     const client = this.options.client;
     await slotsReady(client);
@@ -136,29 +224,29 @@ export class RawHashReader {
         keys.map((_, i) => i),
       );
     }
-    const retry: number[] = [];
     await Promise.all(
-      [...groups].map(([node, indexes]) =>
-        node === 'unknown'
-          ? Promise.resolve(retry.push(...indexes))
-          : this.readFromNode(node, keys, indexes, visitor, out, retry),
-      ),
+      [...groups].map(([node, indexes]) => {
+        if (node !== 'unknown') return this.readFromNode(node, keys, indexes, visitor, out, settled);
+        for (const i of indexes) settled(i, true);
+        return Promise.resolve();
+      }),
     );
-    // Error replies (a moved slot, a wrong type) and unknown slots: through ioredis.
-    for (const i of retry) {
-      const hash = await client.hgetall(keys[i] as string);
-      out[i] = visitor.fromObject(hash);
-    }
-    return out;
   }
 
   private connection(node: string): Connection {
     const existing = this.connections.get(node);
     if (existing && !existing.broken) return existing;
     // TLS and AUTH (the IAM token, under ElastiCache IAM auth) as the application's client has them.
-    const c: Connection = Object.assign(openRawConnection(this.options.client, node), {
-      queue: Promise.resolve() as Promise<unknown>,
-    });
+    // One reused read buffer (a tick's spend read is ~100 MB of replies: Node's fresh 64 KiB
+    // buffer per read was a third of the tick's garbage collection); `onData` copies the
+    // unfinished tail it keeps.
+    const c: Connection = Object.assign(
+      openRawConnection(this.options.client, node, { readBufferBytes: 256 * 1024 }),
+      {
+        queue: Promise.resolve() as Promise<unknown>,
+      },
+    );
+    c.socket.unref();
     this.connections.set(node, c);
     return c;
   }
@@ -169,63 +257,83 @@ export class RawHashReader {
     indexes: readonly number[],
     visitor: HashVisitor<T>,
     out: T[],
-    retry: number[],
+    settled: (i: number, retry: boolean) => void,
   ): Promise<void> {
     const c = this.connection(node);
     const run = c.queue.then(async () => {
-      await c.ready;
-      await new Promise<void>((resolve, reject) => {
-        let pending: Buffer = Buffer.alloc(0);
-        let next = 0;
-        const result: { value?: T } = {};
-        const onData = (chunk: Buffer) => {
-          const buf = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
-          let pos = 0;
-          while (next < indexes.length) {
-            const end = parseReply(buf, pos, visitor, result);
-            if (end === -1) break;
-            const i = indexes[next++] as number;
-            if (end < -1) {
-              retry.push(i);
-              pos = -2 - end;
-            } else {
-              out[i] = result.value as T;
-              pos = end;
-            }
-          }
-          pending = pos < buf.length ? buf.subarray(pos) : Buffer.alloc(0);
-          if (next === indexes.length) finish();
-        };
-        const onError = (error: Error) => {
-          cleanup();
-          reject(error);
-        };
-        const onClose = () => onError(new Error(`Redis connection to ${node} closed during a bulk read`));
-        const cleanup = () => {
-          c.socket.off('data', onData);
-          c.socket.off('error', onError);
-          c.socket.off('close', onClose);
-        };
-        const finish = () => {
-          cleanup();
-          resolve();
-        };
-        c.socket.on('data', onData);
-        c.socket.once('error', onError);
-        c.socket.once('close', onClose);
-        if (indexes.length === 0) return finish();
-        for (let from = 0; from < indexes.length; from += this.chunk) {
-          const parts: string[] = [];
-          for (let j = from; j < Math.min(indexes.length, from + this.chunk); j++) {
-            const key = keys[indexes[j] as number] as string;
-            parts.push(`*2\r\n$7\r\nHGETALL\r\n$${Buffer.byteLength(key)}\r\n${key}\r\n`);
-          }
-          c.socket.write(parts.join(''));
-        }
-      });
+      c.socket.ref();
+      try {
+        await c.ready;
+        await this.readReplies(c, node, keys, indexes, visitor, out, settled);
+      } finally {
+        c.socket.unref();
+      }
     });
     c.queue = run.catch(() => {});
     return run;
+  }
+
+  /** Writes the HGETALLs of `indexes` on `c` and folds their replies as they come. */
+  private readReplies<T>(
+    c: Connection,
+    node: string,
+    keys: readonly string[],
+    indexes: readonly number[],
+    visitor: HashVisitor<T>,
+    out: T[],
+    settled: (i: number, retry: boolean) => void,
+  ): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      let pending: Buffer = EMPTY;
+      let next = 0;
+      const result: { value?: T } = {};
+      const onData = (chunk: Buffer) => {
+        const buf = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
+        let pos = 0;
+        while (next < indexes.length) {
+          const end = parseReply(buf, pos, visitor, result);
+          if (end === -1) break;
+          const i = indexes[next++] as number;
+          if (end < -1) {
+            pos = -2 - end;
+            settled(i, true);
+          } else {
+            out[i] = result.value as T;
+            pos = end;
+            settled(i, false);
+          }
+        }
+        // A copy: `chunk` is the connection's reused read buffer.
+        pending = pos < buf.length ? Buffer.from(buf.subarray(pos)) : EMPTY;
+        if (next === indexes.length) finish();
+      };
+      const onError = (error: Error) => {
+        cleanup();
+        reject(error);
+      };
+      const onClose = () => onError(new Error(`Redis connection to ${node} closed during a bulk read`));
+      const cleanup = () => {
+        c.receive = null;
+        c.socket.off('error', onError);
+        c.socket.off('close', onClose);
+      };
+      const finish = () => {
+        cleanup();
+        resolve();
+      };
+      c.receive = onData;
+      c.socket.once('error', onError);
+      c.socket.once('close', onClose);
+      if (indexes.length === 0) return finish();
+      for (let from = 0; from < indexes.length; from += this.chunk) {
+        const parts: string[] = [];
+        for (let j = from; j < Math.min(indexes.length, from + this.chunk); j++) {
+          const key = keys[indexes[j] as number] as string;
+          parts.push(`*2\r\n$7\r\nHGETALL\r\n$${Buffer.byteLength(key)}\r\n${key}\r\n`);
+        }
+        c.socket.write(parts.join(''));
+      }
+    });
   }
 
   /** Closes the sockets. */

@@ -112,6 +112,18 @@ function dayNumber(day: string): number {
   return Number(day.replaceAll('-', ''));
 }
 
+let lastDay = '';
+let lastDayNumber = 0;
+
+/** {@link dayNumber}, remembering the last day (a tick encodes thousands of states of one day). */
+function dayNumberOf(day: string): number {
+  if (day !== lastDay) {
+    lastDayNumber = dayNumber(day);
+    lastDay = day;
+  }
+  return lastDayNumber;
+}
+
 function dayString(n: number): string | undefined {
   const s = String(n);
   if (!/^\d{8}$/.test(s)) return undefined;
@@ -163,10 +175,89 @@ export const BLANK_STATE: ControllerState = Object.freeze({
 
 /** Compact text form (see the module comment). */
 export function encodeState(s: ControllerState): string {
-  let out = `1${s.mode === 'asap' ? 'a' : 'e'},${dayNumber(s.day)}`;
-  for (const k of INT_FIELDS) out += `,${s[k]}`;
   const pend = s.pendSlot < 0 ? -1 : s.pendSlot + (s.pendPrevDay ? 32 : 0);
+  const day = dayNumberOf(s.day);
+  const b = ENCODE_BUFFER;
+  b[0] = 0x31; // '1'
+  b[1] = s.mode === 'asap' ? 0x61 : 0x65;
+  let p = writeField(b, 2, day);
+  // INT_FIELDS, in order (decodeState reads them by that list; the round-trip tests hold the two
+  // together): one property read each, no keyed loop.
+  p = writeField(b, p, s.anchorSec);
+  p = writeField(b, p, s.anchorMicros);
+  p = writeField(b, p, s.budgetMicros);
+  p = writeField(b, p, s.shape);
+  p = writeField(b, p, s.integral);
+  p = writeField(b, p, s.pressure);
+  p = writeField(b, p, s.lastSec);
+  p = writeField(b, p, s.lastCommitted);
+  p = writeField(b, p, s.lastExpected);
+  p = writeField(b, p, s.leasedAvg);
+  p = writeField(b, p, s.accSlot);
+  p = writeField(b, p, s.accSpend);
+  p = writeField(b, p, s.accGain);
+  p = writeField(b, p, s.accSeconds);
+  p = writeField(b, p, pend);
+  p = writeField(b, p, s.pendLevel);
+  p = writeField(b, p, s.pendCover);
+  // p < 0: a field was not a safe integer (a bug upstream): the text form shows what it was.
+  return p < 0 ? encodeStateText(s, day, pend) : b.toString('latin1', 0, p);
+}
+
+/** The same text from template strings (for a field that is not a safe integer). */
+function encodeStateText(s: ControllerState, day: number, pend: number): string {
+  let out = `1${s.mode === 'asap' ? 'a' : 'e'},${day}`;
+  for (const k of INT_FIELDS) out += `,${s[k]}`;
   return `${out},${pend},${s.pendLevel},${s.pendCover}`;
+}
+
+/**
+ * Room for the longest state (19 fields of at most 17 characters and their commas), written per
+ * call and copied into one flat string. The pacer encodes every changed plan every tick; the
+ * template string's 18-part rope, flattened later by the comparison and the join, cost ~3 µs per
+ * plan (docs/benchmarks.md).
+ */
+const ENCODE_BUFFER = Buffer.alloc(19 * 18 + 2);
+
+/**
+ * Writes `,` and the decimal form of `n` (as `${n}` writes a safe integer, −0 as 0) at `p`; the
+ * position after it, or −1 once `p` is −1 or `n` is not a safe integer. Digits come from int32
+ * arithmetic (a double's `% 10` is several times slower): values of 10^8 and more are written as
+ * two parts, the high one (< 10^8 for a safe integer) and eight padded low digits.
+ */
+function writeField(b: Buffer, p: number, n: number): number {
+  if (p < 0 || !Number.isSafeInteger(n)) return -1;
+  let at = p;
+  b[at++] = 0x2c;
+  let v = n;
+  if (v < 0) {
+    b[at++] = 0x2d;
+    v = -v;
+  }
+  if (v < 1e8) return writeDigits(b, at, v | 0);
+  const high = Math.floor(v / 1e8);
+  at = writeDigits(b, at, high | 0);
+  let low = (v - high * 1e8) | 0;
+  for (let i = at + 7; i >= at; i--) {
+    const q = (low / 10) | 0;
+    b[i] = 0x30 + low - q * 10;
+    low = q;
+  }
+  return at + 8;
+}
+
+/** Writes the digits of `v` (0 ≤ v < 10^8) at `p`; the position after them. */
+function writeDigits(b: Buffer, p: number, v: number): number {
+  let digits = 1;
+  for (let t = 10; t <= v; t *= 10) digits++;
+  const end = p + digits;
+  let rest = v;
+  for (let i = end - 1; i >= p; i--) {
+    const q = (rest / 10) | 0;
+    b[i] = 0x30 + rest - q * 10;
+    rest = q;
+  }
+  return end;
 }
 
 /** Parses {@link encodeState}'s output; undefined when the text is not a state of this format. */

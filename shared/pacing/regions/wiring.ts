@@ -15,7 +15,7 @@ import { PacerControl } from '../control.js';
 import type { PacingController } from '../controller/api.js';
 import { ShardPacer, type ShardPacerOptions } from '../pacer.js';
 import { pacerShardKey } from '../shard.js';
-import { pipelinedSpendSource, type SpendSource } from '../spend-source.js';
+import { rawSpendSource, type SpendSource } from '../spend-source.js';
 import { PeerCaches, RegionalShardPacer } from './cross-region.js';
 import { RegionShares } from './region-shares.js';
 import type { ShareConfig } from './shares.js';
@@ -38,7 +38,10 @@ export interface RegionalShardPacerDeps {
   readonly regionSpendTable: string;
   /** This region's cache. */
   readonly redis: RedisClient;
-  /** Live-spend reader of this region's cache. @default pipelinedSpendSource(redis) */
+  /**
+   * Live-spend reader of this region's cache. @default rawSpendSource(redis) — the reader the
+   * pacer benchmark measures (raw RESP, folded from the reply bytes, read in parts)
+   */
   readonly spend?: SpendSource;
   readonly peers: readonly PeerRegionClients[];
   readonly controller: PacingController<unknown, unknown>;
@@ -96,7 +99,7 @@ export function regionalShardPacer(d: RegionalShardPacerDeps): RegionalShardPace
   const byRegion = new Map(d.peers.map((p) => [p.region, p]));
   const regional = new RegionalShardPacer({
     region: d.region,
-    own: pacer(d.redis, d.spend ?? pipelinedSpendSource(d.redis), ownShares),
+    own: pacer(d.redis, d.spend ?? rawSpendSource(d.redis), ownShares),
     caches: new PeerCaches({
       clock: d.clock,
       elasticache: (region) => {
@@ -114,7 +117,7 @@ export function regionalShardPacer(d: RegionalShardPacerDeps): RegionalShardPace
         clock: d.clock,
         switchRegion: { region: p.region, ssm: p.ssm },
       }),
-      pacer: (redis: RedisClient) => pacer(redis, pipelinedSpendSource(redis), shares(p.region)),
+      pacer: (redis: RedisClient) => pacer(redis, rawSpendSource(redis), shares(p.region)),
     })),
   });
   return {

@@ -231,11 +231,37 @@ describe('raw connections with AUTH (username + password, as ElastiCache IAM aut
   });
 });
 
-describe('raw GET reader lifetime', () => {
-  it('does not keep a process alive once its client has quit', async () => {
+describe('raw reader lifetime', () => {
+  /** Runs `script` in a child process; its exit code and output (killed after 15 s). */
+  const runChild = async (script: string) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+      cwd: repoRoot,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+    });
+    child.stderr.on('data', (d: Buffer) => {
+      out += d.toString();
+    });
+    const code = await new Promise<number | null>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        child.kill('SIGKILL');
+        reject(new Error(`still running after 15 s; output: ${out}`));
+      }, 15_000);
+      child.once('exit', (c) => {
+        clearTimeout(timer);
+        resolve(c);
+      });
+    });
+    return { code, out };
+  };
+
+  it('does not keep a process alive once its client has quit (log reader)', async () => {
     const server = await startRedis({ mode: 'standalone' });
     try {
-      const script = `
+      const { code, out } = await runChild(`
         import { Redis } from 'ioredis';
         import { RawValueReader } from './shared/redis/raw-get.ts';
         const c = new Redis({ port: ${Number(server.nodes[0]?.split(':')[1])} });
@@ -243,29 +269,29 @@ describe('raw GET reader lifetime', () => {
         const raw = new RawValueReader({ client: c });
         console.log(await raw.get('k', (b) => b?.toString()));
         await c.quit();
-      `;
-      const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
-        cwd: repoRoot,
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      let out = '';
-      child.stdout.on('data', (d: Buffer) => {
-        out += d.toString();
-      });
-      child.stderr.on('data', (d: Buffer) => {
-        out += d.toString();
-      });
-      const code = await new Promise<number | null>((resolve, reject) => {
-        const timer = setTimeout(() => {
-          child.kill('SIGKILL');
-          reject(new Error(`still running after 15 s; output: ${out}`));
-        }, 15_000);
-        child.once('exit', (c) => {
-          clearTimeout(timer);
-          resolve(c);
-        });
-      });
+      `);
       expect(out).toContain('v');
+      expect(code).toBe(0);
+    } finally {
+      await server.stop();
+    }
+  }, 30_000);
+
+  it('does not keep a process alive once its client has quit (spend reader, whole and in parts)', async () => {
+    const server = await startRedis({ mode: 'standalone' });
+    try {
+      const { code, out } = await runChild(`
+        import { Redis } from 'ioredis';
+        import { rawSpendSource } from './shared/pacing/spend-source.ts';
+        const c = new Redis({ port: ${Number(server.nodes[0]?.split(':')[1])} });
+        await c.hset('s', { r: 'e', q: '60000', t: '600000', c: '42' });
+        const raw = rawSpendSource(c);
+        const whole = await raw.read(['s'], 0);
+        const parts = await Promise.all(raw.readParts(['s', 's', 's'], 0, 2));
+        console.log('confirmed', whole[0].confirmedMicros, parts.flat().length);
+        await c.quit();
+      `);
+      expect(out).toContain('confirmed 42 3');
       expect(code).toBe(0);
     } finally {
       await server.stop();

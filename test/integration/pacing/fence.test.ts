@@ -175,6 +175,56 @@ describe.each(['standalone', 'cluster'] as const)('claims and fenced publishing 
     expect(await r.redis.pttl(shardKeys(s).campaign('c'))).toBeGreaterThan(86_400_000);
   });
 
+  it('sends the side hashes before building the campaign writes, and refuses a 0x1f value before sending anything', async () => {
+    const s = nextShard();
+    const a = publisher(s, 'a/1');
+    await a.claim(f(1, 1, 1), 7, NOW);
+    const state = Array.from({ length: 400 }, (_, i) => [`c:c${i}:campaign`, `s${i}`]).flat();
+    let builtAfter = -1;
+    const out = await a.publish({
+      fence: f(1, 1, 1),
+      tick: 7,
+      nowMs: NOW,
+      state: { set: state },
+      // Called once the state batches are sent (the audit stream below shows they ran first).
+      campaigns: () => {
+        builtAfter = Date.now();
+        return Array.from({ length: 100 }, (_, i) => write(`c${i}`, `v${i}`));
+      },
+    });
+    expect(builtAfter).toBeGreaterThan(0);
+    expect(out).toMatchObject({ rejectedBatches: 0, campaignsWritten: 100 });
+    expect(out.batches).toBeGreaterThan(2);
+    expect(await r.redis.hlen(shardKeys(s).state)).toBe(400);
+    expect(await r.redis.hget(shardKeys(s).campaign('c99'), 'p:campaign')).toBe('v99');
+    // The last batch (a campaign batch) recorded the completed publish.
+    expect(await r.redis.hget(shardKeys(s).claim, 'pt')).toBe('7');
+    const entries = await readAuditLog(r.redis, s);
+    const publishes = entries.filter((e) => e.kind === 'publish');
+    expect(publishes.length).toBe(out.batches);
+    expect(publishes[0]?.campaigns).toBe(0); // a state batch went first
+    expect(publishes.at(-1)?.campaigns).toBeGreaterThan(0);
+
+    await a.claim(f(1, 1, 1), 8, NOW);
+    let built = false;
+    await expect(
+      a.publish({
+        fence: f(1, 1, 1),
+        tick: 8,
+        nowMs: NOW,
+        state: { set: ['c:c1:campaign', 'ok', 'c:c2:campaign', 'bad\x1fvalue'] },
+        campaigns: () => {
+          built = true;
+          return [write('c1', 'later')];
+        },
+      }),
+    ).rejects.toThrow(/unit separator 0x1f/);
+    expect(built).toBe(false);
+    expect(await r.redis.hget(shardKeys(s).state, 'c:c1:campaign')).toBe('s1');
+    expect(await r.redis.hget(shardKeys(s).claim, 'pt')).toBe('7');
+    expect((await readAuditLog(r.redis, s)).filter((e) => e.kind === 'publish').length).toBe(out.batches);
+  });
+
   it('delays a new leader whose clock is behind, never giving a tick two publishers', async () => {
     const s = nextShard();
     const ahead = publisher(s, 'ahead/1'); // old leader, clock 25 s ahead (2.5 ticks)

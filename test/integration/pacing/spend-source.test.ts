@@ -59,6 +59,59 @@ describe.each(['standalone', 'cluster'] as const)('bulk live-spend read (%s)', (
       expect(await raw.read(keys.slice(0, 100), NOW + 60_000)).toEqual(
         await pipelinedSpendSource(r.redis).read(keys.slice(0, 100), NOW + 60_000),
       );
+      // The same read in parts of 700 keys (the pacer steps each part as it arrives).
+      const parts = raw.readParts?.(keys, NOW, 700) ?? [];
+      expect(parts.length).toBe(5);
+      expect((await Promise.all(parts)).flat()).toEqual(reference);
+    } finally {
+      raw.close();
+    }
+  });
+});
+
+describe.each(['standalone', 'cluster'] as const)('bulk live-spend read in parts (%s)', (mode) => {
+  const r = useRedis(mode);
+
+  it('fails only the part holding a key that is not a hash; the other parts match the reference', async () => {
+    const keys = Array.from({ length: 1_000 }, (_, i) => `pl:1:{c:parts${i}}:campaign:2026-11-21`);
+    await pipelineByNode(
+      r.redis,
+      keys,
+      (k) => k,
+      (p, k) => {
+        p.hset(k, {
+          q: '60000',
+          t: '600000',
+          g: '0',
+          c: '1234',
+          r: 'e',
+          [`l:${Math.floor(NOW / 60_000)}`]: '7',
+        });
+      },
+    );
+    // A string where a hash belongs (a corrupt key): its part rejects with Redis's own reason.
+    await r.redis.del(keys[450] as string);
+    await r.redis.set(keys[450] as string, 'not a hash');
+    const raw = rawSpendSource(r.redis);
+    try {
+      const parts = raw.readParts?.(keys, NOW, 200) ?? [];
+      expect(parts.length).toBe(5);
+      const settled = await Promise.allSettled(parts);
+      expect(settled.map((x) => x.status)).toEqual([
+        'fulfilled',
+        'fulfilled',
+        'rejected',
+        'fulfilled',
+        'fulfilled',
+      ]);
+      expect(String((settled[2] as PromiseRejectedResult).reason)).toMatch(/WRONGTYPE/);
+      const reference = await pipelinedSpendSource(r.redis).read(keys.slice(600), NOW);
+      expect((settled.slice(3) as PromiseFulfilledResult<unknown[]>[]).flatMap((x) => x.value)).toEqual(
+        reference,
+      );
+      expect(
+        (settled[0] as PromiseFulfilledResult<{ confirmedMicros: number }[]>).value[0]?.confirmedMicros,
+      ).toBe(1234);
     } finally {
       raw.close();
     }

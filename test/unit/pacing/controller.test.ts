@@ -439,3 +439,73 @@ describe('bad input', () => {
     expect(ctl.decodeState(ctl.encodeState(r.state))).toEqual(r.state);
   });
 });
+
+describe('state text at the limits of its integers', () => {
+  /** The format written with template strings: what encodeState's byte writer must reproduce. */
+  const reference = (s: ControllerState) => {
+    const pend = s.pendSlot < 0 ? -1 : s.pendSlot + (s.pendPrevDay ? 32 : 0);
+    const ints = [
+      s.anchorSec,
+      s.anchorMicros,
+      s.budgetMicros,
+      s.shape,
+      s.integral,
+      s.pressure,
+      s.lastSec,
+      s.lastCommitted,
+      s.lastExpected,
+      s.leasedAvg,
+      s.accSlot,
+      s.accSpend,
+      s.accGain,
+      s.accSeconds,
+    ];
+    return `1${s.mode === 'asap' ? 'a' : 'e'},${s.day.replaceAll('-', '')},${ints.join(',')},${pend},${s.pendLevel},${s.pendCover}`;
+  };
+  const base = ctl.step(input(planOf(1_000_000), DAY.startMs, spendOf(0)), undefined, undefined).state;
+
+  it('writes every value as String(n) does: 0, −0, 9, 10, 10^8 ± 1, 2^31, 2^53 − 1, negatives', () => {
+    const values = [
+      0,
+      -0,
+      1,
+      9,
+      10,
+      99_999_999,
+      100_000_000,
+      100_000_001,
+      2 ** 31,
+      2 ** 53 - 1,
+      -1,
+      -(2 ** 53 - 1),
+      -100_000_000,
+    ];
+    for (const v of values) {
+      for (const field of ['anchorMicros', 'lastCommitted', 'accGain', 'integral'] as const) {
+        const s = { ...base, [field]: v } as ControllerState;
+        expect(ctl.encodeState(s)).toBe(reference(s));
+      }
+    }
+    const s = {
+      ...base,
+      mode: 'asap',
+      pendSlot: 7,
+      pendPrevDay: true,
+      pendLevel: 123,
+      pendCover: 32,
+    } as ControllerState;
+    expect(ctl.encodeState(s)).toBe(reference(s));
+    expect(ctl.decodeState(ctl.encodeState(s))).toEqual(s);
+  });
+
+  it('writes a value that is not a safe integer as String(n) does (visible, not wrong digits)', () => {
+    for (const v of [1.5, Number.NaN, Number.POSITIVE_INFINITY]) {
+      const s = { ...base, lastCommitted: v } as ControllerState;
+      expect(ctl.encodeState(s)).toBe(reference(s));
+      expect(ctl.decodeState(ctl.encodeState(s))).toBeUndefined();
+    }
+    // 2^53 is not a safe integer either: written as `${n}` writes it.
+    const big = { ...base, lastCommitted: 2 ** 53 } as ControllerState;
+    expect(ctl.encodeState(big)).toBe(reference(big));
+  });
+});
