@@ -76,6 +76,72 @@ describe('budget model', () => {
     ]);
   });
 
+  it('resolves every plan to the same fields, whatever the stored item carried', () => {
+    // Stored items carry extra attributes (the repository's type, shard, version); account plans
+    // have no campaign id. The resolved plan has the plan's fields only, one set for all levels.
+    const stored = [
+      {
+        level: 'account',
+        accountId: 'a1',
+        dailyBudgetMicros: 9,
+        pacingMode: 'even',
+        type: 'plan',
+        pacerShard: 3,
+      },
+      {
+        pacingMode: 'asap',
+        dailyBudgetMicros: 5,
+        campaignId: 'c1',
+        accountId: 'a1',
+        level: 'campaign',
+        v: 7,
+      },
+      {
+        level: 'arm',
+        accountId: 'a1',
+        campaignId: 'c1',
+        armId: 'A',
+        dailyBudgetMicros: 2,
+        pacingMode: 'even',
+      },
+    ] as unknown as Parameters<typeof campaignBudgets>[2];
+    const b = campaignBudgets(account, campaign, stored);
+    const plans = [...b.common, ...b.arms.values()];
+    expect(plans.map((p) => Object.keys(p))).toEqual(Array(3).fill(Object.keys(plans[0] as object)));
+    expect(JSON.parse(JSON.stringify(plans))).toEqual([
+      {
+        level: 'account',
+        accountId: 'a1',
+        dailyBudgetMicros: 9,
+        pacingMode: 'even',
+        timeZone: account.timeZone,
+        planId: 'account',
+        scope: 'a:a1',
+      },
+      {
+        level: 'campaign',
+        accountId: 'a1',
+        campaignId: 'c1',
+        dailyBudgetMicros: 5,
+        pacingMode: 'asap',
+        timeZone: account.timeZone,
+        planId: 'campaign',
+        scope: 'c:c1',
+      },
+      {
+        level: 'arm',
+        accountId: 'a1',
+        campaignId: 'c1',
+        armId: 'A',
+        dailyBudgetMicros: 2,
+        pacingMode: 'even',
+        timeZone: account.timeZone,
+        planId: 'arm:A',
+        scope: 'c:c1',
+      },
+    ]);
+  });
+
   it('E(t) is linear over the local day, including a 25-hour day', () => {
     const day = dayWindowOf('2026-11-01', 'America/Los_Angeles');
     const mid = day.startMs + (day.endMs - day.startMs) / 2;
