@@ -274,13 +274,25 @@ interface PlanResult {
   encoded?: string;
 }
 
-/** The pacer of one shard in one process (warm state across ticks and invocations). */
 /**
  * Plans per part of the parts spend read: small enough that the controller starts early, large
  * enough that the per-part overhead (a promise, a copy of the part) is noise.
  */
 const SPEND_PART = 5_000;
 
+/** Writes of a publish in progress (plan, text), committed once it is accepted. */
+interface StagedWrites {
+  readonly state: PlanMemory[];
+  readonly stateText: string[];
+  readonly forecast: PlanMemory[];
+  readonly forecastText: string[];
+}
+
+function noStagedWrites(): StagedWrites {
+  return { state: [], stateText: [], forecast: [], forecastText: [] };
+}
+
+/** The pacer of one shard in one process (warm state across ticks and invocations). */
 export class ShardPacer {
   private readonly plans = new Map<string, PlanMemory>();
   private readonly published = new Map<string, CampaignMemory>();
@@ -416,7 +428,7 @@ export class ShardPacer {
         const to = from + part.length;
         for (let j = 0; j < part.length; j++) spend[from + j] = part[j] as PlanSpendSnapshot;
         const shares = sharing?.budgets(plans.slice(from, to), part, nowMs);
-        invalid += this.stepRange(plans, spend, nowMs, shares, results, from, to, from);
+        invalid += this.stepRange(plans, spend, nowMs, shares, results, from, to);
       }
     } else {
       [claimed, spend, loaded] = await Promise.all([
@@ -427,7 +439,7 @@ export class ShardPacer {
       spendDone = clock.now();
       const shares = sharing?.budgets(plans, spend, nowMs);
       results = new Array(plans.length);
-      invalid = this.stepRange(plans, spend, nowMs, shares, results, 0, plans.length, 0);
+      invalid = this.stepRange(plans, spend, nowMs, shares, results, 0, plans.length);
     }
     const { claim } = claimed;
     const publishing = claim?.accepted === true;
@@ -662,10 +674,10 @@ export class ShardPacer {
 
   private planList: PlanList | undefined;
 
-  /** One controller step per plan (pure), falling back to fail-safe parameters for bad output. */
   /**
-   * Steps plans [from, to) into `results`; returns how many got the fail-safe (invalid).
-   * `shares[i - sharesFrom]` is plan i's region share (absent: its own budget).
+   * One controller step per plan of [from, to) (pure) into `results`, falling back to fail-safe
+   * parameters for bad output; returns how many got the fail-safe (invalid). `shares[i - from]`
+   * is plan i's region share (absent: its own budget).
    */
   private stepRange(
     plans: readonly PlanAtDay[],
@@ -675,7 +687,6 @@ export class ShardPacer {
     results: PlanResult[],
     from: number,
     to: number,
-    sharesFrom: number,
   ): number {
     const { controller } = this.options;
     let invalid = 0;
@@ -690,7 +701,7 @@ export class ShardPacer {
         memory.loadedForecast = undefined;
       }
       let params: PlanPacingParams;
-      const budgetMicros = shares?.[i - sharesFrom];
+      const budgetMicros = shares?.[i - from];
       try {
         // One object shape for every plan (a conditional spread made the controller's reads of
         // its input megamorphic); an undefined share means the plan's own budget.
@@ -844,25 +855,14 @@ export class ShardPacer {
     };
   }
 
-  /** Writes of the publish in progress (plan, text), committed once it is accepted. */
-  private staged = {
-    state: [] as PlanMemory[],
-    stateText: [] as string[],
-    forecast: [] as PlanMemory[],
-    forecastText: [] as string[],
-  };
+  private staged = noStagedWrites();
   private pendingDeletes: { state: string[]; forecast: string[] } = { state: [], forecast: [] };
 
   private stateWrites(): { state: string[]; forecast: string[] } {
     const { controller } = this.options;
     const state: string[] = [];
     const forecast: string[] = [];
-    const staged = {
-      state: [] as PlanMemory[],
-      stateText: [] as string[],
-      forecast: [] as PlanMemory[],
-      forecastText: [] as string[],
-    };
+    const staged = noStagedWrites();
     this.staged = staged;
     for (const [field, m] of this.plans) {
       if (m.state !== undefined) {
@@ -893,7 +893,7 @@ export class ShardPacer {
     const { state, stateText, forecast, forecastText } = this.staged;
     for (let i = 0; i < state.length; i++) (state[i] as PlanMemory).writtenState = stateText[i];
     for (let i = 0; i < forecast.length; i++) (forecast[i] as PlanMemory).writtenForecast = forecastText[i];
-    this.staged = { state: [], stateText: [], forecast: [], forecastText: [] };
+    this.staged = noStagedWrites();
   }
 
   /**

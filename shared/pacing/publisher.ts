@@ -273,8 +273,8 @@ export class ShardPublisher {
 
   /**
    * Publishes campaign hashes, state and forecasts in batches (each an atomic script that checks
-   * the claim first), pipelined to the shard's node. Batches after a lost claim are all rejected:
-   * the outcome counts them.
+   * the claim first), sent to the shard's node as they are built, side hashes first. Batches after
+   * a lost claim are all rejected: the outcome counts them.
    */
   async publish(input: PublishBatchInput): Promise<PublishOutcome> {
     const head = (replaceBudgets: boolean, complete: boolean) => [

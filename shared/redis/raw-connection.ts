@@ -34,11 +34,11 @@ export interface RawConnection {
 export interface RawConnectionOptions {
   /**
    * Size of one buffer every socket read lands in, reused from read to read (Node's `onread`),
-   * for plain TCP; 0 keeps Node's default of a fresh 64 KiB buffer per read. Readers of large
-   * replies want it: the fresh buffers (and the garbage collections they drive) and the smaller
-   * reads cost about twice the CPU per tens-of-KB reply (docs/counting.md, "Reads"). TLS
-   * connections always use Node's buffers.
-   * @default 0
+   * for plain TCP; 0 keeps Node's default of a fresh 64 KiB buffer per read. The bulk readers
+   * want the reused one: the fresh buffers (and the garbage collections they drive) and the
+   * smaller reads cost about twice the CPU per tens-of-KB reply (docs/counting.md, "Reads"), and
+   * a tick's spend read is ~100 MB of replies. TLS connections always use Node's buffers.
+   * @default 262144 (256 KiB: several 60 KB logs per read)
    */
   readonly readBufferBytes?: number;
 }
@@ -61,7 +61,8 @@ function bulk(value: string): string {
 /**
  * Opens a raw connection to `node` (`host:port`). With a password configured it sends `AUTH`
  * first and resolves `ready` only on `+OK`; a refusal rejects with {@link RawRedisAuthError}.
- * Received bytes go to `connection.receive`, which the caller sets after `ready`.
+ * Received bytes go to `connection.receive`, which the caller sets after `ready`; they are valid
+ * only during that call (the read buffer is reused): a reader copies what it keeps.
  */
 export function openRawConnection(
   client: RedisClient,
@@ -72,7 +73,7 @@ export function openRawConnection(
   const host = node.slice(0, idx);
   const port = Number(node.slice(idx + 1));
   const settings = connectionSettings(client);
-  const readBufferBytes = options.readBufferBytes ?? 0;
+  const readBufferBytes = options.readBufferBytes ?? 256 * 1024;
   const reuse = !settings.tls && readBufferBytes > 0;
   const socket = settings.tls
     ? tls.connect({ host, port, servername: net.isIP(host) ? undefined : host })

@@ -44,12 +44,6 @@ interface Pending {
   key: string;
 }
 
-/**
- * Bytes of each connection's reused read buffer: several 60 KB logs per read, which cut the
- * client CPU of a read by half against Node's fresh 64 KiB buffers (docs/counting.md, "Reads").
- */
-const READ_BUFFER_BYTES = 256 * 1024;
-
 /** Marks a `MOVED` / `ASK` reply: the read is retried through ioredis. */
 const REDIRECT = Symbol('redirect');
 
@@ -75,9 +69,9 @@ class NodeReader {
     node: string,
     private readonly maxReusedBytes: number,
   ) {
-    // One read buffer reused for every read: the parser copies what it keeps (a split header, a
+    // The connection reuses one read buffer: the parser copies what it keeps (a split header, a
     // split reply) and hands the consumer a view only during its synchronous call.
-    this.connection = openRawConnection(client, node, { readBufferBytes: READ_BUFFER_BYTES });
+    this.connection = openRawConnection(client, node);
     const socket = this.connection.socket;
     socket.unref();
     this.connection.ready.then(

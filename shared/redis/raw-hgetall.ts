@@ -138,16 +138,13 @@ export class RawHashReader {
     options.client.once('end', () => this.close());
   }
 
-  /** Reads every key, folding each hash with the visitor; results in key order. */
+  /**
+   * Reads every key, folding each hash with the visitor; results in key order. Error replies (a
+   * moved slot, a wrong type) and keys of unknown slots are re-read through ioredis.
+   */
   async read<T>(keys: readonly string[], visitor: HashVisitor<T>): Promise<T[]> {
-    const out: T[] = new Array(keys.length);
-    const retry: number[] = [];
-    await this.readInto(keys, visitor, out, (i, again) => {
-      if (again) retry.push(i);
-    });
-    // Error replies (a moved slot, a wrong type) and unknown slots: through ioredis.
-    for (const i of retry) out[i] = visitor.fromObject(await this.options.client.hgetall(keys[i] as string));
-    return out;
+    // One part holding every key.
+    return (await this.readParts(keys, visitor, keys.length)[0]) ?? [];
   }
 
   /**
@@ -236,16 +233,11 @@ export class RawHashReader {
   private connection(node: string): Connection {
     const existing = this.connections.get(node);
     if (existing && !existing.broken) return existing;
-    // TLS and AUTH (the IAM token, under ElastiCache IAM auth) as the application's client has them.
-    // One reused read buffer (a tick's spend read is ~100 MB of replies: Node's fresh 64 KiB
-    // buffer per read was a third of the tick's garbage collection); `onData` copies the
-    // unfinished tail it keeps.
-    const c: Connection = Object.assign(
-      openRawConnection(this.options.client, node, { readBufferBytes: 256 * 1024 }),
-      {
-        queue: Promise.resolve() as Promise<unknown>,
-      },
-    );
+    // TLS and AUTH (the IAM token, under ElastiCache IAM auth) as the application's client has
+    // them; one reused read buffer, so `onData` copies the unfinished tail it keeps.
+    const c: Connection = Object.assign(openRawConnection(this.options.client, node), {
+      queue: Promise.resolve() as Promise<unknown>,
+    });
     c.socket.unref();
     this.connections.set(node, c);
     return c;
