@@ -508,6 +508,9 @@ function whereCap(c: CapCandidate, ci: number, k: number): string {
   return `candidate ${c.id ?? ci} cap ${k}`;
 }
 
+/** The `hits` of every candidate that hits no cap (frozen: verdicts are read-only). */
+const NO_HITS: readonly CapStatus[] = Object.freeze([]);
+
 function capStatus(c: CapCandidate, k: number, count: number): CapStatus {
   const cap = c.caps[k] as CapRule;
   const remaining = cap.block === true ? 0 : cap.max - count;
@@ -666,7 +669,8 @@ function evaluateCapsWith(
       let li = 0;
       while (li < levelNames.length && levelNames[li] !== level) li++;
       if (li === levelNames.length) {
-        const spec = specOf(schema, level, whereCap(c, ci, k));
+        // The message is built only for the error (it was a string per level per check).
+        const spec = schema.dimension(level) ?? specOf(schema, level, whereCap(c, ci, k));
         if (spec.kind !== 'id')
           throw new InvalidCountQueryError(
             `${whereCap(c, ci, k)}: level "${level}" is not an entity id dimension.`,
@@ -945,14 +949,18 @@ function evaluateCapsWith(
         bestWindow = cap.windowMs;
       }
     }
-    const hits: CapStatus[] = [];
+    // Most candidates hit nothing: they share one frozen empty list (an array per candidate was
+    // a third of the check's garbage, and garbage is what sets the scavenges under load).
+    let hits: readonly CapStatus[] = NO_HITS;
     if (hitCount > 0) {
+      const list: CapStatus[] = [];
+      hits = list;
       for (let k = 0; k < caps.length; k++) {
         const counter = capCounter[base + k] as number;
-        if (counter < 0) hits.push(capStatus(c, k, 0));
+        if (counter < 0) list.push(capStatus(c, k, 0));
         else {
           const count = counts[finalIndex[counter] as number] as number;
-          if ((caps[k] as FrequencyCap).max - count <= 0) hits.push(capStatus(c, k, count));
+          if ((caps[k] as FrequencyCap).max - count <= 0) list.push(capStatus(c, k, count));
         }
       }
     }

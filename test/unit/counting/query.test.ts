@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   type CapCandidate,
+  type CapStatus,
   countMembers,
   evaluateCaps,
   InvalidCountQueryError,
@@ -157,6 +158,24 @@ describe('evaluateCaps', () => {
       ['campaign', 12],
     ]);
     expect(capped?.strictest).toMatchObject({ entity: '3', count: 12, remaining: -2 });
+  });
+
+  it("one result's verdicts cannot be changed through another's (the shared empty hits list is frozen)", () => {
+    const candidates: CapCandidate[] = [
+      { id: 'ok', entities, caps: [{ level: 'ad', windowMs: HOUR_MS, max: 4 }] },
+      { id: 'capped', entities, caps: [{ level: 'ad', windowMs: HOUR_MS, max: 3 }] },
+    ];
+    const first = evaluateCaps(log, candidates, now, 0);
+    const second = evaluateCaps(log, candidates, now, 0);
+    const ok = first.allowed[0]?.hits as CapStatus[];
+    expect(ok).toEqual([]);
+    expect(() =>
+      ok.push({ cap: { level: 'ad', block: true }, entity: '11', count: 0, remaining: 0 }),
+    ).toThrow(TypeError);
+    expect(second.allowed[0]?.hits).toEqual([]);
+    // A rejected candidate's hits are its own list.
+    (first.rejected[0]?.hits as CapStatus[]).length = 0;
+    expect(second.rejected[0]?.hits.map((h) => h.count)).toEqual([3]);
   });
 
   it('counts only the cap action and view type; identical caps share a counter', () => {
