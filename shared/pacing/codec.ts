@@ -150,7 +150,12 @@ export class PacingDecodeError extends Error {
 
 const MODES = new Set<PacingMode>(['even', 'asap']);
 
-function decodePlan(planId: string, params: string | undefined, curveRaw: string | undefined): PublishedPlan {
+function decodePlan(
+  planId: string,
+  params: string | undefined,
+  curveRaw: string | undefined,
+  curveOf: (raw: string) => CurvePoints | undefined,
+): PublishedPlan {
   if (params === undefined) throw new PacingDecodeError(`plan ${planId}: no p:${planId} field`);
   if (curveRaw === undefined) throw new PacingDecodeError(`plan ${planId}: no e:${planId} field`);
   const f = params.split(',');
@@ -162,7 +167,7 @@ function decodePlan(planId: string, params: string | undefined, curveRaw: string
   const day = f[4] as string;
   const startMs = Number(f[5]);
   const endMs = Number(f[6]);
-  const curve = decodeCurve(curveRaw);
+  const curve = curveOf(curveRaw);
   if (
     !(throttle >= 0 && throttle <= 1) ||
     !(bidMultiplier > 0 && Number.isFinite(bidMultiplier)) ||
@@ -190,8 +195,13 @@ function decodePlan(planId: string, params: string | undefined, curveRaw: string
 /**
  * Decodes a campaign hash (HGETALL reply). Undefined for an empty hash (never published);
  * throws {@link PacingDecodeError} for a malformed one (counted by the reader, never guessed at).
+ * `curveOf` decodes an `e:` value ({@link decodeCurve} by default): a reader passes a cache by
+ * text, because a curve changes a few times a day while its hash is rewritten most ticks.
  */
-export function decodeCampaignHash(hash: Readonly<Record<string, string>>): PublishedCampaign | undefined {
+export function decodeCampaignHash(
+  hash: Readonly<Record<string, string>>,
+  curveOf: (raw: string) => CurvePoints | undefined = decodeCurve,
+): PublishedCampaign | undefined {
   if (hash.v === undefined) return undefined;
   const version = Number(hash.v);
   if (version !== PACING_CONTRACT_VERSION) {
@@ -206,7 +216,7 @@ export function decodeCampaignHash(hash: Readonly<Record<string, string>>): Publ
   const plans = new Map<string, PublishedPlan>();
   for (const planId of (hash.plans ?? '').split(',')) {
     if (planId === '') continue;
-    plans.set(planId, decodePlan(planId, hash[`p:${planId}`], hash[`e:${planId}`]));
+    plans.set(planId, decodePlan(planId, hash[`p:${planId}`], hash[`e:${planId}`], curveOf));
   }
   return { version, tick, publishedAtMs, fence, publisher: hash.by ?? '', plans };
 }
