@@ -150,6 +150,31 @@ export class PacingDecodeError extends Error {
 
 const MODES = new Set<PacingMode>(['even', 'asap']);
 
+/** Day strings already checked by a decode (a handful are live at any time). */
+const decodedDays = new Set<string>();
+
+/** `YYYY-MM-DD` (a reader decodes every plan of every campaign each tick: the test is remembered). */
+function isDay(day: string): boolean {
+  if (decodedDays.has(day)) return true;
+  if (!/^\d{4}-\d{2}-\d{2}$/.test(day)) return false;
+  if (decodedDays.size > 1_000) decodedDays.clear();
+  decodedDays.add(day);
+  return true;
+}
+
+/** The `p:` and `e:` field names of a plan id (a few ids — account, campaign, arms — recur). */
+const planFieldNames = new Map<string, readonly [string, string]>();
+
+function fieldNamesOf(planId: string): readonly [string, string] {
+  let names = planFieldNames.get(planId);
+  if (names === undefined) {
+    if (planFieldNames.size > 10_000) planFieldNames.clear();
+    names = [`p:${planId}`, `e:${planId}`];
+    planFieldNames.set(planId, names);
+  }
+  return names;
+}
+
 function decodePlan(
   planId: string,
   params: string | undefined,
@@ -173,7 +198,7 @@ function decodePlan(
     !(bidMultiplier > 0 && Number.isFinite(bidMultiplier)) ||
     !Number.isSafeInteger(budgetMicros) ||
     !MODES.has(mode) ||
-    !/^\d{4}-\d{2}-\d{2}$/.test(day) ||
+    !isDay(day) ||
     !Number.isSafeInteger(startMs) ||
     !Number.isSafeInteger(endMs) ||
     !curve
@@ -216,7 +241,8 @@ export function decodeCampaignHash(
   const plans = new Map<string, PublishedPlan>();
   for (const planId of (hash.plans ?? '').split(',')) {
     if (planId === '') continue;
-    plans.set(planId, decodePlan(planId, hash[`p:${planId}`], hash[`e:${planId}`], curveOf));
+    const [p, e] = fieldNamesOf(planId);
+    plans.set(planId, decodePlan(planId, hash[p], hash[e], curveOf));
   }
   return { version, tick, publishedAtMs, fence, publisher: hash.by ?? '', plans };
 }

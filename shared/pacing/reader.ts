@@ -24,6 +24,7 @@ import type { ResolvedPlan } from '../budget/model.js';
 import { defaultCurve, type TargetCurve } from '../budget/pacing.js';
 import type { DayWindow } from '../budget/time-zone.js';
 import { pipelineByNode, type RedisClient } from '../redis/connect.js';
+import { InternedStrings } from '../redis/interned-strings.js';
 import { type HashVisitor, RawHashReader } from '../redis/raw-hgetall.js';
 import type { Clock } from '../time/clock.js';
 import {
@@ -158,6 +159,8 @@ export class PacingReader {
   private readonly inflight = new Map<string, Promise<Entry>>();
   /** Raw batch reads (created on the first one; undefined with `rawReads: false`). */
   private rawReader: RawHashReader | undefined;
+  /** Folds the raw replies (one per reader: it keeps this reader's interned strings). */
+  private readonly records = new HashRecord();
   /**
    * Decoded curves by `e:` text, of this batch round and the last: a hash is rewritten whenever its
    * throttle or multiplier moves (most ticks), its curve only when the forecast changes, and parsing
@@ -447,7 +450,8 @@ export class PacingReader {
     }
     if (raw) {
       this.rawReader ??= new RawHashReader({ client: this.options.redis });
-      const replies = await this.rawReader.read([...claims, ...keyed.map((i) => i.key)], HASH_RECORD);
+      this.records.rotate();
+      const replies = await this.rawReader.read([...claims, ...keyed.map((i) => i.key)], this.records);
       for (let i = 0; i < claims.length; i++) claimFields.push(replies[i] as Record<string, string>);
       for (let i = claims.length; i < replies.length; i++) hashes.push(replies[i] as Record<string, string>);
     } else {
@@ -492,6 +496,18 @@ export class PacingReader {
         published = undefined;
       }
       const prev = this.entries.get(item.campaignId);
+      if (prev !== undefined && prev.accountId === item.accountId) {
+        // Updated in place: refresh-ahead replaces every cached campaign each tick, and entries
+        // that stay put (no object per campaign per tick) keep the collector's work down.
+        prev.published = published;
+        prev.fetchedAtMs = now;
+        prev.viewFrom = 0;
+        prev.viewUntil = 0;
+        prev.viewValue = undefined;
+        prev.noArm = undefined;
+        prev.arms = undefined;
+        continue;
+      }
       const set = this.byAccount.get(item.accountId) ?? new Set<string>();
       this.byAccount.set(item.accountId, set);
       set.add(item.campaignId);
@@ -513,13 +529,24 @@ export class PacingReader {
   }
 }
 
-/** Folds a hash reply into its record (what ioredis' HGETALL returns), straight from the bytes. */
+/**
+ * Folds a hash reply into its record (what ioredis' HGETALL returns), straight from the bytes.
+ * Field names, and the values of fields that repeat from tick to tick (curves, header fields other
+ * than `t` / `at`), are {@link InternedStrings}: a refresh allocates no copy of an unchanged
+ * curve's text (most of a hash's bytes), and the curve cache finds it by identity.
+ */
 class HashRecord implements HashVisitor<Record<string, string>> {
   private out: Record<string, string> = HashRecord.empty();
+  private readonly strings = new InternedStrings();
 
   /** Null prototype: field names are data. */
   private static empty(): Record<string, string> {
     return Object.create(null) as Record<string, string>;
+  }
+
+  /** A new generation of interned strings (once per batch read). */
+  rotate(): void {
+    this.strings.rotate();
   }
 
   begin(): void {
@@ -527,7 +554,11 @@ class HashRecord implements HashVisitor<Record<string, string>> {
   }
 
   field(buf: Buffer, fs: number, fe: number, vs: number, ve: number): void {
-    this.out[buf.toString('utf8', fs, fe)] = buf.toString('utf8', vs, ve);
+    const name = this.strings.get(buf, fs, fe);
+    // `p:` values and the write's `t` / `at` change every tick: interning them would only churn.
+    const changing =
+      (name.charCodeAt(0) === 0x70 /* p */ && name.charCodeAt(1) === 0x3a) || name === 't' || name === 'at';
+    this.out[name] = changing ? buf.toString('utf8', vs, ve) : this.strings.get(buf, vs, ve);
   }
 
   end(): Record<string, string> {
@@ -538,9 +569,6 @@ class HashRecord implements HashVisitor<Record<string, string>> {
     return { ...hash };
   }
 }
-
-/** One visitor for every raw read: each reply is folded whole, synchronously. */
-const HASH_RECORD = new HashRecord();
 
 /**
  * The budget guard's E(t) from the pacer's published curves (a {@link TargetCurve} over the
@@ -558,8 +586,10 @@ export function publishedCurve(reader: PacingReader, fallback: TargetCurve = def
     },
     expectedMicros(plan, day, nowMs) {
       const p = reader.freshPlan(plan, day);
-      const fallbackPlan = { ...plan, pacingMode: 'even' as const };
-      const e = p ? evaluateCurve(p.curve, nowMs) : fallback.expectedMicros(fallbackPlan, day, nowMs);
+      // The fallback's copy of the plan only when it is used (every lease call comes here).
+      const e = p
+        ? evaluateCurve(p.curve, nowMs)
+        : fallback.expectedMicros({ ...plan, pacingMode: 'even' }, day, nowMs);
       return Math.min(e, plan.dailyBudgetMicros);
     },
   };
