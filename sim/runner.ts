@@ -3,8 +3,9 @@
  * a `ManualClock`, against the production pacing path on a real redis-server:
  *
  * - the pacer: `ShardPacer` (budgets from a real `ShardBudgets` cache fed by the scenario's
- *   budget items, live spend through `pipelinedSpendSource`, the strategy's controller, the fenced
- *   claim + publish Lua scripts of `publisher.ts` and the pacing codec) ticking every 10 s;
+ *   budget items, live spend through `rawSpendSource` as the pacer function reads it, the
+ *   strategy's controller, the fenced claim + publish Lua scripts of `publisher.ts` and the pacing
+ *   codec) ticking every 10 s;
  * - ad servers (`scenario.guards` of them): each a `PacingReader` (refresh-ahead after every tick,
  *   `forBid` per bid) and a `BudgetGuard` whose E(t) is `publishedCurve(reader)`;
  * - spend: every win/loss notice through the real `SpendTracker` into the live counters, with an
@@ -38,7 +39,7 @@ import { ShardPacer, type TickIdentity } from '../shared/pacing/pacer.js';
 import { readAuditLog } from '../shared/pacing/publisher.js';
 import { PacingReader, publishedCurve } from '../shared/pacing/reader.js';
 import { pacerShardKey } from '../shared/pacing/shard.js';
-import { pipelinedSpendSource } from '../shared/pacing/spend-source.js';
+import { rawSpendSource } from '../shared/pacing/spend-source.js';
 import { TICK_MS } from '../shared/pacing/types.js';
 import { prng, type Random } from '../shared/random/prng.js';
 import type { RedisClient } from '../shared/redis/connect.js';
@@ -559,15 +560,22 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
   let epoch = 1;
   let region = 'sim-a';
   let processNo = 0;
+  // Every pacer process's spend reader (raw sockets), closed at the end of the run.
+  const spendSources: ReturnType<typeof rawSpendSource>[] = [];
   const newPacer = (regionName: string) => {
     processNo++;
+    // The pacer function's own spend reader (shared/pacing/regions/wiring.ts): raw RESP, folded
+    // from the reply bytes. Its sockets only read, after the tick's writes are acknowledged on the
+    // client's connection, so the run stays deterministic.
+    const spend = rawSpendSource(redis);
+    spendSources.push(spend);
     const pacer = new ShardPacer({
       shard: SHARD,
       region: regionName,
       redis,
       controller,
       budgets: new ShardBudgets({ source, clock }),
-      spend: pipelinedSpendSource(redis),
+      spend,
       clock,
       tickMs: TICK_MS,
       logMaxLen: 100_000,
@@ -942,6 +950,7 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
     s.reader.close();
   }
   monitor.close();
+  for (const s of spendSources) s.close();
 
   // Fencing evidence from the server's own audit stream: after each takeover's first accepted
   // claim, no accepted write of a lower fence.

@@ -150,7 +150,37 @@ export class PacingDecodeError extends Error {
 
 const MODES = new Set<PacingMode>(['even', 'asap']);
 
-function decodePlan(planId: string, params: string | undefined, curveRaw: string | undefined): PublishedPlan {
+/** Day strings already checked by a decode (a handful are live at any time). */
+const decodedDays = new Set<string>();
+
+/** `YYYY-MM-DD` (a reader decodes every plan of every campaign each tick: the test is remembered). */
+function isDay(day: string): boolean {
+  if (decodedDays.has(day)) return true;
+  if (!/^\d{4}-\d{2}-\d{2}$/.test(day)) return false;
+  if (decodedDays.size > 1_000) decodedDays.clear();
+  decodedDays.add(day);
+  return true;
+}
+
+/** The `p:` and `e:` field names of a plan id (a few ids — account, campaign, arms — recur). */
+const planFieldNames = new Map<string, readonly [string, string]>();
+
+function fieldNamesOf(planId: string): readonly [string, string] {
+  let names = planFieldNames.get(planId);
+  if (names === undefined) {
+    if (planFieldNames.size > 10_000) planFieldNames.clear();
+    names = [`p:${planId}`, `e:${planId}`];
+    planFieldNames.set(planId, names);
+  }
+  return names;
+}
+
+function decodePlan(
+  planId: string,
+  params: string | undefined,
+  curveRaw: string | undefined,
+  curveOf: (raw: string) => CurvePoints | undefined,
+): PublishedPlan {
   if (params === undefined) throw new PacingDecodeError(`plan ${planId}: no p:${planId} field`);
   if (curveRaw === undefined) throw new PacingDecodeError(`plan ${planId}: no e:${planId} field`);
   const f = params.split(',');
@@ -162,13 +192,13 @@ function decodePlan(planId: string, params: string | undefined, curveRaw: string
   const day = f[4] as string;
   const startMs = Number(f[5]);
   const endMs = Number(f[6]);
-  const curve = decodeCurve(curveRaw);
+  const curve = curveOf(curveRaw);
   if (
     !(throttle >= 0 && throttle <= 1) ||
     !(bidMultiplier > 0 && Number.isFinite(bidMultiplier)) ||
     !Number.isSafeInteger(budgetMicros) ||
     !MODES.has(mode) ||
-    !/^\d{4}-\d{2}-\d{2}$/.test(day) ||
+    !isDay(day) ||
     !Number.isSafeInteger(startMs) ||
     !Number.isSafeInteger(endMs) ||
     !curve
@@ -190,8 +220,13 @@ function decodePlan(planId: string, params: string | undefined, curveRaw: string
 /**
  * Decodes a campaign hash (HGETALL reply). Undefined for an empty hash (never published);
  * throws {@link PacingDecodeError} for a malformed one (counted by the reader, never guessed at).
+ * `curveOf` decodes an `e:` value ({@link decodeCurve} by default): a reader passes a cache by
+ * text, because a curve changes a few times a day while its hash is rewritten most ticks.
  */
-export function decodeCampaignHash(hash: Readonly<Record<string, string>>): PublishedCampaign | undefined {
+export function decodeCampaignHash(
+  hash: Readonly<Record<string, string>>,
+  curveOf: (raw: string) => CurvePoints | undefined = decodeCurve,
+): PublishedCampaign | undefined {
   if (hash.v === undefined) return undefined;
   const version = Number(hash.v);
   if (version !== PACING_CONTRACT_VERSION) {
@@ -206,7 +241,8 @@ export function decodeCampaignHash(hash: Readonly<Record<string, string>>): Publ
   const plans = new Map<string, PublishedPlan>();
   for (const planId of (hash.plans ?? '').split(',')) {
     if (planId === '') continue;
-    plans.set(planId, decodePlan(planId, hash[`p:${planId}`], hash[`e:${planId}`]));
+    const [p, e] = fieldNamesOf(planId);
+    plans.set(planId, decodePlan(planId, hash[p], hash[e], curveOf));
   }
   return { version, tick, publishedAtMs, fence, publisher: hash.by ?? '', plans };
 }

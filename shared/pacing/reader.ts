@@ -12,6 +12,9 @@
  *   per cluster node) `settleMs` after the next tick boundary, when the pacer has published, so hot
  *   campaigns are replaced before they age and never miss; a campaign not read for `idleTicks`
  *   ticks is dropped.
+ * - **Batch reads from the reply bytes**: refresh-ahead and prefetch read over raw RESP sockets
+ *   (shared/redis/raw-hgetall.ts), without ioredis' command object, promise and reply object per
+ *   hash; an unchanged curve (`e:` text) is not parsed again. Single reads (a miss) use the client.
  * - **Staleness policy**: a plan's parameters older than `maxAgeMs` (or of a day that has ended)
  *   are replaced by the fail-safe — linear E(t) enforced by the guard, the day's last throttle and multiplier (`failSafeParams`) — and
  *   counted; a campaign with nothing published gets the fail-safe throttle too.
@@ -21,9 +24,12 @@ import type { ResolvedPlan } from '../budget/model.js';
 import { defaultCurve, type TargetCurve } from '../budget/pacing.js';
 import type { DayWindow } from '../budget/time-zone.js';
 import { pipelineByNode, type RedisClient } from '../redis/connect.js';
+import { InternedStrings } from '../redis/interned-strings.js';
+import { type HashVisitor, RawHashReader } from '../redis/raw-hgetall.js';
 import type { Clock } from '../time/clock.js';
 import {
   decodeCampaignHash,
+  decodeCurve,
   decodeShardPublish,
   effectivePublish,
   type PublishedCampaign,
@@ -32,7 +38,7 @@ import {
 } from './codec.js';
 import { combineForBid, FAIL_SAFE_THROTTLE, failSafeParams } from './controller/index.js';
 import { campaignParamsKey, shardClaimKey } from './keys.js';
-import { evaluateCurve, type PlanPacingParams, TICK_MS } from './types.js';
+import { type CurvePoints, evaluateCurve, type PlanPacingParams, TICK_MS } from './types.js';
 
 /** Options of {@link PacingReader}. */
 export interface PacingReaderOptions {
@@ -56,6 +62,12 @@ export interface PacingReaderOptions {
    * more than the rest of a cached lookup. View boundaries move by at most this much. @default 5
    */
   readonly clockResolutionMs?: number;
+  /**
+   * Batch reads (refresh-ahead, prefetch) over raw RESP sockets of their own, one per node (as
+   * the pacer reads spend); false: through the client as pipelined HGETALLs. Single reads always
+   * use the client, in order with the caller's other commands. @default true
+   */
+  readonly rawReads?: boolean;
 }
 
 /** Freshness of what a lookup returns. */
@@ -101,6 +113,9 @@ export interface ReaderMetrics {
 interface Entry {
   readonly accountId: string;
   readonly key: string;
+  /** The campaign hash's and its shard claim's keys (computed once: a hash of the account id). */
+  readonly paramsKey: string;
+  readonly claimKey: string;
   published: PublishedCampaign | undefined;
   fetchedAtMs: number;
   lastLookupTick: number;
@@ -142,6 +157,24 @@ export class PacingReader {
   /** Campaign ids cached per account (the account plan's parameters are in each of them). */
   private readonly byAccount = new Map<string, Set<string>>();
   private readonly inflight = new Map<string, Promise<Entry>>();
+  /** Raw batch reads (created on the first one; undefined with `rawReads: false`). */
+  private rawReader: RawHashReader | undefined;
+  /** Folds the raw replies (one per reader: it keeps this reader's interned strings). */
+  private readonly records = new HashRecord();
+  /**
+   * Decoded curves by `e:` text, of this batch round and the last: a hash is rewritten whenever its
+   * throttle or multiplier moves (most ticks), its curve only when the forecast changes, and parsing
+   * the curves was most of a refresh's decoding. Two generations bound the memory to what is live.
+   */
+  private curves = new Map<string, CurvePoints>();
+  private lastCurves = new Map<string, CurvePoints>();
+  private readonly curveOf = (raw: string): CurvePoints | undefined => {
+    let curve = this.curves.get(raw);
+    if (curve) return curve;
+    curve = this.lastCurves.get(raw) ?? decodeCurve(raw);
+    if (curve) this.curves.set(raw, curve);
+    return curve;
+  };
   private readonly tickMs: number;
   private readonly maxAgeMs: number;
   private readonly settleMs: number;
@@ -237,7 +270,10 @@ export class PacingReader {
 
   /** Reads campaigns into the cache ahead of traffic (one pipelined batch per node). */
   async prefetch(campaigns: readonly { accountId: string; campaignId: string }[]): Promise<void> {
-    await this.fetchMany(campaigns.map((c) => ({ accountId: c.accountId, campaignId: c.campaignId })));
+    await this.fetchMany(
+      campaigns.map((c) => ({ accountId: c.accountId, campaignId: c.campaignId })),
+      true,
+    );
   }
 
   /**
@@ -254,7 +290,7 @@ export class PacingReader {
       } else due.push({ accountId: e.accountId, campaignId });
     }
     this.metrics.refreshes++;
-    if (due.length > 0) await this.fetchMany(due);
+    if (due.length > 0) await this.fetchMany(due, true);
   }
 
   /** Starts refresh-ahead on real timers, `settleMs` after each tick boundary of the clock. */
@@ -286,6 +322,8 @@ export class PacingReader {
     if (this.timer) clearTimeout(this.timer);
     if (this.coarseTimer) clearInterval(this.coarseTimer);
     this.coarseNow = undefined;
+    this.rawReader?.close();
+    this.rawReader = undefined;
   }
 
   /** Published parameters of a plan, if cached and fresh (the guard's curve uses this). */
@@ -376,35 +414,72 @@ export class PacingReader {
     }
   }
 
-  private async fetchMany(items: readonly { accountId: string; campaignId: string }[]): Promise<void> {
-    const keyed = items.map((i) => ({
-      ...i,
-      key: campaignParamsKey(i.accountId, i.campaignId, this.options.shards),
-      claim: shardClaimKey(i.accountId, this.options.shards),
-    }));
+  /**
+   * Reads campaign hashes (and their shards' claim hashes) into the cache. `batch`: over the raw
+   * sockets when enabled (refresh-ahead, prefetch); a single read (a miss, `refresh`) goes through
+   * the client, ordered with the caller's other commands.
+   */
+  private async fetchMany(
+    items: readonly { accountId: string; campaignId: string }[],
+    batch = false,
+  ): Promise<void> {
+    const keyed = items.map((i) => {
+      // A cached campaign's keys are the entry's (refresh-ahead re-reads every campaign each tick).
+      const e = this.entries.get(i.campaignId);
+      return e !== undefined && e.accountId === i.accountId
+        ? { accountId: i.accountId, campaignId: i.campaignId, key: e.paramsKey, claim: e.claimKey }
+        : {
+            accountId: i.accountId,
+            campaignId: i.campaignId,
+            key: campaignParamsKey(i.accountId, i.campaignId, this.options.shards),
+            claim: shardClaimKey(i.accountId, this.options.shards),
+          };
+    });
     // Contract v2: each shard's last completed publish (claim hash, same slot as its campaign
-    // hashes), read before the campaign hashes in the same pipeline, so the freshness it vouches
+    // hashes), read before the campaign hashes on the same connection, so the freshness it vouches
     // for is never later than what the campaign hashes hold.
     const claims = [...new Set(keyed.map((i) => i.claim))];
-    const reads: { key: string; claim: boolean }[] = [
-      ...claims.map((key) => ({ key, claim: true })),
-      ...keyed.map((i) => ({ key: i.key, claim: false })),
-    ];
-    const results = await pipelineByNode(
-      this.options.redis,
-      reads,
-      (r) => r.key,
-      (pipeline, r) => {
-        if (r.claim) pipeline.hmget(r.key, 'pt', 'pat', 'rp');
-        else pipeline.hgetall(r.key);
-      },
-    );
+    const raw = batch && (this.options.rawReads ?? true);
+    // Per claim: its pt / pat / rp; per campaign: the HGETALL record.
+    const claimFields: Readonly<Record<string, string | null | undefined>>[] = [];
+    const hashes: Readonly<Record<string, string>>[] = [];
+    if (batch) {
+      // A new generation of decoded curves: what this round does not use is dropped after the next.
+      this.lastCurves = this.curves;
+      this.curves = new Map();
+    }
+    if (raw) {
+      this.rawReader ??= new RawHashReader({ client: this.options.redis });
+      this.records.rotate();
+      const replies = await this.rawReader.read([...claims, ...keyed.map((i) => i.key)], this.records);
+      for (let i = 0; i < claims.length; i++) claimFields.push(replies[i] as Record<string, string>);
+      for (let i = claims.length; i < replies.length; i++) hashes.push(replies[i] as Record<string, string>);
+    } else {
+      const reads: { key: string; claim: boolean }[] = [
+        ...claims.map((key) => ({ key, claim: true })),
+        ...keyed.map((i) => ({ key: i.key, claim: false })),
+      ];
+      const results = await pipelineByNode(
+        this.options.redis,
+        reads,
+        (r) => r.key,
+        (pipeline, r) => {
+          if (r.claim) pipeline.hmget(r.key, 'pt', 'pat', 'rp');
+          else pipeline.hgetall(r.key);
+        },
+      );
+      for (let i = 0; i < results.length; i++) {
+        const [error, reply] = results[i] as [Error | null, unknown];
+        if (error) throw error;
+        if (i < claims.length) {
+          const [pt, pat, rp] = reply as (string | null)[];
+          claimFields.push({ pt, pat, rp });
+        } else hashes.push(reply as Record<string, string>);
+      }
+    }
     const shardPublish = new Map<string, ShardPublish | undefined>();
     for (let i = 0; i < claims.length; i++) {
-      const [error, reply] = results[i] as [Error | null, (string | null)[]];
-      if (error) throw error;
-      const [pt, pat, rp] = reply;
-      shardPublish.set(claims[i] as string, decodeShardPublish({ pt, pat, rp }));
+      shardPublish.set(claims[i] as string, decodeShardPublish(claimFields[i] as Record<string, string>));
     }
     const now = this.options.clock.now();
     const tick = Math.floor(now / this.tickMs);
@@ -412,23 +487,35 @@ export class PacingReader {
     this.metrics.shardReads += claims.length;
     for (let i = 0; i < keyed.length; i++) {
       const item = keyed[i] as (typeof keyed)[number];
-      const [error, hash] = results[claims.length + i] as [Error | null, Record<string, string>];
-      if (error) throw error;
       let published: PublishedCampaign | undefined;
       try {
-        const own = decodeCampaignHash(hash);
+        const own = decodeCampaignHash(hashes[i] as Readonly<Record<string, string>>, this.curveOf);
         published = own && effectivePublish(own, shardPublish.get(item.claim));
       } catch {
         this.metrics.decodeErrors++;
         published = undefined;
       }
       const prev = this.entries.get(item.campaignId);
+      if (prev !== undefined && prev.accountId === item.accountId) {
+        // Updated in place: refresh-ahead replaces every cached campaign each tick, and entries
+        // that stay put (no object per campaign per tick) keep the collector's work down.
+        prev.published = published;
+        prev.fetchedAtMs = now;
+        prev.viewFrom = 0;
+        prev.viewUntil = 0;
+        prev.viewValue = undefined;
+        prev.noArm = undefined;
+        prev.arms = undefined;
+        continue;
+      }
       const set = this.byAccount.get(item.accountId) ?? new Set<string>();
       this.byAccount.set(item.accountId, set);
       set.add(item.campaignId);
       this.entries.set(item.campaignId, {
         accountId: item.accountId,
         key: item.campaignId,
+        paramsKey: item.key,
+        claimKey: item.claim,
         published,
         fetchedAtMs: now,
         lastLookupTick: prev?.lastLookupTick ?? tick,
@@ -439,6 +526,47 @@ export class PacingReader {
         arms: undefined,
       });
     }
+  }
+}
+
+/**
+ * Folds a hash reply into its record (what ioredis' HGETALL returns), straight from the bytes.
+ * Field names, and the values of fields that repeat from tick to tick (curves, header fields other
+ * than `t` / `at`), are {@link InternedStrings}: a refresh allocates no copy of an unchanged
+ * curve's text (most of a hash's bytes), and the curve cache finds it by identity.
+ */
+class HashRecord implements HashVisitor<Record<string, string>> {
+  private out: Record<string, string> = HashRecord.empty();
+  private readonly strings = new InternedStrings();
+
+  /** Null prototype: field names are data. */
+  private static empty(): Record<string, string> {
+    return Object.create(null) as Record<string, string>;
+  }
+
+  /** A new generation of interned strings (once per batch read). */
+  rotate(): void {
+    this.strings.rotate();
+  }
+
+  begin(): void {
+    this.out = HashRecord.empty();
+  }
+
+  field(buf: Buffer, fs: number, fe: number, vs: number, ve: number): void {
+    const name = this.strings.get(buf, fs, fe);
+    // `p:` values and the write's `t` / `at` change every tick: interning them would only churn.
+    const changing =
+      (name.charCodeAt(0) === 0x70 /* p */ && name.charCodeAt(1) === 0x3a) || name === 't' || name === 'at';
+    this.out[name] = changing ? buf.toString('utf8', vs, ve) : this.strings.get(buf, vs, ve);
+  }
+
+  end(): Record<string, string> {
+    return this.out;
+  }
+
+  fromObject(hash: Readonly<Record<string, string>>): Record<string, string> {
+    return { ...hash };
   }
 }
 
@@ -458,8 +586,10 @@ export function publishedCurve(reader: PacingReader, fallback: TargetCurve = def
     },
     expectedMicros(plan, day, nowMs) {
       const p = reader.freshPlan(plan, day);
-      const fallbackPlan = { ...plan, pacingMode: 'even' as const };
-      const e = p ? evaluateCurve(p.curve, nowMs) : fallback.expectedMicros(fallbackPlan, day, nowMs);
+      // The fallback's copy of the plan only when it is used (every lease call comes here).
+      const e = p
+        ? evaluateCurve(p.curve, nowMs)
+        : fallback.expectedMicros({ ...plan, pacingMode: 'even' }, day, nowMs);
       return Math.min(e, plan.dailyBudgetMicros);
     },
   };

@@ -130,12 +130,12 @@ export interface RawHashReaderOptions {
 export class RawHashReader {
   private readonly connections = new Map<string, Connection>();
   private readonly chunk: number;
+  /** Closes the sockets with the client; registered while sockets are open. */
+  private readonly onClientEnd = () => this.close();
+  private listening = false;
 
   constructor(private readonly options: RawHashReaderOptions) {
     this.chunk = options.chunk ?? 2_000;
-    // The sockets live as long as the application's client (and never keep a process alive
-    // between reads: referenced only while a read runs).
-    options.client.once('end', () => this.close());
   }
 
   /**
@@ -239,6 +239,13 @@ export class RawHashReader {
       queue: Promise.resolve() as Promise<unknown>,
     });
     c.socket.unref();
+    // The sockets live as long as the application's client (and never keep a process alive
+    // between reads: referenced only while a read runs). The listener goes with them on close, so
+    // short-lived readers (a pacer process per takeover in the simulator) do not pile up on it.
+    if (!this.listening) {
+      this.options.client.once('end', this.onClientEnd);
+      this.listening = true;
+    }
     this.connections.set(node, c);
     return c;
   }
@@ -332,5 +339,9 @@ export class RawHashReader {
   close(): void {
     for (const c of this.connections.values()) c.socket.destroy();
     this.connections.clear();
+    if (this.listening) {
+      this.options.client.off('end', this.onClientEnd);
+      this.listening = false;
+    }
   }
 }

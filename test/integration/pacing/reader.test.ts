@@ -140,6 +140,39 @@ describe('PacingReader', () => {
     expect(reader.metrics.misses).toBe(misses);
   });
 
+  it('reads batches from the reply bytes as the client would; an unchanged curve is not parsed again', async () => {
+    const clock = new ManualClock(T0 + 1_000);
+    const curve = { atMs: [DAY.startMs, T0, DAY.endMs], micros: [0, 40_000_000, 100_000_000] };
+    const ids = Array.from({ length: 20 }, (_, i) => [`acc-raw${i}`, `camp-raw${i}`] as const);
+    for (const [a, c] of ids)
+      await publish(a, c, [params('account', 0.9, 1), params('campaign', 0.3, 0.7, curve)], clock.now());
+    const endListeners = redis.listenerCount('end');
+    const raw = new PacingReader({ redis, clock, shards: SHARDS });
+    const viaClient = new PacingReader({ redis, clock, shards: SHARDS, rawReads: false });
+    const campaigns = ids.map(([accountId, campaignId]) => ({ accountId, campaignId }));
+    await raw.prefetch(campaigns);
+    await viaClient.prefetch(campaigns);
+    for (const [, c] of ids) expect(raw.lookup(c)).toEqual(viaClient.lookup(c));
+    const before = raw.lookup('camp-raw0')?.plans.get('campaign')?.curve;
+    expect(before).toEqual(curve);
+    // Next tick: new throttles, the same curves (the pacer rewrites the hash, the `e:` text is equal).
+    clock.set(T0 + TICK + 500);
+    for (const [a, c] of ids)
+      await publish(a, c, [params('account', 0.8, 1), params('campaign', 0.2, 0.6, curve)], clock.now());
+    clock.set(T0 + TICK + 2_000);
+    await raw.refreshDue();
+    await viaClient.refreshDue();
+    for (const [, c] of ids) expect(raw.lookup(c)).toEqual(viaClient.lookup(c));
+    const after = raw.lookup('camp-raw0')?.plans.get('campaign');
+    expect(after?.throttle).toBe(0.2);
+    expect(after?.curve).toBe(before);
+    expect(raw.metrics).toMatchObject({ decodeErrors: 0, misses: 0 });
+    raw.close();
+    viaClient.close();
+    // Its sockets closed, the reader leaves nothing on the client (no listener per reader).
+    expect(redis.listenerCount('end')).toBe(endListeners);
+  });
+
   it('keeps a campaign looked up once a minute cached (default idle window): no misses, its own throttle', async () => {
     const clock = new ManualClock(T0 + 1_000);
     await publish('acc-sparse', 'camp-sparse', [params('campaign', 0.05, 0.5)], clock.now());
