@@ -14,6 +14,11 @@
  *   and a key whose slot has no known owner are re-read through ioredis, which follows redirects.
  *   Until the client itself is ready (first connect; with IAM auth, the first token) reads go
  *   through ioredis too.
+ * - A read not answered within `timeoutMs` (a paused, hung or overloaded node) fails with
+ *   {@link RawReadTimeoutError}, with every read queued behind it, and the connection is dropped
+ *   (replies that come later could no longer be matched to reads); the next read opens a new one.
+ *   Without it a node that stopped answering held every cap check, and the ad requests waiting on
+ *   them, for as long as the TCP connection lived.
  * - A lost connection fails the reads waiting on it; the next read opens a new one. A socket is
  *   referenced only while reads wait on it, so an idle reader never keeps a process alive; the
  *   reader closes when the client ends.
@@ -28,12 +33,24 @@ export class RawReplyError extends Error {
   override readonly name = 'RawReplyError';
 }
 
+/** A raw read Redis did not answer in time (see {@link RawValueReaderOptions.timeoutMs}). */
+export class RawReadTimeoutError extends Error {
+  override readonly name = 'RawReadTimeoutError';
+}
+
 /** Options of {@link RawValueReader}. */
 export interface RawValueReaderOptions {
   /** The application's client: its options give host, port, TLS and AUTH; its slot table routes keys. */
   readonly client: RedisClient;
   /** Largest split reply gathered in the reused buffer; larger ones get their own. @default 4 MiB */
   readonly maxReusedBytes?: number;
+  /**
+   * Longest wait for a reply before the read (and those queued behind it on the connection) fail
+   * with {@link RawReadTimeoutError}. Far above a healthy read (a cap check's P99 is ~1 ms) and
+   * below an ad request's budget of patience for a dead node. Checked every `timeoutMs / 4`.
+   * @default 1000
+   */
+  readonly timeoutMs?: number;
 }
 
 interface Pending {
@@ -42,6 +59,8 @@ interface Pending {
   reject: (error: Error) => void;
   /** The key, for the ioredis retry of a redirected read. */
   key: string;
+  /** When the read was queued (performance.now()), for the timeout. */
+  queuedAt: number;
 }
 
 /** Marks a `MOVED` / `ASK` reply: the read is retried through ioredis. */
@@ -63,11 +82,14 @@ class NodeReader {
   private bulkFilled = 0;
   private bulkTarget: Buffer = Buffer.alloc(0);
   private reused: Buffer = Buffer.alloc(0);
+  /** Looks at the oldest waiting read a few times per timeout (one timer per connection, unref'd). */
+  private readonly watchdog: NodeJS.Timeout;
 
   constructor(
     client: RedisClient,
     node: string,
     private readonly maxReusedBytes: number,
+    private readonly timeoutMs: number,
   ) {
     // The connection reuses one read buffer: the parser copies what it keeps (a split header, a
     // split reply) and hands the consumer a view only during its synchronous call.
@@ -88,6 +110,24 @@ class NodeReader {
       ),
     );
     socket.on('error', (error) => this.failAll(error));
+    // A timer per connection rather than per read: the read path only stamps its queueing time.
+    this.watchdog = setInterval(() => this.checkTimeout(), Math.max(5, Math.floor(timeoutMs / 4)));
+    this.watchdog.unref();
+  }
+
+  private checkTimeout(): void {
+    if (this.pendingCount() === 0) return;
+    const oldest = this.waiting[this.head] as Pending;
+    const waited = performance.now() - oldest.queuedAt;
+    if (waited <= this.timeoutMs) return;
+    const error = new RawReadTimeoutError(
+      `Redis at ${this.connection.node} did not answer GET ${oldest.key} within ${this.timeoutMs} ms ` +
+        `(${this.pendingCount()} read(s) waiting); the connection is dropped and the next read opens a new one. ` +
+        'Check the node (paused, overloaded or unreachable), or raise timeoutMs.',
+    );
+    this.connection.broken = true;
+    this.connection.socket.destroy();
+    this.failAll(error);
   }
 
   pendingCount(): number {
@@ -97,7 +137,13 @@ class NodeReader {
   get<T>(key: string, consume: (value: Buffer | null) => T): Promise<T | typeof REDIRECT> {
     return new Promise((resolve, reject) => {
       if (this.pendingCount() === 0) this.connection.socket.ref();
-      this.waiting.push({ key, consume, resolve: resolve as (v: unknown) => void, reject });
+      this.waiting.push({
+        key,
+        consume,
+        resolve: resolve as (v: unknown) => void,
+        reject,
+        queuedAt: performance.now(),
+      });
       this.outgoing.push(`*2\r\n$3\r\nGET\r\n$${Buffer.byteLength(key)}\r\n${key}\r\n`);
       if (!this.flushScheduled && this.readyDone) {
         this.flushScheduled = true;
@@ -225,11 +271,14 @@ class NodeReader {
   }
 
   private failAll(error: Error): void {
+    // A broken connection is replaced by a new reader: this one's watchdog has nothing left to do.
+    clearInterval(this.watchdog);
     this.connection.broken = true;
     while (this.pendingCount() > 0) this.next().reject(error);
   }
 
   close(): void {
+    clearInterval(this.watchdog);
     this.connection.broken = true;
     this.connection.socket.destroy();
   }
@@ -266,6 +315,7 @@ export class RawValueReader implements ValueReader {
   private readonly nodes = new Map<string, NodeReader>();
   private readonly client: RedisClient;
   private readonly maxReusedBytes: number;
+  private readonly timeoutMs: number;
   private closed = false;
   /** Redirects, unknown slots, a client not ready yet, a closed reader: read through ioredis. */
   private readonly viaClient: ValueReader;
@@ -273,6 +323,12 @@ export class RawValueReader implements ValueReader {
   constructor(options: RawValueReaderOptions) {
     this.client = options.client;
     this.maxReusedBytes = options.maxReusedBytes ?? 4 * 1024 * 1024;
+    this.timeoutMs = options.timeoutMs ?? 1000;
+    if (!(this.timeoutMs > 0)) {
+      throw new RangeError(
+        `RawValueReader: timeoutMs must be a positive number of ms (got ${options.timeoutMs})`,
+      );
+    }
     this.viaClient = clientValueReader(this.client);
     this.client.once('end', () => this.close());
   }
@@ -293,7 +349,7 @@ export class RawValueReader implements ValueReader {
     } else node = standaloneNode(client);
     let reader = this.nodes.get(node);
     if (reader === undefined || reader.connection.broken) {
-      reader = new NodeReader(client, node, this.maxReusedBytes);
+      reader = new NodeReader(client, node, this.maxReusedBytes, this.timeoutMs);
       this.nodes.set(node, reader);
     }
     const result = await reader.get(key, consume);

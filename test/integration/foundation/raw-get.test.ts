@@ -16,7 +16,12 @@ import { pipelinedSpendSource, rawSpendSource } from '../../../shared/pacing/spe
 import { prng } from '../../../shared/random/prng.js';
 import { connectRedis, parseNodes, slotOf, slotsReady } from '../../../shared/redis/connect.js';
 import { RawRedisAuthError } from '../../../shared/redis/raw-connection.js';
-import { clientValueReader, RawReplyError, RawValueReader } from '../../../shared/redis/raw-get.js';
+import {
+  clientValueReader,
+  RawReadTimeoutError,
+  RawReplyError,
+  RawValueReader,
+} from '../../../shared/redis/raw-get.js';
 import { ManualClock } from '../../../shared/time/clock.js';
 import { useRedis } from '../../support/redis.js';
 
@@ -228,6 +233,58 @@ describe('raw connections with AUTH (username + password, as ElastiCache IAM aut
       await admin.call('ACL', 'SETUSER', 'pacer', 'resetpass', '>token-1');
       c.disconnect();
     }
+  });
+});
+
+describe('raw GET reader when Redis stops answering', () => {
+  it('fails the waiting reads after timeoutMs, names the node, and reads again once Redis is back', async () => {
+    // A server of its own: the test pauses it (SIGSTOP), as a hung or frozen node would be.
+    const server = await startRedis({ mode: 'standalone' });
+    const client = connectRedis({
+      nodes: parseNodes(server.nodes.join(',')),
+      mode: 'standalone',
+      tls: false,
+    });
+    const pid = server.pids[0] as number;
+    const raw = new RawValueReader({ client, timeoutMs: 300 });
+    try {
+      await client.set('raw:{hang}', 'before');
+      expect(await raw.get('raw:{hang}', (b) => b?.toString())).toBe('before');
+      process.kill(pid, 'SIGSTOP');
+      const t0 = performance.now();
+      const reads = [
+        raw.get('raw:{hang}', (b) => b?.toString()),
+        raw.get('raw:{other}', (b) => b?.toString()),
+      ];
+      const settled = await Promise.allSettled(reads);
+      const waited = performance.now() - t0;
+      // Both fail (the second was queued behind the first), after the timeout and within its
+      // checking period (+ scheduling slack), not after the TCP connection gives up (minutes).
+      for (const s of settled) {
+        expect(s.status).toBe('rejected');
+        const error = (s as PromiseRejectedResult).reason as Error;
+        expect(error).toBeInstanceOf(RawReadTimeoutError);
+        expect(error.message).toMatch(
+          new RegExp(`${server.nodes[0]} did not answer GET raw:\\{hang\\} within 300 ms`),
+        );
+      }
+      expect(waited).toBeGreaterThanOrEqual(300);
+      expect(waited).toBeLessThan(3000);
+      process.kill(pid, 'SIGCONT');
+      // The dropped connection is replaced: the next read is answered.
+      expect(await raw.get('raw:{hang}', (b) => b?.toString())).toBe('before');
+    } finally {
+      process.kill(pid, 'SIGCONT');
+      raw.close();
+      client.disconnect();
+      await server.stop();
+    }
+  });
+
+  it('rejects a timeout that is not a positive number of ms', () => {
+    const client = new Redis({ lazyConnect: true });
+    expect(() => new RawValueReader({ client, timeoutMs: 0 })).toThrow(/timeoutMs must be a positive/);
+    client.disconnect();
   });
 });
 
