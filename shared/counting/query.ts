@@ -425,6 +425,35 @@ class CapScratch {
   table = new Int32Array(0);
   /** Actions some counter watches: other events are skipped before any id lookup. */
   readonly watchedActions = new Uint8Array(256);
+  /**
+   * Scan accessors by layout version, kept from check to check while the schema and the levels
+   * (in order) stay the same — the usual request — instead of rebuilt per check (a typed array
+   * and a few objects each: garbage, and garbage sets how often the young generation is collected).
+   */
+  layouts: (CapLayout | undefined)[] = [];
+  layoutSchema: EventSchema | undefined;
+  /** Per-check tables of the setup (see evaluateCapsWith), emptied at its start. */
+  readonly levels: FieldSpec[] = [];
+  readonly levelNames: string[] = [];
+  readonly valueKeys: (Map<unknown, ValueKey> | undefined)[] = [];
+  readonly candidateEntity: number[] = [];
+  readonly candidateStamp: number[] = [];
+  readonly actionCodes = new Map<unknown, number>();
+  readonly viewCodes = new Map<unknown, number>();
+  layoutLevels: FieldSpec[] = [];
+
+  /** The accessor cache for `levels` of `schema` (emptied when either changed). */
+  layoutCache(schema: EventSchema, levels: readonly FieldSpec[]): (CapLayout | undefined)[] {
+    const known = this.layoutLevels;
+    let same = this.layoutSchema === schema && known.length === levels.length;
+    for (let i = 0; same && i < levels.length; i++) same = known[i] === levels[i];
+    if (!same) {
+      this.layouts = [];
+      this.layoutSchema = schema;
+      this.layoutLevels = levels.slice();
+    }
+    return this.layouts;
+  }
 
   /** Makes room for `caps` caps (counters and entities are at most as many). */
   ensure(caps: number): void {
@@ -629,21 +658,30 @@ function evaluateCapsWith(
   const watchedActions = s.watchedActions;
   watchedActions.fill(0);
 
-  const levels: FieldSpec[] = [];
-  const levelNames: string[] = [];
+  // Small per-check tables live in the scratch too (emptied here): per check they were a dozen
+  // arrays and maps of garbage.
+  const levels = s.levels;
+  const levelNames = s.levelNames;
+  levels.length = 0;
+  levelNames.length = 0;
   // Per level, for entity values that are not plain numbers: value → key (parsing once).
-  const valueKeys: (Map<unknown, ValueKey> | undefined)[] = [];
+  const valueKeys = s.valueKeys;
+  valueKeys.length = 0;
   // Per level: the current candidate's entity, valid while the stamp is the candidate's index.
-  const candidateEntity: number[] = [];
-  const candidateStamp: number[] = [];
+  const candidateEntity = s.candidateEntity;
+  const candidateStamp = s.candidateStamp;
+  candidateEntity.length = 0;
+  candidateStamp.length = 0;
   let entityCount = 0;
   let counterCount = 0;
   let lastActionValue: unknown;
   let lastAction = 0;
   let lastViewValue: unknown;
   let lastView = 0;
-  let actionCodes: Map<unknown, number> | undefined;
-  let viewCodes: Map<unknown, number> | undefined;
+  const actionCodes = s.actionCodes;
+  const viewCodes = s.viewCodes;
+  actionCodes.clear();
+  viewCodes.clear();
   let minSince = Number.POSITIVE_INFINITY;
   let capIndex = 0;
   for (let ci = 0; ci < candidates.length; ci++) {
@@ -742,7 +780,6 @@ function evaluateCapsWith(
       let action: number;
       if (actionValue === lastActionValue) action = lastAction;
       else {
-        actionCodes ??= new Map();
         const cached = actionCodes.get(actionValue);
         action = cached ?? codeOf(schema, 'action', actionValue, whereCap(c, ci, k));
         if (cached === undefined) actionCodes.set(actionValue, action);
@@ -754,7 +791,6 @@ function evaluateCapsWith(
       if (viewValue === undefined) viewType = -1;
       else if (viewValue === lastViewValue) viewType = lastView;
       else {
-        viewCodes ??= new Map();
         const cached = viewCodes.get(viewValue);
         viewType = cached ?? codeOf(schema, 'viewType', viewValue, whereCap(c, ci, k));
         if (cached === undefined) viewCodes.set(viewValue, viewType);
@@ -854,7 +890,7 @@ function evaluateCapsWith(
   const buf = packLog(log);
   const floor = Math.max(notBefore, minSince);
   const levelCount = levels.length;
-  const cache: (CapLayout | undefined)[] = [];
+  const cache = s.layoutCache(schema, levels);
   const build = (layout: Layout) => new CapLayout(layout, levels);
   // DataView getters are inlined by the optimizing compiler; Buffer's readers are slower here.
   const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);

@@ -178,6 +178,23 @@ describe('evaluateCaps', () => {
     expect(second.rejected[0]?.hits.map((h) => h.count)).toEqual([3]);
   });
 
+  it('checks one after another with other levels (or the same in another order) count right (scan accessors are reused only for the same levels)', () => {
+    const counts = (levels: readonly ('ad' | 'adGroup' | 'campaign' | 'advertiser')[]) =>
+      evaluateCaps(
+        log,
+        [{ id: 'x', entities, caps: levels.map((level) => ({ level, windowMs: 7 * DAY_MS, max: 1000 })) }],
+        now,
+        0,
+      ).allowed[0]?.strictest?.count;
+    // ad 11: 3 + 5 + 1 click (not counted) = 8; campaign 3: 8 + 4 (ad 12) = 12; advertiser 1: 12.
+    expect(counts(['ad'])).toBe(8);
+    expect(counts(['campaign', 'ad'])).toBe(12);
+    expect(counts(['ad', 'campaign'])).toBe(12);
+    expect(counts(['ad'])).toBe(8);
+    expect(counts(['advertiser'])).toBe(12);
+    expect(counts(['ad'])).toBe(8);
+  });
+
   it('counts only the cap action and view type; identical caps share a counter', () => {
     const result = evaluateCaps(
       log,
