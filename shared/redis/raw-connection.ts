@@ -15,6 +15,14 @@ export class RawRedisAuthError extends Error {
   override readonly name = 'RawRedisAuthError';
 }
 
+/**
+ * A raw read Redis did not answer in time (the readers' `timeoutMs`): a paused, hung or
+ * overloaded node. The connection it waited on is dropped; the next read opens a new one.
+ */
+export class RawReadTimeoutError extends Error {
+  override readonly name = 'RawReadTimeoutError';
+}
+
 /** One raw connection to one node. `ready` resolves once it is connected and authenticated. */
 export interface RawConnection {
   readonly node: string;

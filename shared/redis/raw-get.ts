@@ -25,17 +25,19 @@
  */
 import { Cluster } from 'ioredis';
 import { type RedisClient, slotOf } from './connect.js';
-import { openRawConnection, type RawConnection, standaloneNode } from './raw-connection.js';
+import {
+  openRawConnection,
+  type RawConnection,
+  RawReadTimeoutError,
+  standaloneNode,
+} from './raw-connection.js';
 import { parseIntBytes } from './raw-hgetall.js';
+
+export { RawReadTimeoutError };
 
 /** A reply-level error of a raw read (the node's error line, e.g. `WRONGTYPE …`). */
 export class RawReplyError extends Error {
   override readonly name = 'RawReplyError';
-}
-
-/** A raw read Redis did not answer in time (see {@link RawValueReaderOptions.timeoutMs}). */
-export class RawReadTimeoutError extends Error {
-  override readonly name = 'RawReadTimeoutError';
 }
 
 /** Options of {@link RawValueReader}. */

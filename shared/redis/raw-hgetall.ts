@@ -10,10 +10,18 @@
  *   ASK during a resharding, a wrong type) is re-read through ioredis, which follows redirects.
  * - Replies are parsed only when complete (a reply split across TCP chunks waits for the rest).
  * - A read that fails (connection lost) rejects; the next read reconnects.
+ * - A read during which the node sends nothing for `timeoutMs` (paused, hung, overloaded) rejects
+ *   with {@link RawReadTimeoutError} and drops the connection: without it a hung node held the
+ *   pacer's tick (and the ad servers' refresh-ahead) for as long as TCP kept the connection.
  */
 import { Cluster } from 'ioredis';
 import { type RedisClient, slotOf, slotsReady } from './connect.js';
-import { openRawConnection, type RawConnection, standaloneNode } from './raw-connection.js';
+import {
+  openRawConnection,
+  type RawConnection,
+  RawReadTimeoutError,
+  standaloneNode,
+} from './raw-connection.js';
 
 /** Receives one hash's fields as byte ranges of `buf` (valid only during the call). */
 export interface HashVisitor<T> {
@@ -124,6 +132,13 @@ export interface RawHashReaderOptions {
   readonly client: RedisClient;
   /** Commands written per socket write. @default 2_000 */
   readonly chunk?: number;
+  /**
+   * Longest silence of the node while a read waits for replies (not the read's whole duration: a
+   * tick's read of 150,000 hashes takes ~0.5 s and is never silent that long when healthy); past
+   * it the read rejects with {@link RawReadTimeoutError} and the connection is dropped.
+   * @default 1000
+   */
+  readonly timeoutMs?: number;
 }
 
 /** Bulk HGETALL with per-hash folding (see the module comment). */
@@ -134,8 +149,16 @@ export class RawHashReader {
   private readonly onClientEnd = () => this.close();
   private listening = false;
 
+  private readonly timeoutMs: number;
+
   constructor(private readonly options: RawHashReaderOptions) {
     this.chunk = options.chunk ?? 2_000;
+    this.timeoutMs = options.timeoutMs ?? 1000;
+    if (!(this.timeoutMs > 0)) {
+      throw new RangeError(
+        `RawHashReader: timeoutMs must be a positive number of ms (got ${options.timeoutMs})`,
+      );
+    }
   }
 
   /**
@@ -286,7 +309,26 @@ export class RawHashReader {
       let pending: Buffer = EMPTY;
       let next = 0;
       const result: { value?: T } = {};
+      // Silence watchdog: the time of the node's last bytes, looked at a few times per timeout.
+      let heardAt = performance.now();
+      const watchdog = setInterval(
+        () => {
+          if (performance.now() - heardAt <= this.timeoutMs) return;
+          c.broken = true;
+          c.socket.destroy();
+          onError(
+            new RawReadTimeoutError(
+              `Redis at ${node} sent nothing for ${this.timeoutMs} ms during a read of ${indexes.length} hash(es) ` +
+                `(${next} answered); the connection is dropped and the next read opens a new one. ` +
+                'Check the node (paused, overloaded or unreachable), or raise timeoutMs.',
+            ),
+          );
+        },
+        Math.max(5, Math.floor(this.timeoutMs / 4)),
+      );
+      watchdog.unref();
       const onData = (chunk: Buffer) => {
+        heardAt = performance.now();
         const buf = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
         let pos = 0;
         while (next < indexes.length) {
@@ -312,6 +354,7 @@ export class RawHashReader {
       };
       const onClose = () => onError(new Error(`Redis connection to ${node} closed during a bulk read`));
       const cleanup = () => {
+        clearInterval(watchdog);
         c.receive = null;
         c.socket.off('error', onError);
         c.socket.off('close', onClose);

@@ -22,6 +22,7 @@ import {
   RawReplyError,
   RawValueReader,
 } from '../../../shared/redis/raw-get.js';
+import { type HashVisitor, RawHashReader } from '../../../shared/redis/raw-hgetall.js';
 import { ManualClock } from '../../../shared/time/clock.js';
 import { useRedis } from '../../support/redis.js';
 
@@ -236,7 +237,7 @@ describe('raw connections with AUTH (username + password, as ElastiCache IAM aut
   });
 });
 
-describe('raw GET reader when Redis stops answering', () => {
+describe('raw readers when Redis stops answering', () => {
   it('fails the waiting reads after timeoutMs, names the node, and reads again once Redis is back', async () => {
     // A server of its own: the test pauses it (SIGSTOP), as a hung or frozen node would be.
     const server = await startRedis({ mode: 'standalone' });
@@ -281,9 +282,57 @@ describe('raw GET reader when Redis stops answering', () => {
     }
   });
 
+  it('fails a bulk HGETALL read (spend, refresh-ahead) the node stops answering, and reads again once it is back', async () => {
+    const server = await startRedis({ mode: 'standalone' });
+    const client = connectRedis({
+      nodes: parseNodes(server.nodes.join(',')),
+      mode: 'standalone',
+      tls: false,
+    });
+    const pid = server.pids[0] as number;
+    const reader = new RawHashReader({ client, timeoutMs: 300 });
+    /** Folds a hash into its field count. */
+    const fields: HashVisitor<number> = {
+      n: 0,
+      begin() {
+        this.n = 0;
+      },
+      field() {
+        this.n++;
+      },
+      end() {
+        return this.n;
+      },
+      fromObject: (hash) => Object.keys(hash).length,
+    } as HashVisitor<number> & { n: number };
+    try {
+      await client.hset('raw:{h}', 'a', '1', 'b', '2');
+      expect(await reader.read(['raw:{h}', 'raw:{none}'], fields)).toEqual([2, 0]);
+      process.kill(pid, 'SIGSTOP');
+      const t0 = performance.now();
+      const error = await reader.read(['raw:{h}'], fields).then(
+        () => undefined,
+        (e: unknown) => e as Error,
+      );
+      const waited = performance.now() - t0;
+      expect(error).toBeInstanceOf(RawReadTimeoutError);
+      expect(error?.message).toMatch(/sent nothing for 300 ms during a read of 1 hash\(es\) \(0 answered\)/);
+      expect(waited).toBeGreaterThanOrEqual(300);
+      expect(waited).toBeLessThan(3000);
+      process.kill(pid, 'SIGCONT');
+      expect(await reader.read(['raw:{h}'], fields)).toEqual([2]);
+    } finally {
+      process.kill(pid, 'SIGCONT');
+      reader.close();
+      client.disconnect();
+      await server.stop();
+    }
+  });
+
   it('rejects a timeout that is not a positive number of ms', () => {
     const client = new Redis({ lazyConnect: true });
     expect(() => new RawValueReader({ client, timeoutMs: 0 })).toThrow(/timeoutMs must be a positive/);
+    expect(() => new RawHashReader({ client, timeoutMs: -1 })).toThrow(/timeoutMs must be a positive/);
     client.disconnect();
   });
 });
