@@ -9,10 +9,28 @@
  *   the next window makes that one late, and one that overruns past a whole window skips it.
  * - Overlapping invocations of one instance (a late one still running) are harmless: the lease
  *   (adoption by the newer invocation) and the fenced claim (one publisher per tick) decide.
+ * - A tick that throws (Redis timing out for a second, a DynamoDB throttle) does not end the minute:
+ *   the next ticks still run on their boundaries (ticks are idempotent and each claims and
+ *   publishes whole), and the invocation then fails with {@link TickFailedError} naming the failed
+ *   ticks, its cause the first error — thrown, never swallowed. Before, the first failed tick ended
+ *   the invocation, and a one-second stall cost the rest of the minute's publishes.
  * - Time and sleeping are injected, so tests drive a minute on a manual clock.
  */
 import type { Clock } from '../time/clock.js';
 import { tickOf } from './types.js';
+
+/** Some ticks of an invocation threw (the others ran); `cause` is the first tick's error. */
+export class TickFailedError extends Error {
+  override readonly name = 'TickFailedError';
+  constructor(
+    message: string,
+    /** Each failed tick and its error, in order. */
+    readonly failures: readonly { readonly tick: number; readonly error: unknown }[],
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
 
 /** The ticks an invocation starting at `startMs` is responsible for. */
 export interface MinutePlan {
@@ -71,6 +89,7 @@ export async function runInvocation<T>(options: InvocationOptions<T>): Promise<I
   const startedAtMs = clock.now();
   const plan = planMinute(startedAtMs, tickMs, options.minuteMs);
   const outcomes: T[] = [];
+  const failures: { tick: number; error: unknown }[] = [];
   let skipped = plan.currentTick - plan.firstTick;
   let pendingSkipped = skipped;
   let late = 0;
@@ -88,10 +107,26 @@ export async function runInvocation<T>(options: InvocationOptions<T>): Promise<I
       continue;
     }
     if (now > boundary + tickMs / 10) late++;
-    const outcome = await options.runTick(tick);
+    let outcome: T;
+    try {
+      outcome = await options.runTick(tick);
+    } catch (error) {
+      failures.push({ tick, error });
+      continue;
+    }
     outcomes.push(outcome);
     options.onTick?.(outcome, pendingSkipped);
     pendingSkipped = 0;
+  }
+  if (failures.length > 0) {
+    const first = failures[0] as { tick: number; error: unknown };
+    const reason = first.error instanceof Error ? first.error.message : String(first.error);
+    throw new TickFailedError(
+      `${failures.length} of the minute's ticks failed (${failures.map((f) => f.tick).join(', ')}; ` +
+        `${outcomes.length} ran); first: ${reason}`,
+      failures,
+      { cause: first.error },
+    );
   }
   return {
     startedAtMs,

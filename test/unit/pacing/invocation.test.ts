@@ -1,6 +1,10 @@
 /** The cadence of one invocation on a manual clock: six ticks on boundaries, late starts, overruns. */
 import { describe, expect, it } from 'vitest';
-import { planMinute, runInvocation } from '../../../shared/pacing/invocation.js';
+import { planMinute, runInvocation, TickFailedError } from '../../../shared/pacing/invocation.js';
+import { tickOf } from '../../../shared/pacing/types.js';
+
+const tickOfMinute = (ms: number) => tickOf(ms, 10_000);
+
 import { ManualClock } from '../../../shared/time/clock.js';
 
 const MINUTE = 60_000;
@@ -67,6 +71,42 @@ describe('pacer invocation cadence', () => {
     expect(summary.outcomes).toHaveLength(3);
     expect(summary.ticksSkipped).toBe(3);
     expect(summary.trailingSkipped).toBe(3); // reported apart: no later tick carries them
+  });
+
+  it('a tick that throws does not end the minute: the later ticks run on their boundaries, then the invocation fails naming it', async () => {
+    const clock = new ManualClock(M0);
+    const ranAt: [number, number][] = [];
+    const published: number[] = [];
+    const stall = new Error('Redis at 10.0.0.5:6379 sent nothing for 1000 ms');
+    const first = tickOfMinute(M0);
+    const run = runInvocation({
+      clock,
+      sleep: async (ms) => clock.advance(ms),
+      tickMs: TICK,
+      minuteMs: MINUTE,
+      runTick: async (tick) => {
+        ranAt.push([tick, clock.now()]);
+        clock.advance(tick === first + 1 ? 1_000 : 50);
+        if (tick === first + 1) throw stall;
+        return tick;
+      },
+      onTick: (t) => published.push(t),
+    });
+    const error = await run.then(
+      () => undefined,
+      (e: unknown) => e as TickFailedError,
+    );
+    expect(error).toBeInstanceOf(TickFailedError);
+    expect(error?.cause).toBe(stall);
+    expect(error?.failures.map((f) => f.tick)).toEqual([first + 1]);
+    expect(error?.message).toMatch(
+      /1 of the minute's ticks failed \(\d+; 5 ran\); first: Redis at 10.0.0.5:6379/,
+    );
+    // All six ran, each on its own boundary; five published.
+    expect(ranAt.map(([t, at]) => [t - first, at - M0])).toEqual(
+      [0, 1, 2, 3, 4, 5].map((k) => [k, k * TICK]),
+    );
+    expect(published).toEqual([0, 2, 3, 4, 5].map((k) => first + k));
   });
 
   it('plans scaled-down minutes for fast runs (1 s ticks in a 6 s minute)', () => {
