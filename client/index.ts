@@ -46,6 +46,7 @@ export {
   type RedisConfig,
   redisConfigFromEnv,
 } from '../shared/redis/connect.js';
+export { RawReadTimeoutError } from '../shared/redis/raw-connection.js';
 export { regionResources, resourceName } from '../shared/region/resources.js';
 export {
   auctionPriceToMicros,

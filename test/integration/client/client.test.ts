@@ -16,6 +16,7 @@ import { type LocalRegion, startLocalRegion } from '../../../local/region.js';
 import { BudgetRepository } from '../../../shared/budget/repository.js';
 import { dayWindow } from '../../../shared/budget/time-zone.js';
 import { connectRedis, type RedisClient, redisConfigFromEnv } from '../../../shared/redis/connect.js';
+import { RawReadTimeoutError } from '../../../shared/redis/raw-connection.js';
 import { planDayKeys } from '../../../shared/spend/keys.js';
 import { readPlanDay } from '../../../shared/spend/live-counters.js';
 
@@ -124,6 +125,21 @@ describe('createPacelineClient', () => {
       expect([...reasons].every((r) => r === 'bid' || r === 'no-budget')).toBe(true);
       expect(reasons.has('no-budget')).toBe(true);
       expect(client.metrics().noBudgetShare).toBeGreaterThan(0);
+      // A cap check does not hang on the paused node: it rejects after the read timeout (1 s).
+      const t0 = performance.now();
+      await expect(
+        client.checkFrequencyCaps({
+          userId: '42',
+          candidates: [
+            {
+              id: 'c',
+              entities: { ad: 1, adGroup: 1, campaign: 1, advertiser: 1 },
+              caps: [{ level: 'ad', windowMs: 3_600_000, max: 3 }],
+            },
+          ],
+        }),
+      ).rejects.toThrow(RawReadTimeoutError);
+      expect(performance.now() - t0).toBeLessThan(5_000);
     } finally {
       process.kill(pid, 'SIGCONT');
     }
