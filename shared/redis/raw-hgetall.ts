@@ -174,7 +174,8 @@ export class RawHashReader {
    * The same read (every command sent at once), delivered in parts of `partSize` keys in key
    * order: part k's promise resolves as soon as its hashes are in, while later parts are still
    * being read, so a caller computes on early parts while Redis serves the rest (the pacer steps
-   * its controller this way). A failed read rejects every part not yet resolved.
+   * its controller this way). A failed read (connection lost, timed out) rejects every part not
+   * yet resolved; a key whose re-read through ioredis fails (a wrong type) rejects its part only.
    */
   readParts<T>(keys: readonly string[], visitor: HashVisitor<T>, partSize: number): Promise<T[]>[] {
     const size = Math.max(1, Math.floor(partSize));
@@ -211,10 +212,20 @@ export class RawHashReader {
         s.resolve(out.slice(from, to));
       }
     };
+    /** Rejects part k alone: its own re-read through ioredis failed (e.g. `WRONGTYPE`). */
+    const failPart = (k: number, error: Error) => {
+      const s = settle[k] as (typeof settle)[number];
+      if (!s.done) {
+        s.done = true;
+        s.reject(error);
+      }
+    };
     this.readInto(keys, visitor, out, (i, retry) => {
       if (retry) again[i] = 1;
       const k = Math.floor(i / size);
-      if (--(remaining[k] as number) === 0) finish(k).catch(fail);
+      // A part's own retry error is that part's (the later parts' replies may still be on their
+      // way: rejecting them too made the outcome depend on which came first).
+      if (--(remaining[k] as number) === 0) finish(k).catch((error: Error) => failPart(k, error));
     }).catch(fail);
     // Handled here too: a caller that stops at a failed part never awaits the later ones.
     for (const part of parts) part.catch(() => {});

@@ -86,6 +86,11 @@ describe.each(['standalone', 'cluster'] as const)('bulk live-spend read in parts
           c: '1234',
           r: 'e',
           [`l:${Math.floor(NOW / 60_000)}`]: '7',
+          // The parts after the corrupt key are bulky, so their replies are still arriving when
+          // its re-read through ioredis fails: that failure must not reject them.
+          ...(Number(k.slice(k.indexOf('parts') + 5, k.indexOf('}'))) >= 600
+            ? Object.fromEntries(Array.from({ length: 300 }, (_, j) => [`z${j}`, 'padding'.repeat(4)]))
+            : {}),
         });
       },
     );
