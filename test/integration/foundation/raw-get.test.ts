@@ -238,15 +238,19 @@ describe('raw connections with AUTH (username + password, as ElastiCache IAM aut
 });
 
 describe('raw readers when Redis stops answering', () => {
-  it('fails the waiting reads after timeoutMs, names the node, and reads again once Redis is back', async () => {
-    // A server of its own: the test pauses it (SIGSTOP), as a hung or frozen node would be.
+  /** A server of its own (the test pauses it with SIGSTOP, as a hung or frozen node would be). */
+  const pausable = async () => {
     const server = await startRedis({ mode: 'standalone' });
     const client = connectRedis({
       nodes: parseNodes(server.nodes.join(',')),
       mode: 'standalone',
       tls: false,
     });
-    const pid = server.pids[0] as number;
+    return { server, client, pid: server.pids[0] as number };
+  };
+
+  it('fails the waiting reads after timeoutMs, names the node, and reads again once Redis is back', async () => {
+    const { server, client, pid } = await pausable();
     const raw = new RawValueReader({ client, timeoutMs: 300 });
     try {
       await client.set('raw:{hang}', 'before');
@@ -283,13 +287,7 @@ describe('raw readers when Redis stops answering', () => {
   });
 
   it('fails a bulk HGETALL read (spend, refresh-ahead) the node stops answering, and reads again once it is back', async () => {
-    const server = await startRedis({ mode: 'standalone' });
-    const client = connectRedis({
-      nodes: parseNodes(server.nodes.join(',')),
-      mode: 'standalone',
-      tls: false,
-    });
-    const pid = server.pids[0] as number;
+    const { server, client, pid } = await pausable();
     const reader = new RawHashReader({ client, timeoutMs: 300 });
     /** Folds a hash into its field count. */
     const fields: HashVisitor<number> = {

@@ -11,9 +11,15 @@ const MINUTE = 60_000;
 const TICK = 10_000;
 const M0 = Date.UTC(2026, 10, 21, 15, 7, 0);
 
-function harness(startMs: number, tickCostMs: (tick: number) => number = () => 50) {
+/** A minute on a manual clock; `failure(tick)` makes that tick throw (after its cost). */
+function harness(
+  startMs: number,
+  tickCostMs: (tick: number) => number = () => 50,
+  failure: (tick: number) => Error | undefined = () => undefined,
+) {
   const clock = new ManualClock(startMs);
   const ranAt: [number, number][] = [];
+  const published: number[] = [];
   const run = runInvocation({
     clock,
     sleep: async (ms) => clock.advance(ms),
@@ -22,10 +28,13 @@ function harness(startMs: number, tickCostMs: (tick: number) => number = () => 5
     runTick: async (tick) => {
       ranAt.push([tick, clock.now()]);
       clock.advance(tickCostMs(tick));
+      const error = failure(tick);
+      if (error) throw error;
       return tick;
     },
+    onTick: (tick) => published.push(tick),
   });
-  return { clock, ranAt, run };
+  return { clock, ranAt, published, run };
 }
 
 describe('pacer invocation cadence', () => {
@@ -74,24 +83,13 @@ describe('pacer invocation cadence', () => {
   });
 
   it('a tick that throws does not end the minute: the later ticks run on their boundaries, then the invocation fails naming it', async () => {
-    const clock = new ManualClock(M0);
-    const ranAt: [number, number][] = [];
-    const published: number[] = [];
     const stall = new Error('Redis at 10.0.0.5:6379 sent nothing for 1000 ms');
     const first = tickOfMinute(M0);
-    const run = runInvocation({
-      clock,
-      sleep: async (ms) => clock.advance(ms),
-      tickMs: TICK,
-      minuteMs: MINUTE,
-      runTick: async (tick) => {
-        ranAt.push([tick, clock.now()]);
-        clock.advance(tick === first + 1 ? 1_000 : 50);
-        if (tick === first + 1) throw stall;
-        return tick;
-      },
-      onTick: (t) => published.push(t),
-    });
+    const { ranAt, published, run } = harness(
+      M0,
+      (tick) => (tick === first + 1 ? 1_000 : 50),
+      (tick) => (tick === first + 1 ? stall : undefined),
+    );
     const error = await run.then(
       () => undefined,
       (e: unknown) => e as TickFailedError,
