@@ -432,6 +432,7 @@ class CapScratch {
    */
   layouts: (CapLayout | undefined)[] = [];
   layoutSchema: EventSchema | undefined;
+  layoutLevels: FieldSpec[] = [];
   /** Per-check tables of the setup (see evaluateCapsWith), emptied at its start. */
   readonly levels: FieldSpec[] = [];
   readonly levelNames: string[] = [];
@@ -440,7 +441,6 @@ class CapScratch {
   readonly candidateStamp: number[] = [];
   readonly actionCodes = new Map<unknown, number>();
   readonly viewCodes = new Map<unknown, number>();
-  layoutLevels: FieldSpec[] = [];
 
   /** The accessor cache for `levels` of `schema` (emptied when either changed). */
   layoutCache(schema: EventSchema, levels: readonly FieldSpec[]): (CapLayout | undefined)[] {

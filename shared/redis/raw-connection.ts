@@ -23,6 +23,26 @@ export class RawReadTimeoutError extends Error {
   override readonly name = 'RawReadTimeoutError';
 }
 
+/** The raw readers' `timeoutMs` option (default 1 s), validated. */
+export function readTimeoutMs(reader: string, value: number | undefined): number {
+  const ms = value ?? 1000;
+  if (!(ms > 0)) throw new RangeError(`${reader}: timeoutMs must be a positive number of ms (got ${value})`);
+  return ms;
+}
+
+/** How often a reader's watchdog looks: a few times per timeout, so it fires within 1.25 × timeoutMs. */
+export function watchdogPeriodMs(timeoutMs: number): number {
+  return Math.max(5, Math.floor(timeoutMs / 4));
+}
+
+/** The timeout error of a read: `what` happened, then what it means and what to do. */
+export function readTimedOut(what: string): RawReadTimeoutError {
+  return new RawReadTimeoutError(
+    `${what}; the connection is dropped and the next read opens a new one. ` +
+      'Check the node (paused, overloaded or unreachable), or raise timeoutMs.',
+  );
+}
+
 /** One raw connection to one node. `ready` resolves once it is connected and authenticated. */
 export interface RawConnection {
   readonly node: string;

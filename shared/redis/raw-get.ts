@@ -29,7 +29,10 @@ import {
   openRawConnection,
   type RawConnection,
   RawReadTimeoutError,
+  readTimedOut,
+  readTimeoutMs,
   standaloneNode,
+  watchdogPeriodMs,
 } from './raw-connection.js';
 import { parseIntBytes } from './raw-hgetall.js';
 
@@ -113,7 +116,7 @@ class NodeReader {
     );
     socket.on('error', (error) => this.failAll(error));
     // A timer per connection rather than per read: the read path only stamps its queueing time.
-    this.watchdog = setInterval(() => this.checkTimeout(), Math.max(5, Math.floor(timeoutMs / 4)));
+    this.watchdog = setInterval(() => this.checkTimeout(), watchdogPeriodMs(timeoutMs));
     this.watchdog.unref();
   }
 
@@ -122,10 +125,9 @@ class NodeReader {
     const oldest = this.waiting[this.head] as Pending;
     const waited = performance.now() - oldest.queuedAt;
     if (waited <= this.timeoutMs) return;
-    const error = new RawReadTimeoutError(
+    const error = readTimedOut(
       `Redis at ${this.connection.node} did not answer GET ${oldest.key} within ${this.timeoutMs} ms ` +
-        `(${this.pendingCount()} read(s) waiting); the connection is dropped and the next read opens a new one. ` +
-        'Check the node (paused, overloaded or unreachable), or raise timeoutMs.',
+        `(${this.pendingCount()} read(s) waiting)`,
     );
     this.connection.broken = true;
     this.connection.socket.destroy();
@@ -325,12 +327,7 @@ export class RawValueReader implements ValueReader {
   constructor(options: RawValueReaderOptions) {
     this.client = options.client;
     this.maxReusedBytes = options.maxReusedBytes ?? 4 * 1024 * 1024;
-    this.timeoutMs = options.timeoutMs ?? 1000;
-    if (!(this.timeoutMs > 0)) {
-      throw new RangeError(
-        `RawValueReader: timeoutMs must be a positive number of ms (got ${options.timeoutMs})`,
-      );
-    }
+    this.timeoutMs = readTimeoutMs('RawValueReader', options.timeoutMs);
     this.viaClient = clientValueReader(this.client);
     this.client.once('end', () => this.close());
   }

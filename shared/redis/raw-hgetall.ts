@@ -19,8 +19,10 @@ import { type RedisClient, slotOf, slotsReady } from './connect.js';
 import {
   openRawConnection,
   type RawConnection,
-  RawReadTimeoutError,
+  readTimedOut,
+  readTimeoutMs,
   standaloneNode,
+  watchdogPeriodMs,
 } from './raw-connection.js';
 
 /** Receives one hash's fields as byte ranges of `buf` (valid only during the call). */
@@ -153,12 +155,7 @@ export class RawHashReader {
 
   constructor(private readonly options: RawHashReaderOptions) {
     this.chunk = options.chunk ?? 2_000;
-    this.timeoutMs = options.timeoutMs ?? 1000;
-    if (!(this.timeoutMs > 0)) {
-      throw new RangeError(
-        `RawHashReader: timeoutMs must be a positive number of ms (got ${options.timeoutMs})`,
-      );
-    }
+    this.timeoutMs = readTimeoutMs('RawHashReader', options.timeoutMs);
   }
 
   /**
@@ -191,13 +188,17 @@ export class RawHashReader {
           settle[k] = { resolve, reject, done: false };
         }),
     );
-    const fail = (error: Error) => {
-      for (const s of settle) {
-        if (!s.done) {
-          s.done = true;
-          s.reject(error);
-        }
+    /** Rejects part k unless it is settled already. */
+    const failPart = (k: number, error: Error) => {
+      const s = settle[k] as (typeof settle)[number];
+      if (!s.done) {
+        s.done = true;
+        s.reject(error);
       }
+    };
+    /** The read itself failed: every part not yet resolved. */
+    const fail = (error: Error) => {
+      for (let k = 0; k < count; k++) failPart(k, error);
     };
     const finish = async (k: number) => {
       const from = k * size;
@@ -210,14 +211,6 @@ export class RawHashReader {
       if (!s.done) {
         s.done = true;
         s.resolve(out.slice(from, to));
-      }
-    };
-    /** Rejects part k alone: its own re-read through ioredis failed (e.g. `WRONGTYPE`). */
-    const failPart = (k: number, error: Error) => {
-      const s = settle[k] as (typeof settle)[number];
-      if (!s.done) {
-        s.done = true;
-        s.reject(error);
       }
     };
     this.readInto(keys, visitor, out, (i, retry) => {
@@ -322,21 +315,16 @@ export class RawHashReader {
       const result: { value?: T } = {};
       // Silence watchdog: the time of the node's last bytes, looked at a few times per timeout.
       let heardAt = performance.now();
-      const watchdog = setInterval(
-        () => {
-          if (performance.now() - heardAt <= this.timeoutMs) return;
-          c.broken = true;
-          c.socket.destroy();
-          onError(
-            new RawReadTimeoutError(
-              `Redis at ${node} sent nothing for ${this.timeoutMs} ms during a read of ${indexes.length} hash(es) ` +
-                `(${next} answered); the connection is dropped and the next read opens a new one. ` +
-                'Check the node (paused, overloaded or unreachable), or raise timeoutMs.',
-            ),
-          );
-        },
-        Math.max(5, Math.floor(this.timeoutMs / 4)),
-      );
+      const watchdog = setInterval(() => {
+        if (performance.now() - heardAt <= this.timeoutMs) return;
+        c.broken = true;
+        c.socket.destroy();
+        onError(
+          readTimedOut(
+            `Redis at ${node} sent nothing for ${this.timeoutMs} ms during a read of ${indexes.length} hash(es) (${next} answered)`,
+          ),
+        );
+      }, watchdogPeriodMs(this.timeoutMs));
       watchdog.unref();
       const onData = (chunk: Buffer) => {
         heardAt = performance.now();
