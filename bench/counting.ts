@@ -22,7 +22,7 @@ import { ActionStore } from '../shared/counting/store.js';
 import { prng } from '../shared/random/prng.js';
 import { DAY_MS, HOUR_MS, ManualClock, MINUTE_MS } from '../shared/time/clock.js';
 import { measureCeiling } from './ceiling.js';
-import { openLoop } from './open-loop.js';
+import { type OpenLoopResult, openLoop } from './open-loop.js';
 
 function arg(args: string[], name: string, fallback: number): number {
   const i = args.indexOf(`--${name}`);
@@ -264,11 +264,6 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     const { latencies: loaded, wall: capWall, cpu: capCpu } = await closedLoop(store);
     const done = loaded.length;
     const capChecksPerSec = Math.round(done / capWall);
-    // The same closed loop with the log read through ioredis (rawReads: false), for comparison.
-    const io = await closedLoop(new ActionStore({ redis: client, clock, rawReads: false }));
-    const ioDone = io.latencies.length;
-    const ioWall = io.wall;
-    const ioCpu = io.cpu;
     loaded.sort((a, b) => a - b);
     // Open loop at the target rate (bench/open-loop.ts): checks arrive at fixed instants (5,000/s)
     // whether or not earlier ones finished, each latency measured from its arrival, so queueing
@@ -282,12 +277,29 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
         run: (i) =>
           store.checkFrequencyCaps({ userId: capUserIds[i % capUserIds.length] as string, candidates }),
       });
-    // Warm-up, not measured: the hand-over path (worker → message → check) compiles first.
-    await paceChecks(1000);
-    const atRate = await paceChecks(Math.max(checks * 2, targetRate * 2));
-    if (atRate.failures > 0) throw new Error(`${atRate.failures} cap checks failed in the open loop`);
-    const paced = atRate.latenciesMs;
-    const pacedRate = atRate.achievedPerSec;
+    // Warm-up, not measured: 3 s at the target rate. The hand-over path (worker → message →
+    // check) and the request path under this arrival pattern compile first; with a 1,000-check
+    // warm-up the JIT was still compiling (and re-optimising what it had deoptimised) during the
+    // measured window, at the same check indexes run after run — start-up cost, not the steady
+    // state of a serving process.
+    await paceChecks(targetRate * 3);
+    // Measured: three windows back to back (a new generator each), pooled for the percentiles;
+    // each window's own P99 is reported too, to show the spread.
+    const windowChecks = Math.max(checks * 2, targetRate * 2);
+    const paceWindows: OpenLoopResult[] = [];
+    for (let w = 0; w < 3; w++) paceWindows.push(await paceChecks(windowChecks));
+    const pooled = (pick: (r: OpenLoopResult) => number[]) =>
+      paceWindows.flatMap(pick).sort((a, b) => a - b);
+    const failures = paceWindows.reduce((sum, r) => sum + r.failures, 0);
+    if (failures > 0) throw new Error(`${failures} cap checks failed in the open loop`);
+    const paced = pooled((r) => r.latenciesMs);
+    const pacedRate = Math.min(...paceWindows.map((r) => r.achievedPerSec));
+    // The closed loop with the log read through ioredis (rawReads: false), for comparison; after
+    // the open loop, so its code paths do not deoptimise the raw path's just before it.
+    const io = await closedLoop(new ActionStore({ redis: client, clock, rawReads: false }));
+    const ioDone = io.latencies.length;
+    const ioWall = io.wall;
+    const ioCpu = io.cpu;
     // Where the time goes: the in-process scan alone (no Redis).
     const sampleMembers = await store.eventLog(capUserIds[0] as string);
     const scanStart = performance.now();
@@ -388,13 +400,16 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
         achievedPerSec: pacedRate,
         p50Ms: round(percentile(paced, 50)),
         p99Ms: round(percentile(paced, 99)),
+        p999Ms: round(percentile(paced, 99.9)),
+        checks: paced.length,
+        windowP99Ms: paceWindows.map((r) => round(percentile(r.latenciesMs, 99))),
         // Arrival → started: the part of the latency spent waiting for the process to be free.
-        startLagP99Ms: round(percentile(atRate.startLagMs, 99)),
+        startLagP99Ms: round(percentile(pooled((r) => r.startLagMs), 99)),
         // From the scheduled instant instead of the arrival: adds the generator's own lateness.
-        fromScheduleP99Ms: round(percentile(atRate.fromScheduleMs, 99)),
-        generatorLateP99Ms: round(percentile(atRate.generatorLateMs, 99)),
+        fromScheduleP99Ms: round(percentile(pooled((r) => r.fromScheduleMs), 99)),
+        generatorLateP99Ms: round(percentile(pooled((r) => r.generatorLateMs), 99)),
         arrivals:
-          'one every 200 µs, handed over by a worker thread that sleeps to each instant; latency from arrival (bench/open-loop.ts)',
+          'one every 200 µs, handed over by a worker thread that sleeps to each instant; latency from arrival (bench/open-loop.ts); 3 s warm-up at the rate, then 3 windows pooled',
       },
       capCheckClientCpuShare: round((capCpu.user + capCpu.system) / 1e6 / capWall, 2),
       capCheckClientCpuUs: round((capCpu.user + capCpu.system) / done, 1),

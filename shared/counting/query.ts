@@ -384,6 +384,9 @@ function slotOf(hi: number, lo: number, shift: number): number {
  */
 const SLOT = 4;
 
+/** Most action and view-type values a scratch remembers the codes of (requests use a handful). */
+const MAX_REMEMBERED_CODES = 64;
+
 /** Most distinct window starts of a request the bucketed scan handles; more take the general scan. */
 const MAX_FAST_WINDOWS = 8;
 
@@ -418,6 +421,12 @@ class CapScratch {
   entityTail = new Int32Array(0);
   /** Per entity: its first counter in scan order. */
   entityFirst = new Int32Array(0);
+  // Per candidate, for building the verdicts: the strictest cap (−1: none) with its count, the
+  // first block (−1: none), and how many rules hit.
+  candidateBest = new Int32Array(0);
+  candidateBestCount = new Int32Array(0);
+  candidateBlock = new Int32Array(0);
+  candidateHits = new Int32Array(0);
   /** Fast path: the distinct window starts, ascending, and per entity a count per window class. */
   readonly starts = new Float64Array(MAX_FAST_WINDOWS);
   buckets = new Int32Array(0);
@@ -434,13 +443,31 @@ class CapScratch {
   layoutSchema: EventSchema | undefined;
   layoutLevels: FieldSpec[] = [];
   /** Per-check tables of the setup (see evaluateCapsWith), emptied at its start. */
+  // They are overwritten by index, not emptied with `length = 0`: that frees an array's backing
+  // store, so every check allocated them again (a fifth of the scan's garbage with the two maps).
   readonly levels: FieldSpec[] = [];
   readonly levelNames: string[] = [];
   readonly valueKeys: (Map<unknown, ValueKey> | undefined)[] = [];
   readonly candidateEntity: number[] = [];
   readonly candidateStamp: number[] = [];
+  /**
+   * Codes of the action and view-type values requests name, kept from check to check while the
+   * schema stays the same (a cleared Map allocates a new table). Bounded: past
+   * {@link MAX_REMEMBERED_CODES} values they start over.
+   */
   readonly actionCodes = new Map<unknown, number>();
   readonly viewCodes = new Map<unknown, number>();
+  codesSchema: EventSchema | undefined;
+
+  /** Empties the code caches unless they hold `schema`'s codes and have room. */
+  codesFor(schema: EventSchema): void {
+    if (this.codesSchema === schema && this.actionCodes.size + this.viewCodes.size < MAX_REMEMBERED_CODES) {
+      return;
+    }
+    this.actionCodes.clear();
+    this.viewCodes.clear();
+    this.codesSchema = schema;
+  }
 
   /** The accessor cache for `levels` of `schema` (emptied when either changed). */
   layoutCache(schema: EventSchema, levels: readonly FieldSpec[]): (CapLayout | undefined)[] {
@@ -475,6 +502,16 @@ class CapScratch {
     this.entityHead = new Int32Array(n);
     this.entityTail = new Int32Array(n);
     this.entityFirst = new Int32Array(n);
+  }
+
+  /** Makes room for `n` candidates' verdict inputs. */
+  ensureCandidates(n: number): void {
+    if (n <= this.candidateBest.length) return;
+    const size = Math.max(n, this.candidateBest.length * 2, 16);
+    this.candidateBest = new Int32Array(size);
+    this.candidateBestCount = new Int32Array(size);
+    this.candidateBlock = new Int32Array(size);
+    this.candidateHits = new Int32Array(size);
   }
 
   /** The buckets, zeroed, for `n` of them (entities × window classes ≤ caps × {@link MAX_FAST_WINDOWS}). */
@@ -662,16 +699,12 @@ function evaluateCapsWith(
   // arrays and maps of garbage.
   const levels = s.levels;
   const levelNames = s.levelNames;
-  levels.length = 0;
-  levelNames.length = 0;
+  let levelCount = 0;
   // Per level, for entity values that are not plain numbers: value → key (parsing once).
   const valueKeys = s.valueKeys;
-  valueKeys.length = 0;
   // Per level: the current candidate's entity, valid while the stamp is the candidate's index.
   const candidateEntity = s.candidateEntity;
   const candidateStamp = s.candidateStamp;
-  candidateEntity.length = 0;
-  candidateStamp.length = 0;
   let entityCount = 0;
   let counterCount = 0;
   let lastActionValue: unknown;
@@ -680,8 +713,7 @@ function evaluateCapsWith(
   let lastView = 0;
   const actionCodes = s.actionCodes;
   const viewCodes = s.viewCodes;
-  actionCodes.clear();
-  viewCodes.clear();
+  s.codesFor(schema);
   let minSince = Number.POSITIVE_INFINITY;
   let capIndex = 0;
   for (let ci = 0; ci < candidates.length; ci++) {
@@ -705,19 +737,20 @@ function evaluateCapsWith(
       // The level: a handful per request, found by comparison.
       const level = cap.level;
       let li = 0;
-      while (li < levelNames.length && levelNames[li] !== level) li++;
-      if (li === levelNames.length) {
+      while (li < levelCount && levelNames[li] !== level) li++;
+      if (li === levelCount) {
         // The message is built only for the error (it was a string per level per check).
         const spec = schema.dimension(level) ?? specOf(schema, level, whereCap(c, ci, k));
         if (spec.kind !== 'id')
           throw new InvalidCountQueryError(
             `${whereCap(c, ci, k)}: level "${level}" is not an entity id dimension.`,
           );
-        levels.push(spec);
-        levelNames.push(level);
-        valueKeys.push(undefined);
-        candidateEntity.push(0);
-        candidateStamp.push(-1);
+        levels[li] = spec;
+        levelNames[li] = level;
+        valueKeys[li] = undefined;
+        candidateEntity[li] = 0;
+        candidateStamp[li] = -1;
+        levelCount++;
         s.ensureTable((li + 1) * levelInts);
         table = s.table;
         table.fill(0, li * levelInts, (li + 1) * levelInts);
@@ -889,7 +922,14 @@ function evaluateCapsWith(
   // The hot loop: per event and level two 32-bit reads and a probe or two; no allocation.
   const buf = packLog(log);
   const floor = Math.max(notBefore, minSince);
-  const levelCount = levels.length;
+  // The previous check may have had more levels: drop them (a shape change, so rare).
+  if (levels.length > levelCount) {
+    levels.length = levelCount;
+    levelNames.length = levelCount;
+    valueKeys.length = levelCount;
+    candidateEntity.length = levelCount;
+    candidateStamp.length = levelCount;
+  }
   const cache = s.layoutCache(schema, levels);
   const build = (layout: Layout) => new CapLayout(layout, levels);
   // DataView getters are inlined by the optimizing compiler; Buffer's readers are slower here.
@@ -951,12 +991,14 @@ function evaluateCapsWith(
     }
   }
 
-  const allowed: CandidateVerdict[] = [];
-  const rejected: CandidateVerdict[] = [];
+  // Verdicts in two passes: first each candidate's outcome into the scratch, then the result
+  // lists at their exact length (grown by push they were a third again of their size in garbage).
+  s.ensureCandidates(candidates.length);
+  const { candidateBest, candidateBestCount, candidateBlock, candidateHits } = s;
+  let allowedCount = 0;
   capIndex = 0;
   for (let ci = 0; ci < candidates.length; ci++) {
-    const c = candidates[ci] as CapCandidate;
-    const caps = c.caps;
+    const caps = (candidates[ci] as CapCandidate).caps;
     const base = capIndex;
     capIndex += caps.length;
     let best = -1;
@@ -985,10 +1027,29 @@ function evaluateCapsWith(
         bestWindow = cap.windowMs;
       }
     }
+    candidateBest[ci] = best;
+    candidateBestCount[ci] = best >= 0 ? (caps[best] as FrequencyCap).max - bestRemaining : 0;
+    candidateBlock[ci] = block;
+    candidateHits[ci] = hitCount;
+    if (hitCount === 0) allowedCount++;
+  }
+  const allowed = new Array<CandidateVerdict>(allowedCount);
+  const rejected = new Array<CandidateVerdict>(candidates.length - allowedCount);
+  let allowedAt = 0;
+  let rejectedAt = 0;
+  capIndex = 0;
+  for (let ci = 0; ci < candidates.length; ci++) {
+    const c = candidates[ci] as CapCandidate;
+    const caps = c.caps;
+    const base = capIndex;
+    capIndex += caps.length;
+    const best = candidateBest[ci] as number;
+    const block = candidateBlock[ci] as number;
+    const isAllowed = candidateHits[ci] === 0;
     // Most candidates hit nothing: they share one frozen empty list (an array per candidate was
     // a third of the check's garbage, and garbage is what sets the scavenges under load).
     let hits: readonly CapStatus[] = NO_HITS;
-    if (hitCount > 0) {
+    if (!isAllowed) {
       const list: CapStatus[] = [];
       hits = list;
       for (let k = 0; k < caps.length; k++) {
@@ -1001,19 +1062,14 @@ function evaluateCapsWith(
       }
     }
     const id = c.id ?? String(c.entities.ad ?? ci);
-    const isAllowed = hitCount === 0;
     const verdict: CandidateVerdict =
       block >= 0
         ? { id, allowed: false, strictest: capStatus(c, block, 0), hits }
         : best >= 0
-          ? {
-              id,
-              allowed: isAllowed,
-              strictest: capStatus(c, best, (caps[best] as FrequencyCap).max - bestRemaining),
-              hits,
-            }
+          ? { id, allowed: isAllowed, strictest: capStatus(c, best, candidateBestCount[ci] as number), hits }
           : { id, allowed: isAllowed, hits };
-    (isAllowed ? allowed : rejected).push(verdict);
+    if (isAllowed) allowed[allowedAt++] = verdict;
+    else rejected[rejectedAt++] = verdict;
   }
   return { allowed, rejected };
 }

@@ -686,13 +686,24 @@ export class ActionStore {
    * Folds the user's log (see {@link eventLog}) with `fold`, which runs synchronously on a buffer
    * valid only during the call (the raw reader lends its socket chunk or reused buffer).
    */
-  private async readLog<T>(userId: string, fold: (log: Buffer) => T): Promise<T> {
-    const v2 = await this.reader.get(this.logKey(userId), (log) =>
-      log === null && this.legacyV1Keys ? NO_LOG : fold(log ?? EMPTY),
-    );
-    if (v2 !== NO_LOG) return v2 as T;
-    // Not written since the upgrade: its v1 log (if any) is still the user's history.
-    return this.reader.get(userLogKey(userId, this.prefix, 1), (log) => fold(log ?? EMPTY));
+  private readLog<T>(userId: string, fold: (log: Buffer) => T): Promise<T> {
+    // A plain promise chain, not async functions: this is the cap check's whole read path, and
+    // each async layer was garbage per check (garbage sets how often the request path pauses for
+    // GC). Errors, the key's included, still arrive as rejections.
+    try {
+      const key = this.logKey(userId);
+      if (!this.legacyV1Keys) return this.reader.get(key, (log) => fold(log ?? EMPTY));
+      return this.reader
+        .get(key, (log) => (log === null ? NO_LOG : fold(log)))
+        .then((v2) =>
+          v2 !== NO_LOG
+            ? v2
+            : // Not written since the upgrade: its v1 log (if any) is still the user's history.
+              this.reader.get(userLogKey(userId, this.prefix, 1), (log) => fold(log ?? EMPTY)),
+        );
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   /**
@@ -725,12 +736,20 @@ export class ActionStore {
    * Frequency-cap check of all candidates of an ad request: one GET of the user's log, the rest
    * in process. The strictest cap wins; rejected candidates say which cap hit.
    */
-  async checkFrequencyCaps(request: CapCheckRequest): Promise<CapCheckResult> {
-    const now = this.clock.now();
-    const { candidates } = request;
-    if (candidates.length === 0) return evaluateCaps(EMPTY, candidates, now, this.horizon(now), this.schema);
-    return this.readLog(request.userId, (log) =>
-      evaluateCaps(log, candidates, now, this.horizon(now), this.schema),
-    );
+  checkFrequencyCaps(request: CapCheckRequest): Promise<CapCheckResult> {
+    // Not async (see readLog); every error is still a rejection.
+    try {
+      const now = this.clock.now();
+      const { candidates } = request;
+      if (candidates.length === 0) {
+        return Promise.resolve(evaluateCaps(EMPTY, candidates, now, this.horizon(now), this.schema));
+      }
+      return this.readLog(request.userId, (log) =>
+        evaluateCaps(log, candidates, now, this.horizon(now), this.schema),
+      );
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
+
 }

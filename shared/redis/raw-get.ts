@@ -68,9 +68,6 @@ interface Pending {
   queuedAt: number;
 }
 
-/** Marks a `MOVED` / `ASK` reply: the read is retried through ioredis. */
-const REDIRECT = Symbol('redirect');
-
 /** Per-node state: the connection, the reads waiting for replies, and the reply being parsed. */
 class NodeReader {
   readonly connection: RawConnection;
@@ -95,6 +92,8 @@ class NodeReader {
     node: string,
     private readonly maxReusedBytes: number,
     private readonly timeoutMs: number,
+    /** Where a redirected (`MOVED` / `ASK`) read is retried: through ioredis. */
+    private readonly redirect: ValueReader,
   ) {
     // The connection reuses one read buffer: the parser copies what it keeps (a split header, a
     // split reply) and hands the consumer a view only during its synchronous call.
@@ -138,7 +137,8 @@ class NodeReader {
     return this.waiting.length - this.head;
   }
 
-  get<T>(key: string, consume: (value: Buffer | null) => T): Promise<T | typeof REDIRECT> {
+  /** Reads `key`; a redirected read is retried through the client (settling this promise). */
+  get<T>(key: string, consume: (value: Buffer | null) => T): Promise<T> {
     return new Promise((resolve, reject) => {
       if (this.pendingCount() === 0) this.connection.socket.ref();
       this.waiting.push({
@@ -258,8 +258,9 @@ class NodeReader {
         const line = chunk.toString('latin1', pos + 1, cr);
         pos = cr + 2;
         const p = this.next();
-        if (line.startsWith('MOVED ') || line.startsWith('ASK ')) p.resolve(REDIRECT);
-        else p.reject(new RawReplyError(`Redis refused GET ${p.key}: ${line}`));
+        if (line.startsWith('MOVED ') || line.startsWith('ASK ')) {
+          this.redirect.get(p.key, p.consume).then(p.resolve, p.reject);
+        } else p.reject(new RawReplyError(`Redis refused GET ${p.key}: ${line}`));
         continue;
       }
       this.protocolError(`an unexpected reply type '${String.fromCharCode(type as number)}'`);
@@ -337,7 +338,9 @@ export class RawValueReader implements ValueReader {
    * with a buffer that is valid only during the call: copy what must outlive it. Its error
    * fails this read only.
    */
-  async get<T>(key: string, consume: (value: Buffer | null) => T): Promise<T> {
+  get<T>(key: string, consume: (value: Buffer | null) => T): Promise<T> {
+    // Not async, and the redirect is retried by the node reader: each promise layer on this path
+    // was garbage per cap check, and garbage sets how often the request path pauses for GC.
     const client = this.client;
     if (this.closed || client.status !== 'ready') return this.viaClient.get(key, consume);
     let node: string;
@@ -348,11 +351,10 @@ export class RawValueReader implements ValueReader {
     } else node = standaloneNode(client);
     let reader = this.nodes.get(node);
     if (reader === undefined || reader.connection.broken) {
-      reader = new NodeReader(client, node, this.maxReusedBytes, this.timeoutMs);
+      reader = new NodeReader(client, node, this.maxReusedBytes, this.timeoutMs, this.viaClient);
       this.nodes.set(node, reader);
     }
-    const result = await reader.get(key, consume);
-    return result === REDIRECT ? this.viaClient.get(key, consume) : (result as T);
+    return reader.get(key, consume);
   }
 
   /** Closes the raw sockets (reads after this go through the client). */

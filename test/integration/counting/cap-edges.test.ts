@@ -54,4 +54,12 @@ describe('frequency-cap edge table through the store', () => {
     expect(verdict?.allowed).toBe(row.expect.allowed);
     expect(verdict?.strictest?.count).toBe(row.expect.count);
   });
+
+  it('a malformed request is a rejection, not a synchronous throw (the check is a plain promise chain, not async)', async () => {
+    let returned: Promise<unknown> | undefined;
+    expect(() => {
+      returned = store.checkFrequencyCaps({ userId: '1' } as never);
+    }).not.toThrow();
+    await expect(returned).rejects.toThrow(TypeError);
+  });
 });

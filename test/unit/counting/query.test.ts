@@ -12,6 +12,7 @@ import {
   type ActionEvent,
   actionEventSchema,
   decodeRecord,
+  EventSchema,
   encodeActionEvent,
 } from '../../../shared/counting/schema.js';
 import { DAY_MS, HOUR_MS, MINUTE_MS } from '../../../shared/time/clock.js';
@@ -193,6 +194,32 @@ describe('evaluateCaps', () => {
     expect(counts(['ad'])).toBe(8);
     expect(counts(['advertiser'])).toBe(12);
     expect(counts(['ad'])).toBe(8);
+  });
+
+  it('action codes remembered from check to check follow the schema, and stay right past the cache bound', () => {
+    // The same layout with impression and click swapped: the stored code 1 is a click here.
+    const swapped = new EventSchema({
+      1: actionEventSchema.current.fields.map(({ offset: _o, ...f }) =>
+        f.name === 'action' ? { ...f, names: { impression: 2, click: 1 } } : f,
+      ),
+    });
+    const clicks = (schema: EventSchema, action: string | number = 'click') =>
+      evaluateCaps(
+        log,
+        [{ id: 'x', entities, caps: [{ level: 'ad', windowMs: 7 * DAY_MS, max: 1000, action }] }],
+        now,
+        0,
+        schema,
+      ).allowed[0]?.strictest?.count;
+    // ad 11 in 7 days: 8 events stored with code 1 (impression), 1 with code 2 (click).
+    expect(clicks(actionEventSchema)).toBe(1);
+    expect(clicks(swapped)).toBe(8);
+    expect(clicks(actionEventSchema)).toBe(1);
+    // More distinct action values than the scratch remembers: each still maps to its own code.
+    for (let code = 0; code < 200; code++) {
+      expect(clicks(actionEventSchema, code)).toBe(code === 1 ? 8 : code === 2 ? 1 : 0);
+    }
+    expect(clicks(actionEventSchema)).toBe(1);
   });
 
   it('counts only the cap action and view type; identical caps share a counter', () => {

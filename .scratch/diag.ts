@@ -1,0 +1,1 @@
+// appended into alloc.ts mode 'diag'

@@ -1,0 +1,11 @@
+import { openLoop } from '../bench/open-loop.js';
+const { PerformanceObserver } = await import('node:perf_hooks');
+await openLoop({ ratePerSec: 5000, total: 5000, run: async () => 0 });
+let gcs = 0;
+const obs = new PerformanceObserver((l) => { gcs += l.getEntries().length; });
+obs.observe({ entryTypes: ['gc'] });
+const h0 = process.memoryUsage().heapUsed;
+const r = await openLoop({ ratePerSec: 5000, total: 20000, run: async () => 0 });
+const h1 = process.memoryUsage().heapUsed;
+obs.disconnect();
+console.log('gcs', gcs, 'heap delta KB', ((h1 - h0) / 1024).toFixed(0), 'p99', r.latenciesMs[Math.floor(0.99 * 20000)]?.toFixed(3), 'p999', r.latenciesMs[Math.floor(0.999 * 20000)]?.toFixed(3));
