@@ -288,8 +288,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     const windowChecks = Math.max(checks * 2, targetRate * 2);
     const paceWindows: OpenLoopResult[] = [];
     for (let w = 0; w < 3; w++) paceWindows.push(await paceChecks(windowChecks));
-    const pooled = (pick: (r: OpenLoopResult) => number[]) =>
-      paceWindows.flatMap(pick).sort((a, b) => a - b);
+    const pooled = (pick: (r: OpenLoopResult) => number[]) => paceWindows.flatMap(pick).sort((a, b) => a - b);
     const failures = paceWindows.reduce((sum, r) => sum + r.failures, 0);
     if (failures > 0) throw new Error(`${failures} cap checks failed in the open loop`);
     const paced = pooled((r) => r.latenciesMs);
@@ -404,10 +403,25 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
         checks: paced.length,
         windowP99Ms: paceWindows.map((r) => round(percentile(r.latenciesMs, 99))),
         // Arrival → started: the part of the latency spent waiting for the process to be free.
-        startLagP99Ms: round(percentile(pooled((r) => r.startLagMs), 99)),
+        startLagP99Ms: round(
+          percentile(
+            pooled((r) => r.startLagMs),
+            99,
+          ),
+        ),
         // From the scheduled instant instead of the arrival: adds the generator's own lateness.
-        fromScheduleP99Ms: round(percentile(pooled((r) => r.fromScheduleMs), 99)),
-        generatorLateP99Ms: round(percentile(pooled((r) => r.generatorLateMs), 99)),
+        fromScheduleP99Ms: round(
+          percentile(
+            pooled((r) => r.fromScheduleMs),
+            99,
+          ),
+        ),
+        generatorLateP99Ms: round(
+          percentile(
+            pooled((r) => r.generatorLateMs),
+            99,
+          ),
+        ),
         arrivals:
           'one every 200 µs, handed over by a worker thread that sleeps to each instant; latency from arrival (bench/open-loop.ts); 3 s warm-up at the rate, then 3 windows pooled',
       },

@@ -751,5 +751,4 @@ export class ActionStore {
       return Promise.reject(error);
     }
   }
-
 }
