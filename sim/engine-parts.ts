@@ -10,26 +10,49 @@ import type { LedgerEntry, LedgerStore } from '../shared/spend/ledger.js';
  * The ledger's contract in memory (first write of a bid wins, entries per campaign-day, start
  * markers). The DynamoDB ledger's own behaviour is tested on dynalite in test/integration/spend/;
  * dynalite would not take a simulated day's writes in test time.
+ *
+ * Entries are kept as columns per campaign-day (typed arrays, and an index from bid id to row),
+ * not as the entry objects: a simulated day books millions of wins, and as objects they were
+ * most of the old generation by the evening, which every scavenge and mark-compact then paid for
+ * (docs/pacing-quality.md, 2026-11-26). Entries are rebuilt as objects when read back.
  */
 export function memoryLedger(): LedgerStore {
-  const entries = new Map<string, Map<string, LedgerEntry>>();
+  const days = new Map<string, Map<string, LedgerDay>>();
   const markers = new Set<string>();
+  let lastCampaign: string | undefined;
+  let lastDays: Map<string, LedgerDay> | undefined;
+  const dayOf = (campaignId: string, day: string, create: boolean): LedgerDay | undefined => {
+    let byDay = campaignId === lastCampaign ? lastDays : days.get(campaignId);
+    if (!byDay) {
+      if (!create) return undefined;
+      byDay = new Map();
+      days.set(campaignId, byDay);
+    }
+    lastCampaign = campaignId;
+    lastDays = byDay;
+    let d = byDay.get(day);
+    if (!d && create) {
+      d = new LedgerDay(campaignId, day);
+      byDay.set(day, d);
+    }
+    return d;
+  };
   return {
     async record(entry) {
-      const key = `${entry.campaignId}#${entry.day}`;
-      let day = entries.get(key);
-      if (!day) {
-        day = new Map();
-        entries.set(key, day);
-      }
-      const stored = day.get(entry.bidId);
-      if (stored) return { created: false, entry: stored };
-      day.set(entry.bidId, entry);
+      const d = dayOf(entry.campaignId, entry.day, true) as LedgerDay;
+      const row = d.rowOf(entry.bidId);
+      if (row >= 0) return { created: false, entry: d.entry(row) };
+      d.add(entry);
       return { created: true, entry };
     },
     async entries(campaignId, day, armId) {
-      const all = [...(entries.get(`${campaignId}#${day}`)?.values() ?? [])];
-      return armId === undefined ? all : all.filter((e) => e.armId === armId);
+      const d = dayOf(campaignId, day, false);
+      if (!d) return [];
+      const all: LedgerEntry[] = [];
+      for (let row = 0; row < d.count; row++) {
+        if (armId === undefined || d.armOf(row) === armId) all.push(d.entry(row));
+      }
+      return all;
     },
     async markPlanDayStarted(scope, planId, day) {
       const key = `${scope}#${planId}#${day}`;
@@ -38,6 +61,128 @@ export function memoryLedger(): LedgerStore {
       return true;
     },
   };
+}
+
+/**
+ * A bid id the index keys by number: a prefix of non-digits and a canonical integer (no leading
+ * zero, a safe integer), e.g. the simulator's `b12345`. Any other id is keyed by its text.
+ */
+const NUMBERED_ID = /^(\D*)([1-9]\d{0,14}|0)$/;
+
+/** One campaign-day of {@link memoryLedger}: columns, in booking order. */
+class LedgerDay {
+  count = 0;
+  /** Bid id → row: by number for ids of the day's numbered form, else by text. */
+  private readonly rows = new Map<number | string, number>();
+  /** The prefix of the day's numbered ids (set by the first one). */
+  private prefix: string | undefined;
+  private number = new Float64Array(16);
+  /** Ids not in the numbered form, by row. */
+  private readonly textIds = new Map<number, string>();
+  private clearing = new Float64Array(16);
+  private bidPrice = new Float64Array(16);
+  private bidAt = new Float64Array(16);
+  private noticeAt = new Float64Array(16);
+  private late = new Uint8Array(16);
+  /** Index into `names` (accounts and arms share it); −1: no arm. */
+  private account = new Int32Array(16);
+  private arm = new Int32Array(16);
+  private readonly names: string[] = [];
+  private readonly nameIndex = new Map<string, number>();
+
+  constructor(
+    readonly campaignId: string,
+    readonly day: string,
+  ) {}
+
+  /** The key of `bidId` in `rows` (a number when it has the day's numbered form). */
+  private keyOf(bidId: string, settle: boolean): number | string {
+    const m = NUMBERED_ID.exec(bidId);
+    if (!m) return bidId;
+    const prefix = m[1] as string;
+    if (this.prefix === undefined && settle) this.prefix = prefix;
+    return prefix === this.prefix ? Number(m[2]) : bidId;
+  }
+
+  rowOf(bidId: string): number {
+    return this.rows.get(this.keyOf(bidId, false)) ?? -1;
+  }
+
+  armOf(row: number): string | undefined {
+    const a = this.arm[row] as number;
+    return a < 0 ? undefined : this.names[a];
+  }
+
+  add(e: LedgerEntry): void {
+    const row = this.count++;
+    if (row === this.clearing.length) this.grow();
+    const key = this.keyOf(e.bidId, true);
+    this.rows.set(key, row);
+    if (typeof key === 'number') this.number[row] = key;
+    else {
+      this.number[row] = Number.NaN;
+      this.textIds.set(row, key);
+    }
+    this.clearing[row] = e.clearingPriceMicros;
+    this.bidPrice[row] = e.bidPriceMicros;
+    this.bidAt[row] = e.bidAt;
+    this.noticeAt[row] = e.noticeAt;
+    this.late[row] = e.late ? 1 : 0;
+    this.account[row] = this.nameOf(e.accountId);
+    this.arm[row] = e.armId === undefined ? -1 : this.nameOf(e.armId);
+  }
+
+  /** The entry of `row`, as it was booked. */
+  entry(row: number): LedgerEntry {
+    const n = this.number[row] as number;
+    const armId = this.armOf(row);
+    return {
+      campaignId: this.campaignId,
+      accountId: this.names[this.account[row] as number] as string,
+      ...(armId === undefined ? {} : { armId }),
+      bidId: Number.isNaN(n) ? (this.textIds.get(row) as string) : `${this.prefix}${n}`,
+      day: this.day,
+      clearingPriceMicros: this.clearing[row] as number,
+      bidPriceMicros: this.bidPrice[row] as number,
+      bidAt: this.bidAt[row] as number,
+      noticeAt: this.noticeAt[row] as number,
+      late: this.late[row] === 1,
+    };
+  }
+
+  private nameOf(name: string): number {
+    let i = this.nameIndex.get(name);
+    if (i === undefined) {
+      i = this.names.length;
+      this.names.push(name);
+      this.nameIndex.set(name, i);
+    }
+    return i;
+  }
+
+  private grow(): void {
+    const size = this.clearing.length * 2;
+    const f64 = (a: Float64Array) => {
+      const b = new Float64Array(size);
+      b.set(a);
+      return b;
+    };
+    const i32 = (a: Int32Array) => {
+      const b = new Int32Array(size);
+      b.set(a);
+      return b;
+    };
+    this.number = f64(this.number);
+    this.clearing = f64(this.clearing);
+    this.bidPrice = f64(this.bidPrice);
+    this.bidAt = f64(this.bidAt);
+    this.noticeAt = f64(this.noticeAt);
+    const late = new Uint8Array(size);
+    late.set(this.late);
+    this.late = late;
+    this.account = i32(this.account);
+    this.arm = i32(this.arm);
+  }
 }
 
 /**

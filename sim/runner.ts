@@ -718,7 +718,11 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
     }
   };
 
-  const tick = async (now: number) => {
+  /**
+   * The pacer's tick, then the ad servers' refresh-ahead issued (not awaited: see the loop; it is
+   * returned in an object so that `await tick()` does not wait for it).
+   */
+  const tick = async (now: number): Promise<{ readonly refreshed: Promise<unknown> }> => {
     ticks++;
     const t = Math.floor(now / TICK_MS);
     if (now >= pacerDownUntil) {
@@ -744,8 +748,9 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
     // Refresh-ahead of every ad server's reader, once the publish has landed (reads only: the
     // servers' pipelines go out together, each gets the same data as one after the other).
     phase?.begin();
-    await Promise.all(servers.map((s) => s.reader.refreshDue()));
+    const refreshed = Promise.all(servers.map((s) => s.reader.refreshDue()));
     phase?.end('refresh');
+    return { refreshed };
   };
 
   const bookWin = (c: CampaignRun, armId: string | undefined, day: string, micros: number) => {
@@ -772,6 +777,8 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
   const pool: Bidder[] = [];
   let lastLog = 0;
 
+  // The ad servers' refresh-ahead of the last tick, while it is in flight.
+  let refreshing: Promise<unknown> | undefined;
   // Faults of days a run does not simulate are not replayed at its start.
   while (faultIdx < scenario.faults.length && (scenario.faults[faultIdx]?.atMs ?? 0) < runStart) faultIdx++;
   for (let now = runStart; now < drainUntil; now += 1000) {
@@ -780,8 +787,13 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
     if (bidding) {
       await applyFaults(now);
       await applyChanges(now);
-      if (now % TICK_MS === 0) await tick(now);
+      if (now % TICK_MS === 0) refreshing = (await tick(now)).refreshed;
       if (now % MINUTE === 0) {
+        // The monitor and the guards' upkeep read what the refresh brings (the guards' E(t)).
+        phase?.begin();
+        await refreshing;
+        refreshing = undefined;
+        phase?.end('refresh');
         phase?.begin();
         await monitor.prefetch(active);
         sampleMinute(now);
@@ -838,7 +850,11 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
     const due = notices.take(now);
     if (due) {
       phase?.begin();
-      const outcomes = await Promise.all(
+      // Applied while the refresh's replies are still coming in: the two touch disjoint keys
+      // (published parameters are read; live counters are written), and nothing that uses the
+      // readers runs until both are awaited, so the outcome is the same as one after the other,
+      // with Redis and this process working at once.
+      const applying = Promise.all(
         due.map((n) =>
           tracker.apply(n.event).catch((e: unknown) => {
             errors.push(`tracker: ${String(e)}`);
@@ -846,6 +862,9 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
           }),
         ),
       );
+      await refreshing;
+      refreshing = undefined;
+      const outcomes = await applying;
       applied += outcomes.length;
       for (let i = 0; i < outcomes.length; i++) {
         const o = outcomes[i];
@@ -855,6 +874,12 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
         bookWin(c, ev.armId, windowOf(c.timeZone, ev.bidAt).day, o.addedMicros);
       }
       phase?.end('notices');
+    }
+    if (refreshing) {
+      phase?.begin();
+      await refreshing;
+      refreshing = undefined;
+      phase?.end('refresh');
     }
     if (!bidding) continue;
     phase?.begin();
