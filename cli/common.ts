@@ -177,3 +177,36 @@ export function runCli(options: {
       },
     );
 }
+
+/**
+ * V8 flags of the simulator's process (`npm run sim`, `npm run bench -- sim`): a 64 MB
+ * young-generation semi-space instead of 16 MB. A simulated day keeps many objects alive for a
+ * few simulated seconds (tens to hundreds of real milliseconds: notices in flight, the pacer's
+ * per-tick state, the readers' refreshed values); with 16 MB semi-spaces they outlived one or two
+ * scavenges and were copied and promoted, and scavenges took ~5 ms each, ~12 % of the run. Only the
+ * simulator's own process is tuned: the library's benchmarks run with Node's defaults, as an ad
+ * server would (docs/pacing-quality.md, 2026-11-26).
+ */
+export const SIM_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=64'];
+
+/**
+ * Runs this script again in a child Node process with `flags` when this one was started without
+ * them (stdio shared, signals forwarded) and exits with the child's code; returns when they are
+ * already set. A marker in the environment stops a second re-run.
+ */
+export async function ensureNodeFlags(flags: readonly string[]): Promise<void> {
+  const given = [...process.execArgv, ...(process.env.NODE_OPTIONS ?? '').split(/\s+/)];
+  const missing = flags.filter((f) => !given.includes(f));
+  if (missing.length === 0 || process.env.PACELINE_NODE_FLAGS_SET === '1') return;
+  const { spawn } = await import('node:child_process');
+  const child = spawn(process.execPath, [...missing, ...process.execArgv, ...process.argv.slice(1)], {
+    stdio: 'inherit',
+    env: { ...process.env, PACELINE_NODE_FLAGS_SET: '1' },
+  });
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => child.kill(signal));
+  const { constants } = await import('node:os');
+  const code = await new Promise<number>((resolve) =>
+    child.on('exit', (c, signal) => resolve(c ?? 128 + (signal ? constants.signals[signal] : 0))),
+  );
+  process.exit(code);
+}

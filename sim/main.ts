@@ -7,6 +7,7 @@
  * failed (redis-server missing, an unexpected error).
  */
 import { readFileSync, writeFileSync } from 'node:fs';
+import { ensureNodeFlags, SIM_NODE_FLAGS } from '../cli/common.js';
 import { killServersOnSignal, type RunningRedis, startRedis } from '../local/emulators/redis.js';
 import { connectRedis, type RedisClient } from '../shared/redis/connect.js';
 import { ManualClock } from '../shared/time/clock.js';
@@ -232,11 +233,13 @@ export async function main(argv: readonly string[]): Promise<number> {
 
 if (process.argv[1] && import.meta.url === new URL(`file://${process.argv[1]}`).href) {
   killServersOnSignal();
-  main(process.argv.slice(2)).then(
-    (code) => process.exit(code),
-    (error: unknown) => {
-      console.error(`sim: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`);
-      process.exit(1);
-    },
-  );
+  ensureNodeFlags(SIM_NODE_FLAGS)
+    .then(() => main(process.argv.slice(2)))
+    .then(
+      (code) => process.exit(code),
+      (error: unknown) => {
+        console.error(`sim: ${error instanceof Error ? `${error.name}: ${error.message}` : String(error)}`);
+        process.exit(1);
+      },
+    );
 }
