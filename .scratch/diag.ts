@@ -1,1 +1,0 @@
-// appended into alloc.ts mode 'diag'
