@@ -191,8 +191,8 @@ export const SIM_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=64'];
 
 /**
  * Runs this script again in a child Node process with `flags` when this one was started without
- * them (stdio shared, signals forwarded) and exits with the child's code; returns when they are
- * already set. A marker in the environment stops a second re-run.
+ * them (stdio shared, signals forwarded) and ends as the child did (its exit code, or the signal
+ * that killed it); returns only when they are already set. A marker in the environment stops a second re-run.
  */
 export async function ensureNodeFlags(flags: readonly string[]): Promise<void> {
   const given = [...process.execArgv, ...(process.env.NODE_OPTIONS ?? '').split(/\s+/)];
@@ -203,10 +203,16 @@ export async function ensureNodeFlags(flags: readonly string[]): Promise<void> {
     stdio: 'inherit',
     env: { ...process.env, PACELINE_NODE_FLAGS_SET: '1' },
   });
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => child.kill(signal));
-  const { constants } = await import('node:os');
-  const code = await new Promise<number>((resolve) =>
-    child.on('exit', (c, signal) => resolve(c ?? 128 + (signal ? constants.signals[signal] : 0))),
-  );
-  process.exit(code);
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, () => child.kill(signal));
+  // The child's end is this process's: its exit code, or death by the same signal (a parent
+  // that waited for it, e.g. a test sending SIGTERM, sees what it would have seen without us).
+  child.on('exit', (code, signal) => {
+    if (signal) {
+      process.removeAllListeners(signal);
+      process.kill(process.pid, signal);
+      return;
+    }
+    process.exit(code ?? 1);
+  });
+  await new Promise<never>(() => {});
 }
