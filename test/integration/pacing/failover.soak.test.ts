@@ -186,6 +186,53 @@ describe('pacing service under the process-per-instance runtime', () => {
     expect([...byTick.values()].filter((p) => p.length > 1)).toEqual([]);
   }, 150_000);
 
+  it('a Redis pause inside a minute fails the ticks it covers, not the rest of that minute', async () => {
+    const { rt, redis: client } = await start();
+    await steadyLeader(client);
+    const perMinute = MINUTE / TICK;
+    // A minute's first tick published, early enough to freeze Redis just before the next tick.
+    const first = await waitFor('a minute’s first tick published', 60_000, async () =>
+      (await readAuditLog(client, SHARD)).find(
+        (e) =>
+          e.kind === 'publish' &&
+          e.accepted &&
+          e.tick % perMinute === 0 &&
+          Date.now() < (e.tick + 1) * TICK - 400,
+      ),
+    );
+    const pid = rt.region.redis.pids[0] as number;
+    // Frozen from just before tick first + 1 for 2.8 s: that tick's spend read times out (the raw
+    // reader's 1 s), so the tick fails. Before runInvocation kept going after a failed tick, the
+    // invocation ended there and the rest of its minute was never published.
+    await sleep((first.tick + 1) * TICK - 200 - Date.now());
+    process.kill(pid, 'SIGSTOP');
+    const resumedAt = Date.now() + 2_800;
+    try {
+      await sleep(2_800);
+    } finally {
+      process.kill(pid, 'SIGCONT');
+    }
+    const minuteEnd = first.tick + perMinute;
+    // Until the minute's last tick has had time to publish (tick t starts at t × TICK, wall clock).
+    await waitFor('the minute to end', MINUTE, async () =>
+      Date.now() > minuteEnd * TICK + TICK / 2 ? true : undefined,
+    );
+    const log = await readAuditLog(client, SHARD);
+    const around = log
+      .filter((e) => e.tick >= first.tick && e.tick <= minuteEnd)
+      .map((e) => `${e.kind}@${e.tick}:${e.accepted ? 'ok' : e.reason}:${at(e) - resumedAt}`)
+      .join(' ');
+    console.log(`Redis frozen 2.8 s from 200 ms before tick ${first.tick + 1}; after the resume: ${around}`);
+    const published = new Set(log.filter((e) => e.kind === 'publish' && e.accepted).map((e) => e.tick));
+    // The tick the pause covered failed (nothing of it landed) …
+    expect(published.has(first.tick + 1), around).toBe(false);
+    // … and the minute's ticks after the pause all published, in the same invocation.
+    for (let t = first.tick + 3; t < minuteEnd; t++)
+      expect(published.has(t), `tick ${t}; ${around}`).toBe(true);
+    const byTick = claimsByTick(log);
+    expect([...byTick.values()].filter((p) => p.length > 1)).toEqual([]);
+  }, 150_000);
+
   it('the override works while DynamoDB is down and hands back on auto; status shows it', async () => {
     const { rt, redis: client } = await start();
     const leader = await steadyLeader(client);
