@@ -340,22 +340,28 @@ export class RawValueReader implements ValueReader {
    */
   get<T>(key: string, consume: (value: Buffer | null) => T): Promise<T> {
     // Not async, and the redirect is retried by the node reader: each promise layer on this path
-    // was garbage per cap check, and garbage sets how often the request path pauses for GC.
-    const client = this.client;
-    if (this.closed || client.status !== 'ready') return this.viaClient.get(key, consume);
-    let node: string;
-    if (client instanceof Cluster) {
-      const owner = client.slots[slotOf(key)]?.[0];
-      if (owner === undefined) return this.viaClient.get(key, consume);
-      node = owner;
-    } else node = standaloneNode(client);
-    let reader = this.nodes.get(node);
-    if (reader === undefined || reader.connection.broken) {
-      reader = new NodeReader(client, node, this.maxReusedBytes, this.timeoutMs, this.viaClient);
-      this.nodes.set(node, reader);
+    // was garbage per cap check, and garbage sets how often the request path pauses for GC. A
+    // failure to route or connect is still a rejection, never a synchronous throw.
+    try {
+      const client = this.client;
+      if (this.closed || client.status !== 'ready') return this.viaClient.get(key, consume);
+      let node: string;
+      if (client instanceof Cluster) {
+        const owner = client.slots[slotOf(key)]?.[0];
+        if (owner === undefined) return this.viaClient.get(key, consume);
+        node = owner;
+      } else node = standaloneNode(client);
+      let reader = this.nodes.get(node);
+      if (reader === undefined || reader.connection.broken) {
+        reader = new NodeReader(client, node, this.maxReusedBytes, this.timeoutMs, this.viaClient);
+        this.nodes.set(node, reader);
+      }
+      return reader.get(key, consume);
+    } catch (error) {
+      return Promise.reject(error);
     }
-    return reader.get(key, consume);
   }
+
 
   /** Closes the raw sockets (reads after this go through the client). */
   close(): void {
