@@ -362,7 +362,6 @@ export class RawValueReader implements ValueReader {
     }
   }
 
-
   /** Closes the raw sockets (reads after this go through the client). */
   close(): void {
     this.closed = true;
