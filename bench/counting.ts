@@ -289,6 +289,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     const paceWindows: OpenLoopResult[] = [];
     for (let w = 0; w < 3; w++) paceWindows.push(await paceChecks(windowChecks));
     const pooled = (pick: (r: OpenLoopResult) => number[]) => paceWindows.flatMap(pick).sort((a, b) => a - b);
+    const pooledP99 = (pick: (r: OpenLoopResult) => number[]) => round(percentile(pooled(pick), 99));
     const failures = paceWindows.reduce((sum, r) => sum + r.failures, 0);
     if (failures > 0) throw new Error(`${failures} cap checks failed in the open loop`);
     const paced = pooled((r) => r.latenciesMs);
@@ -403,25 +404,10 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
         checks: paced.length,
         windowP99Ms: paceWindows.map((r) => round(percentile(r.latenciesMs, 99))),
         // Arrival → started: the part of the latency spent waiting for the process to be free.
-        startLagP99Ms: round(
-          percentile(
-            pooled((r) => r.startLagMs),
-            99,
-          ),
-        ),
+        startLagP99Ms: pooledP99((r) => r.startLagMs),
         // From the scheduled instant instead of the arrival: adds the generator's own lateness.
-        fromScheduleP99Ms: round(
-          percentile(
-            pooled((r) => r.fromScheduleMs),
-            99,
-          ),
-        ),
-        generatorLateP99Ms: round(
-          percentile(
-            pooled((r) => r.generatorLateMs),
-            99,
-          ),
-        ),
+        fromScheduleP99Ms: pooledP99((r) => r.fromScheduleMs),
+        generatorLateP99Ms: pooledP99((r) => r.generatorLateMs),
         arrivals:
           'one every 200 µs, handed over by a worker thread that sleeps to each instant; latency from arrival (bench/open-loop.ts); 3 s warm-up at the rate, then 3 windows pooled',
       },

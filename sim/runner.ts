@@ -779,6 +779,11 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
 
   // The ad servers' refresh-ahead of the last tick, while it is in flight.
   let refreshing: Promise<unknown> | undefined;
+  /** Waits for that refresh, if any, to land. */
+  const refreshLanded = async () => {
+    await refreshing;
+    refreshing = undefined;
+  };
   // Faults of days a run does not simulate are not replayed at its start.
   while (faultIdx < scenario.faults.length && (scenario.faults[faultIdx]?.atMs ?? 0) < runStart) faultIdx++;
   for (let now = runStart; now < drainUntil; now += 1000) {
@@ -791,8 +796,7 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
       if (now % MINUTE === 0) {
         // The monitor and the guards' upkeep read what the refresh brings (the guards' E(t)).
         phase?.begin();
-        await refreshing;
-        refreshing = undefined;
+        await refreshLanded();
         phase?.end('refresh');
         phase?.begin();
         await monitor.prefetch(active);
@@ -862,8 +866,7 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
           }),
         ),
       );
-      await refreshing;
-      refreshing = undefined;
+      await refreshLanded();
       const outcomes = await applying;
       applied += outcomes.length;
       for (let i = 0; i < outcomes.length; i++) {
@@ -877,8 +880,7 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
     }
     if (refreshing) {
       phase?.begin();
-      await refreshing;
-      refreshing = undefined;
+      await refreshLanded();
       phase?.end('refresh');
     }
     if (!bidding) continue;

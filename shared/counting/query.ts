@@ -421,10 +421,9 @@ class CapScratch {
   entityTail = new Int32Array(0);
   /** Per entity: its first counter in scan order. */
   entityFirst = new Int32Array(0);
-  // Per candidate, for building the verdicts: the strictest cap (−1: none) with its count, the
-  // first block (−1: none), and how many rules hit.
+  // Per candidate, for building the verdicts: the strictest cap (−1: none), the first block
+  // (−1: none), and how many rules hit.
   candidateBest = new Int32Array(0);
-  candidateBestCount = new Int32Array(0);
   candidateBlock = new Int32Array(0);
   candidateHits = new Int32Array(0);
   /** Fast path: the distinct window starts, ascending, and per entity a count per window class. */
@@ -512,7 +511,6 @@ class CapScratch {
     if (n <= this.candidateBest.length) return;
     const size = Math.max(n, this.candidateBest.length * 2, 16);
     this.candidateBest = new Int32Array(size);
-    this.candidateBestCount = new Int32Array(size);
     this.candidateBlock = new Int32Array(size);
     this.candidateHits = new Int32Array(size);
   }
@@ -698,8 +696,8 @@ function evaluateCapsWith(
   const watchedActions = s.watchedActions;
   watchedActions.fill(0);
 
-  // Small per-check tables live in the scratch too (emptied here): per check they were a dozen
-  // arrays and maps of garbage.
+  // Small per-check tables live in the scratch too (overwritten by index, see CapScratch): per
+  // check they were a dozen arrays and maps of garbage.
   const levels = s.levels;
   const levelNames = s.levelNames;
   let levelCount = 0;
@@ -997,7 +995,7 @@ function evaluateCapsWith(
   // Verdicts in two passes: first each candidate's outcome into the scratch, then the result
   // lists at their exact length (grown by push they were a third again of their size in garbage).
   s.ensureCandidates(candidates.length);
-  const { candidateBest, candidateBestCount, candidateBlock, candidateHits } = s;
+  const { candidateBest, candidateBlock, candidateHits } = s;
   let allowedCount = 0;
   capIndex = 0;
   for (let ci = 0; ci < candidates.length; ci++) {
@@ -1031,7 +1029,6 @@ function evaluateCapsWith(
       }
     }
     candidateBest[ci] = best;
-    candidateBestCount[ci] = best >= 0 ? (caps[best] as FrequencyCap).max - bestRemaining : 0;
     candidateBlock[ci] = block;
     candidateHits[ci] = hitCount;
     if (hitCount === 0) allowedCount++;
@@ -1069,7 +1066,16 @@ function evaluateCapsWith(
       block >= 0
         ? { id, allowed: false, strictest: capStatus(c, block, 0), hits }
         : best >= 0
-          ? { id, allowed: isAllowed, strictest: capStatus(c, best, candidateBestCount[ci] as number), hits }
+          ? {
+              id,
+              allowed: isAllowed,
+              strictest: capStatus(
+                c,
+                best,
+                counts[finalIndex[capCounter[base + best] as number] as number] as number,
+              ),
+              hits,
+            }
           : { id, allowed: isAllowed, hits };
     if (isAllowed) allowed[allowedAt++] = verdict;
     else rejected[rejectedAt++] = verdict;
