@@ -33,6 +33,8 @@ const benchmarks: Record<string, Benchmark> = {
     },
     load: () => import('./counting.js'),
     target: 'its own redis-server (standalone, loopback)',
+    // A full collection between the ingest and the cap-check phases (bench/counting.ts).
+    nodeFlags: ['--expose-gc'],
   },
   spend: {
     options: {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { openLoop } from '../../../bench/open-loop.js';
+import { openLoop, openLoopWindows } from '../../../bench/open-loop.js';
 
 /** Keeps the thread busy for `ms` (what a slow operation does to the event loop). */
 function spin(ms: number): void {
@@ -51,6 +51,37 @@ describe('open-loop generator', () => {
     });
     expect(r.failures).toBe(2);
     expect(r.latenciesMs).toHaveLength(10);
+  });
+
+  it('runs the warm-up and the windows on one schedule, each window measured on its own', async () => {
+    // Indexes continue across warm-up and windows (one generator); a failure is counted in the
+    // window it happened in, and the warm-up's in none.
+    const started: number[] = [];
+    const results = await openLoopWindows({
+      ratePerSec: 2000,
+      warmup: 20,
+      windows: [30, 40],
+      run: async (i) => {
+        started.push(i);
+        if (i === 3 || i === 25 || i === 60 || i === 61) throw new Error('boom');
+      },
+    });
+    expect(started).toEqual(Array.from({ length: 90 }, (_, i) => i));
+    expect(results.map((r) => r.latenciesMs.length)).toEqual([30, 40]);
+    expect(results.map((r) => r.failures)).toEqual([1, 2]);
+    for (const r of results) {
+      expect(r.achievedPerSec).toBeGreaterThan(0);
+      expect(r.generatorLateMs[0]).toBeGreaterThanOrEqual(0);
+    }
+  });
+
+  it('rejects windows or a warm-up that cannot be run', async () => {
+    const run = async () => {};
+    await expect(openLoopWindows({ ratePerSec: 10, windows: [], run })).rejects.toThrow(/window/);
+    await expect(openLoopWindows({ ratePerSec: 10, windows: [5, 0], run })).rejects.toThrow(/window/);
+    await expect(openLoopWindows({ ratePerSec: 10, warmup: -1, windows: [5], run })).rejects.toThrow(
+      /warmup/,
+    );
   });
 
   it('rejects a rate or count that is not positive', async () => {
