@@ -157,13 +157,7 @@ export class SpendTracker {
     const { outbox } = this.options;
     if (outbox && openIntent) await outbox.open(entry, this.options.clock.now());
     const { created, entry: stored } = await this.options.ledger.record(entry);
-    let applied = 0;
-    let rebuilt = 0;
-    for (const plan of plansForBid(budgets, stored.armId)) {
-      const r = await this.applyToPlan(plan, stored, 'W');
-      if (r.reply === 1 || r.reply === 2) applied++;
-      rebuilt += r.rebuilt;
-    }
+    const { applied, rebuilt } = await this.applyToPlans(plansForBid(budgets, stored.armId), stored, 'W');
     if (outbox) await outbox.close(stored);
     return {
       type: 'win',
@@ -177,8 +171,6 @@ export class SpendTracker {
   private async loss(event: LossEvent, budgets: CampaignBudgets): Promise<TrackOutcome> {
     const day = dayWindow(event.bidAt, budgets.account.timeZone).day;
     const late = event.at - event.bidAt > this.inFlight.ttlMs;
-    let applied = 0;
-    let rebuilt = 0;
     const target = {
       campaignId: event.campaignId,
       bidId: event.bidId,
@@ -187,12 +179,31 @@ export class SpendTracker {
       bidPriceMicros: event.bidPriceMicros,
       bidAt: event.bidAt,
     };
-    for (const plan of plansForBid(budgets, event.armId)) {
-      const r = await this.applyToPlan(plan, target, 'L');
-      if (r.reply === 1 || r.reply === 2) applied++;
-      rebuilt += r.rebuilt;
-    }
+    const { applied, rebuilt } = await this.applyToPlans(plansForBid(budgets, event.armId), target, 'L');
     return { type: 'loss', duplicate: applied === 0, late, addedMicros: 0, rebuilt };
+  }
+
+  /**
+   * Applies a notice to every plan it falls under (account, campaign, arm) at once: one round
+   * trip instead of one per plan. Each plan's script is atomic and idempotent on its own and the
+   * plans' keys are disjoint, so the order between plans does not matter; when one fails, the
+   * others still finish (a retry or the sweeper re-applies only what is missing), and the first
+   * failure is rethrown.
+   */
+  private async applyToPlans(
+    plans: readonly ResolvedPlan[],
+    e: Pick<LedgerEntry, 'campaignId' | 'bidId' | 'day' | 'clearingPriceMicros' | 'bidPriceMicros' | 'bidAt'>,
+    kind: 'W' | 'L',
+  ): Promise<{ applied: number; rebuilt: number }> {
+    const results = await Promise.allSettled(plans.map((plan) => this.applyToPlan(plan, e, kind)));
+    let applied = 0;
+    let rebuilt = 0;
+    for (const r of results) {
+      if (r.status === 'rejected') throw r.reason;
+      if (r.value.reply === 1 || r.value.reply === 2) applied++;
+      rebuilt += r.value.rebuilt;
+    }
+    return { applied, rebuilt };
   }
 
   private async applyToPlan(

@@ -6,10 +6,14 @@
  * - absurd times (tomorrow, 2200, 2001, a notice from the future) are quarantined with a reason,
  *   never booked;
  * - after a Redis restart, one rebuild per plan-day however many records and processes find the
- *   reset at once (ledger reads counted).
+ *   reset at once (ledger reads counted);
+ * - a notice goes to all its plans (account, campaign, arm) at once, and one plan failing (its
+ *   state key clobbered by another writer) neither stops the others nor is swallowed: the record
+ *   fails, and its retry adds only what was missing.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalRegion, startLocalRegion } from '../../../local/region.js';
+import { plansForBid } from '../../../shared/budget/model.js';
 import { BudgetRepository } from '../../../shared/budget/repository.js';
 import { dayWindow } from '../../../shared/budget/time-zone.js';
 import { DeadLetterStore } from '../../../shared/quarantine/dead-letter-store.js';
@@ -249,3 +253,65 @@ describe('rebuild stampede after a Redis restart', () => {
 function dayOf(events: readonly SpendEvent[]): string {
   return dayWindow(events[0]?.bidAt ?? 0, TZ).day;
 }
+
+describe('one notice, several plans', () => {
+  it('is sent to every plan at once; a plan that fails fails the record, and the retry adds only what is missing', async () => {
+    const client = connectRedis(redisConfigFromEnv(region.functionEnv('trackSpend')));
+    client.on('error', () => {});
+    const tracker = new SpendTracker({
+      redis: client,
+      ledger,
+      reconciler: new Reconciler({
+        redis: client,
+        ledger,
+        clock: systemClock,
+        campaignsOfAccount: (a) => repo.listCampaignIds(a),
+      }),
+      clock: systemClock,
+      budgets: (id) => repo.getCampaignBudgets(id),
+    });
+    // Each plan's apply counted while in flight (a wrapper on the client's script would recurse:
+    // ioredis's auto-pipeline copies the client's script methods).
+    type ApplyToPlan = (...args: unknown[]) => Promise<unknown>;
+    const internals = tracker as unknown as { applyToPlan: ApplyToPlan };
+    const applyToPlan = internals.applyToPlan.bind(tracker);
+    let inFlight = 0;
+    let most = 0;
+    internals.applyToPlan = (...args) => {
+      most = Math.max(most, ++inFlight);
+      return applyToPlan(...args).finally(() => inFlight--);
+    };
+    try {
+      // cf1 arm A: account, campaign and arm plans.
+      const [first, second] = wins('cf1', 'mp', 2, 'A') as [WinEvent, WinEvent];
+      await tracker.apply(first);
+      expect(most).toBe(3);
+      const day = dayWindow(first.bidAt, TZ).day;
+      const budgets = (await repo.getCampaignBudgets('cf1'))!;
+      const keysOf = (level: string) => {
+        const plan = plansForBid(budgets, 'A').find((p) => p.level === level);
+        return planDayKeys(plan!, day);
+      };
+      const confirmed = async (level: string) =>
+        (await readPlanDay(client, keysOf(level).state, Date.now())).confirmedMicros;
+      const before = { account: await confirmed('account'), arm: await confirmed('arm') };
+      // Another writer clobbers the campaign plan's state with a string: its script fails.
+      const campaignState = keysOf('campaign').state;
+      await client.set(campaignState, 'not a hash');
+      await expect(tracker.apply(second)).rejects.toThrow(/WRONGTYPE/);
+      // The other plans were not stopped by it.
+      expect(await confirmed('account')).toBe(before.account + second.clearingPriceMicros);
+      expect(await confirmed('arm')).toBe(before.arm + second.clearingPriceMicros);
+      // The key repaired (a reset: rebuilt from the ledger), the retried record adds the win to
+      // the campaign plan and nothing again to the others.
+      await client.del(campaignState);
+      await tracker.apply(second);
+      expect(await confirmed('account')).toBe(before.account + second.clearingPriceMicros);
+      expect(await confirmed('arm')).toBe(before.arm + second.clearingPriceMicros);
+      const entries = await ledger.entries('cf1', day);
+      expect(await confirmed('campaign')).toBe(entries.reduce((a, e) => a + e.clearingPriceMicros, 0));
+    } finally {
+      client.disconnect();
+    }
+  });
+});
