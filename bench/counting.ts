@@ -13,6 +13,7 @@
  *   layout (day / hour / minute bucket sets per user) under the same workload;
  * - the raw pipelined Redis ceiling (bench/ceiling.ts), with ratios.
  */
+import { constants, PerformanceObserver } from 'node:perf_hooks';
 import { Redis } from 'ioredis';
 import { startRedis } from '../local/emulators/redis.js';
 import { ingestRecords } from '../shared/counting/ingest.js';
@@ -137,6 +138,9 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
   const capUsers = arg(args, 'users', 200);
   const checks = arg(args, 'checks', 4000);
   const skipBuckets = args.includes('--skip-buckets');
+  // Without the full collections: the cap checks then run with the ingest phase's garbage in the
+  // old generation, as in a serving process with a large heap (docs/counting.md, "Deployment").
+  const collect = !args.includes('--no-collect');
   const redisServer = await startRedis({ mode: 'standalone' });
   const port = Number(redisServer.nodes[0]?.split(':')[1]);
   const client = new Redis({ port, host: '127.0.0.1', enableAutoPipelining: false });
@@ -256,7 +260,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     for (let i = 0; i < Math.min(checks, 1000); i++) {
       await store.checkFrequencyCaps({ userId: capUserIds[i % capUserIds.length] as string, candidates });
     }
-    fullCollection();
+    if (collect) fullCollection();
     const latencies: number[] = [];
     let rejected = 0;
     for (let i = 0; i < checks; i++) {
@@ -301,7 +305,17 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     // (one generator: bench/open-loop.ts says why), pooled for the percentiles; each window's own
     // P99 is reported too, to show the spread.
     const windowChecks = Math.max(checks * 2, targetRate * 2);
-    fullCollection();
+    if (collect) fullCollection();
+    // The young-generation pauses of the open loop, warm-up included (their length depends on
+    // the old generation's size: see fullCollection).
+    const scavengeMs: number[] = [];
+    const gcObserver = new PerformanceObserver((list) => {
+      for (const e of list.getEntries()) {
+        if ((e.detail as { kind?: number } | undefined)?.kind === constants.NODE_PERFORMANCE_GC_MINOR)
+          scavengeMs.push(e.duration);
+      }
+    });
+    gcObserver.observe({ entryTypes: ['gc'] });
     const paceWindows = await openLoopWindows({
       ratePerSec: targetRate,
       warmup: targetRate * 3,
@@ -309,6 +323,10 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
       run: (i) =>
         store.checkFrequencyCaps({ userId: capUserIds[i % capUserIds.length] as string, candidates }),
     });
+    // Entries are delivered after the fact: one turn of the event loop before disconnecting.
+    await new Promise((resolve) => setImmediate(resolve));
+    gcObserver.disconnect();
+    scavengeMs.sort((a, b) => a - b);
     const pooled = (pick: (r: OpenLoopResult) => number[]) => paceWindows.flatMap(pick).sort((a, b) => a - b);
     const pooledP99 = (pick: (r: OpenLoopResult) => number[]) => round(percentile(pooled(pick), 99));
     const failures = paceWindows.reduce((sum, r) => sum + r.failures, 0);
@@ -430,8 +448,12 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
         // From the scheduled instant instead of the arrival: adds the generator's own lateness.
         fromScheduleP99Ms: pooledP99((r) => r.fromScheduleMs),
         generatorLateP99Ms: pooledP99((r) => r.generatorLateMs),
-        arrivals:
-          'one every 200 µs, handed over by a worker thread that sleeps to each instant; latency from arrival (bench/open-loop.ts); one schedule: 3 s warm-up at the rate, then 3 windows back to back, pooled; a full collection before it',
+        // Young-generation collections in the open loop (warm-up included) and their pauses.
+        scavenges: scavengeMs.length,
+        scavengePauseP50Ms: round(percentile(scavengeMs, 50)),
+        scavengePauseMaxMs: round(scavengeMs[scavengeMs.length - 1] ?? Number.NaN),
+        fullCollectionsBefore: collect,
+        arrivals: `one every 200 µs, handed over by a worker thread that sleeps to each instant; latency from arrival (bench/open-loop.ts); one schedule: 3 s warm-up at the rate, then 3 windows back to back, pooled${collect ? '; a full collection before it' : ''}`,
       },
       capCheckClientCpuShare: round((capCpu.user + capCpu.system) / 1e6 / capWall, 2),
       capCheckClientCpuUs: round((capCpu.user + capCpu.system) / done, 1),

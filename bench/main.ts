@@ -30,6 +30,7 @@ const benchmarks: Record<string, Benchmark> = {
       '--users N': 'users the events are spread over',
       '--checks N': 'cap checks measured',
       '--skip-buckets': 'skip the day/hour/minute bucket alternative',
+      '--no-collect': "no full collection before the cap checks (the ingest phase's garbage stays)",
     },
     load: () => import('./counting.js'),
     target: 'its own redis-server (standalone, loopback)',
