@@ -82,6 +82,9 @@ export interface TrackOutcome {
   readonly rebuilt: number;
 }
 
+/** What a notice applies to a plan's live counters (a win's ledger entry, or a loss). */
+type PlanNotice = Pick<LedgerEntry, 'campaignId' | 'bidId' | 'day' | 'clearingPriceMicros' | 'bidPriceMicros' | 'bidAt'>;
+
 /** The spend tracker. */
 export class SpendTracker {
   private readonly inFlight: InFlightConfig;
@@ -192,7 +195,7 @@ export class SpendTracker {
    */
   private async applyToPlans(
     plans: readonly ResolvedPlan[],
-    e: Pick<LedgerEntry, 'campaignId' | 'bidId' | 'day' | 'clearingPriceMicros' | 'bidPriceMicros' | 'bidAt'>,
+    e: PlanNotice,
     kind: 'W' | 'L',
   ): Promise<{ applied: number; rebuilt: number }> {
     const results = await Promise.allSettled(plans.map((plan) => this.applyToPlan(plan, e, kind)));
@@ -208,7 +211,7 @@ export class SpendTracker {
 
   private async applyToPlan(
     plan: ResolvedPlan,
-    e: Pick<LedgerEntry, 'campaignId' | 'bidId' | 'day' | 'clearingPriceMicros' | 'bidPriceMicros' | 'bidAt'>,
+    e: PlanNotice,
     kind: 'W' | 'L',
   ): Promise<{ reply: number; rebuilt: number }> {
     const { redis, clock, reconciler } = this.options;
