@@ -83,7 +83,10 @@ export interface TrackOutcome {
 }
 
 /** What a notice applies to a plan's live counters (a win's ledger entry, or a loss). */
-type PlanNotice = Pick<LedgerEntry, 'campaignId' | 'bidId' | 'day' | 'clearingPriceMicros' | 'bidPriceMicros' | 'bidAt'>;
+type PlanNotice = Pick<
+  LedgerEntry,
+  'campaignId' | 'bidId' | 'day' | 'clearingPriceMicros' | 'bidPriceMicros' | 'bidAt'
+>;
 
 /** The spend tracker. */
 export class SpendTracker {
