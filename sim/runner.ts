@@ -25,6 +25,8 @@
  * Deterministic for (scenario, seed): every draw comes from seeded generators, and every Redis
  * call goes through one connection and is awaited at fixed points of the simulated second.
  */
+
+import { Redis } from 'ioredis';
 import {
   type Account,
   type CampaignBudgets,
@@ -47,7 +49,7 @@ import { BudgetGuard } from '../shared/spend/guard.js';
 import { planDayKeys } from '../shared/spend/keys.js';
 import { readPlanDay } from '../shared/spend/live-counters.js';
 import { defaultInFlight, Reconciler } from '../shared/spend/reconcile.js';
-import { SpendTracker } from '../shared/spend/tracker.js';
+import { SpendTracker, type TrackOutcome } from '../shared/spend/tracker.js';
 import type { ManualClock } from '../shared/time/clock.js';
 import { dayWindows, memoryLedger, NoticeQueue } from './engine-parts.js';
 import {
@@ -140,6 +142,12 @@ export interface RunOptions {
   readonly untilMs?: number;
   /** Measure wall and CPU time per phase of the simulated second (benchmarks). @default false */
   readonly phases?: boolean;
+  /**
+   * Write the guards' lease calls and the tracker's scripts while the second's loops still run
+   * ({@link LeaseOverlap}); `false` writes them after each loop, as before 2026-11-26 (fourth
+   * session). The outcome is the same either way (the determinism test compares them). @default true
+   */
+  readonly overlap?: boolean;
 }
 
 const SHARD = 0;
@@ -225,6 +233,66 @@ class Phases {
     t.cpuMs += cpuMs() - this.cpu0;
   }
 }
+
+/**
+ * Sends the guards' lease calls to Redis while the second's request loop is still running, so
+ * redis-server works through them while this process runs the next auctions, without changing
+ * what any command sees or returns.
+ *
+ * A guard issues a lease call from `decide` (synchronously) but reaches the client only a
+ * promise job later (its curve's `prepare`); without this, every call of the second is issued,
+ * auto-pipelined and written after the loop, and the process waits for all the replies at once
+ * (the `idle` phase). Every {@link OVERLAP_EVERY} requests {@link flush} lets those jobs run with
+ * the clock at the second's start (as they ran after the loop before), the client writing
+ * directly into its corked socket, then uncorks it: the same commands, in the same order, on the
+ * same connection. No I/O callback runs during the loop (the yield is a `process.nextTick`, which
+ * Node runs before returning to the event loop), so no reply is handled before the loop ends and
+ * no guard's float changes within it: replies are read after the loop, in order, as before.
+ *
+ * Standalone clients only (the simulator's); a cluster client keeps auto-pipelining.
+ */
+class LeaseOverlap {
+  private readonly client: Redis | undefined;
+  private active = false;
+  private autoPipelining = false;
+
+  constructor(redis: RedisClient, enabled: boolean) {
+    this.client = enabled && redis instanceof Redis ? redis : undefined;
+  }
+
+  /** Before the loop: direct writes into a corked socket. */
+  begin(): void {
+    const c = this.client;
+    if (c?.status !== 'ready') return;
+    this.active = true;
+    this.autoPipelining = c.options.enableAutoPipelining === true;
+    c.options.enableAutoPipelining = false;
+    c.stream.cork();
+  }
+
+  /** Runs the pending lease calls' promise jobs at `secondStart`, writes them, restores `at`. */
+  async flush(clock: ManualClock, secondStart: number, at: number): Promise<void> {
+    if (!this.active) return;
+    clock.set(secondStart);
+    await new Promise<void>((resolve) => process.nextTick(resolve));
+    const stream = (this.client as Redis).stream;
+    stream.uncork();
+    stream.cork();
+    clock.set(at);
+  }
+
+  /** After the loop: everything written, the client as it was. */
+  end(): void {
+    if (!this.active) return;
+    this.active = false;
+    const c = this.client as Redis;
+    c.stream.uncork();
+    c.options.enableAutoPipelining = this.autoPipelining;
+  }
+}
+
+/** Requests between two writes of the pending lease calls ({@link LeaseOverlap}). */
+const OVERLAP_EVERY = 16;
 
 /**
  * Requests per minute: the hourly shape (local hours of the scenario's zone) × a day level
@@ -777,6 +845,7 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
   const pool: Bidder[] = [];
   let lastLog = 0;
 
+  const overlap = new LeaseOverlap(redis, options.overlap ?? true);
   // The ad servers' refresh-ahead of the last tick, while it is in flight.
   let refreshing: Promise<unknown> | undefined;
   /** Waits for that refresh, if any, to land. */
@@ -858,14 +927,23 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
       // (published parameters are read; live counters are written), and nothing that uses the
       // readers runs until both are awaited, so the outcome is the same as one after the other,
       // with Redis and this process working at once.
-      const applying = Promise.all(
-        due.map((n) =>
-          tracker.apply(n.event).catch((e: unknown) => {
+      // Issued in runs of OVERLAP_EVERY × 4, each written before the next is built (LeaseOverlap):
+      // Redis applies one run while the tracker builds the next. The scripts of a batch commute
+      // (each adds to or releases its own plan-day's counters, dedup per bid; the batch's clock is
+      // one instant), so the order within the batch does not change any reply.
+      overlap.begin();
+      const started: Promise<TrackOutcome | undefined>[] = [];
+      for (let i = 0; i < due.length; i++) {
+        if (i > 0 && i % (OVERLAP_EVERY * 4) === 0) await overlap.flush(clock, now, now);
+        started.push(
+          tracker.apply((due[i] as Notice).event).catch((e: unknown) => {
             errors.push(`tracker: ${String(e)}`);
             return undefined;
           }),
-        ),
-      );
+        );
+      }
+      overlap.end();
+      const applying = Promise.all(started);
       await refreshLanded();
       const outcomes = await applying;
       applied += outcomes.length;
@@ -885,8 +963,14 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
     }
     if (!bidding) continue;
     phase?.begin();
+    overlap.begin();
+    let sinceFlush = 0;
     while (next < qLength && (qAt[next] as number) < now + 1000) {
       const at = qAt[next] as number;
+      if (++sinceFlush === OVERLAP_EVERY) {
+        sinceFlush = 0;
+        await overlap.flush(clock, now, at);
+      }
       const id = firstId + next;
       const competingMicros = qCompeting[next] as number;
       const eligible = bySegment[qSegment[next] as number] as CampaignRun[];
@@ -965,6 +1049,7 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
         }
       }
     }
+    overlap.end();
     phase?.end('requests');
     clock.set(now);
     phase?.begin();

@@ -154,7 +154,12 @@ export class Reconciler {
       if (this.running.get(key) === flight) this.running.delete(key);
     });
     this.running.set(key, flight);
-    return flight;
+    // Awaited here (not returned as the promise itself) so that the starter and the joiners resume
+    // in the order they called, one promise job after the flight ends, whichever socket read
+    // brought their replies: returning `flight` would adopt it a job later, and a joiner that
+    // arrived in the same read would resume first, one from a later read after (the simulator's
+    // determinism depends on this order, e.g. two guards rejoining a plan-day at midnight).
+    return await flight;
   }
 
   /**

@@ -250,6 +250,29 @@ describe('rebuild stampede after a Redis restart', () => {
   });
 });
 
+describe('callers of one rebuild', () => {
+  it("resume in the order they called, the starter first (the simulator's determinism needs it)", async () => {
+    const plan = (await planOf('cf2', 'campaign'))!;
+    const day = `2031-01-0${1 + (Date.now() % 9)}`;
+    const reconciler = new Reconciler({
+      redis,
+      ledger,
+      clock: systemClock,
+      campaignsOfAccount: (a) => repo.listCampaignIds(a),
+    });
+    const order: string[] = [];
+    const call = (name: string) =>
+      reconciler.reconcile(plan, day).then((r) => {
+        order.push(`${name}:${r.installed}`);
+      });
+    // Started in one synchronous run: the two joiners find the starter's flight running.
+    await Promise.all([call('starter'), call('joiner1'), call('joiner2')]);
+    expect(order).toEqual(['starter:true', 'joiner1:false', 'joiner2:false']);
+    expect(reconciler.ledgerReads).toBe(1);
+    expect((await readPlanDay(redis, planDayKeys(plan, day).state, Date.now())).epoch).toBeDefined();
+  });
+});
+
 function dayOf(events: readonly SpendEvent[]): string {
   return dayWindow(events[0]?.bidAt ?? 0, TZ).day;
 }
