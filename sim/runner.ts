@@ -243,9 +243,9 @@ class Phases {
  * promise job later (its curve's `prepare`); without this, every call of the second is issued,
  * auto-pipelined and written after the loop, and the process waits for all the replies at once
  * (the `idle` phase). Every {@link OVERLAP_EVERY} requests {@link flush} lets those jobs run with
- * the clock at the second's start (as they ran after the loop before), the client writing
- * directly into its corked socket, then uncorks it: the same commands, in the same order, on the
- * same connection. No I/O callback runs during the loop (the yield is a `process.nextTick`, which
+ * the clock at the second's start (as they ran after the loop before), the client's commands
+ * collected into one string, then writes it: the same commands, in the same order, on the same
+ * connection. No I/O callback runs during the loop (the yield is a `process.nextTick`, which
  * Node runs before returning to the event loop), so no reply is handled before the loop ends and
  * no guard's float changes within it: replies are read after the loop, in order, as before.
  *
@@ -255,19 +255,34 @@ class LeaseOverlap {
   private readonly client: Redis | undefined;
   private active = false;
   private autoPipelining = false;
+  /** Commands written since the last flush, as one RESP string. */
+  private pending = '';
 
   constructor(redis: RedisClient, enabled: boolean) {
     this.client = enabled && redis instanceof Redis ? redis : undefined;
   }
 
-  /** Before the loop: direct writes into a corked socket. */
+  /**
+   * Before the loop: the client writes each command directly (auto-pipelining off), and the
+   * socket's `write` collects them into one string until {@link flush} (as ioredis's own pipeline
+   * does): one write per flush, not one `writev` entry per command.
+   */
   begin(): void {
     const c = this.client;
     if (c?.status !== 'ready') return;
     this.active = true;
     this.autoPipelining = c.options.enableAutoPipelining === true;
     c.options.enableAutoPipelining = false;
-    c.stream.cork();
+    const socket = c.stream;
+    const write = socket.write;
+    socket.write = ((chunk: string | Uint8Array, ...rest: never[]) => {
+      if (typeof chunk === 'string' && rest.length === 0) {
+        this.pending += chunk;
+        return true;
+      }
+      this.writePending();
+      return write.call(socket, chunk, ...rest);
+    }) as typeof socket.write;
   }
 
   /** Runs the pending lease calls' promise jobs at `secondStart`, writes them, restores `at`. */
@@ -275,9 +290,7 @@ class LeaseOverlap {
     if (!this.active) return;
     clock.set(secondStart);
     await new Promise<void>((resolve) => process.nextTick(resolve));
-    const stream = (this.client as Redis).stream;
-    stream.uncork();
-    stream.cork();
+    this.writePending();
     clock.set(at);
   }
 
@@ -286,8 +299,18 @@ class LeaseOverlap {
     if (!this.active) return;
     this.active = false;
     const c = this.client as Redis;
-    c.stream.uncork();
+    this.writePending();
+    // The socket's own write again (the prototype's).
+    delete (c.stream as { write?: unknown }).write;
     c.options.enableAutoPipelining = this.autoPipelining;
+  }
+
+  private writePending(): void {
+    if (this.pending === '') return;
+    const socket = (this.client as Redis).stream;
+    const data = this.pending;
+    this.pending = '';
+    Object.getPrototypeOf(socket).write.call(socket, data);
   }
 }
 
