@@ -10,7 +10,7 @@
  * offered rate not sustained) — every other field unchanged. Exit codes: 0 all targets met,
  * 7 a target missed, 2 usage, 1 unexpected failure.
  */
-import { EXIT, ensureNodeFlags, SIM_NODE_FLAGS } from '../cli/common.js';
+import { EXIT, ensureNodeFlags, ensureSimProcess } from '../cli/common.js';
 import { killServersOnSignal } from '../local/emulators/redis.js';
 import { benchTargets, unsustainedRates, verdicts } from './verdicts.js';
 
@@ -21,6 +21,8 @@ interface Benchmark {
   readonly target: string;
   /** Node flags the benchmark's process runs with (re-run with them when missing). @default none */
   readonly nodeFlags?: readonly string[];
+  /** Runs in the simulator's process (cli/common.ts `ensureSimProcess`). @default false */
+  readonly simProcess?: boolean;
 }
 
 const benchmarks: Record<string, Benchmark> = {
@@ -64,8 +66,8 @@ const benchmarks: Record<string, Benchmark> = {
     },
     load: () => import('./sim.js'),
     target: 'its own redis-server (standalone, loopback)',
-    // The simulator's process, as `npm run sim` runs it (cli/common.ts SIM_NODE_FLAGS).
-    nodeFlags: SIM_NODE_FLAGS,
+    // The simulator's process, as `npm run sim` runs it (cli/common.ts ensureSimProcess).
+    simProcess: true,
   },
 };
 
@@ -106,6 +108,7 @@ if (unknown) {
   console.error(`bench ${name}: unknown option ${unknown} (npm run bench -- --help)`);
   process.exit(EXIT.usage);
 }
+if (bench.simProcess) await ensureSimProcess();
 if (bench.nodeFlags) await ensureNodeFlags(bench.nodeFlags);
 console.error(`bench ${name}: target ${bench.target}; never AWS`);
 try {

@@ -5,6 +5,7 @@
  * endpoint variable was missing); human output, or JSON with `--json`; errors as one line (no
  * stack trace; `--debug` adds it) with the exit codes of {@link EXIT}.
  */
+import { fileURLToPath } from 'node:url';
 import { type AwsEndpoints, endpointsFromEnv } from '../shared/aws/clients.js';
 
 /** Exit codes shared by the CLIs (documented in their `--help`). */
@@ -198,8 +199,41 @@ export async function ensureNodeFlags(flags: readonly string[]): Promise<void> {
   const given = [...process.execArgv, ...(process.env.NODE_OPTIONS ?? '').split(/\s+/)];
   const missing = flags.filter((f) => !given.includes(f));
   if (missing.length === 0 || process.env.PACELINE_NODE_FLAGS_SET === '1') return;
+  await runInChild([...missing, ...process.execArgv, ...process.argv.slice(1)]);
+}
+
+/**
+ * The simulator's process (`npm run sim`, `npm run bench -- sim`): this script again, as an
+ * esbuild bundle without `keepNames`, in plain `node` with {@link SIM_NODE_FLAGS} — the way the
+ * CDK ships the same modules to Lambda. Under `tsx` every function object created (each closure of
+ * the guard, tracker and reader hot paths) also gets a `defineProperty` for its name; a simulated
+ * day creates hundreds of millions of them (~10 % of the simulator's CPU; docs/pacing-quality.md,
+ * 2026-11-26 fourth session). The bundle is cached in `.local/bundles/` and rebuilt when a source
+ * changes. Returns only in the child; when bundling fails, falls back to {@link ensureNodeFlags}
+ * (same flags, through `tsx`) with a note on stderr.
+ */
+export async function ensureSimProcess(): Promise<void> {
+  if (process.env.PACELINE_NODE_FLAGS_SET === '1') return;
+  const entry = process.argv[1];
+  let bundle: string | undefined;
+  if (entry) {
+    try {
+      const { bundleModule } = await import('../local/worker/bundle.js');
+      bundle = await bundleModule(entry, fileURLToPath(new URL('..', import.meta.url)), { keepNames: false });
+    } catch (error) {
+      console.error(
+        `simulator: cannot bundle ${entry} (${error instanceof Error ? error.message : String(error)}); running it through tsx`,
+      );
+    }
+  }
+  if (!bundle) return ensureNodeFlags(SIM_NODE_FLAGS);
+  await runInChild([...SIM_NODE_FLAGS, bundle, ...process.argv.slice(2)]);
+}
+
+/** Runs `node args` with this process's stdio and signals, then ends as the child did. */
+async function runInChild(args: readonly string[]): Promise<never> {
   const { spawn } = await import('node:child_process');
-  const child = spawn(process.execPath, [...missing, ...process.execArgv, ...process.argv.slice(1)], {
+  const child = spawn(process.execPath, args, {
     stdio: 'inherit',
     env: { ...process.env, PACELINE_NODE_FLAGS_SET: '1' },
   });
@@ -214,5 +248,5 @@ export async function ensureNodeFlags(flags: readonly string[]): Promise<void> {
     }
     process.exit(code ?? 1);
   });
-  await new Promise<never>(() => {});
+  return new Promise<never>(() => {});
 }

@@ -7,7 +7,7 @@
  * failed (redis-server missing, an unexpected error).
  */
 import { readFileSync, writeFileSync } from 'node:fs';
-import { ensureNodeFlags, SIM_NODE_FLAGS } from '../cli/common.js';
+import { ensureSimProcess } from '../cli/common.js';
 import { killServersOnSignal, type RunningRedis, startRedis } from '../local/emulators/redis.js';
 import { connectRedis, type RedisClient } from '../shared/redis/connect.js';
 import { ManualClock } from '../shared/time/clock.js';
@@ -233,7 +233,7 @@ export async function main(argv: readonly string[]): Promise<number> {
 
 if (process.argv[1] && import.meta.url === new URL(`file://${process.argv[1]}`).href) {
   killServersOnSignal();
-  ensureNodeFlags(SIM_NODE_FLAGS)
+  ensureSimProcess()
     .then(() => main(process.argv.slice(2)))
     .then(
       (code) => process.exit(code),

@@ -42,16 +42,32 @@ function atomicWrite(file: string, contents: string | Uint8Array): void {
   renameSync(tmp, file);
 }
 
+/** Options of {@link bundleModule}. */
+export interface BundleOptions {
+  /**
+   * Keep function and class names (esbuild `keepNames`): class names are Lambda's `errorType`.
+   * It costs a `defineProperty` on every function object created (closures included), so the
+   * simulator's bundle goes without it (its errors set `name` themselves). @default true
+   */
+  readonly keepNames?: boolean;
+}
+
 /**
  * Bundles `entry` (absolute, or relative to the repository root) into an ESM file under
  * `.local/bundles/`, reusing an up-to-date bundle. Returns the bundle's path; throws esbuild's
  * error when the entry cannot be bundled.
  */
-export async function bundleModule(entry: string, repoRoot: string): Promise<string> {
+export async function bundleModule(
+  entry: string,
+  repoRoot: string,
+  options: BundleOptions = {},
+): Promise<string> {
+  const keepNames = options.keepNames ?? true;
   const absolute = resolve(repoRoot, entry);
-  const name = relative(repoRoot, absolute)
-    .replace(/[/\\]/g, '__')
-    .replace(/\.[cm]?[jt]s$/, '');
+  const name =
+    relative(repoRoot, absolute)
+      .replace(/[/\\]/g, '__')
+      .replace(/\.[cm]?[jt]s$/, '') + (keepNames ? '' : '.nonames');
   const dir = bundleDir(repoRoot);
   const out = join(dir, `${name}.mjs`);
   const metaFile = join(dir, `${name}.meta.json`);
@@ -66,10 +82,10 @@ export async function bundleModule(entry: string, repoRoot: string): Promise<str
     write: false,
     metafile: true,
     logLevel: 'silent',
-    // Smaller to parse, but class names stay: they are Lambda's `errorType`.
+    // Smaller to parse, but class names stay (unless asked otherwise): they are Lambda's `errorType`.
     minifyWhitespace: true,
     minifySyntax: true,
-    keepNames: true,
+    keepNames,
     // CommonJS dependencies (ioredis…) need `require` inside an ESM bundle.
     banner: {
       js: "import { createRequire as __plCreateRequire } from 'node:module';const require = __plCreateRequire(import.meta.url);",

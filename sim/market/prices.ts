@@ -4,7 +4,7 @@
  * itself, not a fitted curve, so the floor-price spikes of real markets stay in (13.7 % of
  * campaign 1458's prices sit at exactly 70).
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Random } from '../../shared/random/prng.js';
@@ -33,7 +33,20 @@ export class PriceDataError extends Error {
   override readonly name = 'PriceDataError';
 }
 
-const DATA_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', 'data', 'ipinyou');
+/**
+ * `sim/data/ipinyou`, found from this module upwards: the module is `sim/market/prices.ts` under
+ * `tsx`, or inside a bundle elsewhere in the repository (the simulator's process, cli/common.ts).
+ */
+const DATA_DIR = (() => {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (;;) {
+    const candidate = join(dir, 'sim', 'data', 'ipinyou');
+    if (existsSync(candidate)) return candidate;
+    const up = dirname(dir);
+    if (up === dir) return join(dirname(fileURLToPath(import.meta.url)), '..', 'data', 'ipinyou');
+    dir = up;
+  }
+})();
 
 /** Loads the histogram of one iPinYou campaign. */
 export function loadIpinyouHistogram(campaign: string): PriceHistogram {
