@@ -69,6 +69,23 @@ export function memoryLedger(): LedgerStore {
  */
 const NUMBERED_ID = /^(\D*)([1-9]\d{0,14}|0)$/;
 
+/**
+ * The value of `text` from `from` on when it is a canonical integer of at most 15 digits (what
+ * {@link NUMBERED_ID}'s second group accepts), else −1.
+ */
+function canonicalInteger(text: string, from: number): number {
+  const length = text.length - from;
+  if (length < 1 || length > 15) return -1;
+  if (length > 1 && text.charCodeAt(from) === 0x30) return -1;
+  let n = 0;
+  for (let i = from; i < text.length; i++) {
+    const d = text.charCodeAt(i) - 0x30;
+    if (d < 0 || d > 9) return -1;
+    n = n * 10 + d;
+  }
+  return n;
+}
+
 /** One campaign-day of {@link memoryLedger}: columns, in booking order. */
 class LedgerDay {
   count = 0;
@@ -97,6 +114,12 @@ class LedgerDay {
 
   /** The key of `bidId` in `rows` (a number when it has the day's numbered form). */
   private keyOf(bidId: string, settle: boolean): number | string {
+    // The common case without a regex match (an array per call): the day's prefix, then digits.
+    const known = this.prefix;
+    if (known !== undefined && bidId.startsWith(known)) {
+      const n = canonicalInteger(bidId, known.length);
+      if (n >= 0) return n;
+    }
     const m = NUMBERED_ID.exec(bidId);
     if (!m) return bidId;
     const prefix = m[1] as string;

@@ -469,10 +469,13 @@ export class BudgetGuard {
     }
     s.lastSettle = now;
     // Drop only leases whose return was in this call; one that expired meanwhile settles next time.
-    const settled = new Set(
-      taken.filter((t) => t.returned > 0 || t.lease.granted === t.lease.used).map((t) => t.lease),
-    );
-    s.leases = s.leases.filter((l) => !(l.expired && settled.has(l) && l.unsettled === 0));
+    if (taken.length > 0) {
+      const settled = new Set(
+        taken.filter((t) => t.returned > 0 || t.lease.granted === t.lease.used).map((t) => t.lease),
+      );
+      if (settled.size > 0)
+        s.leases = s.leases.filter((l) => !(l.expired && settled.has(l) && l.unsettled === 0));
+    }
     const kmin = firstLiveSlot(now, s.slotMs, this.inFlight.ttlMs);
     for (const slot of s.ring.keys()) if (slot < kmin) s.ring.delete(slot);
     if (grant > 0) {

@@ -201,6 +201,11 @@ export class SpendTracker {
     e: PlanNotice,
     kind: 'W' | 'L',
   ): Promise<{ applied: number; rebuilt: number }> {
+    if (plans.length === 1) {
+      // Most notices fall under one plan: no settled-results array for it.
+      const { reply, rebuilt } = await this.applyToPlan(plans[0] as ResolvedPlan, e, kind);
+      return { applied: reply === 1 || reply === 2 ? 1 : 0, rebuilt };
+    }
     const results = await Promise.allSettled(plans.map((plan) => this.applyToPlan(plan, e, kind)));
     let applied = 0;
     let rebuilt = 0;
