@@ -285,9 +285,10 @@ class LeaseOverlap {
     }) as typeof socket.write;
   }
 
-  /** Runs the pending lease calls' promise jobs at `secondStart`, writes them, restores `at`. */
-  async flush(clock: ManualClock, secondStart: number, at: number): Promise<void> {
+  /** Runs the pending promise jobs with the clock at `secondStart`, writes their commands, puts the clock back. */
+  async flush(clock: ManualClock, secondStart: number): Promise<void> {
     if (!this.active) return;
+    const at = clock.now();
     clock.set(secondStart);
     await new Promise<void>((resolve) => process.nextTick(resolve));
     this.writePending();
@@ -959,7 +960,7 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
       overlap.begin();
       const started: Promise<TrackOutcome | undefined>[] = [];
       for (let i = 0; i < due.length; i++) {
-        if (i > 0 && i % (OVERLAP_EVERY * 4) === 0) await overlap.flush(clock, now, now);
+        if (i > 0 && i % (OVERLAP_EVERY * 4) === 0) await overlap.flush(clock, now);
         started.push(
           tracker.apply((due[i] as Notice).event).catch((e: unknown) => {
             errors.push(`tracker: ${String(e)}`);
@@ -994,7 +995,7 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
       const at = qAt[next] as number;
       if (++sinceFlush === OVERLAP_EVERY) {
         sinceFlush = 0;
-        await overlap.flush(clock, now, at);
+        await overlap.flush(clock, now);
       }
       const id = firstId + next;
       const competingMicros = qCompeting[next] as number;
