@@ -11,6 +11,10 @@
  * - trackSpendEventsPerSec: bid / win / loss events through SpendTracker as track-spend wires it
  *   (outbox intent + ledger conditional write + intent delete on dynalite, one Lua per plan),
  *   batches of 200 handled concurrently as the Lambda does;
+ * - scriptCalls: the lease script called 200,000 times (batches of 16 per event-loop turn, 4,096 in
+ *   flight) over each transport of `spendScripts` — `raw` (shared/redis/raw-script.ts, what the
+ *   guard and track-spend use) and `client` (ioredis `defineCommand`) — this process's CPU (user +
+ *   system) and wall time per call;
  * - redisCeilingOpsPerSec: pipelined INCRBY ceiling (bench/ceiling.ts).
  *
  * The workload's parameters (budgets, prices, float fraction) are printed with the figures: ops
@@ -27,6 +31,7 @@ import { physicalName, regionResources } from '../shared/region/resources.js';
 import { encodeSpendEvent, type SpendEvent } from '../shared/spend/events.js';
 import { BudgetGuard, type GuardBid } from '../shared/spend/guard.js';
 import { SpendLedger } from '../shared/spend/ledger.js';
+import { type ScriptTransport, spendScripts } from '../shared/spend/live-counters.js';
 import { SpendOutbox } from '../shared/spend/outbox.js';
 import { Reconciler } from '../shared/spend/reconcile.js';
 import { SpendTracker } from '../shared/spend/tracker.js';
@@ -110,6 +115,54 @@ function workloadBudgets(): CampaignBudgets[] {
   });
 }
 
+/** Caller CPU and wall µs per lease call over one transport (see the module comment). */
+async function scriptCallCost(
+  redis: RedisClient,
+  transport: ScriptTransport,
+  calls: number,
+): Promise<{ cpuMicrosPerCall: number; wallMicrosPerCall: number }> {
+  const scripts = spendScripts(redis, transport);
+  const plans = 1000;
+  const now = Date.now();
+  const slot = Math.floor(now / 60_000);
+  for (let p = 0; p < plans; p++)
+    await redis.hset(`bench:{${transport}${p}}:s`, { r: 'e1', c: '0', q: '60000', t: '600000' });
+  const args = [
+    now,
+    'e1',
+    5_000_000,
+    20_000,
+    5_000,
+    1000,
+    86_400_000,
+    150_000,
+    `l:${slot}`,
+    -5,
+    `f:${slot}`,
+    7,
+  ];
+  await scripts.lease(`bench:{${transport}0}:s`, args);
+  const cpu0 = process.cpuUsage();
+  const wall0 = performance.now();
+  let inFlight: Promise<unknown>[] = [];
+  for (let i = 0; i < calls; i++) {
+    inFlight.push(scripts.lease(`bench:{${transport}${i % plans}}:s`, args));
+    // As the guard issues them: a few per turn of the request loop, written between turns.
+    if (i % 16 === 15) await new Promise<void>((resolve) => process.nextTick(resolve));
+    if (inFlight.length === 4096) {
+      await Promise.all(inFlight);
+      inFlight = [];
+    }
+  }
+  await Promise.all(inFlight);
+  const wall = performance.now() - wall0;
+  const cpu = process.cpuUsage(cpu0);
+  return {
+    cpuMicrosPerCall: +((cpu.user + cpu.system) / calls).toFixed(2),
+    wallMicrosPerCall: +((wall * 1000) / calls).toFixed(2),
+  };
+}
+
 /** Runs the benchmark. */
 export async function run(args: string[]): Promise<Record<string, unknown>> {
   const seconds = arg(args, 'seconds', 3);
@@ -122,6 +175,13 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
   try {
     await provisionTables(dynamodb);
     const ceiling = await measureCeiling(redis as Redis, port);
+    // Each transport twice, alternating (the first round warms the JIT for both).
+    await scriptCallCost(redis, 'client', 50_000);
+    await scriptCallCost(redis, 'raw', 50_000);
+    const scriptCalls = {
+      client: await scriptCallCost(redis, 'client', 200_000),
+      raw: await scriptCallCost(redis, 'raw', 200_000),
+    };
 
     // --- guard: decisions per second and Redis commands per 1,000 bids -------------------------
     const reconciler = new Reconciler({
@@ -245,6 +305,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
       ).toFixed(3),
       noBudgetShare: +(1 - bidCount / decisions).toFixed(4),
       trackSpendEventsPerSec,
+      scriptCalls,
       ...ceiling,
       decisionsToCeilingRatio: +(decisionsPerSec / ceiling.redisCeilingOpsPerSec).toFixed(3),
       trackSpendToCeilingRatio: +(trackSpendEventsPerSec / ceiling.redisCeilingOpsPerSec).toFixed(4),

@@ -23,7 +23,11 @@
  *   ticks, is refused by the fence).
  *
  * Deterministic for (scenario, seed): every draw comes from seeded generators, and every Redis
- * call goes through one connection and is awaited at fixed points of the simulated second.
+ * call is awaited at fixed points of the simulated second. Calls go over the client's connection,
+ * except the lease and apply scripts (the client's raw script connection, shared by the guards and
+ * the tracker: one ordered stream, shared/redis/raw-script.ts) and the pacer's spend read (raw
+ * sockets that only read once the writes before it are acknowledged); within a phase, what runs on
+ * different connections touches disjoint keys.
  */
 
 import { Redis } from 'ioredis';
@@ -144,8 +148,10 @@ export interface RunOptions {
   readonly phases?: boolean;
   /**
    * Write the guards' lease calls and the tracker's scripts while the second's loops still run
-   * ({@link LeaseOverlap}); `false` writes them after each loop, as before 2026-11-26 (fourth
-   * session). The outcome is the same either way (the determinism test compares them). @default true
+   * ({@link LeaseOverlap}), and await the notices' replies after the request loop; `false` writes
+   * them after each loop and awaits the notices before the request loop, as before 2026-11-26
+   * (fourth session). The outcome is the same either way (the determinism test compares them).
+   * @default true
    */
   readonly overlap?: boolean;
 }
@@ -237,7 +243,10 @@ class Phases {
 /**
  * Sends the guards' lease calls to Redis while the second's request loop is still running, so
  * redis-server works through them while this process runs the next auctions, without changing
- * what any command sees or returns.
+ * what any command sees or returns. The lease and apply scripts go over the raw script connection
+ * (shared/redis/raw-script.ts), which writes what was issued at the end of each `process.nextTick`
+ * turn — so the yield below is what sends them; commands on the client's own connection (a rebuild
+ * after a reset) are collected and written here.
  *
  * A guard issues a lease call from `decide` (synchronously) but reaches the client only a
  * promise job later (its curve's `prepare`); without this, every call of the second is issued,
@@ -870,12 +879,31 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
   let lastLog = 0;
 
   const overlap = new LeaseOverlap(redis, options.overlap ?? true);
+  // Notices' replies awaited after the request loop (below); off with the overlap (as before).
+  const deferNotices = options.overlap ?? true;
   // The ad servers' refresh-ahead of the last tick, while it is in flight.
   let refreshing: Promise<unknown> | undefined;
   /** Waits for that refresh, if any, to land. */
   const refreshLanded = async () => {
     await refreshing;
     refreshing = undefined;
+  };
+  // The second's notices while their scripts run (awaited after the request loop, see below).
+  let applying: { due: Notice[]; outcomes: Promise<(TrackOutcome | undefined)[]> } | undefined;
+  /** Waits for the second's notices and books their spend for the scorer. */
+  const noticesLanded = async () => {
+    if (!applying) return;
+    const { due, outcomes: landing } = applying;
+    applying = undefined;
+    const outcomes = await landing;
+    applied += outcomes.length;
+    for (let i = 0; i < outcomes.length; i++) {
+      const o = outcomes[i];
+      if (!o || o.addedMicros <= 0) continue;
+      const ev = (due[i] as Notice).event;
+      const c = byId.get(ev.campaignId) as CampaignRun;
+      bookWin(c, ev.armId, windowOf(c.timeZone, ev.bidAt).day, o.addedMicros);
+    }
   };
   // Faults of days a run does not simulate are not replayed at its start.
   while (faultIdx < scenario.faults.length && (scenario.faults[faultIdx]?.atMs ?? 0) < runStart) faultIdx++;
@@ -952,7 +980,11 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
       // Applied while the refresh's replies are still coming in: the two touch disjoint keys
       // (published parameters are read; live counters are written), and nothing that uses the
       // readers runs until both are awaited, so the outcome is the same as one after the other,
-      // with Redis and this process working at once.
+      // with Redis and this process working at once. Their replies are awaited after the request
+      // loop (noticesLanded, with the lease replies): the scripts are queued on the raw script
+      // connection ahead of every lease call the loop issues, so Redis applies them all before
+      // any of those leases, as when they were awaited here — while this process runs the loop.
+      // Only the scorer's booking waits, and nothing reads it before the next minute's sample.
       // Issued in runs of OVERLAP_EVERY × 4, each written before the next is built (LeaseOverlap):
       // Redis applies one run while the tracker builds the next. The scripts of a batch commute
       // (each adds to or releases its own plan-day's counters, dedup per bid; the batch's clock is
@@ -969,17 +1001,15 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
         );
       }
       overlap.end();
-      const applying = Promise.all(started);
-      await refreshLanded();
-      const outcomes = await applying;
-      applied += outcomes.length;
-      for (let i = 0; i < outcomes.length; i++) {
-        const o = outcomes[i];
-        if (!o || o.addedMicros <= 0) continue;
-        const ev = (due[i] as Notice).event;
-        const c = byId.get(ev.campaignId) as CampaignRun;
-        bookWin(c, ev.armId, windowOf(c.timeZone, ev.bidAt).day, o.addedMicros);
+      applying = { due, outcomes: Promise.all(started) };
+      if (deferNotices) {
+        // Every notice's script issued now, before any lease call of the loop below: the promise
+        // jobs of each apply run to its script call without waiting for a reply, and a
+        // process.nextTick callback runs only once every such job has run.
+        await new Promise<void>((resolve) => process.nextTick(resolve));
       }
+      await refreshLanded();
+      if (!bidding || !deferNotices) await noticesLanded();
       phase?.end('notices');
     }
     if (refreshing) {
@@ -1081,6 +1111,7 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
     phase?.begin();
     // Lease calls of this second, of every guard, land before the next one (awaits only).
     await Promise.all(servers.map((s) => s.guard.idle()));
+    await noticesLanded();
     phase?.end('idle');
   }
   for (const s of servers) {

@@ -24,7 +24,7 @@ import { type DayWindow, dayWindow } from '../budget/time-zone.js';
 import type { RedisClient } from '../redis/connect.js';
 import type { Clock } from '../time/clock.js';
 import { firstLiveSlot, type PlanDayKeys, planDayKeys } from './keys.js';
-import { defineSpendCommands } from './live-counters.js';
+import { type LeaseReply, type ScriptTransport, type SpendScripts, spendScripts } from './live-counters.js';
 import { DEFAULT_MEMORY_RETENTION_MS, defaultInFlight, type InFlightConfig, keepFor } from './reconcile.js';
 
 /** A bid to decide on. */
@@ -45,6 +45,12 @@ export type Decision = 'bid' | 'no-budget' | 'unknown-campaign' | 'paused';
 /** Options of {@link BudgetGuard}. */
 export interface BudgetGuardOptions {
   readonly redis: RedisClient;
+  /**
+   * How lease calls reach Redis: `raw` over the shared raw connections (shared/redis/raw-script.ts,
+   * about 2.5× less CPU per call than ioredis), `client` through ioredis. Same script, same replies.
+   * @default 'raw'
+   */
+  readonly scriptTransport?: ScriptTransport;
   readonly clock: Clock;
   /** Initialises / rebuilds a plan-day from the ledger (Reconciler.reconcile). */
   readonly initPlanDay: (plan: ResolvedPlan, day: string) => Promise<unknown>;
@@ -181,6 +187,7 @@ export class BudgetGuard {
   private readonly backoffMs: number;
   private readonly prefetchBelow: number;
   private readonly memoryRetentionMs: number;
+  private readonly scripts: SpendScripts;
   private readonly campaigns = new Map<string, CampaignEntry>();
   private readonly planDays = new Map<string, PlanDay>();
   private readonly inProgress = new Set<Promise<void>>();
@@ -206,7 +213,7 @@ export class BudgetGuard {
     }
     this.backoffMs = options.noAllowanceBackoffMs ?? Math.max(1, Math.floor(this.inFlight.slotMs / 10));
     this.memoryRetentionMs = options.memoryRetentionMs ?? DEFAULT_MEMORY_RETENTION_MS;
-    defineSpendCommands(options.redis);
+    this.scripts = spendScripts(options.redis, options.scriptTransport);
   }
 
   /** Float left when the next one is fetched, micros. */
@@ -429,7 +436,7 @@ export class BudgetGuard {
     const low = s.float < this.prefetchAt(s.plan) || s.short;
     s.short = false;
     const want = s.retiring || now >= s.day.endMs || !low ? 0 : F;
-    let reply: [number, string, number, number, number, number, number];
+    let reply: LeaseReply;
     try {
       reply = await this.lease(s, now, want, args);
       if (reply[0] === -1 || reply[0] === -2) {
@@ -493,14 +500,13 @@ export class BudgetGuard {
     now: number,
     want: number,
     deltas: (string | number)[],
-  ): Promise<[number, string, number, number, number, number, number]> {
+  ): Promise<LeaseReply> {
     this.stats.leaseCalls++;
     // A curve backed by a cache (the published E(t)) reads what it lacks first: a cache miss must
     // not lease from a fallback curve (the linear fail-safe is far above a traffic-shaped E at night).
     if (this.curve.prepare) await this.curve.prepare(s.plan, s.day, now);
     const expected = this.curve.expectedMicros(s.plan, s.day, now);
-    const reply = await this.options.redis.spendLease(
-      s.keys.state,
+    return this.scripts.lease(s.keys.state, [
       now,
       s.epoch,
       expected,
@@ -510,15 +516,6 @@ export class BudgetGuard {
       keepFor(s.day.endMs, now, this.memoryRetentionMs),
       this.leaseAheadMs,
       ...deltas,
-    );
-    return [
-      Number(reply[0]),
-      String(reply[1]),
-      Number(reply[2]),
-      Number(reply[3]),
-      Number(reply[4]),
-      Number(reply[5]),
-      Number(reply[6]),
-    ];
+    ]);
   }
 }

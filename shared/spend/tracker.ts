@@ -30,7 +30,7 @@ import {
 } from './events.js';
 import { noticeField, planDayKeys } from './keys.js';
 import type { LedgerEntry, LedgerStore } from './ledger.js';
-import { defineSpendCommands } from './live-counters.js';
+import { type ScriptTransport, type SpendScripts, spendScripts } from './live-counters.js';
 import type { WinOutbox } from './outbox.js';
 import {
   DEFAULT_MEMORY_RETENTION_MS,
@@ -51,6 +51,12 @@ export class LiveCountersUnavailableError extends Error {
 /** Options of {@link SpendTracker}. */
 export interface SpendTrackerOptions {
   readonly redis: RedisClient;
+  /**
+   * How notices reach the apply script: `raw` over the shared raw connections
+   * (shared/redis/raw-script.ts), `client` through ioredis. Same script, same replies.
+   * @default 'raw'
+   */
+  readonly scriptTransport?: ScriptTransport;
   readonly ledger: LedgerStore;
   readonly reconciler: Reconciler;
   readonly budgets: BudgetLookup;
@@ -93,12 +99,13 @@ export class SpendTracker {
   private readonly inFlight: InFlightConfig;
   private readonly limits: SpendLimits;
   private readonly memoryRetentionMs: number;
+  private readonly scripts: SpendScripts;
 
   constructor(private readonly options: SpendTrackerOptions) {
     this.inFlight = options.inFlight ?? defaultInFlight;
     this.limits = options.limits ?? defaultSpendLimits;
     this.memoryRetentionMs = options.memoryRetentionMs ?? DEFAULT_MEMORY_RETENTION_MS;
-    defineSpendCommands(options.redis);
+    this.scripts = spendScripts(options.redis, options.scriptTransport);
   }
 
   /** Decodes, validates and applies one record. Throws SpendRecordError subclasses for bad records. */
@@ -222,13 +229,11 @@ export class SpendTracker {
     e: PlanNotice,
     kind: 'W' | 'L',
   ): Promise<{ reply: number; rebuilt: number }> {
-    const { redis, clock, reconciler } = this.options;
+    const { clock, reconciler } = this.options;
     const keys = planDayKeys(plan, e.day);
     const keepMs = keepFor(dayWindow(e.bidAt, plan.timeZone).endMs, clock.now(), this.memoryRetentionMs);
     const run = () =>
-      redis.spendApply(
-        keys.state,
-        keys.notices,
+      this.scripts.apply(keys.state, keys.notices, [
         clock.now(),
         noticeField(plan, e.campaignId, e.bidId),
         kind,
@@ -236,7 +241,7 @@ export class SpendTracker {
         e.bidPriceMicros,
         e.bidAt,
         keepMs,
-      );
+      ]);
     let reply = await run();
     if (reply !== -1) return { reply, rebuilt: 0 };
     // Reset sentinel missing: rebuild from the ledger (which already holds this win), then retry.
