@@ -172,3 +172,112 @@ export function standaloneNode(client: RedisClient): string {
   const opts = client instanceof Cluster ? undefined : client.options;
   return `${opts?.host ?? '127.0.0.1'}:${opts?.port ?? 6379}`;
 }
+
+/**
+ * The requests of one raw connection waiting for their replies, in the order their commands were
+ * written (Redis answers in that order), and the commands not written yet: everything queued in
+ * one event-loop turn goes out in one write, once the connection is {@link start}ed. The socket is
+ * referenced only while requests wait, so an idle connection never keeps a process alive.
+ */
+export class RequestQueue<P> {
+  private readonly waiting: P[] = [];
+  private head = 0;
+  private outgoing: string[] = [];
+  private flushScheduled = false;
+  private started = false;
+
+  constructor(private readonly connection: RawConnection) {}
+
+  /** Requests waiting for a reply. */
+  get count(): number {
+    return this.waiting.length - this.head;
+  }
+
+  /** The request the next reply answers (undefined when none waits). */
+  oldest(): P | undefined {
+    return this.count > 0 ? this.waiting[this.head] : undefined;
+  }
+
+  /** Queues `request`, whose command is written at the end of this turn (or at {@link start}). */
+  push(request: P, command: string): void {
+    if (this.count === 0) this.connection.socket.ref();
+    this.waiting.push(request);
+    this.outgoing.push(command);
+    if (!this.flushScheduled && this.started) {
+      this.flushScheduled = true;
+      process.nextTick(() => this.flush());
+    }
+  }
+
+  /** The connection is ready: writes what was queued before, and from now on once per turn. */
+  start(): void {
+    this.started = true;
+    this.flush();
+  }
+
+  /** Takes the request the next reply answers. */
+  next(): P {
+    const p = this.waiting[this.head] as P;
+    this.waiting[this.head++] = undefined as unknown as P;
+    if (this.head === this.waiting.length) {
+      this.waiting.length = 0;
+      this.head = 0;
+      this.connection.socket.unref();
+    } else if (this.head > 1024 && this.head * 2 > this.waiting.length) {
+      this.waiting.splice(0, this.head);
+      this.head = 0;
+    }
+    return p;
+  }
+
+  /** Drops the unwritten commands and hands every waiting request to `fail` (connection gone). */
+  failAll(fail: (request: P) => void): void {
+    this.outgoing = [];
+    while (this.count > 0) fail(this.next());
+  }
+
+  private flush(): void {
+    this.flushScheduled = false;
+    if (this.outgoing.length === 0 || this.connection.broken) return;
+    const data = this.outgoing.length === 1 ? (this.outgoing[0] as string) : this.outgoing.join('');
+    this.outgoing = [];
+    this.connection.socket.write(data);
+  }
+}
+
+/** What a request/reply user of a raw connection handles ({@link openRequestConnection}). */
+export interface RequestConnectionHandlers {
+  /** Bytes received (valid only during the call). */
+  onData(chunk: Buffer): void;
+  /** The connection failed (AUTH refused, socket error) or closed: fail what waits. */
+  fail(error: Error): void;
+  /** The error message for a close, given how many requests wait. */
+  closed(waiting: number): string;
+}
+
+/**
+ * Opens a raw connection with its {@link RequestQueue}: the socket unreferenced until requests
+ * wait; once ready, replies go to `onData` and what was queued before is written; an AUTH refusal,
+ * an error or a close goes to `fail`.
+ */
+export function openRequestConnection<P>(
+  client: RedisClient,
+  node: string,
+  handlers: RequestConnectionHandlers,
+  options: RawConnectionOptions = {},
+): { connection: RawConnection; queue: RequestQueue<P> } {
+  const connection = openRawConnection(client, node, options);
+  const queue = new RequestQueue<P>(connection);
+  const socket = connection.socket;
+  socket.unref();
+  connection.ready.then(
+    () => {
+      connection.receive = (chunk) => handlers.onData(chunk);
+      queue.start();
+    },
+    (error: Error) => handlers.fail(error),
+  );
+  socket.on('close', () => handlers.fail(new Error(handlers.closed(queue.count))));
+  socket.on('error', (error) => handlers.fail(error));
+  return { connection, queue };
+}

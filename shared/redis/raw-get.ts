@@ -26,9 +26,10 @@
 import { Cluster } from 'ioredis';
 import { type RedisClient, slotOf } from './connect.js';
 import {
-  openRawConnection,
+  openRequestConnection,
   type RawConnection,
   RawReadTimeoutError,
+  type RequestQueue,
   readTimedOut,
   readTimeoutMs,
   standaloneNode,
@@ -71,11 +72,7 @@ interface Pending {
 /** Per-node state: the connection, the reads waiting for replies, and the reply being parsed. */
 class NodeReader {
   readonly connection: RawConnection;
-  private readonly waiting: Pending[] = [];
-  private head = 0;
-  private outgoing: string[] = [];
-  private flushScheduled = false;
-  private readyDone = false;
+  private readonly queue: RequestQueue<Pending>;
   /** Partial reply header carried over to the next chunk. */
   private partialHeader: Buffer | null = null;
   /** The split bulk reply being gathered: its length, bytes still to come (incl. CRLF), target. */
@@ -97,31 +94,19 @@ class NodeReader {
   ) {
     // The connection reuses one read buffer: the parser copies what it keeps (a split header, a
     // split reply) and hands the consumer a view only during its synchronous call.
-    this.connection = openRawConnection(client, node);
-    const socket = this.connection.socket;
-    socket.unref();
-    this.connection.ready.then(
-      () => {
-        this.readyDone = true;
-        this.connection.receive = (chunk) => this.onData(chunk);
-        this.flush();
-      },
-      (error: Error) => this.failAll(error),
-    );
-    socket.on('close', () =>
-      this.failAll(
-        new Error(`Redis connection to ${node} closed with ${this.pendingCount()} read(s) waiting`),
-      ),
-    );
-    socket.on('error', (error) => this.failAll(error));
+    ({ connection: this.connection, queue: this.queue } = openRequestConnection<Pending>(client, node, {
+      onData: (chunk) => this.onData(chunk),
+      fail: (error) => this.failAll(error),
+      closed: (waiting) => `Redis connection to ${node} closed with ${waiting} read(s) waiting`,
+    }));
     // A timer per connection rather than per read: the read path only stamps its queueing time.
     this.watchdog = setInterval(() => this.checkTimeout(), watchdogPeriodMs(timeoutMs));
     this.watchdog.unref();
   }
 
   private checkTimeout(): void {
-    if (this.pendingCount() === 0) return;
-    const oldest = this.waiting[this.head] as Pending;
+    const oldest = this.queue.oldest();
+    if (oldest === undefined) return;
     const waited = performance.now() - oldest.queuedAt;
     if (waited <= this.timeoutMs) return;
     const error = readTimedOut(
@@ -134,54 +119,22 @@ class NodeReader {
   }
 
   pendingCount(): number {
-    return this.waiting.length - this.head;
+    return this.queue.count;
   }
 
   /** Reads `key`; a redirected read is retried through the client (settling this promise). */
   get<T>(key: string, consume: (value: Buffer | null) => T): Promise<T> {
     return new Promise((resolve, reject) => {
-      if (this.pendingCount() === 0) this.connection.socket.ref();
-      this.waiting.push({
-        key,
-        consume,
-        resolve: resolve as (v: unknown) => void,
-        reject,
-        queuedAt: performance.now(),
-      });
-      this.outgoing.push(`*2\r\n$3\r\nGET\r\n$${Buffer.byteLength(key)}\r\n${key}\r\n`);
-      if (!this.flushScheduled && this.readyDone) {
-        this.flushScheduled = true;
-        // One write per event-loop turn for every read issued in it.
-        process.nextTick(() => this.flush());
-      }
+      this.queue.push(
+        { key, consume, resolve: resolve as (v: unknown) => void, reject, queuedAt: performance.now() },
+        `*2\r\n$3\r\nGET\r\n$${Buffer.byteLength(key)}\r\n${key}\r\n`,
+      );
     });
-  }
-
-  private flush(): void {
-    this.flushScheduled = false;
-    if (this.outgoing.length === 0 || this.connection.broken) return;
-    const data = this.outgoing.length === 1 ? (this.outgoing[0] as string) : this.outgoing.join('');
-    this.outgoing = [];
-    this.connection.socket.write(data);
-  }
-
-  private next(): Pending {
-    const p = this.waiting[this.head] as Pending;
-    this.waiting[this.head++] = undefined as unknown as Pending;
-    if (this.head === this.waiting.length) {
-      this.waiting.length = 0;
-      this.head = 0;
-      this.connection.socket.unref();
-    } else if (this.head > 1024 && this.head * 2 > this.waiting.length) {
-      this.waiting.splice(0, this.head);
-      this.head = 0;
-    }
-    return p;
   }
 
   /** Hands a value to the next waiting read; its consumer's error fails that read only. */
   private deliver(value: Buffer | null): void {
-    const p = this.next();
+    const p = this.queue.next();
     let result: unknown;
     try {
       result = p.consume(value);
@@ -257,7 +210,7 @@ class NodeReader {
       if (type === 0x2d /* - */) {
         const line = chunk.toString('latin1', pos + 1, cr);
         pos = cr + 2;
-        const p = this.next();
+        const p = this.queue.next();
         if (line.startsWith('MOVED ') || line.startsWith('ASK ')) {
           this.redirect.get(p.key, p.consume).then(p.resolve, p.reject);
         } else p.reject(new RawReplyError(`Redis refused GET ${p.key}: ${line}`));
@@ -279,7 +232,7 @@ class NodeReader {
     // A broken connection is replaced by a new reader: this one's watchdog has nothing left to do.
     clearInterval(this.watchdog);
     this.connection.broken = true;
-    while (this.pendingCount() > 0) this.next().reject(error);
+    this.queue.failAll((p) => p.reject(error));
   }
 
   close(): void {

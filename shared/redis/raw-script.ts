@@ -30,7 +30,12 @@
 import { createHash } from 'node:crypto';
 import { Cluster } from 'ioredis';
 import { type RedisClient, slotOf } from './connect.js';
-import { openRawConnection, type RawConnection, standaloneNode } from './raw-connection.js';
+import {
+  openRequestConnection,
+  type RawConnection,
+  type RequestQueue,
+  standaloneNode,
+} from './raw-connection.js';
 import { parseIntBytes } from './raw-hgetall.js';
 
 /** A reply as a script returns it: integer, bulk string, nil, array. */
@@ -89,11 +94,7 @@ const INCOMPLETE = -1;
 /** Per-node state: the connection, the calls waiting for replies, the bytes of a split reply. */
 class NodeCaller {
   readonly connection: RawConnection;
-  private readonly waiting: Pending[] = [];
-  private head = 0;
-  private outgoing: string[] = [];
-  private flushScheduled = false;
-  private readyDone = false;
+  private readonly queue: RequestQueue<Pending>;
   /** The start of a reply split across chunks (copied: the read buffer is reused). */
   private carry: Buffer | null = null;
   /** The value of the reply parsed last ({@link parse}). */
@@ -107,67 +108,26 @@ class NodeCaller {
     /** Where a redirected call is retried: through ioredis. */
     private readonly redirect: (p: Pending) => void,
   ) {
-    this.connection = openRawConnection(client, node, { readBufferBytes: 64 * 1024 });
-    const socket = this.connection.socket;
-    socket.unref();
-    this.connection.ready.then(
-      () => {
-        this.readyDone = true;
-        this.connection.receive = (chunk) => this.onData(chunk);
-        this.flush();
+    ({ connection: this.connection, queue: this.queue } = openRequestConnection<Pending>(
+      client,
+      node,
+      {
+        onData: (chunk) => this.onData(chunk),
+        fail: (error) => this.failAll(error),
+        closed: (waiting) =>
+          `Redis connection to ${node} closed with ${waiting} script call(s) waiting; ` +
+          'whether they ran is unknown (the callers retry as for any failed call)',
       },
-      (error: Error) => this.failAll(error),
-    );
-    socket.on('close', () =>
-      this.failAll(
-        new Error(
-          `Redis connection to ${node} closed with ${this.pendingCount()} script call(s) waiting; ` +
-            'whether they ran is unknown (the callers retry as for any failed call)',
-        ),
-      ),
-    );
-    socket.on('error', (error) => this.failAll(error));
+      { readBufferBytes: 64 * 1024 },
+    ));
   }
 
   pendingCount(): number {
-    return this.waiting.length - this.head;
+    return this.queue.count;
   }
 
   call(p: Pending): void {
-    if (this.pendingCount() === 0) this.connection.socket.ref();
-    this.waiting.push(p);
-    this.send(`*${p.count + 3}\r\n${p.script.evalshaHead}${p.tail}`);
-  }
-
-  private send(command: string): void {
-    this.outgoing.push(command);
-    if (!this.flushScheduled && this.readyDone) {
-      this.flushScheduled = true;
-      // One write per event-loop turn for every call issued in it.
-      process.nextTick(() => this.flush());
-    }
-  }
-
-  private flush(): void {
-    this.flushScheduled = false;
-    if (this.outgoing.length === 0 || this.connection.broken) return;
-    const data = this.outgoing.length === 1 ? (this.outgoing[0] as string) : this.outgoing.join('');
-    this.outgoing = [];
-    this.connection.socket.write(data);
-  }
-
-  private next(): Pending {
-    const p = this.waiting[this.head] as Pending;
-    this.waiting[this.head++] = undefined as unknown as Pending;
-    if (this.head === this.waiting.length) {
-      this.waiting.length = 0;
-      this.head = 0;
-      this.connection.socket.unref();
-    } else if (this.head > 1024 && this.head * 2 > this.waiting.length) {
-      this.waiting.splice(0, this.head);
-      this.head = 0;
-    }
-    return p;
+    this.queue.push(p, `*${p.count + 3}\r\n${p.script.evalshaHead}${p.tail}`);
   }
 
   private onData(input: Buffer): void {
@@ -191,14 +151,12 @@ class NodeCaller {
       }
       if (end === -2) return; // protocol error: the connection is gone
       pos = end;
-      const p = this.next();
+      const p = this.queue.next();
       const line = this.errorLine as string | null;
       if (line === null) p.resolve(this.value);
       else if (line.startsWith('NOSCRIPT')) {
         // Not run: send it again with the body (loads the script for the calls after it).
-        if (this.pendingCount() === 0) this.connection.socket.ref();
-        this.waiting.push(p);
-        this.send(`*${p.count + 3}\r\n${p.script.evalHead}${p.tail}`);
+        this.queue.push(p, `*${p.count + 3}\r\n${p.script.evalHead}${p.tail}`);
       } else if (line.startsWith('MOVED ') || line.startsWith('ASK ')) this.redirect(p);
       else p.reject(new RawScriptError(`Redis refused script ${p.script.name} on ${p.keys[0]}: ${line}`));
     }
@@ -266,8 +224,7 @@ class NodeCaller {
 
   private failAll(error: Error): void {
     this.connection.broken = true;
-    this.outgoing = [];
-    while (this.pendingCount() > 0) this.next().reject(error);
+    this.queue.failAll((p) => p.reject(error));
   }
 
   close(): void {

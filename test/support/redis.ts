@@ -1,7 +1,14 @@
 /** A real redis-server (standalone or a 3-node cluster) and a client for it. */
+import type { Cluster } from 'ioredis';
 import { afterAll, beforeAll } from 'vitest';
 import { type RunningRedis, startRedis } from '../../local/emulators/redis.js';
-import { connectRedis, parseNodes, type RedisClient } from '../../shared/redis/connect.js';
+import {
+  connectRedis,
+  parseNodes,
+  type RedisClient,
+  slotOf,
+  slotsReady,
+} from '../../shared/redis/connect.js';
 
 /** A running server and a client connected to it; `stop()` closes both. */
 export interface RedisUnderTest {
@@ -43,4 +50,24 @@ export function useRedis(mode: 'standalone' | 'cluster' = 'standalone'): TestRed
     await handle.server?.stop();
   });
   return handle;
+}
+
+/**
+ * Runs `fn` with `cluster`'s slot map pointing `key`'s slot at another master (a stale map, as
+ * after a resharding), then puts the map back: raw readers and callers must follow the redirect.
+ */
+export async function withStaleSlot<T>(cluster: Cluster, key: string, fn: () => Promise<T>): Promise<T> {
+  await slotsReady(cluster);
+  const slot = slotOf(key);
+  const owner = cluster.slots[slot]?.[0] as string;
+  const other = Object.values(cluster.slots)
+    .map((s) => s[0])
+    .find((n) => n !== owner) as string;
+  const saved = cluster.slots[slot] as string[];
+  cluster.slots[slot] = [other];
+  try {
+    return await fn();
+  } finally {
+    cluster.slots[slot] = saved;
+  }
 }

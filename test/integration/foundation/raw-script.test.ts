@@ -7,7 +7,6 @@
  * connection killed while calls wait (they fail with the reason, the next call reconnects); a
  * stale cluster slot map; a client that is not connected yet; a process that exits after quit.
  */
-import { spawn } from 'node:child_process';
 import { Cluster, Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { startRedis } from '../../../local/emulators/redis.js';
@@ -16,7 +15,8 @@ import { prng } from '../../../shared/random/prng.js';
 import { type RedisClient, slotOf, slotsReady } from '../../../shared/redis/connect.js';
 import { RawScriptCaller, RawScriptError, rawScript } from '../../../shared/redis/raw-script.js';
 import { spendScripts } from '../../../shared/spend/live-counters.js';
-import { useRedis } from '../../support/redis.js';
+import { runChild } from '../../support/child.js';
+import { useRedis, withStaleSlot } from '../../support/redis.js';
 
 const APPEND = rawScript(
   'append',
@@ -206,21 +206,14 @@ describe.each(['standalone', 'cluster'] as const)('raw script caller (%s)', (mod
     'follows a redirect through the client when its slot map is stale',
     async () => {
       const cluster = r.redis as Cluster;
-      await slotsReady(cluster);
       const key = 'rs:{moved}';
-      const slot = slotOf(key);
-      const owner = cluster.slots[slot]?.[0] as string;
-      const other = Object.values(cluster.slots)
-        .map((s) => s[0])
-        .find((n) => n !== owner) as string;
-      const saved = cluster.slots[slot] as string[];
-      cluster.slots[slot] = [other];
       const raw = new RawScriptCaller(cluster);
       try {
-        expect(await raw.call(APPEND, [key], ['here'])).toBe(1);
-        expect(await raw.call(APPEND, [key], ['again'])).toBe(2);
+        await withStaleSlot(cluster, key, async () => {
+          expect(await raw.call(APPEND, [key], ['here'])).toBe(1);
+          expect(await raw.call(APPEND, [key], ['again'])).toBe(2);
+        });
       } finally {
-        cluster.slots[slot] = saved;
         raw.close();
       }
       expect(await cluster.lrange(key, 0, -1)).toEqual(['here', 'again']);
@@ -241,14 +234,7 @@ describe('raw script caller lifetime', () => {
       } finally {
         lazy.disconnect();
       }
-      const child = spawn(
-        process.execPath,
-        [
-          '--import',
-          'tsx',
-          '--input-type=module',
-          '-e',
-          `
+      const script = `
           import { Redis } from 'ioredis';
           import { RawScriptCaller, rawScript } from './shared/redis/raw-script.ts';
           const c = new Redis({ port: ${port} });
@@ -256,27 +242,14 @@ describe('raw script caller lifetime', () => {
           const s = rawScript('n', "return redis.call('INCR', KEYS[1])", 1);
           console.log('n', await RawScriptCaller.of(c).call(s, ['n'], []), await RawScriptCaller.of(c).call(s, ['n'], []));
           await c.quit();
-        `,
-        ],
-        { cwd: repoRoot, stdio: ['ignore', 'pipe', 'pipe'] },
+        `;
+      // Killed (code 1) if it is still running after 15 s: something kept the process alive.
+      const { code, stdout, stderr } = await runChild(
+        process.execPath,
+        ['--import', 'tsx', '--input-type=module', '-e', script],
+        { cwd: repoRoot, env: process.env, timeoutMs: 15_000 },
       );
-      let out = '';
-      child.stdout.on('data', (d: Buffer) => {
-        out += d.toString();
-      });
-      child.stderr.on('data', (d: Buffer) => {
-        out += d.toString();
-      });
-      const code = await new Promise<number | null>((resolve, reject) => {
-        const timer = setTimeout(() => {
-          child.kill('SIGKILL');
-          reject(new Error(`still running after 15 s; output: ${out}`));
-        }, 15_000);
-        child.once('exit', (c) => {
-          clearTimeout(timer);
-          resolve(c);
-        });
-      });
+      const out = stdout + stderr;
       expect(out).toContain('n 1 2');
       expect(code).toBe(0);
     } finally {
