@@ -878,9 +878,10 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
   const pool: Bidder[] = [];
   let lastLog = 0;
 
-  const overlap = new LeaseOverlap(redis, options.overlap ?? true);
-  // Notices' replies awaited after the request loop (below); off with the overlap (as before).
-  const deferNotices = options.overlap ?? true;
+  // Off (`overlap: false`): commands written after each loop and notices awaited before the
+  // request loop, as before 2026-11-26 (fourth session).
+  const overlapOn = options.overlap ?? true;
+  const overlap = new LeaseOverlap(redis, overlapOn);
   // The ad servers' refresh-ahead of the last tick, while it is in flight.
   let refreshing: Promise<unknown> | undefined;
   /** Waits for that refresh, if any, to land. */
@@ -1002,14 +1003,14 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
       }
       overlap.end();
       applying = { due, outcomes: Promise.all(started) };
-      if (deferNotices) {
+      if (overlapOn) {
         // Every notice's script issued now, before any lease call of the loop below: the promise
         // jobs of each apply run to its script call without waiting for a reply, and a
         // process.nextTick callback runs only once every such job has run.
         await new Promise<void>((resolve) => process.nextTick(resolve));
       }
       await refreshLanded();
-      if (!bidding || !deferNotices) await noticesLanded();
+      if (!bidding || !overlapOn) await noticesLanded();
       phase?.end('notices');
     }
     if (refreshing) {

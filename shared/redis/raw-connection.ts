@@ -82,7 +82,7 @@ function connectionSettings(client: RedisClient): { tls: boolean; username?: str
 }
 
 /** A RESP bulk string for a command argument. */
-function bulk(value: string): string {
+export function bulk(value: string): string {
   return `$${Buffer.byteLength(value)}\r\n${value}\r\n`;
 }
 

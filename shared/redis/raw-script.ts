@@ -31,6 +31,7 @@ import { createHash } from 'node:crypto';
 import { Cluster } from 'ioredis';
 import { type RedisClient, slotOf } from './connect.js';
 import {
+  bulk,
   openRequestConnection,
   type RawConnection,
   type RequestQueue,
@@ -58,11 +59,6 @@ export interface RawScript {
   readonly evalHead: string;
 }
 
-/** A RESP bulk string. */
-function bulk(value: string): string {
-  return `$${Buffer.byteLength(value)}\r\n${value}\r\n`;
-}
-
 /** Prepares `lua` for {@link RawScriptCaller.call} (its SHA1 and the commands' fixed parts). */
 export function rawScript(name: string, lua: string, numberOfKeys: number): RawScript {
   const sha = createHash('sha1').update(lua).digest('hex');
@@ -88,8 +84,10 @@ interface Pending {
   readonly reject: (error: Error) => void;
 }
 
-/** Where a parse stopped: the position after the reply, or −1 when it is not complete yet. */
+/** {@link NodeCaller.parse}'s result when the reply is not complete yet (wait for more bytes). */
 const INCOMPLETE = -1;
+/** {@link NodeCaller.parse}'s result when the bytes are not RESP (the connection was dropped). */
+const PROTOCOL_ERROR = -2;
 
 /** Per-node state: the connection, the calls waiting for replies, the bytes of a split reply. */
 class NodeCaller {
@@ -122,10 +120,6 @@ class NodeCaller {
     ));
   }
 
-  pendingCount(): number {
-    return this.queue.count;
-  }
-
   call(p: Pending): void {
     this.queue.push(p, `*${p.count + 3}\r\n${p.script.evalshaHead}${p.tail}`);
   }
@@ -138,7 +132,7 @@ class NodeCaller {
     }
     let pos = 0;
     while (pos < chunk.length) {
-      if (this.pendingCount() === 0) {
+      if (this.queue.count === 0) {
         this.protocolError(`a reply nobody waits for (byte ${chunk[pos]})`);
         return;
       }
@@ -149,7 +143,7 @@ class NodeCaller {
         this.carry = Buffer.from(chunk.subarray(pos));
         return;
       }
-      if (end === -2) return; // protocol error: the connection is gone
+      if (end === PROTOCOL_ERROR) return;
       pos = end;
       const p = this.queue.next();
       const line = this.errorLine as string | null;
@@ -162,7 +156,10 @@ class NodeCaller {
     }
   }
 
-  /** Parses one reply at `pos` into {@link value} / {@link errorLine}; the position after it. */
+  /**
+   * Parses one reply at `pos` into {@link value} / {@link errorLine}: the position after it,
+   * {@link INCOMPLETE} or {@link PROTOCOL_ERROR}.
+   */
   private parse(buf: Buffer, pos: number): number {
     const cr = buf.indexOf(0x0d, pos);
     if (cr < 0 || cr + 1 >= buf.length) return INCOMPLETE;
@@ -211,7 +208,7 @@ class NodeCaller {
         return after;
       default:
         this.protocolError(`an unexpected reply type '${String.fromCharCode(type as number)}'`);
-        return -2;
+        return PROTOCOL_ERROR;
     }
   }
 

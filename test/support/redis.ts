@@ -1,5 +1,5 @@
 /** A real redis-server (standalone or a 3-node cluster) and a client for it. */
-import type { Cluster } from 'ioredis';
+import { Cluster, type Redis } from 'ioredis';
 import { afterAll, beforeAll } from 'vitest';
 import { type RunningRedis, startRedis } from '../../local/emulators/redis.js';
 import {
@@ -70,4 +70,20 @@ export async function withStaleSlot<T>(cluster: Cluster, key: string, fn: () => 
   } finally {
     cluster.slots[slot] = saved;
   }
+}
+
+/** The master holding `key` (the client itself when standalone). */
+export function nodeOf(client: RedisClient, key: string): Redis {
+  if (!(client instanceof Cluster)) return client;
+  const owner = client.slots[slotOf(key)]?.[0];
+  return client.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === owner) as Redis;
+}
+
+/** Kills every connection on `node` except the one this command runs on; how many it killed. */
+export async function killOtherConnections(node: Redis): Promise<number> {
+  const own = await node.client('ID');
+  const list = String(await node.client('LIST'));
+  const ids = [...list.matchAll(/id=(\d+) /g)].map((m) => Number(m[1])).filter((id) => id !== own);
+  for (const id of ids) await node.client('KILL', 'ID', String(id)).catch(() => 0);
+  return ids.length;
 }

@@ -7,14 +7,14 @@
  * read now shares.
  */
 import { spawn } from 'node:child_process';
-import { Cluster, Redis } from 'ioredis';
+import { type Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RunningRedis, startRedis } from '../../../local/emulators/redis.js';
 import { repoRoot } from '../../../local/worker/process-invoker.js';
 import { ActionStore } from '../../../shared/counting/store.js';
 import { pipelinedSpendSource, rawSpendSource } from '../../../shared/pacing/spend-source.js';
 import { prng } from '../../../shared/random/prng.js';
-import { connectRedis, parseNodes, slotOf, slotsReady } from '../../../shared/redis/connect.js';
+import { connectRedis, parseNodes, slotsReady } from '../../../shared/redis/connect.js';
 import { RawRedisAuthError } from '../../../shared/redis/raw-connection.js';
 import {
   clientValueReader,
@@ -24,7 +24,7 @@ import {
 } from '../../../shared/redis/raw-get.js';
 import { type HashVisitor, RawHashReader } from '../../../shared/redis/raw-hgetall.js';
 import { ManualClock } from '../../../shared/time/clock.js';
-import { useRedis, withStaleSlot } from '../../support/redis.js';
+import { killOtherConnections, nodeOf, useRedis, withStaleSlot } from '../../support/redis.js';
 
 const copy = (b: Buffer | null) => (b === null ? null : Buffer.from(b));
 
@@ -127,17 +127,7 @@ describe.each(['standalone', 'cluster'] as const)('raw GET reader (%s)', (mode) 
     try {
       expect(await raw.get('raw:{k}', (b) => b?.toString())).toBe('kept');
       // Kill every connection but the test client's own, on the key's node.
-      let target: Redis;
-      if (r.redis instanceof Cluster) {
-        const owner = r.redis.slots[slotOf('raw:{k}')]?.[0];
-        target = r.redis
-          .nodes('master')
-          .find((n) => `${n.options.host}:${n.options.port}` === owner) as Redis;
-      } else target = r.redis;
-      const own = await target.client('ID');
-      const list = String(await target.client('LIST'));
-      const ids = [...list.matchAll(/id=(\d+) /g)].map((m) => Number(m[1])).filter((id) => id !== own);
-      for (const id of ids) await target.client('KILL', 'ID', String(id)).catch(() => 0);
+      await killOtherConnections(nodeOf(r.redis, 'raw:{k}'));
       await new Promise((resolve) => setTimeout(resolve, 50));
       expect(await raw.get('raw:{k}', (b) => b?.toString())).toBe('kept');
     } finally {

@@ -12,11 +12,11 @@ import { describe, expect, it } from 'vitest';
 import { startRedis } from '../../../local/emulators/redis.js';
 import { repoRoot } from '../../../local/worker/process-invoker.js';
 import { prng } from '../../../shared/random/prng.js';
-import { type RedisClient, slotOf, slotsReady } from '../../../shared/redis/connect.js';
+import { slotsReady } from '../../../shared/redis/connect.js';
 import { RawScriptCaller, RawScriptError, rawScript } from '../../../shared/redis/raw-script.js';
 import { spendScripts } from '../../../shared/spend/live-counters.js';
 import { runChild } from '../../support/child.js';
-import { useRedis, withStaleSlot } from '../../support/redis.js';
+import { killOtherConnections, nodeOf, useRedis, withStaleSlot } from '../../support/redis.js';
 
 const APPEND = rawScript(
   'append',
@@ -29,22 +29,6 @@ const SHAPES = rawScript(
    return {1, -42, 'text é', false, {7, 'x', {}}, redis.status_reply('OK'), ARGV[2]}`,
   1,
 );
-
-/** The node holding `key` (the client itself when standalone). */
-function nodeOf(client: RedisClient, key: string): Redis {
-  if (!(client instanceof Cluster)) return client;
-  const owner = client.slots[slotOf(key)]?.[0];
-  return client.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === owner) as Redis;
-}
-
-/** Kills every connection on `node` but `keep`'s own. */
-async function killOthers(node: Redis): Promise<number> {
-  const own = await node.client('ID');
-  const list = String(await node.client('LIST'));
-  const ids = [...list.matchAll(/id=(\d+) /g)].map((m) => Number(m[1])).filter((id) => id !== own);
-  for (const id of ids) await node.client('KILL', 'ID', String(id)).catch(() => 0);
-  return ids.length;
-}
 
 describe.each(['standalone', 'cluster'] as const)('raw script caller (%s)', (mode) => {
   const r = useRedis(mode);
@@ -196,7 +180,7 @@ describe.each(['standalone', 'cluster'] as const)('raw script caller (%s)', (mod
       pauser.disconnect();
     }
     // A kill with nothing waiting: the next call simply reconnects.
-    await killOthers(node);
+    await killOtherConnections(node);
     await new Promise((resolve) => setTimeout(resolve, 50));
     if (r.redis instanceof Cluster) await slotsReady(r.redis);
     expect(await raw.call(APPEND, [key], ['again'])).toBe(3);
