@@ -42,6 +42,7 @@ import { ShardBudgets } from '../shared/pacing/budgets-cache.js';
 import type { ControlSnapshot } from '../shared/pacing/control.js';
 import type { LeaseView } from '../shared/pacing/lease.js';
 import { ShardPacer, type TickIdentity } from '../shared/pacing/pacer.js';
+import { PublishedReads } from '../shared/pacing/published-reads.js';
 import { readAuditLog } from '../shared/pacing/publisher.js';
 import { PacingReader, publishedCurve } from '../shared/pacing/reader.js';
 import { pacerShardKey } from '../shared/pacing/shard.js';
@@ -610,11 +611,16 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
   };
 
   // ---- Ad servers: a reader and a guard each.
+  // Their readers share the fetch (PublishedReads): the refresh-ahead they all issue at a tick
+  // boundary reads and decodes each campaign hash once. Each keeps its own cache, lookups and idle
+  // drops, so what each server serves is what it would serve alone.
+  const publishedReads = new PublishedReads({ redis });
   const servers = Array.from({ length: scenario.guards }, () => {
     const reader = new PacingReader({
       redis,
       clock,
       shards: SHARDS,
+      reads: publishedReads,
       onError: (e) => errors.push(`reader: ${String(e)}`),
     });
     const guard = new BudgetGuard({
@@ -629,7 +635,15 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
     return { reader, guard };
   });
   // The scorer's own reader: what the pacer published, read every minute for every campaign.
-  const monitor = new PacingReader({ redis, clock, shards: SHARDS, maxAgeMs: 3 * TICK_MS });
+  // It shares the ad servers' reads: at a minute boundary its read of every campaign is issued with
+  // their refresh-ahead (one read of each hash for all; the state is the same: after the publish).
+  const monitor = new PacingReader({
+    redis,
+    clock,
+    shards: SHARDS,
+    maxAgeMs: 3 * TICK_MS,
+    reads: publishedReads,
+  });
   const monitorCurve = publishedCurve(monitor);
 
   // Campaigns with budgets, as the readers' prefetch takes them (rebuilt on activation).
@@ -823,7 +837,9 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
    * The pacer's tick, then the ad servers' refresh-ahead issued (not awaited: see the loop; it is
    * returned in an object so that `await tick()` does not wait for it).
    */
-  const tick = async (now: number): Promise<{ readonly refreshed: Promise<unknown> }> => {
+  const tick = async (
+    now: number,
+  ): Promise<{ readonly refreshed: Promise<unknown>; readonly monitored: Promise<unknown> | undefined }> => {
     ticks++;
     const t = Math.floor(now / TICK_MS);
     if (now >= pacerDownUntil) {
@@ -850,8 +866,12 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
     // servers' pipelines go out together, each gets the same data as one after the other).
     phase?.begin();
     const refreshed = Promise.all(servers.map((s) => s.reader.refreshDue()));
+    // The scorer's minute read, merged with it (see `monitor`).
+    const monitored = now % MINUTE === 0 ? monitor.prefetch(active) : undefined;
+    // Awaited after the refresh (a rejection is not left unhandled if the refresh throws first).
+    monitored?.catch(() => undefined);
     phase?.end('refresh');
-    return { refreshed };
+    return { refreshed, monitored };
   };
 
   const bookWin = (c: CampaignRun, armId: string | undefined, day: string, micros: number) => {
@@ -914,14 +934,15 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
     if (bidding) {
       await applyFaults(now);
       await applyChanges(now);
-      if (now % TICK_MS === 0) refreshing = (await tick(now)).refreshed;
+      let monitored: Promise<unknown> | undefined;
+      if (now % TICK_MS === 0) ({ refreshed: refreshing, monitored } = await tick(now));
       if (now % MINUTE === 0) {
         // The monitor and the guards' upkeep read what the refresh brings (the guards' E(t)).
         phase?.begin();
         await refreshLanded();
         phase?.end('refresh');
         phase?.begin();
-        await monitor.prefetch(active);
+        await (monitored ?? monitor.prefetch(active));
         sampleMinute(now);
         phase?.end('monitor');
         // The minute's requests: arrival, the market's best competing bid, the segment.
@@ -1119,6 +1140,7 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
     await s.guard.close();
     s.reader.close();
   }
+  publishedReads.close();
   monitor.close();
   for (const s of spendSources) s.close();
 

@@ -15,6 +15,8 @@
  * - **Batch reads from the reply bytes**: refresh-ahead and prefetch read over raw RESP sockets
  *   (shared/redis/raw-hgetall.ts), without ioredis' command object, promise and reply object per
  *   hash; an unchanged curve (`e:` text) is not parsed again. Single reads (a miss) use the client.
+ *   Fetching and decoding live in {@link PublishedReads}, which several readers of one process can
+ *   share (one read of a tick's hashes for all of them).
  * - **Staleness policy**: a plan's parameters older than `maxAgeMs` (or of a day that has ended)
  *   are replaced by the fail-safe — linear E(t) enforced by the guard, the day's last throttle and multiplier (`failSafeParams`) — and
  *   counted; a campaign with nothing published gets the fail-safe throttle too.
@@ -23,22 +25,13 @@
 import type { ResolvedPlan } from '../budget/model.js';
 import { defaultCurve, type TargetCurve } from '../budget/pacing.js';
 import type { DayWindow } from '../budget/time-zone.js';
-import { pipelineByNode, type RedisClient } from '../redis/connect.js';
-import { InternedStrings } from '../redis/interned-strings.js';
-import { type HashVisitor, RawHashReader } from '../redis/raw-hgetall.js';
+import type { RedisClient } from '../redis/connect.js';
 import type { Clock } from '../time/clock.js';
-import {
-  decodeCampaignHash,
-  decodeCurve,
-  decodeShardPublish,
-  effectivePublish,
-  type PublishedCampaign,
-  type PublishedPlan,
-  type ShardPublish,
-} from './codec.js';
+import type { PublishedCampaign, PublishedPlan } from './codec.js';
 import { combineForBid, FAIL_SAFE_THROTTLE, failSafeParams } from './controller/index.js';
 import { campaignParamsKey, shardClaimKey } from './keys.js';
-import { type CurvePoints, evaluateCurve, type PlanPacingParams, TICK_MS } from './types.js';
+import { PublishedReads, UNDECODABLE } from './published-reads.js';
+import { evaluateCurve, type PlanPacingParams, TICK_MS } from './types.js';
 
 /** Options of {@link PacingReader}. */
 export interface PacingReaderOptions {
@@ -68,6 +61,13 @@ export interface PacingReaderOptions {
    * use the client, in order with the caller's other commands. @default true
    */
   readonly rawReads?: boolean;
+  /**
+   * Shares the fetching and decoding with other readers of this process: their batch reads issued
+   * in the same turn of the event loop (refresh-ahead at the same tick boundary) are read and
+   * decoded once ({@link PublishedReads}); each reader keeps its own cache, lookups and drops.
+   * `rawReads` is then the shared instance's. Not closed with the reader. @default a reader's own
+   */
+  readonly reads?: PublishedReads;
 }
 
 /** Freshness of what a lookup returns. */
@@ -157,24 +157,10 @@ export class PacingReader {
   /** Campaign ids cached per account (the account plan's parameters are in each of them). */
   private readonly byAccount = new Map<string, Set<string>>();
   private readonly inflight = new Map<string, Promise<Entry>>();
-  /** Raw batch reads (created on the first one; undefined with `rawReads: false`). */
-  private rawReader: RawHashReader | undefined;
-  /** Folds the raw replies (one per reader: it keeps this reader's interned strings). */
-  private readonly records = new HashRecord();
-  /**
-   * Decoded curves by `e:` text, of this batch round and the last: a hash is rewritten whenever its
-   * throttle or multiplier moves (most ticks), its curve only when the forecast changes, and parsing
-   * the curves was most of a refresh's decoding. Two generations bound the memory to what is live.
-   */
-  private curves = new Map<string, CurvePoints>();
-  private lastCurves = new Map<string, CurvePoints>();
-  private readonly curveOf = (raw: string): CurvePoints | undefined => {
-    let curve = this.curves.get(raw);
-    if (curve) return curve;
-    curve = this.lastCurves.get(raw) ?? decodeCurve(raw);
-    if (curve) this.curves.set(raw, curve);
-    return curve;
-  };
+  /** Fetches and decodes campaign hashes (shared with other readers when given in the options). */
+  private readonly reads: PublishedReads;
+  /** Whether `reads` is this reader's own (closed with it). */
+  private readonly ownsReads: boolean;
   private readonly tickMs: number;
   private readonly maxAgeMs: number;
   private readonly settleMs: number;
@@ -190,6 +176,8 @@ export class PacingReader {
     this.maxAgeMs = options.maxAgeMs ?? 3 * this.tickMs;
     this.settleMs = options.settleMs ?? 2_000;
     this.idleTicks = options.idleTicks ?? DEFAULT_IDLE_TICKS;
+    this.ownsReads = options.reads === undefined;
+    this.reads = options.reads ?? new PublishedReads({ redis: options.redis, rawReads: options.rawReads });
   }
 
   /**
@@ -322,8 +310,7 @@ export class PacingReader {
     if (this.timer) clearTimeout(this.timer);
     if (this.coarseTimer) clearInterval(this.coarseTimer);
     this.coarseNow = undefined;
-    this.rawReader?.close();
-    this.rawReader = undefined;
+    if (this.ownsReads) this.reads.close();
   }
 
   /** Published parameters of a plan, if cached and fresh (the guard's curve uses this). */
@@ -415,9 +402,10 @@ export class PacingReader {
   }
 
   /**
-   * Reads campaign hashes (and their shards' claim hashes) into the cache. `batch`: over the raw
-   * sockets when enabled (refresh-ahead, prefetch); a single read (a miss, `refresh`) goes through
-   * the client, ordered with the caller's other commands.
+   * Reads campaign hashes (and their shards' claim hashes) into the cache. `batch` (refresh-ahead,
+   * prefetch): merged with the batch reads other readers sharing `reads` issue in this turn, over
+   * the raw sockets when enabled; a single read (a miss, `refresh`) goes through the client,
+   * ordered with the caller's other commands.
    */
   private async fetchMany(
     items: readonly { accountId: string; campaignId: string }[],
@@ -435,66 +423,17 @@ export class PacingReader {
             claim: shardClaimKey(i.accountId, this.options.shards),
           };
     });
-    // Contract v2: each shard's last completed publish (claim hash, same slot as its campaign
-    // hashes), read before the campaign hashes on the same connection, so the freshness it vouches
-    // for is never later than what the campaign hashes hold.
-    const claims = [...new Set(keyed.map((i) => i.claim))];
-    const raw = batch && (this.options.rawReads ?? true);
-    // Per claim: its pt / pat / rp; per campaign: the HGETALL record.
-    const claimFields: Readonly<Record<string, string | null | undefined>>[] = [];
-    const hashes: Readonly<Record<string, string>>[] = [];
-    if (batch) {
-      // A new generation of decoded curves: what this round does not use is dropped after the next.
-      this.lastCurves = this.curves;
-      this.curves = new Map();
-    }
-    if (raw) {
-      this.rawReader ??= new RawHashReader({ client: this.options.redis });
-      this.records.rotate();
-      const replies = await this.rawReader.read([...claims, ...keyed.map((i) => i.key)], this.records);
-      for (let i = 0; i < claims.length; i++) claimFields.push(replies[i] as Record<string, string>);
-      for (let i = claims.length; i < replies.length; i++) hashes.push(replies[i] as Record<string, string>);
-    } else {
-      const reads: { key: string; claim: boolean }[] = [
-        ...claims.map((key) => ({ key, claim: true })),
-        ...keyed.map((i) => ({ key: i.key, claim: false })),
-      ];
-      const results = await pipelineByNode(
-        this.options.redis,
-        reads,
-        (r) => r.key,
-        (pipeline, r) => {
-          if (r.claim) pipeline.hmget(r.key, 'pt', 'pat', 'rp');
-          else pipeline.hgetall(r.key);
-        },
-      );
-      for (let i = 0; i < results.length; i++) {
-        const [error, reply] = results[i] as [Error | null, unknown];
-        if (error) throw error;
-        if (i < claims.length) {
-          const [pt, pat, rp] = reply as (string | null)[];
-          claimFields.push({ pt, pat, rp });
-        } else hashes.push(reply as Record<string, string>);
-      }
-    }
-    const shardPublish = new Map<string, ShardPublish | undefined>();
-    for (let i = 0; i < claims.length; i++) {
-      shardPublish.set(claims[i] as string, decodeShardPublish(claimFields[i] as Record<string, string>));
-    }
+    const decoded = batch ? await this.reads.batch(keyed) : await this.reads.direct(keyed);
     const now = this.options.clock.now();
     const tick = Math.floor(now / this.tickMs);
     this.metrics.remoteReads += keyed.length;
-    this.metrics.shardReads += claims.length;
+    this.metrics.shardReads += new Set(keyed.map((i) => i.claim)).size;
     for (let i = 0; i < keyed.length; i++) {
       const item = keyed[i] as (typeof keyed)[number];
+      const read = decoded[i];
       let published: PublishedCampaign | undefined;
-      try {
-        const own = decodeCampaignHash(hashes[i] as Readonly<Record<string, string>>, this.curveOf);
-        published = own && effectivePublish(own, shardPublish.get(item.claim));
-      } catch {
-        this.metrics.decodeErrors++;
-        published = undefined;
-      }
+      if (read === UNDECODABLE) this.metrics.decodeErrors++;
+      else published = read;
       const prev = this.entries.get(item.campaignId);
       if (prev !== undefined && prev.accountId === item.accountId) {
         // Updated in place: refresh-ahead replaces every cached campaign each tick, and entries
@@ -526,47 +465,6 @@ export class PacingReader {
         arms: undefined,
       });
     }
-  }
-}
-
-/**
- * Folds a hash reply into its record (what ioredis' HGETALL returns), straight from the bytes.
- * Field names, and the values of fields that repeat from tick to tick (curves, header fields other
- * than `t` / `at`), are {@link InternedStrings}: a refresh allocates no copy of an unchanged
- * curve's text (most of a hash's bytes), and the curve cache finds it by identity.
- */
-class HashRecord implements HashVisitor<Record<string, string>> {
-  private out: Record<string, string> = HashRecord.empty();
-  private readonly strings = new InternedStrings();
-
-  /** Null prototype: field names are data. */
-  private static empty(): Record<string, string> {
-    return Object.create(null) as Record<string, string>;
-  }
-
-  /** A new generation of interned strings (once per batch read). */
-  rotate(): void {
-    this.strings.rotate();
-  }
-
-  begin(): void {
-    this.out = HashRecord.empty();
-  }
-
-  field(buf: Buffer, fs: number, fe: number, vs: number, ve: number): void {
-    const name = this.strings.get(buf, fs, fe);
-    // `p:` values and the write's `t` / `at` change every tick: interning them would only churn.
-    const changing =
-      (name.charCodeAt(0) === 0x70 /* p */ && name.charCodeAt(1) === 0x3a) || name === 't' || name === 'at';
-    this.out[name] = changing ? buf.toString('utf8', vs, ve) : this.strings.get(buf, vs, ve);
-  }
-
-  end(): Record<string, string> {
-    return this.out;
-  }
-
-  fromObject(hash: Readonly<Record<string, string>>): Record<string, string> {
-    return { ...hash };
   }
 }
 

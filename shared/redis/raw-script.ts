@@ -10,9 +10,15 @@
  * - One socket per Redis node, opened lazily with the client's TLS and AUTH settings
  *   (shared/redis/raw-connection.ts); calls are written in batches (one write per event-loop turn,
  *   as ioredis's auto-pipelining does) and answered in order.
- * - `NOSCRIPT` (Redis restarted or `SCRIPT FLUSH`ed): the call is sent again as `EVAL` with the
- *   script's body, on the same connection, which loads it for the calls after it — what ioredis's
- *   `defineCommand` does. The script did not run, so nothing runs twice.
+ * - Calls run in the order issued: a script's first call on a connection is an `EVAL` with its body
+ *   (which loads it), the next ones `EVALSHA`. An `EVALSHA` answered `NOSCRIPT` would be sent
+ *   again after the calls written meanwhile: the simulator's outcome then depended on when that
+ *   reply was read (docs/pacing-quality.md, 2026-11-26, sixth session).
+ * - `NOSCRIPT` (the node's scripts `SCRIPT FLUSH`ed while the connection stayed open): the call is
+ *   sent again as `EVAL` with the script's body, on the same connection, which loads it for the
+ *   calls after it — what ioredis's `defineCommand` does. The script did not run, so nothing runs
+ *   twice; the calls refused with it are sent again in their order. A restarted node drops the
+ *   connection, and the next one starts with `EVAL` again.
  * - Cluster routing uses the client's slot table. A `MOVED` / `ASK` reply (resharding, failover),
  *   a key whose slot has no known owner, a client that is not ready (connecting, reconnecting: its
  *   offline queue and retry policy apply) and a closed caller go through ioredis (`EVAL`), which
@@ -99,6 +105,8 @@ class NodeCaller {
   private value: RespValue = null;
   /** Set when the reply parsed last was an error line (its text). */
   private errorLine: string | null = null;
+  /** Scripts this connection has sent with their body (the node holds them unless flushed). */
+  private readonly loaded = new Set<RawScript>();
 
   constructor(
     client: RedisClient,
@@ -121,7 +129,14 @@ class NodeCaller {
   }
 
   call(p: Pending): void {
-    this.queue.push(p, `*${p.count + 3}\r\n${p.script.evalshaHead}${p.tail}`);
+    if (this.loaded.has(p.script)) this.queue.push(p, `*${p.count + 3}\r\n${p.script.evalshaHead}${p.tail}`);
+    else {
+      // First call of this script on this connection: EVAL with the body, which loads it for the
+      // EVALSHAs written after it. An EVALSHA of a script the node does not hold would be answered
+      // NOSCRIPT and sent again after the calls written meanwhile, reordering them.
+      this.loaded.add(p.script);
+      this.queue.push(p, `*${p.count + 3}\r\n${p.script.evalHead}${p.tail}`);
+    }
   }
 
   private onData(input: Buffer): void {
@@ -149,7 +164,9 @@ class NodeCaller {
       const line = this.errorLine as string | null;
       if (line === null) p.resolve(this.value);
       else if (line.startsWith('NOSCRIPT')) {
-        // Not run: send it again with the body (loads the script for the calls after it).
+        // Not run (the node's scripts were flushed): send it again with the body, which loads the
+        // script for the calls after it. The calls written after this one and before the flush was
+        // seen were refused too and are sent again in the same order.
         this.queue.push(p, `*${p.count + 3}\r\n${p.script.evalHead}${p.tail}`);
       } else if (line.startsWith('MOVED ') || line.startsWith('ASK ')) this.redirect(p);
       else p.reject(new RawScriptError(`Redis refused script ${p.script.name} on ${p.keys[0]}: ${line}`));

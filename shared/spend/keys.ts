@@ -18,6 +18,8 @@
  * - `c`      confirmed spend
  * - `l:<k>`  budget leased to guards in slot k (k = floor(epochMs / q))
  * - `f:<k>`  in-flight bid amounts of slot k (may be transiently negative: release before settle)
+ * - `sk`, `sl`, `sf` running sums of the lease script: no slot field below `sk` exists; `sl` / `sf`
+ *   are the sums of the `l:` / `f:` fields (docs/spend.md, "Running sums")
  * A slot k is live at time now iff (k + 1)·q + t > now; dead slots count as zero.
  */
 import type { ResolvedPlan } from '../budget/model.js';

@@ -98,7 +98,7 @@ end
 
 const APPLY_LUA = `
 local h, n = KEYS[1], KEYS[2]
-local meta = redis.call('HMGET', h, 'r', 'q', 't', 'nc')
+local meta = redis.call('HMGET', h, 'r', 'q', 't', 'nc', 'sk', 'sl', 'sf')
 if not meta[1] then return -1 end
 -- The state and the notice-dedup hash are one group: 'nc' counts the fields the dedup hash must
 -- hold. If it lost them (evicted, deleted), dedup is void and a redelivered win would count twice:
@@ -123,7 +123,18 @@ if prev ~= 'L' then
   -- release the bid's in-flight amount only while its slot is live (else it already expired)
   local k = math.floor(tonumber(ARGV[6]) / q)
   if k >= math.floor((now - t) / q) then
-    redis.call('HINCRBY', h, 'f:' .. k, -tonumber(ARGV[5]))
+    -- Running sums (see the lease script): a slot below sk is dead already, not written; sf follows
+    -- f:k. Without both sums the next lease sums the fields (sk dropped so that it does).
+    local sk = tonumber(meta[5])
+    if sk and meta[6] and meta[7] then
+      if k >= sk then
+        redis.call('HINCRBY', h, 'f:' .. k, -tonumber(ARGV[5]))
+        redis.call('HINCRBY', h, 'sf', -tonumber(ARGV[5]))
+      end
+    else
+      redis.call('HINCRBY', h, 'f:' .. k, -tonumber(ARGV[5]))
+      if sk then redis.call('HDEL', h, 'sk') end
+    end
   else
     reply = 2
   end
@@ -134,22 +145,63 @@ redis.call('PEXPIRE', n, ARGV[7])
 return reply
 `;
 
+/**
+ * Slots a lease call steps its running sums over (the dead slots since the last call, each one
+ * HMGET of its two fields); past this many (a plan-day idle for a long time) it sums the hash's
+ * fields instead.
+ */
+const MAX_SLOT_STEPS = 16;
+
 const LEASE_LUA = `${SUM_LIVE}
 local h = KEYS[1]
-local meta = redis.call('HMGET', h, 'r', 'q', 't', 'g')
+local meta = redis.call('HMGET', h, 'r', 'q', 't', 'g', 'c', 'sk', 'sl', 'sf')
 local r = meta[1]
 if not r then return {-1, '', 0, 0, 0, 0, 0} end
 if ARGV[2] ~= '' and ARGV[2] ~= r then return {-2, r, 0, 0, 0, 0, 0} end
 local now, q, t = tonumber(ARGV[1]), tonumber(meta[2]), tonumber(meta[3])
 local kmin = math.floor((now - t) / q)
-for i = 9, #ARGV, 2 do
-  local k = tonumber(string.sub(ARGV[i], 3))
-  if k >= kmin then redis.call('HINCRBY', h, ARGV[i], ARGV[i + 1]) end
+-- Running sums (docs/spend.md, "Running sums"): sl / sf = the l: / f: fields of slots >= sk, and
+-- no slot field below sk exists. A call steps sk up to its kmin, taking the slots that died out
+-- of the sums and the hash; without sums (a state hash from before them, a rebuild) or after a
+-- long idle it sums the fields. A caller whose clock is behind (kmin < sk) sees the slots below sk
+-- as dead: once dead, a slot stays dead.
+local c, L, F
+local sk = tonumber(meta[6])
+if sk and meta[7] and meta[8] and kmin - sk <= ${MAX_SLOT_STEPS} then
+  c, L, F = tonumber(meta[5] or '0'), tonumber(meta[7]), tonumber(meta[8])
+  if kmin > sk then
+    local names = {}
+    for k = sk, kmin - 1 do
+      names[#names + 1] = 'l:' .. k
+      names[#names + 1] = 'f:' .. k
+    end
+    local values = redis.call('HMGET', h, unpack(names))
+    local dead = {}
+    for i = 1, #names do
+      local v = values[i]
+      if v then
+        dead[#dead + 1] = names[i]
+        if i % 2 == 1 then L = L - tonumber(v) else F = F - tonumber(v) end
+      end
+    end
+    if #dead > 0 then redis.call('HDEL', h, unpack(dead)) end
+    sk = kmin
+  end
+else
+  c, L, F = sumLive(h, kmin)
+  sk = kmin
 end
-local c, L, F = sumLive(h, kmin)
-if L < 0 then L = 0 end
-if F < 0 then F = 0 end
-local committed = c + L + math.floor(F * tonumber(ARGV[6]) / 1000)
+for i = 9, #ARGV, 2 do
+  local f = ARGV[i]
+  if tonumber(string.sub(f, 3)) >= sk then
+    redis.call('HINCRBY', h, f, ARGV[i + 1])
+    if string.byte(f, 1) == 108 then L = L + tonumber(ARGV[i + 1]) else F = F + tonumber(ARGV[i + 1]) end
+  end
+end
+local Lc, Fc = L, F
+if Lc < 0 then Lc = 0 end
+if Fc < 0 then Fc = 0 end
+local committed = c + Lc + math.floor(Fc * tonumber(ARGV[6]) / 1000)
 local allowance = tonumber(ARGV[3]) - committed
 local want, minGrant = tonumber(ARGV[4]), tonumber(ARGV[5])
 local grant = 0
@@ -161,7 +213,11 @@ end
 -- a lease lives in the slot of (now + leaseAhead): it stays counted until every bid made from
 -- it (at most leaseAhead after the grant) is T old, even if the guard never settles.
 local ks = math.floor((now + tonumber(ARGV[8])) / q)
-if grant > 0 then redis.call('HINCRBY', h, 'l:' .. ks, grant) end
+if grant > 0 then
+  redis.call('HINCRBY', h, 'l:' .. ks, grant)
+  L = L + grant
+end
+redis.call('HSET', h, 'sk', sk, 'sl', L, 'sf', F)
 redis.call('PEXPIRE', h, ARGV[7])
 return {grant, r, c, committed + grant, ks, q, t}
 `;

@@ -146,6 +146,27 @@ describe.each(['standalone', 'cluster'] as const)('raw script caller (%s)', (mod
     expect(list.at(-1)).toBe('r2-199');
   });
 
+  it("keeps the order issued when a script's first call follows or precedes another script's calls", async () => {
+    const raw = RawScriptCaller.of(r.redis);
+    const key = 'rs:{first-use}';
+    expect(await raw.call(APPEND, [key], ['warm'])).toBe(1);
+    // A script this node has never run: were its first call an EVALSHA, the NOSCRIPT retry would
+    // run after the APPENDs written behind it (the simulator's outcome then hung on timing).
+    const fresh = rawScript(
+      'append-fresh',
+      `-- first use ${mode}\nredis.call('RPUSH', KEYS[1], ARGV[1]); return redis.call('LLEN', KEYS[1])`,
+      1,
+    );
+    const lengths = await Promise.all([
+      raw.call(fresh, [key], ['a']),
+      raw.call(APPEND, [key], ['b']),
+      raw.call(fresh, [key], ['c']),
+      raw.call(APPEND, [key], ['d']),
+    ]);
+    expect(lengths).toEqual([2, 3, 4, 5]);
+    expect(await r.redis.lrange(key, 0, -1)).toEqual(['warm', 'a', 'b', 'c', 'd']);
+  });
+
   it('fails the calls waiting on a killed connection with the reason, and reconnects for the next', async () => {
     const raw = RawScriptCaller.of(r.redis);
     const key = 'rs:{killed}';

@@ -14,6 +14,7 @@ import { dayWindow } from '../../../shared/budget/time-zone.js';
 import { encodeCurve, encodePlanParams } from '../../../shared/pacing/codec.js';
 import { FAIL_SAFE_THROTTLE } from '../../../shared/pacing/controller/index.js';
 import { campaignParamsKey } from '../../../shared/pacing/keys.js';
+import { PublishedReads } from '../../../shared/pacing/published-reads.js';
 import { ShardPublisher } from '../../../shared/pacing/publisher.js';
 import { PacingReader, publishedCurve } from '../../../shared/pacing/reader.js';
 import { shardOfAccount } from '../../../shared/pacing/shard.js';
@@ -171,6 +172,72 @@ describe('PacingReader', () => {
     viaClient.close();
     // Its sockets closed, the reader leaves nothing on the client (no listener per reader).
     expect(redis.listenerCount('end')).toBe(endListeners);
+  });
+
+  it('readers sharing their reads: one read of each hash per tick for all, each its own cache', async () => {
+    const clock = new ManualClock(T0 + 1_000);
+    const ids = Array.from({ length: 20 }, (_, i) => [`acc-sh${i}`, `camp-sh${i}`] as const);
+    for (const [a, c] of ids)
+      await publish(a, c, [params('account', 0.9, 1), params('campaign', 0.3, 0.7)], clock.now());
+    const shared = new PublishedReads({ redis });
+    const a = new PacingReader({ redis, clock, shards: SHARDS, reads: shared });
+    const b = new PacingReader({ redis, clock, shards: SHARDS, reads: shared });
+    // The reference: a reader of its own, through the client.
+    const alone = new PacingReader({ redis, clock, shards: SHARDS, rawReads: false });
+    const all = ids.map(([accountId, campaignId]) => ({ accountId, campaignId }));
+    const claims = new Set(ids.map(([acc]) => shardOfAccount(acc, SHARDS))).size;
+    const hgetalls = async () => {
+      const line = (await redis.info('commandstats'))
+        .split('\n')
+        .find((l) => l.startsWith('cmdstat_hgetall:'));
+      return Number(/calls=(\d+)/.exec(line ?? '')?.[1] ?? 0);
+    };
+    let before = await hgetalls();
+    // Issued together (as at a tick boundary): 15 + 15 campaigns, 10 of them asked by both.
+    await Promise.all([a.prefetch(all.slice(0, 15)), b.prefetch(all.slice(5))]);
+    expect(await hgetalls()).toBe(before + 20 + claims);
+    expect(shared.metrics).toEqual({ reads: 1, hashesRead: 20 });
+    await alone.prefetch(all);
+    for (const [, c] of ids.slice(0, 15)) expect(a.lookup(c)).toEqual(alone.lookup(c));
+    for (const [, c] of ids.slice(5)) expect(b.lookup(c)).toEqual(alone.lookup(c));
+    // Each reader keeps its own cache: b never looked up camp-sh0.
+    expect(b.lookup('camp-sh0')).toBeUndefined();
+
+    // Next tick: three campaigns rewritten (a throttle of the same text length, a longer one, a new
+    // multiplier); the other 17 hashes are not rewritten.
+    clock.set(T0 + TICK + 500);
+    await publish(
+      'acc-sh1',
+      'camp-sh1',
+      [params('account', 0.9, 1), params('campaign', 0.4, 0.7)],
+      clock.now(),
+    );
+    await publish(
+      'acc-sh7',
+      'camp-sh7',
+      [params('account', 0.9, 1), params('campaign', 0.35, 0.7)],
+      clock.now(),
+    );
+    await publish(
+      'acc-sh12',
+      'camp-sh12',
+      [params('account', 0.9, 1), params('campaign', 0.3, 0.5)],
+      clock.now(),
+    );
+    clock.set(T0 + TICK + 2_000);
+    before = await hgetalls();
+    await Promise.all([a.refreshDue(), b.refreshDue()]);
+    expect(await hgetalls()).toBe(before + 20 + claims);
+    await alone.refreshDue();
+    expect(shared.metrics).toEqual({ reads: 2, hashesRead: 40 });
+    for (const [, c] of ids.slice(0, 15)) expect(a.lookup(c)).toEqual(alone.lookup(c));
+    for (const [, c] of ids.slice(5)) expect(b.lookup(c)).toEqual(alone.lookup(c));
+    expect(a.forBid('acc-sh1', 'camp-sh1').throttle).toBeCloseTo(0.9 * 0.4, 12);
+    expect(b.forBid('acc-sh7', 'camp-sh7').throttle).toBeCloseTo(0.9 * 0.35, 12);
+    expect(b.forBid('acc-sh12', 'camp-sh12').bidMultiplier).toBeCloseTo(0.5, 12);
+    expect(a.forBid('acc-sh3', 'camp-sh3').throttle).toBeCloseTo(0.9 * 0.3, 12);
+    for (const r of [a, b, alone]) r.close();
+    shared.close();
   });
 
   it('keeps a campaign looked up once a minute cached (default idle window): no misses, its own throttle', async () => {
