@@ -8,9 +8,10 @@
  * - **Batch reads coalesced**: the batch reads (refresh-ahead, prefetch) that readers sharing one
  *   `PublishedReads` issue in the same turn of the event loop are merged into one read of the
  *   union of their keys, each hash read and decoded once, each reader handed the result for its
- *   own keys in its own order. A process serving several ad-server instances (the simulator's ad
- *   servers, the local demo's traffic) refreshes them all at the same tick boundary: without this,
- *   Redis served and the process decoded every hash once per reader. Each reader keeps its own
+ *   own keys in its own order. A process hosting several ad-server instances (the simulator's two
+ *   ad servers and its scorer) refreshes them all at the same tick boundary: without this, Redis
+ *   served and the process decoded every hash once per reader. A lone reader gains nothing (its
+ *   batch waits one microtask). Each reader keeps its own
  *   cache, lookups and idle drops; only the fetch is shared. The readers then hold the same
  *   decoded objects, which are read-only.
  * - **Single reads** (a miss, the guard's `refresh`) are never merged: they go through the client
