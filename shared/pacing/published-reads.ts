@@ -58,9 +58,8 @@ interface Pending {
   /** Position of each key in `keys` (a key asked by several readers is read once). */
   readonly index: Map<string, number>;
   readonly keys: PublishedKey[];
+  /** The read, started in a microtask: after the synchronous code that joins the batch. */
   readonly done: Promise<PublishedRead[]>;
-  resolve(results: PublishedRead[]): void;
-  reject(error: unknown): void;
 }
 
 /** Counters (monotonic) of a {@link PublishedReads}. */
@@ -102,19 +101,13 @@ export class PublishedReads {
   batch(items: readonly PublishedKey[]): Promise<PublishedRead[]> {
     let p = this.pending;
     if (p === undefined) {
-      let resolve!: (results: PublishedRead[]) => void;
-      let reject!: (error: unknown) => void;
-      const done = new Promise<PublishedRead[]>((res, rej) => {
-        resolve = res;
-        reject = rej;
-      });
-      const started: Pending = { index: new Map(), keys: [], done, resolve, reject };
-      p = started;
-      this.pending = started;
-      queueMicrotask(() => {
+      const keys: PublishedKey[] = [];
+      const done = Promise.resolve().then(() => {
         this.pending = undefined;
-        this.read(started.keys, true).then(started.resolve, started.reject);
+        return this.read(keys, true);
       });
+      p = { index: new Map(), keys, done };
+      this.pending = p;
     }
     const at = new Array<number>(items.length);
     for (let i = 0; i < items.length; i++) {

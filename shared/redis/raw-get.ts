@@ -26,6 +26,7 @@
 import { Cluster } from 'ioredis';
 import { type RedisClient, slotOf } from './connect.js';
 import {
+  bulk,
   openRequestConnection,
   type RawConnection,
   RawReadTimeoutError,
@@ -127,7 +128,7 @@ class NodeReader {
     return new Promise((resolve, reject) => {
       this.queue.push(
         { key, consume, resolve: resolve as (v: unknown) => void, reject, queuedAt: performance.now() },
-        `*2\r\n$3\r\nGET\r\n$${Buffer.byteLength(key)}\r\n${key}\r\n`,
+        `*2\r\n$3\r\nGET\r\n${bulk(key)}`,
       );
     });
   }

@@ -124,7 +124,7 @@ if prev ~= 'L' then
   local k = math.floor(tonumber(ARGV[6]) / q)
   if k >= math.floor((now - t) / q) then
     -- Running sums (see the lease script): a slot below sk is dead already, not written; sf follows
-    -- f:k. Without both sums the next lease sums the fields (sk dropped so that it does).
+    -- f:k. Without all three sums' fields the next lease sums the fields anyway.
     local sk = tonumber(meta[5])
     if sk and meta[6] and meta[7] then
       if k >= sk then
@@ -133,7 +133,6 @@ if prev ~= 'L' then
       end
     else
       redis.call('HINCRBY', h, 'f:' .. k, -tonumber(ARGV[5]))
-      if sk then redis.call('HDEL', h, 'sk') end
     end
   else
     reply = 2

@@ -60,7 +60,6 @@ const server = net.createServer((client) => {
   pipe(upstream, client);
 });
 server.listen(0, '127.0.0.1', () => parentPort.postMessage(server.address().port));
-parentPort.on('message', () => server.close(() => process.exit(0)));
 `;
 
 /** Starts a proxy to 127.0.0.1:`targetPort`. */
@@ -72,10 +71,8 @@ export async function startLatencyProxy(targetPort: number, maxDelayMs = 2, seed
   });
   return {
     port,
+    // Ends the thread: its server and every proxied socket close with it.
     async stop() {
-      const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
-      worker.postMessage('stop');
-      await Promise.race([exited, new Promise<void>((resolve) => setTimeout(resolve, 2_000))]);
       await worker.terminate();
     },
   };
