@@ -50,6 +50,7 @@ import { rawSpendSource } from '../shared/pacing/spend-source.js';
 import { TICK_MS } from '../shared/pacing/types.js';
 import { prng, type Random } from '../shared/random/prng.js';
 import type { RedisClient } from '../shared/redis/connect.js';
+import { RawScriptCaller } from '../shared/redis/raw-script.js';
 import { BudgetGuard } from '../shared/spend/guard.js';
 import { planDayKeys } from '../shared/spend/keys.js';
 import { readPlanDay } from '../shared/spend/live-counters.js';
@@ -828,6 +829,9 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
         // Restarted empty: every key and script gone (ioredis reloads scripts on NOSCRIPT).
         await redis.flushall();
         await redis.script('FLUSH');
+        // A restarted node drops its connections: the raw script caller's too (its next calls load
+        // the scripts again, in order, instead of being refused and sent again later).
+        RawScriptCaller.of(redis).reconnect();
       }
       // notices-stalled is applied where notices are scheduled.
     }

@@ -129,14 +129,19 @@ class NodeCaller {
   }
 
   call(p: Pending): void {
-    if (this.loaded.has(p.script)) this.queue.push(p, `*${p.count + 3}\r\n${p.script.evalshaHead}${p.tail}`);
+    if (this.loaded.has(p.script)) this.send(p, p.script.evalshaHead);
     else {
       // First call of this script on this connection: EVAL with the body, which loads it for the
       // EVALSHAs written after it. An EVALSHA of a script the node does not hold would be answered
       // NOSCRIPT and sent again after the calls written meanwhile, reordering them.
       this.loaded.add(p.script);
-      this.queue.push(p, `*${p.count + 3}\r\n${p.script.evalHead}${p.tail}`);
+      this.send(p, p.script.evalHead);
     }
+  }
+
+  /** Queues `p` as `head` (EVAL or EVALSHA with its script) followed by its keys and arguments. */
+  private send(p: Pending, head: string): void {
+    this.queue.push(p, `*${p.count + 3}\r\n${head}${p.tail}`);
   }
 
   private onData(input: Buffer): void {
@@ -167,7 +172,7 @@ class NodeCaller {
         // Not run (the node's scripts were flushed): send it again with the body, which loads the
         // script for the calls after it. The calls written after this one and before the flush was
         // seen were refused too and are sent again in the same order.
-        this.queue.push(p, `*${p.count + 3}\r\n${p.script.evalHead}${p.tail}`);
+        this.send(p, p.script.evalHead);
       } else if (line.startsWith('MOVED ') || line.startsWith('ASK ')) this.redirect(p);
       else p.reject(new RawScriptError(`Redis refused script ${p.script.name} on ${p.keys[0]}: ${line}`));
     }
@@ -314,6 +319,17 @@ export class RawScriptCaller {
         reject(error as Error);
       }
     });
+  }
+
+  /**
+   * Drops the raw sockets; the next call opens new ones (whose first call of each script is an
+   * `EVAL`), as after a node restart. For a caller that flushed the node's scripts on purpose (the
+   * simulator's Redis restart, tests): on the open connections the calls would get `NOSCRIPT` and be
+   * sent again when that reply is read, later than calls on other connections.
+   */
+  reconnect(): void {
+    for (const caller of this.nodes.values()) caller.close();
+    this.nodes.clear();
   }
 
   /** Closes the raw sockets (calls after this go through the client). */

@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { benchScenario } from '../../../bench/sim.js';
 import type { RunningRedis } from '../../../local/emulators/redis.js';
 import { connectRedis, type RedisClient } from '../../../shared/redis/connect.js';
+import { RawScriptCaller } from '../../../shared/redis/raw-script.js';
 import { ManualClock } from '../../../shared/time/clock.js';
 import { runStrategy, type StrategyRun } from '../../../sim/runner.js';
 import { parseScenario } from '../../../sim/scenario.js';
@@ -124,6 +125,8 @@ describe('simulator determinism', () => {
     const runBusy = async (client: RedisClient) => {
       await client.flushall();
       await client.script('FLUSH');
+      // As a restart would: the raw script caller's connections (reused by the direct runs) go too.
+      RawScriptCaller.of(client).reconnect();
       return runStrategy({
         redis: client,
         clock: new ManualClock(busy.startMs),
