@@ -175,6 +175,9 @@ async function seedSpend(redis: Redis, budgets: ShardBudgets, now: number): Prom
       1_000_000 + (n % 1000) * 1000,
     ];
     for (let k = 0; k < 5; k++) fields.push(`l:${slot - k}`, 2_000, `f:${slot - k}`, 3_000);
+    // The running sums a lease call at `now` leaves (docs/spend.md, "Running sums"): sk = its first
+    // live slot, sl / sf the slot fields' sums. The pacer reads them (one HMGET) for 2 slots.
+    fields.push('sk', slot - 10, 'sl', 5 * 2_000, 'sf', 5 * 3_000);
     pipeline.hset(key, ...fields);
     if (++n % 5_000 === 0) {
       await pipeline.exec();
@@ -502,7 +505,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
       workload: {
         accounts: Math.ceil(campaigns / CAMPAIGNS_PER_ACCOUNT),
         armsOnOneCampaignIn: ARM_EVERY,
-        liveSpendFieldsPerPlanDay: 15,
+        liveSpendFieldsPerPlanDay: 18,
         redis: 'one standalone redis-server on loopback, same 2-core machine',
       },
     };

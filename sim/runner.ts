@@ -220,6 +220,7 @@ interface Bidder extends AuctionBid<number> {
 /**
  * Wall and CPU time per phase of the simulated second ({@link RunOptions.phases}): what a
  * simulated day spends in the pacer, the readers' refresh, notices, requests and lease waits.
+ * The notices issued during a pacer tick (see `tick`) count in `pacer`.
  */
 export type PhaseTimes = Record<string, { wallMs: number; cpuMs: number }>;
 
@@ -678,6 +679,14 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
   let processNo = 0;
   // Every pacer process's spend reader (raw sockets), closed at the end of the run.
   const spendSources: ReturnType<typeof rawSpendSource>[] = [];
+  // Set by `tick` for one leader tick; the pacer runs it after its controller stepped, before it
+  // publishes (at most once: a stale pacer's tick finds it cleared).
+  let publishHook: (() => Promise<void>) | undefined;
+  const beforePublish = async () => {
+    const hook = publishHook;
+    publishHook = undefined;
+    if (hook) await hook();
+  };
   const newPacer = (regionName: string) => {
     processNo++;
     // The pacer function's own spend reader (shared/pacing/regions/wiring.ts): raw RESP, folded
@@ -695,6 +704,7 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
       clock,
       tickMs: TICK_MS,
       logMaxLen: 100_000,
+      beforePublish,
     });
     const instanceId = `s${SHARD}-i${processNo}`;
     return { pacer, instanceId, publisherId: `${instanceId}/${regionName}-p${processNo}` };
@@ -848,7 +858,24 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
     const t = Math.floor(now / TICK_MS);
     if (now >= pacerDownUntil) {
       phase?.begin();
-      const o = await leader.pacer.runTick(t, who);
+      // The second's notices are issued once the controller has stepped, before the publish
+      // (ShardPacer's beforePublish): the spend read has landed, so they cannot change what it saw,
+      // and they touch none of the keys the publish writes; Redis applies them while this process
+      // builds the publish, and this process builds them while Redis would otherwise be the only one
+      // working. Not at a minute's tick (the guards' upkeep leases come before the notices there),
+      // nor while a stale pacer still ticks after a flip (its spend read follows this tick).
+      if (overlapOn && now % MINUTE !== 0 && !(stale && stale.ticksLeft > 0)) {
+        publishHook = async () => {
+          const due = notices.take(now);
+          if (due) await issueNotices(due, now);
+        };
+      }
+      let o: Awaited<ReturnType<ShardPacer['runTick']>>;
+      try {
+        o = await leader.pacer.runTick(t, who);
+      } finally {
+        publishHook = undefined;
+      }
       phase?.end('pacer');
       if (o.published) published++;
       if (o.stateReloaded) {
@@ -930,6 +957,28 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
       bookWin(c, ev.armId, windowOf(c.timeZone, ev.bidAt).day, o.addedMicros);
     }
   };
+  /** Issues the second's notices (see where the loop calls it); their replies land with the leases'. */
+  const issueNotices = async (due: Notice[], now: number) => {
+    overlap.begin();
+    const started: Promise<TrackOutcome | undefined>[] = [];
+    for (let i = 0; i < due.length; i++) {
+      if (i > 0 && i % (OVERLAP_EVERY * 4) === 0) await overlap.flush(clock, now);
+      started.push(
+        tracker.apply((due[i] as Notice).event).catch((e: unknown) => {
+          errors.push(`tracker: ${String(e)}`);
+          return undefined;
+        }),
+      );
+    }
+    overlap.end();
+    applying = { due, outcomes: Promise.all(started) };
+    if (overlapOn) {
+      // Every notice's script issued now, before any lease call of the loop below: the promise
+      // jobs of each apply run to its script call without waiting for a reply, and a
+      // process.nextTick callback runs only once every such job has run.
+      await new Promise<void>((resolve) => process.nextTick(resolve));
+    }
+  };
   // Faults of days a run does not simulate are not replayed at its start.
   while (faultIdx < scenario.faults.length && (scenario.faults[faultIdx]?.atMs ?? 0) < runStart) faultIdx++;
   for (let now = runStart; now < drainUntil; now += 1000) {
@@ -1000,6 +1049,7 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
         }
       }
     }
+    // Taken already when the pacer's tick issued them (see `tick`).
     const due = notices.take(now);
     if (due) {
       phase?.begin();
@@ -1015,25 +1065,7 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
       // Redis applies one run while the tracker builds the next. The scripts of a batch commute
       // (each adds to or releases its own plan-day's counters, dedup per bid; the batch's clock is
       // one instant), so the order within the batch does not change any reply.
-      overlap.begin();
-      const started: Promise<TrackOutcome | undefined>[] = [];
-      for (let i = 0; i < due.length; i++) {
-        if (i > 0 && i % (OVERLAP_EVERY * 4) === 0) await overlap.flush(clock, now);
-        started.push(
-          tracker.apply((due[i] as Notice).event).catch((e: unknown) => {
-            errors.push(`tracker: ${String(e)}`);
-            return undefined;
-          }),
-        );
-      }
-      overlap.end();
-      applying = { due, outcomes: Promise.all(started) };
-      if (overlapOn) {
-        // Every notice's script issued now, before any lease call of the loop below: the promise
-        // jobs of each apply run to its script call without waiting for a reply, and a
-        // process.nextTick callback runs only once every such job has run.
-        await new Promise<void>((resolve) => process.nextTick(resolve));
-      }
+      await issueNotices(due, now);
       await refreshLanded();
       if (!bidding || !overlapOn) await noticesLanded();
       phase?.end('notices');

@@ -30,10 +30,33 @@ export interface HashVisitor<T> {
   /** A new hash begins (`exists` false for a missing key: HGETALL's empty reply). */
   begin(exists: boolean): void;
   field(buf: Buffer, fieldStart: number, fieldEnd: number, valueStart: number, valueEnd: number): void;
+  /**
+   * With a {@link RawReadCommand} other than HGETALL (an HMGET of fixed fields): each element of
+   * the reply in order instead of field/value pairs, `start` −1 for a nil. When present, `field`
+   * is not called.
+   */
+  item?(index: number, buf: Buffer, start: number, end: number): void;
   /** The hash is complete: the folded result. */
   end(): T;
-  /** A hash read through ioredis instead (fallback after an error reply). */
+  /** A hash read through ioredis instead (fallback after an error reply: its whole HGETALL). */
   fromObject(hash: Readonly<Record<string, string>>): T;
+}
+
+/** The command a bulk read sends for one key, as RESP text (HGETALL by default). */
+export type RawReadCommand = (key: string) => string;
+
+/** `HGETALL key` in RESP. */
+export const hgetallCommand: RawReadCommand = (key) =>
+  `*2\r\n$7\r\nHGETALL\r\n$${Buffer.byteLength(key)}\r\n${key}\r\n`;
+
+/**
+ * `HMGET key <fields…>` in RESP, the fields' part built once: for visitors with
+ * {@link HashVisitor.item}, which then see each field's value (or a nil) in this order.
+ */
+export function hmgetCommand(fields: readonly string[]): RawReadCommand {
+  const tail = fields.map((f) => `$${Buffer.byteLength(f)}\r\n${f}\r\n`).join('');
+  const head = `*${fields.length + 2}\r\n$5\r\nHMGET\r\n$`;
+  return (key) => `${head}${Buffer.byteLength(key)}\r\n${key}\r\n${tail}`;
 }
 
 const CRLF = 0x0d;
@@ -108,14 +131,25 @@ function parseReply<T>(buf: Buffer, pos: number, visitor: HashVisitor<T>, out: {
     const n = readInt(buf, p + 1);
     if (lineEnd < 0) return -1;
     const start = lineEnd;
+    if (n === -1) {
+      // A nil (HMGET of a field the hash does not hold).
+      r[2 * i] = -1;
+      r[2 * i + 1] = -1;
+      p = start;
+      continue;
+    }
     if (start + n + 2 > buf.length) return -1;
     r[2 * i] = start;
     r[2 * i + 1] = start + n;
     p = start + n + 2;
   }
   visitor.begin(count > 0);
-  for (let i = 0; i + 3 < 2 * count; i += 4) {
-    visitor.field(buf, r[i] as number, r[i + 1] as number, r[i + 2] as number, r[i + 3] as number);
+  if (visitor.item) {
+    for (let i = 0; i < count; i++) visitor.item(i, buf, r[2 * i] as number, r[2 * i + 1] as number);
+  } else {
+    for (let i = 0; i + 3 < 2 * count; i += 4) {
+      visitor.field(buf, r[i] as number, r[i + 1] as number, r[i + 2] as number, r[i + 3] as number);
+    }
   }
   out.value = visitor.end();
   return p;
@@ -162,9 +196,13 @@ export class RawHashReader {
    * Reads every key, folding each hash with the visitor; results in key order. Error replies (a
    * moved slot, a wrong type) and keys of unknown slots are re-read through ioredis.
    */
-  async read<T>(keys: readonly string[], visitor: HashVisitor<T>): Promise<T[]> {
+  async read<T>(
+    keys: readonly string[],
+    visitor: HashVisitor<T>,
+    command: RawReadCommand = hgetallCommand,
+  ): Promise<T[]> {
     // One part holding every key.
-    return (await this.readParts(keys, visitor, keys.length)[0]) ?? [];
+    return (await this.readParts(keys, visitor, keys.length, command)[0]) ?? [];
   }
 
   /**
@@ -174,7 +212,12 @@ export class RawHashReader {
    * its controller this way). A failed read (connection lost, timed out) rejects every part not
    * yet resolved; a key whose re-read through ioredis fails (a wrong type) rejects its part only.
    */
-  readParts<T>(keys: readonly string[], visitor: HashVisitor<T>, partSize: number): Promise<T[]>[] {
+  readParts<T>(
+    keys: readonly string[],
+    visitor: HashVisitor<T>,
+    partSize: number,
+    command: RawReadCommand = hgetallCommand,
+  ): Promise<T[]>[] {
     const size = Math.max(1, Math.floor(partSize));
     const count = Math.ceil(keys.length / size);
     const out: T[] = new Array(keys.length);
@@ -213,7 +256,7 @@ export class RawHashReader {
         s.resolve(out.slice(from, to));
       }
     };
-    this.readInto(keys, visitor, out, (i, retry) => {
+    this.readInto(keys, visitor, command, out, (i, retry) => {
       if (retry) again[i] = 1;
       const k = Math.floor(i / size);
       // A part's own retry error is that part's (the later parts' replies may still be on their
@@ -229,6 +272,7 @@ export class RawHashReader {
   private async readInto<T>(
     keys: readonly string[],
     visitor: HashVisitor<T>,
+    command: RawReadCommand,
     out: T[],
     settled: (i: number, retry: boolean) => void,
   ): Promise<void> {
@@ -250,7 +294,7 @@ export class RawHashReader {
     }
     await Promise.all(
       [...groups].map(([node, indexes]) => {
-        if (node !== 'unknown') return this.readFromNode(node, keys, indexes, visitor, out, settled);
+        if (node !== 'unknown') return this.readFromNode(node, keys, indexes, visitor, command, out, settled);
         for (const i of indexes) settled(i, true);
         return Promise.resolve();
       }),
@@ -282,6 +326,7 @@ export class RawHashReader {
     keys: readonly string[],
     indexes: readonly number[],
     visitor: HashVisitor<T>,
+    command: RawReadCommand,
     out: T[],
     settled: (i: number, retry: boolean) => void,
   ): Promise<void> {
@@ -290,7 +335,7 @@ export class RawHashReader {
       c.socket.ref();
       try {
         await c.ready;
-        await this.readReplies(c, node, keys, indexes, visitor, out, settled);
+        await this.readReplies(c, node, keys, indexes, visitor, command, out, settled);
       } finally {
         c.socket.unref();
       }
@@ -299,13 +344,14 @@ export class RawHashReader {
     return run;
   }
 
-  /** Writes the HGETALLs of `indexes` on `c` and folds their replies as they come. */
+  /** Writes the commands of `indexes` on `c` and folds their replies as they come. */
   private readReplies<T>(
     c: Connection,
     node: string,
     keys: readonly string[],
     indexes: readonly number[],
     visitor: HashVisitor<T>,
+    command: RawReadCommand,
     out: T[],
     settled: (i: number, retry: boolean) => void,
   ): Promise<void> {
@@ -369,8 +415,7 @@ export class RawHashReader {
       for (let from = 0; from < indexes.length; from += this.chunk) {
         const parts: string[] = [];
         for (let j = from; j < Math.min(indexes.length, from + this.chunk); j++) {
-          const key = keys[indexes[j] as number] as string;
-          parts.push(`*2\r\n$7\r\nHGETALL\r\n$${Buffer.byteLength(key)}\r\n${key}\r\n`);
+          parts.push(command(keys[indexes[j] as number] as string));
         }
         c.socket.write(parts.join(''));
       }

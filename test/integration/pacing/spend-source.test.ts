@@ -39,6 +39,23 @@ describe.each(['standalone', 'cluster'] as const)('bulk live-spend read (%s)', (
         fields[`l:${s}`] = String(Math.floor(random() * 5_000));
         fields[`f:${s}`] = String(Math.floor(random() * 6_000) - 1_000); // may be negative
       }
+      if (i % 3 === 1) {
+        // Running sums as the lease script keeps them (no slot field below sk; sl / sf the sums of
+        // the rest), with sk from 4 slots below this read's first live slot to 2 above it: the sums
+        // read answers from them or reads the hash whole.
+        const sk = slot - 10 - 4 + Math.floor(random() * 7);
+        let sl = 0;
+        let sf = 0;
+        for (const f of Object.keys(fields)) {
+          if (f[1] !== ':') continue;
+          if (Number(f.slice(2)) < sk) delete fields[f];
+          else if (f[0] === 'l') sl += Number(fields[f]);
+          else sf += Number(fields[f]);
+        }
+        Object.assign(fields, { sk: String(sk), sl: String(sl), sf: String(sf) });
+        // Stored with another slot width than the read assumes (60 s): read whole.
+        if (i % 7 === 5) fields.q = '30000';
+      }
       writes.push({ key, fields });
     }
     await pipelineByNode(
@@ -55,6 +72,18 @@ describe.each(['standalone', 'cluster'] as const)('bulk live-spend read (%s)', (
       const reference = await pipelinedSpendSource(r.redis).read(keys, NOW);
       expect(fast).toEqual(reference);
       expect(fast.filter((s) => !s.initialised).length).toBeGreaterThan(100);
+      // Both ways were taken: from the sums (sk within 2 slots below the first live one, or above
+      // it) and whole (no sums, or sums older than that).
+      expect(raw.stats.sums).toBeGreaterThan(400);
+      expect(raw.stats.whole).toBeGreaterThan(1_500);
+      // Every hash read whole gives the same.
+      const whole = rawSpendSource(r.redis, { sums: false });
+      try {
+        expect(await whole.read(keys, NOW)).toEqual(reference);
+        expect(whole.stats).toEqual({ sums: 0, whole: keys.length });
+      } finally {
+        whole.close();
+      }
       // A second read on the same connections.
       expect(await raw.read(keys.slice(0, 100), NOW + 60_000)).toEqual(
         await pipelinedSpendSource(r.redis).read(keys.slice(0, 100), NOW + 60_000),

@@ -10,6 +10,7 @@
  * of the slot fields, and no slot field below `sk` is left.
  */
 import { describe, expect, it } from 'vitest';
+import { pipelinedSpendSource, rawSpendSource } from '../../../shared/pacing/spend-source.js';
 import { prng } from '../../../shared/random/prng.js';
 import { spendScripts } from '../../../shared/spend/live-counters.js';
 import { useRedis } from '../../support/redis.js';
@@ -90,6 +91,9 @@ describe('lease script: running sums', () => {
 
   it('replies as the rule says and keeps sl / sf / sk true to the fields, over 40 random plan-days', async () => {
     const scripts = spendScripts(r.redis, 'raw');
+    // The pacer's spend read from the sums, against the whole hash read by the contract's reader.
+    const sumsRead = rawSpendSource(r.redis);
+    const reference = pipelinedSpendSource(r.redis);
     const random = prng(77);
     let calls = 0;
     let stepped = 0;
@@ -170,10 +174,20 @@ describe('lease script: running sums', () => {
           }
           expect([Number(all.sl), Number(all.sf)], `day ${day} step ${step} sums`).toEqual([L, F]);
         }
+        // The pacer's read at instants around the call's (its clock is not the guards'): the same
+        // snapshot from the sums as from every field.
+        for (const at of [now, now - Q, now + Q / 2, now + 2 * Q + 1, now + 5 * Q]) {
+          expect(await sumsRead.read([key], at), `day ${day} step ${step} pacer read at ${at - now}`).toEqual(
+            await reference.read([key], at),
+          );
+        }
       }
     }
+    sumsRead.close();
     // Every path was taken many times.
     expect(calls).toBe(40 * 120);
+    expect(sumsRead.stats.sums).toBeGreaterThan(5_000);
+    expect(sumsRead.stats.whole).toBeGreaterThan(2_000);
     expect(stepped).toBeGreaterThan(100);
     expect(rebuilt).toBeGreaterThan(40);
     expect(lagged).toBeGreaterThan(100);
