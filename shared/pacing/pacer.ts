@@ -277,7 +277,7 @@ interface PlanResult {
 /**
  * Plans per part of the parts spend read: small enough that the controller starts early (with
  * 1,000-odd plans, a part of 5,000 left the controller idle until Redis had answered every key,
- * then Redis idle while it stepped: 3 % of a simulated day's wall time), large enough that the
+ * then Redis idle while it stepped: 3 % of the simulator's daytime hour), large enough that the
  * per-part overhead (a promise, a copy of the part) is noise.
  */
 const SPEND_PART = 300;
