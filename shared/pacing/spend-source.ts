@@ -292,24 +292,16 @@ export function rawSpendSource(
 ): SpendSource & { close(): void; readonly stats: RawSpendSourceStats } {
   const reader = new RawHashReader({ client: redis });
   const stats: RawSpendSourceStats = { sums: 0, whole: 0 };
-  const wholeParts = (stateKeys: readonly string[], nowMs: number, partSize: number) => {
-    stats.whole += stateKeys.length;
-    return reader.readParts(stateKeys, new SpendVisitor(nowMs), partSize);
-  };
-  if (options.sums === false) {
-    return {
-      stats,
-      read: async (stateKeys, nowMs) => (await wholeParts(stateKeys, nowMs, stateKeys.length)[0]) ?? [],
-      readParts: wholeParts,
-      close: () => reader.close(),
-    };
-  }
+  // With the sums: the hashes they cannot answer, read whole on their own connection, so they need
+  // not wait for the rest of the sums read.
+  const wholeReader = options.sums === false ? undefined : new RawHashReader({ client: redis });
   const { slotMs, ttlMs } = options.inFlight ?? defaultInFlight;
   const back = Math.max(0, Math.floor(options.slotsBack ?? 2));
-  // The hashes the sums cannot answer: read whole on their own connection, so they need not wait
-  // for the rest of the sums read.
-  const wholeReader = new RawHashReader({ client: redis });
   const readParts = (stateKeys: readonly string[], nowMs: number, partSize: number) => {
+    if (wholeReader === undefined) {
+      stats.whole += stateKeys.length;
+      return reader.readParts(stateKeys, new SpendVisitor(nowMs), partSize);
+    }
     const kmin = Math.floor((nowMs - ttlMs) / slotMs);
     const fields: string[] = [...SUMS_FIELDS];
     for (let k = kmin - back; k < kmin; k++) fields.push(`l:${k}`, `f:${k}`);
@@ -343,7 +335,7 @@ export function rawSpendSource(
     readParts,
     close: () => {
       reader.close();
-      wholeReader.close();
+      wholeReader?.close();
     },
   };
 }

@@ -17,6 +17,7 @@
 import { Cluster } from 'ioredis';
 import { type RedisClient, slotOf, slotsReady } from './connect.js';
 import {
+  bulk,
   openRawConnection,
   type RawConnection,
   readTimedOut,
@@ -46,17 +47,16 @@ export interface HashVisitor<T> {
 export type RawReadCommand = (key: string) => string;
 
 /** `HGETALL key` in RESP. */
-export const hgetallCommand: RawReadCommand = (key) =>
-  `*2\r\n$7\r\nHGETALL\r\n$${Buffer.byteLength(key)}\r\n${key}\r\n`;
+export const hgetallCommand: RawReadCommand = (key) => `*2\r\n$7\r\nHGETALL\r\n${bulk(key)}`;
 
 /**
  * `HMGET key <fields…>` in RESP, the fields' part built once: for visitors with
  * {@link HashVisitor.item}, which then see each field's value (or a nil) in this order.
  */
 export function hmgetCommand(fields: readonly string[]): RawReadCommand {
-  const tail = fields.map((f) => `$${Buffer.byteLength(f)}\r\n${f}\r\n`).join('');
-  const head = `*${fields.length + 2}\r\n$5\r\nHMGET\r\n$`;
-  return (key) => `${head}${Buffer.byteLength(key)}\r\n${key}\r\n${tail}`;
+  const head = `*${fields.length + 2}\r\n$5\r\nHMGET\r\n`;
+  const tail = fields.map(bulk).join('');
+  return (key) => `${head}${bulk(key)}${tail}`;
 }
 
 const CRLF = 0x0d;
