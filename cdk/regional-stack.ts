@@ -23,6 +23,7 @@ import {
   type FunctionSpec,
   functionEnvironment,
   type IndexSpec,
+  isGlobal,
   type KeyType,
   parameterPrefix,
   physicalName,
@@ -182,7 +183,7 @@ export class RegionalStack extends Stack {
       TableKey,
       (typeof regionResources.tables)[TableKey],
     ][]) {
-      if ((spec as TableSpec).replication === 'global') {
+      if (isGlobal(spec)) {
         tables[tableKey] = isPrimary
           ? this.globalTable(tableKey, spec, key, peerRegions)
           : // Global tables are owned by the primary region's stack (its replicas are here);

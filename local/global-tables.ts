@@ -28,7 +28,7 @@ import {
   GetItemCommand,
   PutItemCommand,
 } from '@aws-sdk/client-dynamodb';
-import { physicalName, regionResources } from '../shared/region/resources.js';
+import { isGlobal, physicalName, regionResources } from '../shared/region/resources.js';
 import { type Clock, systemClock } from '../shared/time/clock.js';
 
 /** Options of {@link GlobalTablesStandIn}. */
@@ -68,7 +68,7 @@ const WRITE_OPS = new Set(['PutItem', 'UpdateItem', 'DeleteItem', 'BatchWriteIte
 function globalTables(): Map<string, string[]> {
   const out = new Map<string, string[]>();
   for (const t of Object.values(regionResources.tables)) {
-    if ('global' in t && t.global) out.set(physicalName(t.suffix), [t.partitionKey.name, t.sortKey.name]);
+    if (isGlobal(t)) out.set(physicalName(t.suffix), [t.partitionKey.name, t.sortKey.name]);
   }
   return out;
 }

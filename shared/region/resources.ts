@@ -41,19 +41,17 @@ export interface TableSpec {
   /** Attribute holding an epoch-seconds expiry; DynamoDB TTL only reclaims storage, code checks expiry. */
   readonly ttlAttribute?: string;
   /**
-   * `global`: a DynamoDB global table, one replica per Paceline region (the primary region's
-   * stack owns the `TableV2` and its replicas, the other regions' stacks import it by name;
-   * docs/operations.md). `regional`: one independent table per region. @default 'regional'
+   * `global`: a DynamoDB global table, one replica per Paceline region — every region's writes
+   * reach every other region's replica, asynchronously, last writer wins per item. In AWS the
+   * primary region's stack owns the `TableV2` and its replicas and the other regions' stacks
+   * import it by name (docs/operations.md); locally `local/global-tables.ts` replicates between
+   * the local regions with a configurable lag. `regional`: one independent table per region.
+   * The only replication setting: the stack and the local runner both read it (required, so
+   * every table says which it is).
    */
-  readonly replication?: 'global' | 'regional';
+  readonly replication: 'global' | 'regional';
   /** What the table is for (shown in docs and the runner's banner). */
   readonly purpose: string;
-  /**
-   * A DynamoDB global table: every region's writes reach every other region's replica
-   * (asynchronously, last writer wins per item). Locally `local/global-tables.ts` stands in for
-   * the replication. @default false
-   */
-  readonly global?: boolean;
 }
 
 /**
@@ -179,10 +177,9 @@ const tables = {
         purpose: "A pacer shard's accounts, campaigns and plans, newest change last.",
       },
     ],
+    // One budget across regions (docs/pacing.md, "Many regions"): every region paces the same plans.
     replication: 'global',
     purpose: 'The ads database: accounts, campaigns, budget plans (integer micros, time zone, pacing mode).',
-    // One budget across regions (docs/pacing.md, "Many regions"): every region paces the same plans.
-    global: true,
   },
   regionSpend: {
     envVar: 'REGION_SPEND_TABLE',
@@ -193,7 +190,8 @@ const tables = {
     sortKey: { name: 'sk', type: 'S' },
     purpose:
       "Per-region spend summaries of every plan-day (spend, full-speed demand), written every tick by each region's publishing pacer; the input of the region shares.",
-    global: true,
+    // Every region reads every other region's summaries: a region's share needs all regions' spend.
+    replication: 'global',
   },
   spendLedger: {
     envVar: 'SPEND_LEDGER_TABLE',
@@ -212,6 +210,8 @@ const tables = {
     suffix: 'dead-letters',
     partitionKey: { name: 'pk', type: 'S' },
     sortKey: { name: 'sk', type: 'S' },
+    // Regional: a record is quarantined, listed and replayed in the region whose stream it came from.
+    replication: 'regional',
     purpose: 'Quarantined (malformed / poison) records with their reason; listable and replayable.',
   },
   leases: {
@@ -219,6 +219,8 @@ const tables = {
     suffix: 'leases',
     partitionKey: { name: 'pk', type: 'S' },
     sortKey: { name: 'sk', type: 'S' },
+    // Regional: each region elects its own publisher per shard (the publish switch is SSM's).
+    replication: 'regional',
     purpose: 'Leader leases of pacer shards (conditional writes, expiry, monotonically increasing epoch).',
   },
 } as const satisfies Record<string, TableSpec>;
@@ -248,6 +250,11 @@ const buckets = {
       'Payloads of quarantined records too large for a dead-letter item (Kinesis records reach 1 MB, items 400 KB).',
   },
 } as const satisfies Record<string, BucketSpec>;
+
+/** Whether a table is a DynamoDB global table (replicated to every region); the one reading of `replication`. */
+export function isGlobal(spec: TableSpec): boolean {
+  return spec.replication === 'global';
+}
 
 /** Keys of the region's buckets. */
 export type BucketKey = keyof typeof buckets;
