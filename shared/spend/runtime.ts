@@ -65,8 +65,11 @@ export function spendRuntimeFromEnv(options: {
     client: dynamodb,
     tableName: requireEnv(regionResources.tables.budgets.envVar, env),
   });
-  const ledger = new SpendLedger({ client: dynamodb, tableName: ledgerTable, clock });
-  const outbox = new SpendOutbox({ client: dynamodb, tableName: ledgerTable });
+  // The region whose live counters this function keeps: its wins and intents carry it, and its
+  // rebuilds read only its own wins from the replicated ledger.
+  const region = requireEnv('PACELINE_REGION', env);
+  const ledger = new SpendLedger({ client: dynamodb, tableName: ledgerTable, region, clock });
+  const outbox = new SpendOutbox({ client: dynamodb, tableName: ledgerTable, region });
   const redis = connectRedis(redisConfigFromEnv(env));
   redis.on('error', options.onRedisError);
   const { inFlight, limits } = spendSettingsFromEnv(env);

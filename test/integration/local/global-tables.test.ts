@@ -45,7 +45,8 @@ afterAll(async () => {
 const key = (pk: string) => ({ pk: { S: pk }, sk: { S: 'x' } });
 async function get(r: LocalRegion | DynamoDBClient, table: string, pk: string) {
   const client = 'dynamodb' in r ? r.dynamodb : r;
-  return (await client.send(new GetItemCommand({ TableName: table, Key: key(pk), ConsistentRead: true }))).Item;
+  return (await client.send(new GetItemCommand({ TableName: table, Key: key(pk), ConsistentRead: true })))
+    .Item;
 }
 
 /**
@@ -184,19 +185,26 @@ describe('global tables stand-in', () => {
   it('keeps a newer local write when an older image arrives while that write is still in flight', async () => {
     const link2 = new GlobalTablesStandIn({ clock, lagMs: LAG });
     const hold = await holdingProxy(a.dynamoEmulator.url);
-    const clientA = dynamoDbClient({ region: 'us-east-1', dynamodb: await link2.attach('us-east-1', hold.url) });
+    const clientA = dynamoDbClient({
+      region: 'us-east-1',
+      dynamodb: await link2.attach('us-east-1', hold.url),
+    });
     const clientB = dynamoDbClient({
       region: 'us-west-2',
       dynamodb: await link2.attach('us-west-2', b.dynamoEmulator.url),
     });
     try {
       const table = a.tableName('regionSpend');
-      await clientB.send(new PutItemCommand({ TableName: table, Item: { ...key('race'), w: { S: 'B-older' } } }));
+      await clientB.send(
+        new PutItemCommand({ TableName: table, Item: { ...key('race'), w: { S: 'B-older' } } }),
+      );
       await settle();
       clock.advance(10);
       // A's write is applied in A's replica; its answer (and so its read-back and stamp) waits.
       const newer = { S: 'A-newer-HOLD' };
-      const aWrite = clientA.send(new PutItemCommand({ TableName: table, Item: { ...key('race'), w: newer } }));
+      const aWrite = clientA.send(
+        new PutItemCommand({ TableName: table, Item: { ...key('race'), w: newer } }),
+      );
       await hold.held;
       clock.advance(LAG);
       // B's older image is due in A now, while A's newer write is in flight.
