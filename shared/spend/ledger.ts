@@ -30,6 +30,9 @@ import { type Clock, systemClock } from '../time/clock.js';
 /** Version of the ledger's item contract written by this code (`v` on every item). */
 export const LEDGER_ITEM_VERSION = 2;
 
+/** How long ledger items are kept by default (`expiresAt`, DynamoDB TTL), days. */
+export const LEDGER_RETENTION_DAYS = 400;
+
 /** A ledger entry: one confirmed win. */
 export interface LedgerEntry {
   readonly campaignId: string;
@@ -65,7 +68,10 @@ export interface SpendLedgerOptions {
   /**
    * How long items are kept (the `expiresAt` attribute for DynamoDB TTL; storage only), counted
    * from the writer's clock — never from a time the record claims, which could be centuries away.
-   * @default 400 days
+   * Readers never look at `expiresAt`: no booking or automatic rebuild touches a day old enough
+   * for its items to have expired (spendSettingsFromEnv keeps SPEND_MAX_BID_AGE_MS below it), so
+   * whether TTL has deleted an item yet — in one replica or, replicated, in all — never shows.
+   * @default LEDGER_RETENTION_DAYS
    */
   readonly retentionDays?: number;
   /** @default systemClock */
@@ -117,7 +123,7 @@ export class SpendLedger {
       marshallOptions: { removeUndefinedValues: true },
     });
     this.tableName = options.tableName;
-    this.retentionMs = (options.retentionDays ?? 400) * 86_400_000;
+    this.retentionMs = (options.retentionDays ?? LEDGER_RETENTION_DAYS) * 86_400_000;
   }
 
   /** Whether an item counts in this region's live counters (its own, or a version 1 item). */
@@ -191,10 +197,17 @@ export class SpendLedger {
       if (error instanceof ConditionalCheckFailedException) return false;
       throw error;
     }
+    // A Query, not a GetItem: the ad servers' guards initialise plan-days too, and their access
+    // policy grants Query and PutItem on the ledger (cdk/constructs/ad-server-access.ts).
     const v1 = await this.doc.send(
-      new GetCommand({ TableName: this.tableName, Key: { pk, sk: 'started' }, ConsistentRead: true }),
+      new QueryCommand({
+        TableName: this.tableName,
+        KeyConditionExpression: 'pk = :pk AND sk = :sk',
+        ExpressionAttributeValues: { ':pk': pk, ':sk': 'started' },
+        ConsistentRead: true,
+      }),
     );
-    return v1.Item === undefined;
+    return (v1.Items ?? []).length === 0;
   }
 
   /**

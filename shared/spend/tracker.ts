@@ -8,6 +8,9 @@
  * redelivery finds the ledger item (and uses *its* price) and the dedup field, so it changes
  * nothing; a crash between (1) and (2) is repaired by the retry, because (2) is idempotent on
  * its own. A loss notice releases the bid's in-flight amount (no ledger item: no money moved).
+ * The ledger is a global table: a win counts in the live counters of the region that booked it,
+ * and a notice for a bid another region booked first is not counted here (docs/spend.md, "Across
+ * regions").
  *
  * Late notices are explicit: a win arriving after the in-flight lifetime T is still real spend
  * (ledger + confirmed, flagged `late`); its in-flight amount had already expired, so nothing is

@@ -19,6 +19,7 @@
  */
 import { PutItemCommand } from '@aws-sdk/client-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { main as budgetsCli } from '../../../cli/budgets.js';
 import type { LocalRegion } from '../../../local/region.js';
 import { BudgetRepository } from '../../../shared/budget/repository.js';
 import { dayWindow } from '../../../shared/budget/time-zone.js';
@@ -257,6 +258,16 @@ describe('the spend ledger replicated between two regions', () => {
     }
     expect(await confirmed(REGION_A)).toBe(ownA.micros);
     expect(await confirmed(REGION_B)).toBe(ownB.micros);
+
+    // The operator's view (`budgets reconcile` against A): A's live counters beside A's wins in the
+    // ledger — equal, so no "differs" note although A's replica holds B's wins too.
+    const out = (await budgetsCli(
+      ['reconcile', '--campaign', campaignId, '--day', day],
+      regionOf(REGION_A).clientEnv,
+    )) as { plan: string; confirmedMicros: number; ledgerConfirmedMicros: number; note?: string }[];
+    const row = out.find((r) => r.plan === 'campaign');
+    expect(row).toMatchObject({ confirmedMicros: ownA.micros, ledgerConfirmedMicros: ownA.micros });
+    expect(row?.note).toBeUndefined();
   });
 
   it('reads version 1 items (no region): wins count in every region, a v1 marker means started, a v1 intent is settled', async () => {
