@@ -716,16 +716,10 @@ export function regionDescription(settings: RegionSettingsInput = {}) {
     readonly [K in StreamKey]: Omit<(typeof streams)[K], 'shardCount'> & { readonly shardCount: number };
   };
   // Each stream function consumes its stream with that stream's parallelization factor.
-  const consuming = <F extends FunctionSpec>(fn: F): F =>
-    fn.source
-      ? {
-          ...fn,
-          source: {
-            ...fn.source,
-            parallelizationFactor: streamSettings[fn.source.stream].parallelizationFactor,
-          },
-        }
-      : fn;
+  const consuming = <F extends FunctionSpec & { readonly source: KinesisSourceSpec }>(fn: F) => ({
+    ...fn,
+    source: { ...fn.source, parallelizationFactor: streamSettings[fn.source.stream].parallelizationFactor },
+  });
   return {
     tables,
     streams: sized,
@@ -930,5 +924,45 @@ export function functionEnvironment(spec: FunctionSpec, inputs: EnvironmentInput
     env[redisEnv.cacheName] = inputs.redis.iam?.cacheName ?? names.cacheReplicationGroupId;
     if (inputs.redis.iam) env[redisEnv.iamUser] = inputs.redis.iam.userId;
   }
+  return env;
+}
+
+/** What an ad server's environment refers to (see {@link clientEnvironment}). */
+export interface ClientEnvironmentInputs {
+  readonly region: string;
+  readonly tableName: (key: TableKey) => string;
+  readonly streamName: (key: StreamKey) => string;
+  readonly redis: {
+    readonly nodes: string;
+    readonly mode: 'cluster' | 'standalone';
+    readonly tls: boolean;
+    /** ElastiCache IAM authentication (AWS). @default none (no AUTH) */
+    readonly iam?: { readonly userId: string; readonly cacheName: string };
+  };
+  /** The pacer shard count, when the fleet should not read it from SSM. @default read from SSM */
+  readonly pacerShards?: number;
+}
+
+/**
+ * The environment the ad-server client library (`configFromEnv` of `paceline/client`) needs in a
+ * region, derived from what the description says the client uses: the region, Redis (and its IAM
+ * user), the tables and streams it reads and writes by name, and `PACER_SHARDS` when given.
+ */
+export function clientEnvironment(
+  description: Pick<RegionDescription, 'adServer'>,
+  inputs: ClientEnvironmentInputs,
+): Record<string, string> {
+  const env: Record<string, string> = { AWS_REGION: inputs.region };
+  for (const key of Object.keys(description.adServer.tables) as TableKey[])
+    env[tables[key].envVar] = inputs.tableName(key);
+  for (const key of description.adServer.putsStreams) env[streams[key].envVar] = inputs.streamName(key);
+  env[redisEnv.nodes] = inputs.redis.nodes;
+  env[redisEnv.mode] = inputs.redis.mode;
+  env[redisEnv.tls] = String(inputs.redis.tls);
+  if (inputs.redis.iam) {
+    env[redisEnv.iamUser] = inputs.redis.iam.userId;
+    env[redisEnv.cacheName] = inputs.redis.iam.cacheName;
+  }
+  if (inputs.pacerShards !== undefined) env[pacerEnv.shards] = String(inputs.pacerShards);
   return env;
 }
