@@ -16,6 +16,8 @@
  *   the request mix's Zipf-distributed candidates (and, reported beside it, a uniform stream);
  * - remoteReadReduction: 1 − remote reads / lookups at a stated request mix (below), against one
  *   remote read per lookup;
+ * - pacerPeakRssMb: the process's peak resident memory after the ticks, before the reader phase
+ *   (what sizes the pacer function's memory; docs/operations.md, "Pacer memory");
  * - redisCeilingOpsPerSec: pipelined INCRBY ceiling (bench/ceiling.ts).
  *
  * Progress goes to stderr; the last line on stdout is the JSON. The controller is pluggable
@@ -348,7 +350,14 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     // over (under Lambda about once a minute): state reload and every field rewritten.
     const takeover = await pacer.runTick(tick++, { ...who, publisherId: 's0-i1/bench' });
     progress(`leader-change tick: ${takeover.durationMs} ms ${JSON.stringify(takeover.phasesMs)}`);
+    // The pacer's memory: this process's peak RSS once the ticks (first, steady, leader change)
+    // have run and before the reader phase allocates its own. It also holds the budget items the
+    // in-memory index query serves (a Lambda pacer reads them from DynamoDB), so it is an upper
+    // bound of what a pacer instance of a shard this size needs (docs/operations.md, "Pacer memory").
+    const pacerPeakRssMb = Math.round(process.resourceUsage().maxRSS / 1024);
+    progress(`pacer peak RSS ${pacerPeakRssMb} MB (${campaigns} campaigns)`);
     const perTick = {
+      pacerPeakRssMb,
       redisBusyMsPerTick: median(serverMs),
       clientCpuMsPerTick: median(clientCpuMs),
       redisCommandsPerTick: median(commands),

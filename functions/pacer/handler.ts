@@ -19,7 +19,7 @@ import {
   peerEndpointsFromEnv,
   ssmClient,
 } from '../../shared/aws/clients.js';
-import { intEnv, requireEnv } from '../../shared/config/env.js';
+import { intEnv, optionalEnv, requireEnv } from '../../shared/config/env.js';
 import type { PacerControl } from '../../shared/pacing/control.js';
 import type { PacingController } from '../../shared/pacing/controller/api.js';
 import { createPacingController } from '../../shared/pacing/controller/index.js';
@@ -31,7 +31,7 @@ import type { RegionalShardPacer } from '../../shared/pacing/regions/cross-regio
 import { regionalShardPacer } from '../../shared/pacing/regions/wiring.js';
 import { pacerConfigFromEnv, parsePacerInput } from '../../shared/pacing/settings.js';
 import { connectRedis, redisConfigFromEnv } from '../../shared/redis/connect.js';
-import { regionResources } from '../../shared/region/resources.js';
+import { parameterEnv, redisEnv, regionResources } from '../../shared/region/resources.js';
 import { systemClock } from '../../shared/time/clock.js';
 
 const spec = regionResources.functions.pacer;
@@ -50,6 +50,11 @@ const ssm = ssmClient(endpoints, timeouts);
 const leasesTable = requireEnv(regionResources.tables.leases.envVar);
 const budgetsTable = requireEnv(regionResources.tables.budgets.envVar);
 const regionSpendTable = requireEnv(regionResources.tables.regionSpend.envVar);
+// The deployment's names, from the environment the stack derived from its description: the
+// parameter root (a peer region's prefix is `<root><peer>/`) and the caches' group id and IAM user.
+const parameterRoot = requireEnv(parameterEnv.root);
+const cacheGroupId = requireEnv(redisEnv.cacheName);
+const cacheIamUser = optionalEnv(redisEnv.iamUser);
 // Peer regions (PACELINE_REGIONS): their publish switches (SSM) and caches (ElastiCache API).
 const peers = peerEndpointsFromEnv(config.region).map((e) => ({
   region: e.region,
@@ -92,6 +97,8 @@ function warmState(shard: number): ShardWarmState {
       clock,
       tickMs: config.tickMs,
       budgetsFullReloadMs: config.budgetsFullReloadMs,
+      parameterRoot,
+      cache: { replicationGroupId: cacheGroupId, ...(cacheIamUser ? { iamUserId: cacheIamUser } : {}) },
       pacerOptions: {
         logMaxLen: config.auditLogMaxLen,
         ...(pauseBeforePublishMs > 0 ? { beforePublish: () => sleep(pauseBeforePublishMs) } : {}),

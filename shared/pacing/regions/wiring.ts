@@ -53,6 +53,14 @@ export interface RegionalShardPacerDeps {
   readonly pacerOptions?: Pick<ShardPacerOptions, 'logMaxLen' | 'maxArgsPerBatch' | 'beforePublish'>;
   /** Full reload period of the budgets caches, ms. @default ShardBudgets' */
   readonly budgetsFullReloadMs?: number;
+  /** The deployment's SSM parameter root (`PARAMETER_ROOT`). @default the default names' */
+  readonly parameterRoot?: string;
+  /**
+   * The caches' replication group id and IAM user, the same in every region (`REDIS_CACHE_NAME`,
+   * `REDIS_IAM_USER`): how peer caches are discovered and authenticated. @default the default
+   * names' group id, no IAM auth
+   */
+  readonly cache?: { readonly replicationGroupId: string; readonly iamUserId?: string };
 }
 
 /** A shard's pacer across regions and the own control reader it ticks with. */
@@ -102,6 +110,12 @@ export function regionalShardPacer(d: RegionalShardPacerDeps): RegionalShardPace
     own: pacer(d.redis, d.spend ?? rawSpendSource(d.redis), ownShares),
     caches: new PeerCaches({
       clock: d.clock,
+      ...(d.cache
+        ? {
+            replicationGroupId: d.cache.replicationGroupId,
+            ...(d.cache.iamUserId ? { iamUserId: d.cache.iamUserId } : {}),
+          }
+        : {}),
       elasticache: (region) => {
         const p = byRegion.get(region);
         if (!p) throw new Error(`No ElastiCache client for peer region ${region}.`);
@@ -116,13 +130,20 @@ export function regionalShardPacer(d: RegionalShardPacerDeps): RegionalShardPace
         shard: d.shard,
         clock: d.clock,
         switchRegion: { region: p.region, ssm: p.ssm },
+        ...(d.parameterRoot ? { parameterRoot: d.parameterRoot } : {}),
       }),
       pacer: (redis: RedisClient) => pacer(redis, rawSpendSource(redis), shares(p.region)),
     })),
   });
   return {
     pacer: regional,
-    control: new PacerControl({ ssm: d.ssm, region: d.region, shard: d.shard, clock: d.clock }),
+    control: new PacerControl({
+      ssm: d.ssm,
+      region: d.region,
+      shard: d.shard,
+      clock: d.clock,
+      ...(d.parameterRoot ? { parameterRoot: d.parameterRoot } : {}),
+    }),
     shares: ownShares,
   };
 }
