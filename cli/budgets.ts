@@ -35,14 +35,15 @@ import {
 import { dayWindow, InvalidDayError, InvalidTimeZoneError, parseDay } from '../shared/budget/time-zone.js';
 import { InvalidEnvError, intEnv, MissingEnvError } from '../shared/config/env.js';
 import { ControlParameterMissingError, resolvePacerShards } from '../shared/pacing/control.js';
-import { connectRedis, redisConfigFromEnv } from '../shared/redis/connect.js';
+import { connectRedis, type RedisConfig } from '../shared/redis/connect.js';
 import { regionResources, resourceName } from '../shared/region/resources.js';
 import { planDayKeys } from '../shared/spend/keys.js';
 import { SpendLedger } from '../shared/spend/ledger.js';
 import { readPlanDay } from '../shared/spend/live-counters.js';
 import { defaultInFlight, Reconciler } from '../shared/spend/reconcile.js';
 import { systemClock } from '../shared/time/clock.js';
-import { CliUsageError, EXIT, type ExitCodeOf, runCli, targetOf } from './common.js';
+import { CliUsageError, EXIT, type ExitCodeOf, joinNegativeValues, runCli } from './common.js';
+import { NO_SSM, redisOf, type TargetNeeds, targetOf } from './paceline/target.js';
 
 export { CliUsageError } from './common.js';
 
@@ -57,8 +58,10 @@ export const BUDGETS_USAGE = `usage: budgets <account|campaign|plan> <put|list> 
   reconcile    --campaign C [--day YYYY-MM-DD] [--force]
   reshard      --shards N   (re-tag every item for N pacer shards; docs/pacing.md, "Changing N")
   amounts: --daily-budget 1000 or 1000.50 (plain decimal, ≤ 6 decimals), --daily-budget-micros 1000500000 (plain integer)
-  --aws: act on AWS when no local endpoint variable (AWS_ENDPOINT_URL_DYNAMODB, …) is set
-  exit codes: 0 ok, 1 unexpected error, 2 usage or invalid input, 3 not found, 4 conflict`;
+  a daily budget of 0 is allowed: the plan spends nothing that day (its bids answer no-budget); to stop a
+  campaign, set it --status paused instead
+  target: a local region's variables (source .paceline/<region>.env), or --aws (PACELINE_TARGET=aws) for AWS
+  exit codes: 0 ok, 1 unexpected error, 2 usage or invalid input, 3 not found, 4 conflict, 6 a store unreachable`;
 
 const options = {
   id: { type: 'string' },
@@ -99,6 +102,10 @@ function writeMode(value: string): WriteMode {
  */
 export function dollarsToMicros(value: string): number {
   const m = /^(0|[1-9]\d{0,7})(?:\.(\d{1,6}))?$/.exec(value);
+  if (value.startsWith('-'))
+    throw new CliUsageError(
+      `--daily-budget ${JSON.stringify(value)}: a budget cannot be negative; give dollars such as 1000 or 1000.50 (0 spends nothing).`,
+    );
   if (!m)
     throw new CliUsageError(
       `--daily-budget ${JSON.stringify(value)}: give dollars as a plain decimal such as 1000 or 1000.50 (up to 6 decimals).`,
@@ -108,6 +115,10 @@ export function dollarsToMicros(value: string): number {
 
 /** A plain non-negative decimal integer (`0`, `250000000`); nothing `Number()` would also accept. */
 export function parseMicros(flag: string, value: string): number {
+  if (value.startsWith('-'))
+    throw new CliUsageError(
+      `--${flag} ${JSON.stringify(value)}: cannot be negative; give plain digits, e.g. 250000000 for $250.`,
+    );
   if (!/^(0|[1-9]\d{0,15})$/.test(value) || !Number.isSafeInteger(Number(value))) {
     throw new CliUsageError(
       `--${flag} ${JSON.stringify(value)}: give integer micros as plain digits, e.g. 250000000 for $250.`,
@@ -151,30 +162,49 @@ function planIds(values: { level?: string; campaign?: string; arm?: string }) {
   };
 }
 
+/** What a plan with a daily budget of 0 does (said with the result: 0 is not "paused"). */
+export const ZERO_BUDGET_NOTE =
+  'daily budget 0: this plan spends nothing until it is raised (bids under it answer no-budget); ' +
+  'to stop a campaign, use campaign put --status paused';
+
 /** Runs one command; returns what to print. `log` receives the target line. */
 export async function main(
   argv: string[],
   env: NodeJS.ProcessEnv = process.env,
   log: (line: string) => void = () => {},
 ): Promise<unknown> {
-  const { values, positionals } = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
+  const { values, positionals } = parseArgs({
+    args: joinNegativeValues(argv, options),
+    options,
+    allowPositionals: true,
+    strict: true,
+  });
   const [what, verb] = positionals;
   const known = ['account put', 'account list', 'campaign put', 'campaign list', 'plan put', 'plan list'];
   const single = (what === 'reconcile' || what === 'reshard') && positionals.length === 1;
   if (!single && !known.includes(positionals.join(' '))) {
     throw new CliUsageError(`Unknown command "${positionals.join(' ')}".\n${BUDGETS_USAGE}`);
   }
-  const target = targetOf(env, values.aws);
-  log(`target ${target.text}, table ${resourceName(regionResources.tables.budgets, env)}`);
+  // What this command reaches: the budgets table; SSM for the pacer shard count of a write
+  // (unless PACER_SHARDS says it); Redis and the ledger for reconcile.
+  const needs: TargetNeeds = {
+    services: verb === 'put' && !env.PACER_SHARDS ? ['dynamodb', 'ssm'] : ['dynamodb'],
+    redis: what === 'reconcile',
+  };
+  const { target, text } = await targetOf(env, values.aws, needs, [
+    `table ${resourceName(regionResources.tables.budgets, env)}`,
+  ]);
+  log(text);
   const endpoints = target.endpoints;
   const dynamodb = dynamoDbClient(endpoints);
   let pacerShards: number | undefined;
   if (verb === 'put') {
-    const ssm = ssmClient(endpoints);
+    // Without SSM in the target, PACER_SHARDS is set and resolvePacerShards never calls it.
+    const ssm = needs.services.includes('ssm') ? ssmClient(endpoints) : undefined;
     try {
-      pacerShards = await resolvePacerShards(env, ssm, endpoints.region);
+      pacerShards = await resolvePacerShards(env, ssm ?? NO_SSM, endpoints.region);
     } finally {
-      ssm.destroy();
+      ssm?.destroy();
     }
   }
   const repo = new BudgetRepository({
@@ -210,7 +240,7 @@ export async function main(
     if (what === 'campaign' && verb === 'list')
       return await repo.listCampaignIds(need(values.account, 'account'));
     if (what === 'plan' && verb === 'put') {
-      return await repo.putPlan(
+      const plan = await repo.putPlan(
         {
           ...planIds(values),
           accountId: need(values.account, 'account'),
@@ -219,6 +249,7 @@ export async function main(
         },
         mode,
       );
+      return plan.dailyBudgetMicros === 0 ? { ...plan, note: ZERO_BUDGET_NOTE } : plan;
     }
     if (what === 'plan' && verb === 'list')
       return await repo.listPlans(need(values.account, 'account'), values.campaign);
@@ -236,6 +267,7 @@ export async function main(
         values.day,
         values.force,
         env,
+        redisOf(target),
       );
     throw new CliUsageError(`Unknown command "${positionals.join(' ')}".\n${BUDGETS_USAGE}`);
   } finally {
@@ -250,6 +282,7 @@ async function reconcile(
   day: string | undefined,
   force: boolean,
   env: NodeJS.ProcessEnv,
+  redisConfig: RedisConfig,
 ): Promise<unknown> {
   if (day !== undefined) parseDay(day);
   const budgets = await repo.getCampaignBudgets(campaignId);
@@ -261,7 +294,7 @@ async function reconcile(
       `--day ${day} has not begun in ${budgets.account.timeZone} (today there is ${today}): nothing to reconcile.`,
     );
   }
-  const redis = connectRedis(redisConfigFromEnv(env));
+  const redis = connectRedis(redisConfig);
   redis.on('error', () => {});
   try {
     const ledger = new SpendLedger({

@@ -14,7 +14,16 @@
  */
 import { resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { CliUsageError, EXIT, EXIT_HELP, isParseArgsError, isUnreachable } from './common.js';
+import {
+  CliNotFoundError,
+  CliUsageError,
+  EXIT,
+  EXIT_HELP,
+  endCli,
+  isParseArgsError,
+  isUnreachable,
+  lineWriter,
+} from './common.js';
 import type { CliIo, Command } from './paceline/command.js';
 import { budgetsCommand, deadLettersCommand, reconcileCommand } from './paceline/delegate.js';
 import { leaderOverrideCommand } from './paceline/leader-override.js';
@@ -79,6 +88,10 @@ export async function main(
       io.err(`paceline ${name}: ${message} (paceline ${name} --help)`);
       return EXIT.usage;
     }
+    if (error instanceof CliNotFoundError) {
+      io.err(`paceline ${name}: ${message}`);
+      return EXIT.notFound;
+    }
     if (isUnreachable(error)) {
       io.err(`paceline ${name}: could not reach a store: ${message}`);
       return EXIT.unreachable;
@@ -88,15 +101,20 @@ export async function main(
   }
 }
 
-/** Runs the CLI for this process (arguments, stdout/stderr, environment) and exits with its code. */
-export async function runFromProcess(): Promise<never> {
+/**
+ * Runs the CLI for this process (arguments, stdout/stderr, environment) and ends with its code
+ * once stdout and stderr are flushed: a JSON result piped into a slow reader arrives whole.
+ */
+export async function runFromProcess(): Promise<void> {
+  const stdout = lineWriter(process.stdout);
+  const stderr = lineWriter(process.stderr);
   const code = await main(process.argv.slice(2), {
-    out: (l) => console.log(l),
-    err: (l) => console.error(l),
+    out: (l) => stdout.line(l),
+    err: (l) => stderr.line(l),
     env: process.env,
     now: () => Date.now(),
   });
-  process.exit(code);
+  await endCli(code, stdout, stderr);
 }
 
 const invokedDirectly =

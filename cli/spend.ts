@@ -7,7 +7,6 @@
  * `spendStatus(...)` is the reusable part (tests call it against a local region); the command
  * resolves targets and prints like every `paceline` command.
  */
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { dynamoDbClient, ssmClient } from '../shared/aws/clients.js';
@@ -20,7 +19,14 @@ import { connectRedis, type RedisClient } from '../shared/redis/connect.js';
 import { regionResources, resourceName } from '../shared/region/resources.js';
 import { planDayKeys } from '../shared/spend/keys.js';
 import { readPlanDay } from '../shared/spend/live-counters.js';
-import { CliUsageError, describeTargets, resolveTargets } from './paceline/target.js';
+import { CliNotFoundError } from './common.js';
+import {
+  CliUsageError,
+  describeTargets,
+  redisOf,
+  resolveTargets,
+  type TargetNeeds,
+} from './paceline/target.js';
 import type { CliIo, Command } from './paceline.js';
 
 /** One plan-day's figures (integer micros). */
@@ -76,16 +82,16 @@ export async function spendStatus(options: SpendStatusOptions): Promise<PlanDayS
   const campaigns: CampaignBudgets[] = [];
   if (options.campaignId !== undefined) {
     const b = await repo.getCampaignBudgets(options.campaignId);
-    if (!b) throw new CliUsageError(`Campaign ${options.campaignId} (or its account) does not exist.`);
+    if (!b) throw new CliNotFoundError(`Campaign ${options.campaignId} (or its account) does not exist.`);
     if (options.accountId !== undefined && b.account.accountId !== options.accountId) {
       throw new CliUsageError(`Campaign ${options.campaignId} belongs to account ${b.account.accountId}.`);
     }
     campaigns.push(b);
   } else {
-    const accounts =
-      options.accountId === undefined
-        ? (await repo.listAccounts()).map((a) => a.accountId)
-        : [options.accountId];
+    const known = (await repo.listAccounts()).map((a) => a.accountId);
+    if (options.accountId !== undefined && !known.includes(options.accountId))
+      throw new CliNotFoundError(`Account ${options.accountId} does not exist.`);
+    const accounts = options.accountId === undefined ? known : [options.accountId];
     for (const accountId of accounts) {
       for (const id of await repo.listCampaignIds(accountId)) {
         const b = await repo.getCampaignBudgets(id);
@@ -176,7 +182,6 @@ export function formatSpendStatus(
   return lines.join('\n');
 }
 
-const repoRoot = fileURLToPath(new URL('..', import.meta.url));
 const USAGE = `usage: paceline spend status [--account A] [--campaign C] [--day YYYY-MM-DD] [--json] [--regions …] [--aws]
   Per plan-day (account, campaign and arm plans; today in each account's time zone unless --day):
   confirmed, in flight, leased to ad servers' guards, remaining (budget − all three) and the target
@@ -220,14 +225,15 @@ export const spendCommand: Command = {
         throw new CliUsageError(`--day ${values.day}: ${(error as Error).message}`);
       }
     }
-    const targets = resolveTargets(values, io.env, repoRoot);
-    (values.json ? io.err : io.out)(describeTargets(targets));
+    const needs: TargetNeeds = { services: ['dynamodb', 'ssm'], redis: true };
+    const targets = resolveTargets(values, io.env, io.repoRoot, { needs, scope: 'all' });
+    (values.json ? io.err : io.out)(await describeTargets(targets, needs));
     const regions = [];
     for (const t of targets) {
       const timeouts = { connectionTimeoutMs: 2_000, requestTimeoutMs: 5_000, maxAttempts: 2 };
       const dynamodb = dynamoDbClient(t.endpoints, timeouts);
       const ssm = ssmClient(t.endpoints, timeouts);
-      const redis = connectRedis(t.redis, {
+      const redis = connectRedis(redisOf(t), {
         maxRetriesPerRequest: 1,
         redisOptions: { connectTimeout: 3_000 },
       });

@@ -18,7 +18,7 @@ import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { type LocalRegionsFile, localRegionsFile } from '../cli/paceline/target.js';
+import { type LocalRegionsFile, localRegionsFile, STATE_DIR_ENV } from '../cli/paceline/target.js';
 import { REGION_ENDPOINTS_ENV, REGIONS_ENV } from '../shared/aws/clients.js';
 import {
   defaultRegions,
@@ -522,7 +522,7 @@ function parseCli(argv: readonly string[]): CliOptions {
   if (logsMode !== 'compact' && logsMode !== 'full') {
     throw new UsageError(`--logs must be 'compact' or 'full', got '${logsMode}'`);
   }
-  const stateDir = resolve(values['state-dir'] ?? stateFolder(repoRoot));
+  const stateDir = resolve(values['state-dir'] ?? (process.env[STATE_DIR_ENV] || stateFolder(repoRoot)));
   const dashboardRaw = values['dashboard-port'];
   if (dashboardRaw !== undefined && (!/^\d+$/.test(dashboardRaw) || Number(dashboardRaw) > 65_535))
     throw new UsageError(`--dashboard-port takes a port number (0 = any free port), got '${dashboardRaw}'`);
@@ -658,7 +658,7 @@ async function runCli(): Promise<void> {
     console.error(`Dashboard not started: ${(error as Error).message}`);
   }
   // Lets `paceline …` find the running local regions without pasting their env.
-  const regionsFile = localRegionsFile(repoRoot);
+  const regionsFile = localRegionsFile(options.envDir);
   mkdirSync(dirname(regionsFile), { recursive: true });
   writeFileSync(
     regionsFile,

@@ -6,7 +6,8 @@
 import { BUDGETS_USAGE, budgetsExitCode, main as budgetsMain } from '../budgets.js';
 import { CliUsageError, EXIT, PartialFailureError } from '../common.js';
 import { DEAD_LETTERS_USAGE, main as deadLettersMain } from '../dead-letters.js';
-import { type Command, chooseTargets, commandArgs, oneTarget, printResult, TARGET_USAGE } from './command.js';
+import { type Command, commandArgs, oneTarget, printResult, TARGET_USAGE } from './command.js';
+import { resolveTargets } from './target.js';
 
 type DelegatedMain = (
   argv: string[],
@@ -29,7 +30,16 @@ function delegate(options: {
       const args = commandArgs(this, argv, io);
       if (!args) return EXIT.ok;
       const { values, rest } = args;
-      const target = oneTarget(chooseTargets(values, io));
+      // Only the region is chosen here; the delegated CLI knows which services its command uses,
+      // checks the target for them and prints the one target line naming every endpoint.
+      const target = oneTarget(
+        resolveTargets(
+          { ...(values.aws ? { aws: true } : {}), ...(values.regions ? { regions: values.regions } : {}) },
+          io.env,
+          io.repoRoot,
+          { needs: { services: [], redis: false } },
+        ),
+      );
       const aws = target.kind === 'aws';
       // The delegated CLI reads its endpoints and names from the environment: give it the
       // chosen region's (a local region's Client env, or the caller's with that AWS region).

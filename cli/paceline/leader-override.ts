@@ -67,7 +67,7 @@ ${TARGET_USAGE}`,
     if (!/^\d+$/.test(flags.shard))
       throw new CliUsageError(`--shard ${JSON.stringify(flags.shard)}: give a whole number.`);
     const shard = Number(flags.shard);
-    const target = oneTarget(chooseTargets(values, io));
+    const target = oneTarget(await chooseTargets(values, io, { services: ['ssm'], redis: false }));
     const ssm = ssmClient(target.endpoints, {
       connectionTimeoutMs: 2_000,
       requestTimeoutMs: 5_000,

@@ -20,7 +20,7 @@ ${TARGET_USAGE}`,
     if (!args) return EXIT.ok;
     const { values, rest } = args;
     if (rest.length > 0) throw new CliUsageError(`Unknown argument ${rest[0]}.`);
-    const targets = chooseTargets(values, io);
+    const targets = await chooseTargets(values, io, { services: ['dynamodb', 'ssm'], redis: true }, 'all');
     const report = await readStatus(targets, io.now());
     io.out(values.json ? JSON.stringify(report) : formatStatus(report));
     return EXIT.ok;

@@ -16,7 +16,7 @@ import { ssmClient } from '../../shared/aws/clients.js';
 import { shardKeys } from '../../shared/pacing/keys.js';
 import { connectRedis } from '../../shared/redis/connect.js';
 import { parameterPrefix, regionResources } from '../../shared/region/resources.js';
-import { CliUsageError, describeTargets, type RegionTarget, resolveTargets } from './target.js';
+import { CliUsageError, describeTargets, type RegionTarget, redisOf, resolveTargets } from './target.js';
 
 /** Exit code when `--wait` saw the switch not taken up in time. */
 export const EXIT_NOT_CONFIRMED = 4;
@@ -115,7 +115,7 @@ async function waitForGeneration(
   now: () => number,
 ): Promise<{ confirmed: number; shards: number }> {
   const shards = Number(target.env.PACER_SHARDS ?? regionResources.settings.pacer.shards);
-  const redis = connectRedis(target.redis);
+  const redis = connectRedis(redisOf(target));
   redis.on('error', () => {});
   try {
     const deadline = now() + waitMs;
@@ -177,8 +177,12 @@ function switchCommand(kind: 'failover' | 'failback'): SwitchCommand {
         );
       }
       const waitMs = waitArg(values.wait);
-      const [target] = resolveTargets({ ...values, regions: region }, io.env, repoRoot) as [RegionTarget];
-      (values.json ? io.err : io.out)(describeTargets([target]));
+      // The switch is an SSM parameter; --wait also watches the region's cache.
+      const needs = { services: ['ssm'] as const, redis: waitMs > 0 };
+      const [target] = resolveTargets({ ...values, regions: region }, io.env, repoRoot, { needs }) as [
+        RegionTarget,
+      ];
+      (values.json ? io.err : io.out)(await describeTargets([target], needs));
       let result = await setSwitch(target, to);
       if (waitMs > 0) {
         const w = await waitForGeneration(target, result.generation, waitMs, io.now);

@@ -16,6 +16,19 @@ import { NodeHttpHandler } from '@smithy/node-http-handler';
 
 type Env = Readonly<Record<string, string | undefined>>;
 
+/** The AWS services Paceline's clients reach, each with the variable that points it elsewhere. */
+export const SERVICE_ENDPOINT_ENV = {
+  dynamodb: 'AWS_ENDPOINT_URL_DYNAMODB',
+  kinesis: 'AWS_ENDPOINT_URL_KINESIS',
+  ssm: 'AWS_ENDPOINT_URL_SSM',
+  s3: 'AWS_ENDPOINT_URL_S3',
+  sqs: 'AWS_ENDPOINT_URL_SQS',
+  elasticache: 'AWS_ENDPOINT_URL_ELASTICACHE',
+} as const;
+
+/** One of {@link SERVICE_ENDPOINT_ENV}'s services. */
+export type AwsService = keyof typeof SERVICE_ENDPOINT_ENV;
+
 /** Where each service lives; `undefined` means the AWS default endpoint of `region`. */
 export interface AwsEndpoints {
   readonly region: string;
@@ -25,6 +38,63 @@ export interface AwsEndpoints {
   readonly s3?: string;
   readonly sqs?: string;
   readonly elasticache?: string;
+  /**
+   * A local region's endpoints: building a client for a service without an endpoint here throws
+   * {@link LocalEndpointMissingError} instead of falling back to the SDK's default — the real AWS
+   * endpoint of `region`. The operator tools set it for every local target. @default false
+   */
+  readonly localOnly?: boolean;
+}
+
+/** A client was asked for a service a local target has no endpoint for (never AWS instead). */
+export class LocalEndpointMissingError extends Error {
+  override readonly name = 'LocalEndpointMissingError';
+  constructor(readonly service: AwsService) {
+    super(
+      `No local endpoint for ${service} (${SERVICE_ENDPOINT_ENV[service]} unset): a local target never falls back to AWS.`,
+    );
+  }
+}
+
+/** Throws {@link LocalEndpointMissingError} when `endpoints` is local-only and lacks `service`. */
+function requireLocal(endpoints: AwsEndpoints, service: AwsService): void {
+  if (endpoints.localOnly && !endpoints[service]) throw new LocalEndpointMissingError(service);
+}
+
+/** What the endpoint resolution of an SDK v3 client exposes on its `config`. */
+interface EndpointConfig {
+  readonly endpoint?: () => Promise<{ protocol: string; hostname: string; port?: number; path?: string }>;
+  readonly serviceConfiguredEndpoint?: () => Promise<string | undefined>;
+  readonly endpointProvider: (params: Record<string, unknown>, context: object) => { url: URL };
+  readonly useFipsEndpoint: () => Promise<boolean>;
+  readonly useDualstackEndpoint: () => Promise<boolean>;
+  readonly accountIdEndpointMode?: () => Promise<string>;
+}
+
+/**
+ * The URL a client sends its requests to, as the SDK resolves it, without sending anything: the
+ * explicit endpoint, else a configured one (`AWS_ENDPOINT_URL`, `AWS_ENDPOINT_URL_<SERVICE>`,
+ * `endpoint_url` in the shared config file), else the service's endpoint for `region` from the
+ * SDK's endpoint rules (FIPS and dual-stack settings included). The operator tools print it in
+ * their target line. DynamoDB's account-based endpoints (`<account>.ddb.<region>…`, used when
+ * the credentials carry an account id) are not known before the credentials are: the regional
+ * endpoint is named then.
+ */
+export async function clientEndpoint(client: { readonly config: object }, region: string): Promise<string> {
+  const config = client.config as EndpointConfig;
+  if (config.endpoint) {
+    const e = await config.endpoint();
+    return `${e.protocol}//${e.hostname}${e.port ? `:${e.port}` : ''}`;
+  }
+  const configured = await config.serviceConfiguredEndpoint?.();
+  if (configured) return configured.replace(/\/$/, '');
+  const params: Record<string, unknown> = {
+    Region: region,
+    UseFIPS: await config.useFipsEndpoint(),
+    UseDualStack: await config.useDualstackEndpoint(),
+    ...(config.accountIdEndpointMode ? { AccountIdEndpointMode: await config.accountIdEndpointMode() } : {}),
+  };
+  return config.endpointProvider(params, {}).url.href.replace(/\/$/, '');
 }
 
 /** Reads the region and service endpoints from the standard SDK variables. */
@@ -86,6 +156,7 @@ export function dynamoDbClient(
   endpoints: AwsEndpoints = endpointsFromEnv(),
   timeouts: ClientTimeouts = {},
 ): DynamoDBClient {
+  requireLocal(endpoints, 'dynamodb');
   return new DynamoDBClient({
     region: endpoints.region,
     requestHandler: http1Handler(timeouts),
@@ -96,6 +167,7 @@ export function dynamoDbClient(
 
 /** A Kinesis client for `endpoints` (always the HTTP/1.1 handler: kinesalite fails on HTTP/2). */
 export function kinesisClient(endpoints: AwsEndpoints = endpointsFromEnv()): KinesisClient {
+  requireLocal(endpoints, 'kinesis');
   return new KinesisClient({
     region: endpoints.region,
     requestHandler: http1Handler(),
@@ -108,6 +180,7 @@ export function ssmClient(
   endpoints: AwsEndpoints = endpointsFromEnv(),
   timeouts: ClientTimeouts = {},
 ): SSMClient {
+  requireLocal(endpoints, 'ssm');
   return new SSMClient({
     region: endpoints.region,
     requestHandler: http1Handler(timeouts),
@@ -118,6 +191,7 @@ export function ssmClient(
 
 /** An S3 client for `endpoints` (path-style addressing against an emulator). */
 export function s3Client(endpoints: AwsEndpoints = endpointsFromEnv()): S3Client {
+  requireLocal(endpoints, 's3');
   return new S3Client({
     region: endpoints.region,
     requestHandler: http1Handler(),
@@ -127,6 +201,7 @@ export function s3Client(endpoints: AwsEndpoints = endpointsFromEnv()): S3Client
 
 /** An SQS client for `endpoints`. */
 export function sqsClient(endpoints: AwsEndpoints = endpointsFromEnv()): SQSClient {
+  requireLocal(endpoints, 'sqs');
   return new SQSClient({
     region: endpoints.region,
     requestHandler: http1Handler(),
@@ -139,6 +214,7 @@ export function elastiCacheClient(
   endpoints: AwsEndpoints = endpointsFromEnv(),
   timeouts: ClientTimeouts = {},
 ): ElastiCacheClient {
+  requireLocal(endpoints, 'elasticache');
   return new ElastiCacheClient({
     region: endpoints.region,
     requestHandler: http1Handler(timeouts),
