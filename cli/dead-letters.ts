@@ -17,7 +17,8 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { GetQueueUrlCommand } from '@aws-sdk/client-sqs';
 import type { AwsService } from '../shared/aws/clients.js';
-import { dynamoDbClient, kinesisClient, s3Client, sqsClient } from '../shared/aws/clients.js';
+import { dynamoDbClient, kinesisClient } from '../shared/aws/clients.js';
+import { s3Client, sqsClient } from '../shared/aws/ops-clients.js';
 import { KinesisProducer } from '../shared/kinesis/producer.js';
 import { DeadLetterStore, S3PayloadStore } from '../shared/quarantine/dead-letter-store.js';
 import {

@@ -25,25 +25,54 @@ import {
   lineWriter,
 } from './common.js';
 import type { CliIo, Command } from './paceline/command.js';
-import { budgetsCommand, deadLettersCommand, reconcileCommand } from './paceline/delegate.js';
-import { leaderOverrideCommand } from './paceline/leader-override.js';
-import { statusCommand } from './paceline/status-command.js';
-import { failbackCommand, failoverCommand } from './paceline/switch.js';
-import { spendCommand } from './spend.js';
 
 export { EXIT } from './common.js';
 export type { CliIo, Command } from './paceline/command.js';
 
-/** The registry of commands: one line per command (failover/failback register here too). */
-export const commands: Record<string, Command> = {
-  status: statusCommand,
-  'leader-override': leaderOverrideCommand,
-  budgets: budgetsCommand,
-  reconcile: reconcileCommand,
-  'dead-letters': deadLettersCommand,
-  spend: spendCommand,
-  failover: failoverCommand,
-  failback: failbackCommand,
+/**
+ * A registered command: its one-line summary and its module, loaded only when it runs (the AWS
+ * SDK clients a command imports cost seconds to load; `--help` and a refused target need none).
+ */
+export interface RegisteredCommand {
+  readonly summary: string;
+  load(): Promise<Command>;
+}
+
+/** The registry of commands: one line per command. */
+export const commands: Record<string, RegisteredCommand> = {
+  status: {
+    summary:
+      'per region: pacer shards (leader, epoch, parameter age, override), publish switch, streams, dead letters',
+    load: async () => (await import('./paceline/status-command.js')).statusCommand,
+  },
+  'leader-override': {
+    summary: 'name the instance that publishes for a pacer shard, or hand it back to the lease holder (auto)',
+    load: async () => (await import('./paceline/leader-override.js')).leaderOverrideCommand,
+  },
+  budgets: {
+    summary: 'accounts, campaigns and budget plans (put/list), reshard — as npm run budgets',
+    load: async () => (await import('./paceline/delegate.js')).budgetsCommand,
+  },
+  reconcile: {
+    summary: "rebuild a campaign-day's live spend counters from the ledger",
+    load: async () => (await import('./paceline/delegate.js')).reconcileCommand,
+  },
+  'dead-letters': {
+    summary: 'quarantined records and failed batches: list, replay, redrive — as npm run dead-letters',
+    load: async () => (await import('./paceline/delegate.js')).deadLettersCommand,
+  },
+  spend: {
+    summary: 'spend status: per plan-day confirmed, in-flight, leased, remaining and the target E(t) now',
+    load: async () => (await import('./spend.js')).spendCommand,
+  },
+  failover: {
+    summary: "make region B's pacer publish into region A's cache (--region A --to B)",
+    load: async () => (await import('./paceline/switch.js')).failoverCommand,
+  },
+  failback: {
+    summary: "give region A's cache back to A's own pacer (--region A)",
+    load: async () => (await import('./paceline/switch.js')).failbackCommand,
+  },
 };
 
 const repoRoot = fileURLToPath(new URL('..', import.meta.url));
@@ -71,8 +100,8 @@ export async function main(
     io.out(mainUsage());
     return name === undefined ? EXIT.usage : EXIT.ok;
   }
-  const command = commands[name];
-  if (!command) {
+  const registered = commands[name];
+  if (!registered) {
     io.err(
       `paceline: unknown command "${name}" (commands: ${Object.keys(commands).join(', ')}; paceline --help)`,
     );
@@ -80,6 +109,7 @@ export async function main(
   }
   const debug = rest.includes('--debug');
   try {
+    const command = await registered.load();
     return await command.run(rest, cliIo);
   } catch (error) {
     const message = ((error as Error)?.message ?? String(error)).split('\n')[0];

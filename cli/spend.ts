@@ -192,7 +192,6 @@ const USAGE = `usage: paceline spend status [--account A] [--campaign C] [--day 
 
 /** `paceline spend <status>`: registered in cli/paceline.ts's command table. */
 export const spendCommand: Command = {
-  summary: 'spend status: per plan-day confirmed, in-flight, leased, remaining and the target E(t) now',
   usage: USAGE,
   async run(argv: readonly string[], io: CliIo): Promise<number> {
     const { values, positionals } = parseArgs({

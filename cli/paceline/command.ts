@@ -17,9 +17,11 @@ export interface CliIo {
   readonly repoRoot: string;
 }
 
-/** A subcommand: `run` returns the exit code (errors it throws are mapped by cli/paceline.ts). */
+/**
+ * A subcommand: `run` returns the exit code (errors it throws are mapped by cli/paceline.ts). Its
+ * one-line summary is in cli/paceline.ts's registry.
+ */
 export interface Command {
-  readonly summary: string;
   readonly usage: string;
   run(argv: readonly string[], io: CliIo): Promise<number>;
 }

@@ -16,7 +16,6 @@ type DelegatedMain = (
 ) => Promise<unknown>;
 
 function delegate(options: {
-  readonly summary: string;
   readonly usage: string;
   readonly main: DelegatedMain;
   /** Arguments put before the user's (e.g. `reconcile`). */
@@ -24,7 +23,6 @@ function delegate(options: {
   readonly exitCodeOf?: (error: unknown) => number | undefined;
 }): Command {
   return {
-    summary: options.summary,
     usage: `${options.usage}\n${TARGET_USAGE}`,
     async run(argv, io) {
       const args = commandArgs(this, argv, io);
@@ -74,7 +72,6 @@ function delegate(options: {
 
 /** `paceline budgets …` (accounts, campaigns, plans, reshard). */
 export const budgetsCommand = delegate({
-  summary: 'accounts, campaigns and budget plans (put/list), reshard — as npm run budgets',
   usage: `usage: paceline budgets <account|campaign|plan> <put|list> [options]   (same options as npm run budgets)
 ${BUDGETS_USAGE}`,
   main: budgetsMain,
@@ -83,7 +80,6 @@ ${BUDGETS_USAGE}`,
 
 /** `paceline reconcile --campaign C [--day D] [--force]`. */
 export const reconcileCommand = delegate({
-  summary: "rebuild a campaign-day's live spend counters from the ledger",
   usage: `usage: paceline reconcile --campaign C [--day YYYY-MM-DD] [--force]
   Rebuilds the plan-days of campaign C (account, campaign and arm plans) from the spend ledger.
   Without --force an initialised day is left alone and reported as it is.`,
@@ -94,7 +90,6 @@ export const reconcileCommand = delegate({
 
 /** `paceline dead-letters list|replay|redrive …`. */
 export const deadLettersCommand = delegate({
-  summary: 'quarantined records and failed batches: list, replay, redrive — as npm run dead-letters',
   usage: `usage: paceline dead-letters <list|replay|redrive> --source <function> [options]   (same options as npm run dead-letters)
 ${DEAD_LETTERS_USAGE}`,
   main: deadLettersMain,

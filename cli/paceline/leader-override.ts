@@ -43,7 +43,6 @@ export function parseInstance(raw: string, shard: number, instancesPerShard: num
 }
 
 export const leaderOverrideCommand: Command = {
-  summary: 'name the instance that publishes for a pacer shard, or hand it back to the lease holder (auto)',
   usage: `usage: paceline leader-override --shard N --instance I|auto [--regions R] [--json] [--aws]
   --shard N        pacer shard (0 … N-1 of the region's shard count)
   --instance I     an instance index (0 …), an instance id (s<N>-i<I>), or auto (the lease holder publishes)

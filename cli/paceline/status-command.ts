@@ -4,8 +4,6 @@ import { type Command, chooseTargets, commandArgs, TARGET_USAGE } from './comman
 import { formatStatus, readStatus } from './status.js';
 
 export const statusCommand: Command = {
-  summary:
-    'per region: pacer shards (leader, epoch, parameter age, override), publish switch, streams, dead letters',
   usage: `usage: paceline status [--json] [--regions us-east-1,us-west-2] [--aws]
   Per region: the cross-region publish switch (publisher-region, its state and parameter version),
   per pacer shard the lease holder and epoch, last published tick and its age and the leader

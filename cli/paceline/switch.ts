@@ -40,7 +40,6 @@ const REGION_NAME = /^[a-z]{2}(-[a-z]+)+-\d+$/;
 
 /** Minimal shape of a command (cli/paceline.ts's Command). */
 interface SwitchCommand {
-  readonly summary: string;
   readonly usage: string;
   run(argv: readonly string[], io: SwitchIo): Promise<number>;
 }
@@ -156,10 +155,6 @@ function switchCommand(kind: 'failover' | 'failback'): SwitchCommand {
   generation: A's claims outrank the peer's from the first tick A's pacers read it). --wait and --json
   as for failover. Exit codes: 0 done, 1 internal error, 2 usage error / no target, 4 not confirmed, 6 unreachable.`;
   return {
-    summary:
-      kind === 'failover'
-        ? "make region B's pacer publish into region A's cache (--region A --to B)"
-        : "give region A's cache back to A's own pacer (--region A)",
     usage,
     async run(argv, io) {
       const { values } = parseArgs({ args: [...argv], options, strict: true });

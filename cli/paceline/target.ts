@@ -30,10 +30,9 @@ import {
   endpointsFromEnv,
   kinesisClient,
   SERVICE_ENDPOINT_ENV,
-  s3Client,
-  sqsClient,
   ssmClient,
 } from '../../shared/aws/clients.js';
+import { s3Client, sqsClient } from '../../shared/aws/ops-clients.js';
 import { InvalidEnvError, MissingEnvError } from '../../shared/config/env.js';
 import { type RedisConfig, redisConfigFromEnv } from '../../shared/redis/connect.js';
 import { CliUsageError, NO_TARGET_HELP } from '../common.js';

@@ -1,16 +1,15 @@
 /**
- * AWS SDK v3 clients for handlers, tools and the local runner. In AWS the endpoints are the
- * defaults; locally the standard service-specific variables (`AWS_ENDPOINT_URL_DYNAMODB`,
- * `AWS_ENDPOINT_URL_KINESIS`, `AWS_ENDPOINT_URL_SSM`, `AWS_ENDPOINT_URL_S3`, `AWS_ENDPOINT_URL_SQS`)
- * point the *same* clients at the emulators.
+ * AWS SDK v3 clients for handlers, tools, the local runner and the ad-server client. In AWS the
+ * endpoints are the defaults; locally the standard service-specific variables
+ * (`AWS_ENDPOINT_URL_DYNAMODB`, `AWS_ENDPOINT_URL_KINESIS`, `AWS_ENDPOINT_URL_SSM`, …) point the
+ * *same* clients at the emulators. Only the DynamoDB, Kinesis and SSM clients live here: they are
+ * what the ad-server client (`paceline/client`) imports, and each SDK client installs megabytes;
+ * the S3, SQS and ElastiCache-API clients are in `ops-clients.ts`.
  */
 import http from 'node:http';
 import https from 'node:https';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { ElastiCacheClient } from '@aws-sdk/client-elasticache';
 import { KinesisClient } from '@aws-sdk/client-kinesis';
-import { S3Client } from '@aws-sdk/client-s3';
-import { SQSClient } from '@aws-sdk/client-sqs';
 import { SSMClient } from '@aws-sdk/client-ssm';
 import { NodeHttpHandler } from '@smithy/node-http-handler';
 
@@ -57,7 +56,7 @@ export class LocalEndpointMissingError extends Error {
 }
 
 /** Throws {@link LocalEndpointMissingError} when `endpoints` is local-only and lacks `service`. */
-function requireLocal(endpoints: AwsEndpoints, service: AwsService): void {
+export function requireLocal(endpoints: AwsEndpoints, service: AwsService): void {
   if (endpoints.localOnly && !endpoints[service]) throw new LocalEndpointMissingError(service);
 }
 
@@ -137,7 +136,7 @@ export interface ClientTimeouts {
 }
 
 /** Keep-alive HTTP/1.1 handler: fast against emulators and required by kinesalite (no HTTP/2). */
-function http1Handler(timeouts: ClientTimeouts = {}): NodeHttpHandler {
+export function http1Handler(timeouts: ClientTimeouts = {}): NodeHttpHandler {
   return new NodeHttpHandler({
     httpAgent: new http.Agent({ keepAlive: true, maxSockets: 64 }),
     httpsAgent: new https.Agent({ keepAlive: true, maxSockets: 64 }),
@@ -149,7 +148,7 @@ function http1Handler(timeouts: ClientTimeouts = {}): NodeHttpHandler {
 }
 
 /** Emulators accept any credentials; give them fixed ones so no credential chain is searched. */
-const localCredentials = { accessKeyId: 'local', secretAccessKey: 'local' };
+export const localCredentials = { accessKeyId: 'local', secretAccessKey: 'local' };
 
 /** A DynamoDB client for `endpoints`. */
 export function dynamoDbClient(
@@ -186,40 +185,6 @@ export function ssmClient(
     requestHandler: http1Handler(timeouts),
     ...(timeouts.maxAttempts ? { maxAttempts: timeouts.maxAttempts } : {}),
     ...(endpoints.ssm ? { endpoint: endpoints.ssm, credentials: localCredentials } : {}),
-  });
-}
-
-/** An S3 client for `endpoints` (path-style addressing against an emulator). */
-export function s3Client(endpoints: AwsEndpoints = endpointsFromEnv()): S3Client {
-  requireLocal(endpoints, 's3');
-  return new S3Client({
-    region: endpoints.region,
-    requestHandler: http1Handler(),
-    ...(endpoints.s3 ? { endpoint: endpoints.s3, forcePathStyle: true, credentials: localCredentials } : {}),
-  });
-}
-
-/** An SQS client for `endpoints`. */
-export function sqsClient(endpoints: AwsEndpoints = endpointsFromEnv()): SQSClient {
-  requireLocal(endpoints, 'sqs');
-  return new SQSClient({
-    region: endpoints.region,
-    requestHandler: http1Handler(),
-    ...(endpoints.sqs ? { endpoint: endpoints.sqs, credentials: localCredentials } : {}),
-  });
-}
-
-/** An ElastiCache (control plane) client for `endpoints`. */
-export function elastiCacheClient(
-  endpoints: AwsEndpoints = endpointsFromEnv(),
-  timeouts: ClientTimeouts = {},
-): ElastiCacheClient {
-  requireLocal(endpoints, 'elasticache');
-  return new ElastiCacheClient({
-    region: endpoints.region,
-    requestHandler: http1Handler(timeouts),
-    ...(timeouts.maxAttempts ? { maxAttempts: timeouts.maxAttempts } : {}),
-    ...(endpoints.elasticache ? { endpoint: endpoints.elasticache, credentials: localCredentials } : {}),
   });
 }
 
