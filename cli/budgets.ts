@@ -44,24 +44,10 @@ import { defaultInFlight, Reconciler } from '../shared/spend/reconcile.js';
 import { systemClock } from '../shared/time/clock.js';
 import { CliUsageError, EXIT, type ExitCodeOf, joinNegativeValues, runCli } from './common.js';
 import { NO_SSM, redisOf, type TargetNeeds, targetOf } from './paceline/target.js';
+import { BUDGETS_USAGE } from './usage.js';
 
 export { CliUsageError } from './common.js';
-
-export const BUDGETS_USAGE = `usage: budgets <account|campaign|plan> <put|list> [options] [--json] [--aws] | budgets reconcile --campaign C [--day D] [--force]
-  account put  --id A --name N --tz <IANA zone> [--currency USD] [--mode create|update|upsert]
-  account list
-  campaign put --id C --account A --name N [--status active|paused] [--mode …]
-  campaign list --account A
-  plan put     --level account|campaign|arm --account A [--campaign C] [--arm X]
-               (--daily-budget <dollars> | --daily-budget-micros <int>) [--pacing even|asap] [--mode …]
-  plan list    --account A [--campaign C]
-  reconcile    --campaign C [--day YYYY-MM-DD] [--force]
-  reshard      --shards N   (re-tag every item for N pacer shards; docs/pacing.md, "Changing N")
-  amounts: --daily-budget 1000 or 1000.50 (plain decimal, ≤ 6 decimals), --daily-budget-micros 1000500000 (plain integer)
-  a daily budget of 0 is allowed: the plan spends nothing that day (its bids answer no-budget); to stop a
-  campaign, set it --status paused instead
-  target: a local region's variables (source .paceline/<region>.env), or --aws (PACELINE_TARGET=aws) for AWS
-  exit codes: 0 ok, 1 unexpected error, 2 usage or invalid input, 3 not found, 4 conflict, 6 a store unreachable`;
+export { BUDGETS_USAGE } from './usage.js';
 
 const options = {
   id: { type: 'string' },

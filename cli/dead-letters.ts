@@ -37,27 +37,16 @@ import {
 import { CliUsageError, joinNegativeValues, PartialFailureError, runCli } from './common.js';
 import { DEAD_LETTER_REASONS } from './dead-letter-reasons.js';
 import { type TargetNeeds, targetOf } from './paceline/target.js';
+import { DEAD_LETTERS_USAGE, streamFunctions } from './usage.js';
+
+export { DEAD_LETTERS_USAGE } from './usage.js';
 
 /** Wrong command line; the message says what to type. */
 export class DeadLettersUsageError extends CliUsageError {
   override readonly name = 'DeadLettersUsageError';
 }
 
-const sources = Object.values(regionResources.functions as Record<string, FunctionSpec>).filter(
-  (f) => f.source,
-);
-
-export const DEAD_LETTERS_USAGE = `usage: dead-letters <command> [--source <${sources.map((f) => f.name).join('|')}>] [options] [--json] [--aws]
-  list    [--source F] [--reason <code>] [--limit N]   quarantined records with their reason (every stream
-          function's without --source; payload base64, or its s3:// reference)
-  replay  --source F [--reason <code>] [--limit N]   put them back on the function's stream, deleting each once it is there
-  list --on-failure [--source F] [--from local|sqs] [--file F]   batches Lambda gave up on (shard, sequence range, condition)
-  redrive --source F [--from local|sqs] [--file F] [--dry-run]  fetch those records from the stream and put them on it again
-  --reason one of the function's reason codes (docs/runbook.md), e.g. spend.unsubstituted-macro
-  --from   where on-failure entries are: local = the local runner's file (the default for a local region:
-           .local/<region>/on-failure/<function>.jsonl, or --file), sqs = the function's on-failure queue (the
-           default with --aws; locally only with AWS_ENDPOINT_URL_SQS set)
-  --aws    act on AWS (the default credential chain); without it only a local region (its variables in the environment)`;
+const sources = streamFunctions;
 
 const options = {
   source: { type: 'string' },

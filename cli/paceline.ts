@@ -63,7 +63,7 @@ export const commands: Record<string, RegisteredCommand> = {
   },
   spend: {
     summary: 'spend status: per plan-day confirmed, in-flight, leased, remaining and the target E(t) now',
-    load: async () => (await import('./spend.js')).spendCommand,
+    load: async () => (await import('./paceline/spend-command.js')).spendCommand,
   },
   failover: {
     summary: "make region B's pacer publish into region A's cache (--region A --to B)",

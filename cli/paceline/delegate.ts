@@ -3,9 +3,8 @@
  * `npm run budgets` / `npm run dead-letters` (which stay as aliases), run against the region
  * `paceline` resolved (a running `npm start` region, a pasted Client env, or AWS with --aws).
  */
-import { BUDGETS_USAGE, budgetsExitCode, main as budgetsMain } from '../budgets.js';
 import { CliUsageError, EXIT, PartialFailureError } from '../common.js';
-import { DEAD_LETTERS_USAGE, main as deadLettersMain } from '../dead-letters.js';
+import { BUDGETS_USAGE, DEAD_LETTERS_USAGE } from '../usage.js';
 import { type Command, commandArgs, oneTarget, printResult, TARGET_USAGE } from './command.js';
 import { resolveTargets } from './target.js';
 
@@ -15,12 +14,18 @@ type DelegatedMain = (
   log: (line: string) => void,
 ) => Promise<unknown>;
 
+/** The delegated CLI: its main and its error → exit code map (loaded once the target is chosen). */
+interface Delegated {
+  readonly main: DelegatedMain;
+  readonly exitCodeOf?: (error: unknown) => number | undefined;
+}
+
 function delegate(options: {
   readonly usage: string;
-  readonly main: DelegatedMain;
+  /** Loads the delegated CLI (and the AWS SDK it imports): a refused command never does. */
+  readonly load: () => Promise<Delegated>;
   /** Arguments put before the user's (e.g. `reconcile`). */
   readonly prefix?: readonly string[];
-  readonly exitCodeOf?: (error: unknown) => number | undefined;
 }): Command {
   return {
     usage: `${options.usage}\n${TARGET_USAGE}`,
@@ -44,8 +49,9 @@ function delegate(options: {
       const env: NodeJS.ProcessEnv = aws
         ? { ...io.env, AWS_REGION: target.region, PACELINE_TARGET: 'aws' }
         : { ...target.env };
+      const delegated = await options.load();
       try {
-        const result = await options.main(
+        const result = await delegated.main(
           [...(options.prefix ?? []), ...rest, ...(aws ? ['--aws'] : [])],
           env,
           (line) => io.err(line),
@@ -59,7 +65,7 @@ function delegate(options: {
           return EXIT.partial;
         }
         if (error instanceof CliUsageError) throw new CliUsageError(String(error.message).split('\n')[0]);
-        const code = options.exitCodeOf?.(error);
+        const code = delegated.exitCodeOf?.(error);
         if (code !== undefined) {
           io.err(String((error as Error).message).split('\n')[0] as string);
           return code;
@@ -74,8 +80,10 @@ function delegate(options: {
 export const budgetsCommand = delegate({
   usage: `usage: paceline budgets <account|campaign|plan> <put|list> [options]   (same options as npm run budgets)
 ${BUDGETS_USAGE}`,
-  main: budgetsMain,
-  exitCodeOf: budgetsExitCode,
+  load: async () => {
+    const budgets = await import('../budgets.js');
+    return { main: budgets.main, exitCodeOf: budgets.budgetsExitCode };
+  },
 });
 
 /** `paceline reconcile --campaign C [--day D] [--force]`. */
@@ -83,14 +91,16 @@ export const reconcileCommand = delegate({
   usage: `usage: paceline reconcile --campaign C [--day YYYY-MM-DD] [--force]
   Rebuilds the plan-days of campaign C (account, campaign and arm plans) from the spend ledger.
   Without --force an initialised day is left alone and reported as it is.`,
-  main: budgetsMain,
+  load: async () => {
+    const budgets = await import('../budgets.js');
+    return { main: budgets.main, exitCodeOf: budgets.budgetsExitCode };
+  },
   prefix: ['reconcile'],
-  exitCodeOf: budgetsExitCode,
 });
 
 /** `paceline dead-letters list|replay|redrive …`. */
 export const deadLettersCommand = delegate({
   usage: `usage: paceline dead-letters <list|replay|redrive> --source <function> [options]   (same options as npm run dead-letters)
 ${DEAD_LETTERS_USAGE}`,
-  main: deadLettersMain,
+  load: async () => ({ main: (await import('../dead-letters.js')).main }),
 });

@@ -4,9 +4,6 @@
  * hands the shard back to its lease holder (`auto`). Writes the SSM parameter
  * `/paceline/<region>/pacer/leader-override/<N>`; pacers read it every tick.
  */
-import { GetParameterCommand, PutParameterCommand } from '@aws-sdk/client-ssm';
-import { ssmClient } from '../../shared/aws/clients.js';
-import { resolvePacerShards } from '../../shared/pacing/control.js';
 import {
   AUTO_LEADER,
   defaultPacerSettings,
@@ -67,6 +64,10 @@ ${TARGET_USAGE}`,
       throw new CliUsageError(`--shard ${JSON.stringify(flags.shard)}: give a whole number.`);
     const shard = Number(flags.shard);
     const target = oneTarget(await chooseTargets(values, io, { services: ['ssm'], redis: false }));
+    // The SDK loads once the target is chosen: a refused command never loads it.
+    const { GetParameterCommand, PutParameterCommand } = await import('@aws-sdk/client-ssm');
+    const { ssmClient } = await import('../../shared/aws/clients.js');
+    const { resolvePacerShards } = await import('../../shared/pacing/control.js');
     const ssm = ssmClient(target.endpoints, {
       connectionTimeoutMs: 2_000,
       requestTimeoutMs: 5_000,

@@ -1,7 +1,6 @@
 /** `paceline status`: the command around cli/paceline/status.ts. */
 import { CliUsageError, EXIT } from '../common.js';
 import { type Command, chooseTargets, commandArgs, TARGET_USAGE } from './command.js';
-import { formatStatus, readStatus } from './status.js';
 
 export const statusCommand: Command = {
   usage: `usage: paceline status [--json] [--regions us-east-1,us-west-2] [--aws]
@@ -19,6 +18,8 @@ ${TARGET_USAGE}`,
     const { values, rest } = args;
     if (rest.length > 0) throw new CliUsageError(`Unknown argument ${rest[0]}.`);
     const targets = await chooseTargets(values, io, { services: ['dynamodb', 'ssm'], redis: true }, 'all');
+    // Loaded after the target was chosen: a refused command never loads the AWS SDK.
+    const { formatStatus, readStatus } = await import('./status.js');
     const report = await readStatus(targets, io.now());
     io.out(values.json ? JSON.stringify(report) : formatStatus(report));
     return EXIT.ok;

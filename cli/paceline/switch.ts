@@ -11,8 +11,6 @@
 
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { GetParameterCommand, PutParameterCommand } from '@aws-sdk/client-ssm';
-import { ssmClient } from '../../shared/aws/clients.js';
 import { shardKeys } from '../../shared/pacing/keys.js';
 import { connectRedis } from '../../shared/redis/connect.js';
 import { parameterPrefix, regionResources } from '../../shared/region/resources.js';
@@ -77,6 +75,9 @@ function waitArg(value: string | undefined): number {
 
 /** Sets the switch; returns the result (before any wait). */
 async function setSwitch(target: RegionTarget, to: string): Promise<SwitchResult> {
+  // The SDK loads once the target is chosen: a refused command never loads it.
+  const { GetParameterCommand, PutParameterCommand } = await import('@aws-sdk/client-ssm');
+  const { ssmClient } = await import('../../shared/aws/clients.js');
   const ssm = ssmClient(target.endpoints);
   try {
     const name = `${parameterPrefix(target.region)}${regionResources.parameters.publisherRegion.path}`;

@@ -26,13 +26,9 @@ import {
   type AwsEndpoints,
   type AwsService,
   clientEndpoint,
-  dynamoDbClient,
   endpointsFromEnv,
-  kinesisClient,
   SERVICE_ENDPOINT_ENV,
-  ssmClient,
-} from '../../shared/aws/clients.js';
-import { s3Client, sqsClient } from '../../shared/aws/ops-clients.js';
+} from '../../shared/aws/endpoints.js';
 import { InvalidEnvError, MissingEnvError } from '../../shared/config/env.js';
 import { type RedisConfig, redisConfigFromEnv } from '../../shared/redis/connect.js';
 import { CliUsageError, NO_TARGET_HELP } from '../common.js';
@@ -274,9 +270,17 @@ export function resolveTargets(
   throw new CliUsageError(NO_TARGET_HELP);
 }
 
-/** A throwaway client of `service` for `region` (AWS), only to ask the SDK where it would send. */
-function probeClient(service: AwsService, region: string): { config: object; destroy(): void } {
+/**
+ * A throwaway client of `service` for `region` (AWS), only to ask the SDK where it would send.
+ * The SDK modules load here, after the target was chosen: a refused command never loads them.
+ */
+async function probeClient(
+  service: AwsService,
+  region: string,
+): Promise<{ config: object; destroy(): void }> {
   const endpoints = { region };
+  const { dynamoDbClient, kinesisClient, ssmClient } = await import('../../shared/aws/clients.js');
+  const { s3Client, sqsClient } = await import('../../shared/aws/ops-clients.js');
   switch (service) {
     case 'dynamodb':
       return dynamoDbClient(endpoints);
@@ -305,7 +309,7 @@ export async function describeTarget(
       parts.push(`${service} ${t.endpoints[service]}`);
       continue;
     }
-    const client = probeClient(service, t.region);
+    const client = await probeClient(service, t.region);
     try {
       parts.push(`${service} ${await clientEndpoint(client, t.region)}`);
     } finally {
