@@ -42,7 +42,7 @@ import { SpendLedger } from '../shared/spend/ledger.js';
 import { readPlanDay } from '../shared/spend/live-counters.js';
 import { defaultInFlight, Reconciler } from '../shared/spend/reconcile.js';
 import { systemClock } from '../shared/time/clock.js';
-import { CliUsageError, EXIT, type ExitCodeOf, joinNegativeValues, runCli } from './common.js';
+import { CliUsageError, EXIT, type ExitCodeOf, isUnreachable, joinNegativeValues, runCli } from './common.js';
 import { NO_SSM, redisOf, type TargetNeeds, targetOf } from './paceline/target.js';
 import { BUDGETS_USAGE } from './usage.js';
 
@@ -343,6 +343,8 @@ async function reconcile(
 
 /** Exit codes of the budgets errors (documented in --help). */
 export const budgetsExitCode: ExitCodeOf = (error) => {
+  // The shard count could not be read because SSM was not reachable: a store, not the input.
+  if (error instanceof ControlParameterMissingError && isUnreachable(error.cause)) return EXIT.unreachable;
   if (
     error instanceof BudgetValidationError ||
     error instanceof InvalidTimeZoneError ||

@@ -24,7 +24,7 @@ export const BUDGETS_USAGE = `usage: budgets <account|campaign|plan> <put|list> 
   a daily budget of 0 is allowed: the plan spends nothing that day (its bids answer no-budget); to stop a
   campaign, set it --status paused instead
   target: a local region's variables (source .paceline/<region>.env), or --aws (PACELINE_TARGET=aws) for AWS
-  exit codes: 0 ok, 1 unexpected error, 2 usage or invalid input, 3 not found, 4 conflict, 6 a store unreachable`;
+  exit codes: 0 ok, 1 unexpected error, 2 usage or invalid input, 3 not found, 4 conflict, 6 a store could not be reached`;
 
 export const DEAD_LETTERS_USAGE = `usage: dead-letters <command> [--source <${sources.map((f) => f.name).join('|')}>] [options] [--json] [--aws]
   list    [--source F] [--reason <code>] [--limit N]   quarantined records with their reason (every stream

@@ -14,10 +14,14 @@ import { parseArgs } from 'node:util';
 import { shardKeys } from '../../shared/pacing/keys.js';
 import { connectRedis } from '../../shared/redis/connect.js';
 import { parameterPrefix, regionResources } from '../../shared/region/resources.js';
+import { EXIT } from '../common.js';
 import { CliUsageError, describeTargets, type RegionTarget, redisOf, resolveTargets } from './target.js';
 
-/** Exit code when `--wait` saw the switch not taken up in time. */
-export const EXIT_NOT_CONFIRMED = 4;
+/**
+ * Exit code when `--wait` saw the switch not taken up by every shard in time: the switch was
+ * written, some shards may have confirmed it (the output says how many) — a partial outcome.
+ */
+export const EXIT_NOT_CONFIRMED = EXIT.partial;
 
 /** What a switch command prints with `--json`. */
 export interface SwitchResult {
@@ -150,11 +154,13 @@ function switchCommand(kind: 'failover' | 'failback'): SwitchCommand {
   new version is the fence generation that outranks A's pacers). --wait watches A's cache until every
   pacer shard was claimed at that generation. --json prints one object:
   {"region":"us-east-1","publisherRegion":"us-west-2","previous":"us-east-1","generation":3,"changed":true}
-  Exit codes: 0 done, 1 internal error, 2 usage error / no target, 4 not confirmed within --wait, 6 SSM or Redis unreachable.`
+  Exit codes: 0 done, 1 internal error, 2 usage error / no target, 5 written but not confirmed by every shard
+  within --wait (see confirmedShards), 6 SSM or Redis unreachable.`
       : `usage: paceline failback --region A [--wait <s>] [--json] [--aws]
   Gives region A's cache back to A's own pacer: sets /paceline/A/publisher-region to A (a new
   generation: A's claims outrank the peer's from the first tick A's pacers read it). --wait and --json
-  as for failover. Exit codes: 0 done, 1 internal error, 2 usage error / no target, 4 not confirmed, 6 unreachable.`;
+  as for failover. Exit codes: 0 done, 1 internal error, 2 usage error / no target, 5 not confirmed by every
+  shard within --wait, 6 unreachable.`;
   return {
     usage,
     async run(argv, io) {
