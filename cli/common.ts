@@ -6,6 +6,7 @@
  * stack trace; `--debug` adds it) with the exit codes of {@link EXIT}.
  */
 import { fileURLToPath } from 'node:url';
+import { quietSdkNodeWarning } from '../shared/aws/endpoints.js';
 
 /** Exit codes shared by the CLIs (documented in their `--help`). */
 export const EXIT = {
@@ -185,6 +186,7 @@ export function runCli(options: {
   readonly exitCodeOf: ExitCodeOf;
 }): void {
   const { name, argv } = options;
+  quietSdkNodeWarning();
   const stdout = lineWriter(process.stdout);
   const stderr = lineWriter(process.stderr);
   if (argv.some((a) => a === '--help' || a === '-h')) {

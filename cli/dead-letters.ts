@@ -97,7 +97,7 @@ export async function main(
   }
   if (values.source !== undefined && !names.includes(values.source)) {
     throw new DeadLettersUsageError(
-      `--source ${JSON.stringify(values.source)} must name a stream function: ${names.join(', ')}.`,
+      `--source ${JSON.stringify(values.source)} must name a stream function: ${names.join('|')}.`,
     );
   }
   const chosen = sources.filter((f) => values.source === undefined || f.name === values.source);

@@ -14,6 +14,7 @@
  */
 import { resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { quietSdkNodeWarning } from '../shared/aws/endpoints.js';
 import {
   CliNotFoundError,
   CliUsageError,
@@ -136,6 +137,7 @@ export async function main(
  * once stdout and stderr are flushed: a JSON result piped into a slow reader arrives whole.
  */
 export async function runFromProcess(): Promise<void> {
+  quietSdkNodeWarning();
   const stdout = lineWriter(process.stdout);
   const stderr = lineWriter(process.stderr);
   const code = await main(process.argv.slice(2), {

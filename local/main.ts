@@ -19,7 +19,7 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { type LocalRegionsFile, localRegionsFile, STATE_DIR_ENV } from '../cli/paceline/target.js';
-import { REGION_ENDPOINTS_ENV, REGIONS_ENV } from '../shared/aws/clients.js';
+import { quietSdkNodeWarning, REGION_ENDPOINTS_ENV, REGIONS_ENV } from '../shared/aws/clients.js';
 import {
   defaultRegions,
   type FunctionKey,
@@ -561,6 +561,7 @@ export class UsageError extends Error {
 }
 
 async function runCli(): Promise<void> {
+  quietSdkNodeWarning();
   let options: CliOptions;
   try {
     options = parseCli(process.argv.slice(2));

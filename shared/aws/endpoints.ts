@@ -152,3 +152,18 @@ export function peerEndpointsFromEnv(self: string, env: Env = process.env): AwsE
     ...(local[region]?.elasticache ? { elasticache: local[region].elasticache } : {}),
   }));
 }
+
+/** The AWS SDK's own switch for its Node.js version warning. */
+export const SDK_NODE_WARNING_ENV = 'AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED';
+
+/**
+ * Turns off the AWS SDK's NodeVersionSupportWarning (on Node < 22: "versions published after the
+ * first week of January 2027 will require node >=22") for an interactive tool's process, unless
+ * the user set the variable. Paceline's supported Node is ≥ 22 (`engines`; Lambda runs 24) and
+ * npm says so at install time on an older Node (EBADENGINE); repeating the SDK's notice in every
+ * command's output adds nothing but noise (README, "Prerequisites"). Call it before the first SDK
+ * client is built.
+ */
+export function quietSdkNodeWarning(env: NodeJS.ProcessEnv = process.env): void {
+  if (env[SDK_NODE_WARNING_ENV] === undefined) env[SDK_NODE_WARNING_ENV] = 'true';
+}
