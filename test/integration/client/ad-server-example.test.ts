@@ -1,5 +1,5 @@
 /**
- * `examples/ad-server.ts` as a user runs it: a child process (`tsx examples/ad-server.ts`) with
+ * `packages/client/examples/ad-server.ts` as a user runs it: a child process (`tsx …/ad-server.ts`) with
  * nothing but a local region's client environment, importing only `paceline/client`. It must
  * complete its request paths (cap check → pacing read → guard → bid → notice → events), and what
  * it sent must land: every win booked once in the ledger and the live counters at the clearing
@@ -44,7 +44,7 @@ function runExample(args: string[]) {
   // Only the region's printed client environment (and PATH): what a developer's shell has.
   return runChild(
     process.execPath,
-    [`${repoRoot}node_modules/tsx/dist/cli.mjs`, 'examples/ad-server.ts', ...args],
+    [`${repoRoot}node_modules/tsx/dist/cli.mjs`, 'packages/client/examples/ad-server.ts', ...args],
     {
       cwd: repoRoot,
       env: { PATH: process.env.PATH ?? '', ...runtime.region.clientEnv },
@@ -62,7 +62,7 @@ async function until<T>(read: () => Promise<T>, done: (v: T) => boolean, ms = 60
   }
 }
 
-describe('examples/ad-server.ts against a local region', () => {
+describe('the ad-server example against a local region', () => {
   it('completes request paths and its events land (ledger, live counters, action counts)', async () => {
     const run = await runExample(['--requests', '30']);
     expect(run.code, run.stderr).toBe(0);

@@ -4,7 +4,7 @@
  *
  *   npm start                                   # in one shell
  *   source .paceline/us-east-1.env              # in another (or paste the printed "Client env")
- *   npx tsx examples/ad-server.ts [--requests 20] [--campaign example-campaign]
+ *   npx tsx packages/client/examples/ad-server.ts [--requests 20] [--campaign example-campaign]
  *
  * Per request: frequency-cap check → pacing read → budget guard → bid → the exchange's win or
  * loss notice (simulated here: it calls the nurl/lurl with ${AUCTION_PRICE} substituted) →
@@ -31,7 +31,7 @@ const { values } = parseArgs({
 });
 if (values.help) {
   console.log(
-    'usage: npx tsx examples/ad-server.ts [--requests N] [--campaign ID]  (region from the environment)',
+    'usage: npx tsx packages/client/examples/ad-server.ts [--requests N] [--campaign ID]  (region from the environment)',
   );
   process.exit(0);
 }
