@@ -74,6 +74,8 @@ describe('the ad-server example against a local region', () => {
       wins: number;
       losses: number;
       campaignId: string;
+      pacing: Record<'fresh' | 'stale' | 'missing', number>;
+      pacingNote?: string;
       metrics: { decisions: { total: number; bid: number }; errors: number; eventsFailed: number };
     };
     expect(summary.requests).toBe(30);
@@ -85,6 +87,14 @@ describe('the ad-server example against a local region', () => {
     expect(summary.metrics.decisions.bid).toBe(summary.bids);
     expect(summary.metrics.errors).toBe(0);
     expect(summary.metrics.eventsFailed).toBe(0);
+    // No pacer runs here: a new campaign has no published parameters, every decision is the
+    // fail-safe — and the example says so, and why, in its output.
+    expect(summary.pacing).toEqual({ fresh: 0, stale: 0, missing: 30 - summary.capped });
+    expect(summary.pacingNote).toMatch(/^pacing: \d+ of \d+ decisions used the fail-safe/);
+    expect(summary.pacingNote).toMatch(
+      /no published parameters yet: the pacer publishes a new campaign's first ones at its next tick/,
+    );
+    expect(run.stdout).toContain(`${summary.pacingNote}\n`);
 
     // Wins: booked once each by track-spend at 80 % of the $2 CPM bid (1.6000 → 1,600 micros).
     const region = runtime.region;
