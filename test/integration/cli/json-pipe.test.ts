@@ -114,8 +114,8 @@ describe('--json output through pipes', () => {
       expect(r.code, r.stderr).toBe(0);
       expect(() => JSON.parse(r.stdout), r.stdout).not.toThrow();
       expect(r.stderr).toMatch(/Target: local us-east-1 \(/); // the target line on stderr, not in the JSON
-    // The SDK's Node-version notice is not repeated in every command's output (README, Prerequisites).
-    expect(r.stderr).not.toMatch(/NodeVersionSupportWarning/);
+      // The SDK's Node-version notice is not repeated in every command's output (README, Prerequisites).
+      expect(r.stderr).not.toMatch(/NodeVersionSupportWarning/);
     },
     120_000,
   );
