@@ -18,8 +18,8 @@ import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { type LocalRegionsFile, localRegionsFile } from '../cli/paceline/target.js';
-import { REGION_ENDPOINTS_ENV, REGIONS_ENV } from '../shared/aws/clients.js';
+import { type LocalRegionsFile, localRegionsFile, STATE_DIR_ENV } from '../cli/paceline/target.js';
+import { quietSdkNodeWarning, REGION_ENDPOINTS_ENV, REGIONS_ENV } from '../shared/aws/clients.js';
 import {
   defaultRegions,
   type FunctionKey,
@@ -36,7 +36,14 @@ import { type Dashboard, startDashboard } from './dashboard/server.js';
 import { PortInUseError } from './emulators/net.js';
 import { RedisServerMissingError } from './emulators/redis.js';
 import { formatSupervisionEvent, type SupervisionEvent } from './emulators/supervision.js';
-import { markEnvFileStale, stateFolder, writeEnvFile } from './env-file.js';
+import { onRunnerDeath } from './emulators/watchdog.js';
+import {
+  markEnvFileStale,
+  RUNNER_PID_VAR,
+  renderStaleEnvFile,
+  stateFolder,
+  writeEnvFile,
+} from './env-file.js';
 import { type CheckpointStore, FileCheckpointStore } from './esm/checkpoints.js';
 import { LocalOnFailureDestination } from './esm/on-failure.js';
 import { KinesisPoller } from './esm/poller.js';
@@ -522,7 +529,7 @@ function parseCli(argv: readonly string[]): CliOptions {
   if (logsMode !== 'compact' && logsMode !== 'full') {
     throw new UsageError(`--logs must be 'compact' or 'full', got '${logsMode}'`);
   }
-  const stateDir = resolve(values['state-dir'] ?? stateFolder(repoRoot));
+  const stateDir = resolve(values['state-dir'] ?? (process.env[STATE_DIR_ENV] || stateFolder(repoRoot)));
   const dashboardRaw = values['dashboard-port'];
   if (dashboardRaw !== undefined && (!/^\d+$/.test(dashboardRaw) || Number(dashboardRaw) > 65_535))
     throw new UsageError(`--dashboard-port takes a port number (0 = any free port), got '${dashboardRaw}'`);
@@ -544,8 +551,14 @@ function parseCli(argv: readonly string[]): CliOptions {
     logs: { dir: join(stateDir, 'logs'), console: logsMode },
     envDir: stateDir,
     ...(dashboardRaw === undefined ? {} : { dashboardPort: Number(dashboardRaw) }),
-    log: (line) => console.log(line),
-    alert: (line) => console.error(line),
+    // Once a stop begins only its own lines print: instances it stops and emulators it shuts
+    // down are not failures to report.
+    log: (line) => {
+      if (!stopRequested) console.log(line);
+    },
+    alert: (line) => {
+      if (!stopRequested) console.error(line);
+    },
   };
 }
 
@@ -560,7 +573,16 @@ export class UsageError extends Error {
   override readonly name = 'UsageError';
 }
 
+/** Set when the runner begins to stop (see the `log` and `alert` options of parseCli). */
+let stopRequested = false;
+
+/** Writes a line to stdout; resolves once it is out (the process exits right after). */
+function printLine(line: string): Promise<void> {
+  return new Promise((resolve) => process.stdout.write(`${line}\n`, () => resolve()));
+}
+
 async function runCli(): Promise<void> {
+  quietSdkNodeWarning();
   let options: CliOptions;
   try {
     options = parseCli(process.argv.slice(2));
@@ -571,15 +593,13 @@ async function runCli(): Promise<void> {
   let runtimes: RegionRuntime[] | undefined;
   let dashboard: Dashboard | undefined;
   let stopping: Promise<void> | undefined;
-  const shutdown = (signal: string) => {
-    if (stopping) {
-      console.log(`${signal} again: still stopping…`);
-      return;
-    }
-    console.log(`${signal}: stopping every local region…`);
+  const shutdown = (_reason: string) => {
+    // A Ctrl-C reaches the runner twice (from the terminal, and relayed by npm): one stop.
+    if (stopping) return;
+    stopRequested = true;
     stopping = (async () => {
       // A child that ignores its stop request must not keep the runner (and itself) alive.
-      const watchdog = setTimeout(() => {
+      const timer = setTimeout(() => {
         console.error('Shutdown took over 15 s; killing remaining children.');
         for (const rt of runtimes ?? []) {
           for (const pid of [...rt.region.redis.pids, ...[...rt.invokers.values()].flatMap((i) => i.pids)]) {
@@ -591,9 +611,17 @@ async function runCli(): Promise<void> {
         process.exit(1);
       }, 15_000);
       await dashboard?.stop();
-      await Promise.all((runtimes ?? []).map((rt) => rt.stop()));
-      clearTimeout(watchdog);
-      console.log('Stopped.');
+      // One line per region, once it is down (and nothing else).
+      await Promise.all(
+        (runtimes ?? []).map(async (rt) => {
+          await rt.stop();
+          const state = rt.region.dataDir
+            ? `state kept in ${rt.region.dataDir}`
+            : 'in-memory state discarded';
+          await printLine(`${rt.region.region} stopped (${state})`);
+        }),
+      );
+      clearTimeout(timer);
       process.exit(0);
     })();
   };
@@ -631,6 +659,16 @@ async function runCli(): Promise<void> {
   for (const rt of runtimes) {
     const path = writeEnvFile(options.envDir, rt.region.region, rt.region.clientEnv);
     console.log(`Env file ${rt.region.region}: source ${relativeToCwd(path)}`);
+    // Killed without its exit handlers (kill -9, the OOM killer): the watchdog marks it stale.
+    onRunnerDeath(
+      path,
+      `${RUNNER_PID_VAR}='${process.pid}'`,
+      renderStaleEnvFile(
+        rt.region.region,
+        Object.keys(rt.region.clientEnv),
+        `runner pid ${process.pid} ended without stopping its regions`,
+      ),
+    );
   }
   process.once('exit', () => {
     for (const rt of runtimes ?? []) {
@@ -658,7 +696,7 @@ async function runCli(): Promise<void> {
     console.error(`Dashboard not started: ${(error as Error).message}`);
   }
   // Lets `paceline …` find the running local regions without pasting their env.
-  const regionsFile = localRegionsFile(repoRoot);
+  const regionsFile = localRegionsFile(options.envDir);
   mkdirSync(dirname(regionsFile), { recursive: true });
   writeFileSync(
     regionsFile,
@@ -668,6 +706,7 @@ async function runCli(): Promise<void> {
     } satisfies LocalRegionsFile),
   );
   process.once('exit', () => rmSync(regionsFile, { force: true }));
+  onRunnerDeath(regionsFile, `"pid":${process.pid}`);
   // performance.now() counts from process start, so this includes loading the modules.
   const seconds = (performance.now() / 1000).toFixed(1);
   console.log(

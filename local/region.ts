@@ -13,9 +13,9 @@ import {
   dynamoDbClient,
   endpointsToEnv,
   kinesisClient,
-  s3Client,
   ssmClient,
 } from '../shared/aws/clients.js';
+import { s3Client } from '../shared/aws/ops-clients.js';
 import {
   type BucketKey,
   type FunctionKey,

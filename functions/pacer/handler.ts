@@ -14,11 +14,11 @@ import { Metrics } from '@aws-lambda-powertools/metrics';
 import type { Context } from 'aws-lambda';
 import {
   dynamoDbClient,
-  elastiCacheClient,
   endpointsFromEnv,
   peerEndpointsFromEnv,
   ssmClient,
 } from '../../shared/aws/clients.js';
+import { elastiCacheClient } from '../../shared/aws/ops-clients.js';
 import { intEnv, optionalEnv, requireEnv } from '../../shared/config/env.js';
 import type { PacerControl } from '../../shared/pacing/control.js';
 import type { PacingController } from '../../shared/pacing/controller/api.js';

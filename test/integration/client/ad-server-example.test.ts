@@ -1,5 +1,5 @@
 /**
- * `examples/ad-server.ts` as a user runs it: a child process (`tsx examples/ad-server.ts`) with
+ * `packages/client/examples/ad-server.ts` as a user runs it: a child process (`tsx …/ad-server.ts`) with
  * nothing but a local region's client environment, importing only `paceline/client`. It must
  * complete its request paths (cap check → pacing read → guard → bid → notice → events), and what
  * it sent must land: every win booked once in the ledger and the live counters at the clearing
@@ -44,7 +44,7 @@ function runExample(args: string[]) {
   // Only the region's printed client environment (and PATH): what a developer's shell has.
   return runChild(
     process.execPath,
-    [`${repoRoot}node_modules/tsx/dist/cli.mjs`, 'examples/ad-server.ts', ...args],
+    [`${repoRoot}node_modules/tsx/dist/cli.mjs`, 'packages/client/examples/ad-server.ts', ...args],
     {
       cwd: repoRoot,
       env: { PATH: process.env.PATH ?? '', ...runtime.region.clientEnv },
@@ -62,7 +62,7 @@ async function until<T>(read: () => Promise<T>, done: (v: T) => boolean, ms = 60
   }
 }
 
-describe('examples/ad-server.ts against a local region', () => {
+describe('the ad-server example against a local region', () => {
   it('completes request paths and its events land (ledger, live counters, action counts)', async () => {
     const run = await runExample(['--requests', '30']);
     expect(run.code, run.stderr).toBe(0);
@@ -74,6 +74,8 @@ describe('examples/ad-server.ts against a local region', () => {
       wins: number;
       losses: number;
       campaignId: string;
+      pacing: Record<'fresh' | 'stale' | 'missing', number>;
+      pacingNote?: string;
       metrics: { decisions: { total: number; bid: number }; errors: number; eventsFailed: number };
     };
     expect(summary.requests).toBe(30);
@@ -85,6 +87,14 @@ describe('examples/ad-server.ts against a local region', () => {
     expect(summary.metrics.decisions.bid).toBe(summary.bids);
     expect(summary.metrics.errors).toBe(0);
     expect(summary.metrics.eventsFailed).toBe(0);
+    // No pacer runs here: a new campaign has no published parameters, every decision is the
+    // fail-safe — and the example says so, and why, in its output.
+    expect(summary.pacing).toEqual({ fresh: 0, stale: 0, missing: 30 - summary.capped });
+    expect(summary.pacingNote).toMatch(/^pacing: \d+ of \d+ decisions used the fail-safe/);
+    expect(summary.pacingNote).toMatch(
+      /no published parameters yet: the pacer publishes a new campaign's first ones at its next tick/,
+    );
+    expect(run.stdout).toContain(`${summary.pacingNote}\n`);
 
     // Wins: booked once each by track-spend at 80 % of the $2 CPM bid (1.6000 → 1,600 micros).
     const region = runtime.region;

@@ -6,7 +6,7 @@
 import { PutParameterCommand } from '@aws-sdk/client-ssm';
 import { GlobalTablesStandIn } from '../../../local/global-tables.js';
 import { type LocalRegion, startLocalRegion } from '../../../local/region.js';
-import { elastiCacheClient } from '../../../shared/aws/clients.js';
+import { elastiCacheClient } from '../../../shared/aws/ops-clients.js';
 import type { PacingController } from '../../../shared/pacing/controller/api.js';
 import { ShardLease } from '../../../shared/pacing/lease.js';
 import type { TickOutcome } from '../../../shared/pacing/pacer.js';

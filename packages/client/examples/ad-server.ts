@@ -4,12 +4,13 @@
  *
  *   npm start                                   # in one shell
  *   source .paceline/us-east-1.env              # in another (or paste the printed "Client env")
- *   npx tsx examples/ad-server.ts [--requests 20] [--campaign example-campaign]
+ *   npx tsx packages/client/examples/ad-server.ts [--requests 20] [--campaign example-campaign]
  *
  * Per request: frequency-cap check → pacing read → budget guard → bid → the exchange's win or
  * loss notice (simulated here: it calls the nurl/lurl with ${AUCTION_PRICE} substituted) →
  * events (the notice's spend event, an impression for a win). The last line printed is a JSON
- * summary. Without --campaign, a demo account, campaign and $1,000/day plan are created first
+ * summary (with how many bids had fresh pacing parameters, and why the others used the
+ * fail-safe). Without --campaign, a demo account, campaign and $1,000/day plan are created first
  * if missing.
  */
 import { parseArgs } from 'node:util';
@@ -20,6 +21,7 @@ import {
   configFromEnv,
   createPacelineClient,
   type PacelineClient,
+  type PacingStatus,
 } from 'paceline/client';
 
 const { values } = parseArgs({
@@ -31,7 +33,7 @@ const { values } = parseArgs({
 });
 if (values.help) {
   console.log(
-    'usage: npx tsx examples/ad-server.ts [--requests N] [--campaign ID]  (region from the environment)',
+    'usage: npx tsx packages/client/examples/ad-server.ts [--requests N] [--campaign ID]  (region from the environment)',
   );
   process.exit(0);
 }
@@ -63,11 +65,39 @@ async function ensureDemoCampaign(client: PacelineClient): Promise<string> {
   return campaignId;
 }
 
+/**
+ * Why decisions used the fail-safe, in one line (or undefined when every one had fresh
+ * parameters). Only the pacer writes pacing parameters — one fenced writer per shard and tick
+ * (docs/pacing.md) — so neither the budgets write nor the first lookup can publish them: a new
+ * campaign is paced by the fail-safe until the pacer's next tick publishes its first ones (≤ one
+ * 10 s tick, then the reader's next refresh). The fail-safe bids on every request at the base
+ * price, and the budget guard holds spend to the linear E(t): it never overspends.
+ */
+function failSafeNote(campaignId: string, pacing: Record<PacingStatus, number>): string | undefined {
+  const failSafe = pacing.stale + pacing.missing;
+  if (failSafe === 0) return undefined;
+  const total = failSafe + pacing.fresh;
+  const why =
+    pacing.missing > 0
+      ? `campaign ${campaignId} had no published parameters yet: the pacer publishes a new campaign's first ones at its next tick (every 10 s; is it running?), and only the pacer writes them`
+      : `its parameters were older than 3 ticks: is the pacer running?`;
+  return `pacing: ${failSafe} of ${total} decisions used the fail-safe (throttle 1, multiplier 1; the budget guard holds spend to the linear E(t)) because ${why}.`;
+}
+
 // 1. One client per process, from the region's environment.
 const client = await createPacelineClient(
   configFromEnv(process.env, { noticeBaseUrl: 'http://localhost:8080/notice' }),
 );
-const summary = { requests: 0, capped: 0, bids: 0, noBid: {} as Record<string, number>, wins: 0, losses: 0 };
+const summary = {
+  requests: 0,
+  capped: 0,
+  bids: 0,
+  noBid: {} as Record<string, number>,
+  wins: 0,
+  losses: 0,
+  // The pacing status behind each decision: fresh parameters, or the fail-safe (stale, missing).
+  pacing: { fresh: 0, stale: 0, missing: 0 } as Record<PacingStatus, number>,
+};
 try {
   const campaignId = values.campaign ?? (await ensureDemoCampaign(client));
   // 2. Track the campaigns this server bids for: budgets loaded, floats leased, pacing read.
@@ -95,6 +125,7 @@ try {
       campaignId,
       basePriceMicros: 2_000, // $2 CPM
     });
+    summary.pacing[outcome.pacing]++;
     if (!outcome.bid) {
       summary.noBid[outcome.reason] = (summary.noBid[outcome.reason] ?? 0) + 1;
       continue;
@@ -122,7 +153,16 @@ try {
   }
   // 7. Events are batched in the background; flush before exiting.
   await client.flush();
-  console.log(JSON.stringify({ ...summary, campaignId, metrics: client.metrics() }));
+  const note = failSafeNote(campaignId, summary.pacing);
+  if (note) console.log(note);
+  console.log(
+    JSON.stringify({
+      ...summary,
+      campaignId,
+      ...(note ? { pacingNote: note } : {}),
+      metrics: client.metrics(),
+    }),
+  );
 } finally {
   await client.close();
 }
