@@ -17,8 +17,10 @@ const DAY = { day: '2026-11-21', startMs: 0, endMs: 86_400_000 };
 
 describe('pacer configuration', () => {
   it('reads the settings the description puts in the environment', () => {
+    // Memory and reserved concurrency size the function; they are not part of its environment.
+    const { memoryMb: _memory, reservedConcurrency: _reserved, ...runtime } = defaultPacerSettings;
     expect(pacerConfigFromEnv(env)).toMatchObject({
-      ...defaultPacerSettings,
+      ...runtime,
       region: 'us-east-1',
       auditLogMaxLen: 10_000,
     });
