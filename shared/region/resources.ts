@@ -5,6 +5,7 @@
  *
  * Nothing here touches AWS: it is data plus pure functions over it.
  */
+import { invocationWindowMs } from '../pacing/invocation.js';
 
 /** DynamoDB attribute type of a key attribute. */
 export type KeyType = 'S' | 'N' | 'B';
@@ -473,8 +474,9 @@ function pacerFunction(s: PacerSettings) {
     entry: 'functions/pacer/handler.ts',
     // 1,769 MB = one full vCPU: a shard of 100k campaigns is computed in one process per tick.
     memoryMb: 1769,
-    // Six ticks of a minute, then return; the margin covers a late start (docs/pacing.md).
-    timeoutSeconds: Math.ceil((s.minuteMs + 15_000) / 1000),
+    // An invocation's window (a minute, the delivery-delay overlap and the tick it starts in:
+    // 90 s in AWS), plus 15 s for its last tick to finish (docs/pacing.md, "Cadence").
+    timeoutSeconds: Math.ceil((invocationWindowMs(s.tickMs, s.minuteMs) + 15_000) / 1000),
     schedule: { rateMinutes: 1, instances },
     tables: { budgets: 'read', leases: 'readwrite', regionSpend: 'readwrite' },
     writesStreams: [],
