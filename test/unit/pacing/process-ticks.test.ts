@@ -95,7 +95,11 @@ describe('ProcessTicks', () => {
       });
     const a = invocation('A', () => (aDone ? 0 : 5));
     const bStarted = sleep(30_000).then(() => invocation('B', () => (aDone ? 6 : 0)));
-    const both = Promise.all([a.then((s) => ((aDone = true), s)), bStarted]);
+    const aEnded = a.then((summary) => {
+      aDone = true;
+      return summary;
+    });
+    const both = Promise.all([aEnded, bStarted]);
     await drive(both);
     const [sa, sb] = await both;
     expect(overlapped).toBe(0);
