@@ -2,7 +2,8 @@
  * pacer: one EventBridge rule per (shard, instance) invokes this every minute with
  * `{shard, instance}`, at the rule's own second plus a delivery delay; the invocation runs the
  * ticks of the minute after its start plus an overlap covering that delay, on wall-clock
- * boundaries (shared/pacing/invocation.ts), so consecutive invocations of an instance overlap.
+ * boundaries (shared/pacing/invocation.ts), so consecutive invocations of an instance overlap
+ * (for about a tick: the older one ends once the newer one has registered its start).
  * Wiring only: the domain is shared/pacing (ShardPacer: lease, budgets, controller, fenced
  * publishing).
  *
@@ -172,6 +173,8 @@ export const handler = async (event: unknown, context?: Context) => {
       minuteMs: config.minuteMs,
       ...(context ? { remainingMs: () => context.getRemainingTimeInMillis() } : {}),
       ticks: { process: ticks, rank: () => (lease.heldAt(clock.now()) ? lease.epoch : 0) },
+      // A newer invocation of this instance has started: it covers the rest of the window.
+      superseded: () => lease.superseded,
       // The own cache's outcome drives metrics; peers' publishing (after a failover) is logged.
       runTick: async (tick) => {
         const r = await pacer.runTick(tick, who);
@@ -208,6 +211,7 @@ export const handler = async (event: unknown, context?: Context) => {
     pid: process.pid,
     ticksSkipped: summary.ticksSkipped,
     ticksRunElsewhere: summary.ticksRunElsewhere,
+    ticksHandedOver: summary.ticksHandedOver,
     ticks: summary.outcomes.map(summarize),
   };
 };

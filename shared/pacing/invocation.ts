@@ -16,6 +16,10 @@
  *   (fencing the older one out), the fenced claim lets one publisher claim a tick and never the
  *   same tick twice, and in one process a shard's ticks run one at a time, each once
  *   ({@link ProcessTicks}, passed as `ticks`).
+ * - An overlap lasts about a tick: once a newer invocation of the same instance has started (the
+ *   lease's `superseded`, passed as `superseded`), the older one ends — so an instance costs about
+ *   a minute of compute a minute, not a minute and a third; only a missed or late delivery lets
+ *   a window run to its end.
  * - A tick that overruns into the next window makes that one late; one that overruns past a whole
  *   window skips it; no tick starts with less than a tick of the invocation's time left.
  * - A tick that throws (Redis timing out for a second, a DynamoDB throttle) does not end the
@@ -88,6 +92,11 @@ export interface InvocationOptions<T> {
    * of the shard (its lease epoch while it holds the lease, else 0). @default every tick runs
    */
   readonly ticks?: { readonly process: ProcessTicks; readonly rank: () => number };
+  /**
+   * True once a newer invocation of the same instance covers the rest of the window (the lease's
+   * `superseded`): asked after each tick; the invocation then ends. @default never
+   */
+  readonly superseded?: () => boolean;
   /** Runs one tick. */
   readonly runTick: (tick: number) => Promise<T>;
   /** Called after each tick (metrics, logs), with how many ticks were skipped just before it. */
@@ -107,6 +116,8 @@ export interface InvocationSummary<T> {
   readonly trailingSkipped: number;
   /** Ticks of the window this process ran (or runs) in another invocation of the shard. */
   readonly ticksRunElsewhere: number;
+  /** Ticks of the window left to a newer invocation of the same instance (ended early). */
+  readonly ticksHandedOver: number;
 }
 
 /** Runs the ticks of the invocation's window on their wall-clock boundaries. */
@@ -121,8 +132,13 @@ export async function runInvocation<T>(options: InvocationOptions<T>): Promise<I
   let pendingSkipped = 0;
   let late = 0;
   let elsewhere = 0;
+  let handedOver = 0;
   try {
     for (let tick = plan.firstTick; tick <= plan.lastTick; tick++) {
+      if (tick > plan.firstTick && options.superseded?.()) {
+        handedOver = plan.lastTick - tick + 1;
+        break;
+      }
       const boundary = tick * tickMs;
       let now = clock.now();
       if (now < boundary) {
@@ -176,5 +192,6 @@ export async function runInvocation<T>(options: InvocationOptions<T>): Promise<I
     ticksLate: late,
     trailingSkipped: pendingSkipped,
     ticksRunElsewhere: elsewhere,
+    ticksHandedOver: handedOver,
   };
 }

@@ -117,6 +117,28 @@ describe('pacer invocation cadence', () => {
     expect(published).toEqual([0, 2, 3, 4, 5, 6, 7, 8].map((k) => T0 + k));
   });
 
+  it('ends once a newer invocation of its instance covers the rest of the window (superseded)', async () => {
+    const clock = new ManualClock(M0 + 500);
+    const ran: number[] = [];
+    const summary = await runInvocation({
+      clock,
+      sleep: async (ms) => clock.advance(ms),
+      tickMs: TICK,
+      minuteMs: MINUTE,
+      // The next invocation of this instance starts at 1:02 (its first tick registers it).
+      superseded: () => clock.now() >= M0 + 62_000,
+      runTick: async (tick) => {
+        ran.push(tick - T0);
+        clock.advance(50);
+        return tick;
+      },
+    });
+    // Ran through the tick at 1:10 (when it learnt of the newer one: the lease is read at a tick).
+    expect(ran).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+    expect(summary.ticksHandedOver).toBe(1);
+    expect(summary.ticksSkipped).toBe(0);
+  });
+
   it('plans scaled-down minutes for fast runs (1 s ticks in a 6 s minute: a 2 s overlap)', () => {
     expect(invocationOverlapMs(6_000)).toBe(2_000);
     expect(planInvocation(12_345, 1_000, 6_000)).toEqual({ firstTick: 12, lastTick: 20, endMs: 21_000 });
