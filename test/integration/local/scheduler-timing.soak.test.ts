@@ -5,15 +5,19 @@
  * each shard's audit stream in Redis (every claim and publish, accepted or refused), never from
  * the processes' own reports.
  *
- * Scaled time: a 12 s "minute" with 2 s ticks (6 ticks a minute, as in AWS), a 5 s lease (2.5
- * ticks, as AWS's 25 s of 10 s ticks), delivery delays up to 4 s (20 s of 60 s): ten minutes run
- * in two.
+ * Scaled time: an 18 s "minute" with 3 s ticks (6 ticks a minute, as in AWS), a 7.5 s lease (2.5
+ * ticks, as AWS's 25 s of 10 s ticks), delivery delays up to 6 s (20 s of 60 s): ten minutes run
+ * in three. (The pacer's DynamoDB and Redis timeouts scale with the tick: 3 s ticks leave a
+ * loaded 2-core machine room that 2 s ticks do not.)
  *
- * - 10 minutes of the local layout (4 shards × 3 instances): ≥ 98 % of every shard's ticks
- *   published, never two accepted publishers for one tick.
+ * - 10 minutes of 2 shards × 3 instances: ≥ 98 % of every shard's ticks published, never two
+ *   accepted publishers for one tick. Two shards rather than `npm start`'s four: what is measured
+ *   is per shard, and on a 2-core machine shared with other work half the processes keep the
+ *   emulators (one dynalite for every process) answering within the pacer's 500 ms timeouts.
  * - A leader's missed delivery: its window ends holding the lease, hands it back, and another
  *   instance publishes the next tick: no tick without a publisher (measured and printed).
  */
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type RegionRuntime, startRuntime } from '../../../local/main.js';
 import type { ScheduleTiming } from '../../../local/scheduler.js';
@@ -24,9 +28,9 @@ import { tempDir } from '../../support/tmp.js';
 import { waitFor } from '../../support/wait.js';
 import { accountsInShard, seedShard } from '../pacing/support.js';
 
-const TICK = 2_000;
-const MINUTE = 12_000;
-const TTL = 5_000;
+const TICK = 3_000;
+const MINUTE = 18_000;
+const TTL = 7_500;
 
 let runtime: RegionRuntime | undefined;
 let redis: RedisClient | undefined;
@@ -39,10 +43,13 @@ afterEach(async () => {
 });
 
 async function start(shards: number, scheduler: ScheduleTiming, log: string[]) {
+  const stateDir = tempDir('paceline-schedule-timing-');
   const [rt] = (await startRuntime({
     regions: ['us-east-1'],
     redisMode: 'standalone',
-    stateDir: tempDir('paceline-schedule-timing-'),
+    stateDir,
+    // Each instance's output in a file, one line per invocation in `log` (a failure names them).
+    logs: { dir: join(stateDir, 'logs'), console: 'compact' },
     functions: ['pacer'],
     bundle: true,
     msPerMinute: MINUTE,
@@ -103,15 +110,15 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const instanceOf = (publisher: string) => publisher.split('/')[0] as string;
 
 describe('the pacer under EventBridge-like schedule timing (npm start runtime)', () => {
-  it('10 scaled minutes of 4 shards × 3 instances: ≥ 98 % of every shard’s ticks published, one publisher per tick', async () => {
+  it('10 scaled minutes of 2 shards × 3 instances: ≥ 98 % of every shard’s ticks published, one publisher per tick', async () => {
     const log: string[] = [];
     // A fixed seed, so a failure can be replayed; the rates are the defaults (1 % each).
-    const { rt, client } = await start(4, { mode: 'eventbridge', seed: 20261127 }, log);
+    const { rt, client } = await start(2, { mode: 'eventbridge', seed: 20261127 }, log);
     const offsets = Object.values(rt.scheduler.offsets());
-    expect(new Set(offsets).size).toBeGreaterThan(6); // the rules fire at their own seconds
-    // Cold starts (two dozen processes: invocations of an instance overlap) and the first firings
+    expect(new Set(offsets).size).toBeGreaterThan(3); // the rules fire at their own seconds
+    // Cold starts (a dozen processes: invocations of an instance overlap) and the first firings
     // (up to a minute plus the delay): every shard publishing. Not what is measured, so generous.
-    const shards = [0, 1, 2, 3];
+    const shards = [0, 1];
     const firstTick = await waitFor(
       'every shard publishing',
       180_000,
@@ -130,6 +137,7 @@ describe('the pacer under EventBridge-like schedule timing (npm start runtime)',
     expect(nowTick()).toBeGreaterThan(lastTick);
     const missed = log.filter((l) => l.includes('not delivered'));
     const twice = log.filter((l) => l.includes('delivered twice'));
+    const failed = log.filter((l) => l.includes(' ERROR '));
     const lines: string[] = [];
     const results: { shard: number; inRun: number; doubled: string[] }[] = [];
     for (const s of shards) {
@@ -152,7 +160,8 @@ describe('the pacer under EventBridge-like schedule timing (npm start runtime)',
     console.log(
       `EventBridge-like timing (seed ${(rt.scheduler.timing as { seed: number }).seed}), 10 scaled minutes ` +
         `from tick ${firstTick}: ${missed.length} deliveries missed, ${twice.length} delivered twice, ` +
-        `${pids} pacer processes\n  ${lines.join('\n  ')}\n  ${[...missed, ...twice].join('\n  ')}`,
+        `${pids} pacer processes, ${failed.length} failed invocations\n  ${lines.join('\n  ')}\n  ` +
+        [...missed, ...twice, ...failed].join('\n  '),
     );
     for (const r of results) {
       expect(r.doubled, `shard ${r.shard}`).toEqual([]);
