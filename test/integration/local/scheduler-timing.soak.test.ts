@@ -11,9 +11,11 @@
  * loaded 2-core machine room that 2 s ticks do not.)
  *
  * - 10 minutes of 2 shards × 3 instances: ≥ 98 % of every shard's ticks published, never two
- *   accepted publishers for one tick. Two shards rather than `npm start`'s four: what is measured
- *   is per shard, and on a 2-core machine shared with other work half the processes keep the
- *   emulators (one dynalite for every process) answering within the pacer's 500 ms timeouts.
+ *   accepted publishers for one tick — counted from the steady state (every instance's two
+ *   execution environments started). Two shards, not `npm start`'s four: what is measured is per
+ *   shard, and on a 2-core machine shared with other work, fewer processes keep each one's timers
+ *   honest (a process starved for a second sees its own 1 s Redis timeout fire before the reply
+ *   it already has).
  * - A leader's missed delivery: its window ends holding the lease, hands it back, and another
  *   instance publishes the next tick: no tick without a publisher (measured and printed).
  */
@@ -116,20 +118,39 @@ describe('the pacer under EventBridge-like schedule timing (npm start runtime)',
     const { rt, client } = await start(2, { mode: 'eventbridge', seed: 20261127 }, log);
     const offsets = Object.values(rt.scheduler.offsets());
     expect(new Set(offsets).size).toBeGreaterThan(3); // the rules fire at their own seconds
-    // Cold starts (a dozen processes: invocations of an instance overlap) and the first firings
-    // (up to a minute plus the delay): every shard publishing. Not what is measured, so generous.
+    // Every shard publishing (cold starts, then the first firings: up to a minute plus the delay).
     const shards = [0, 1];
-    const firstTick = await waitFor(
+    await waitFor(
       'every shard publishing',
       180_000,
       async () => {
         const firsts = await Promise.all(
-          shards.map(async (s) => Math.min(...ticksOf(await readAuditLog(client, s)).published)),
+          shards.map(async (s) => ticksOf(await readAuditLog(client, s)).published.size),
         );
-        return firsts.every(Number.isFinite) ? Math.max(...firsts) + 1 : undefined;
+        return firsts.every((n) => n > 0) ? true : undefined;
       },
       200,
     );
+    // Then the steady state: every instance has its second execution environment (invocations of
+    // an instance overlap) — no cold start for a minute and a half. Locally a cold start takes
+    // CPU from the running pacers on the same two cores; in AWS it runs on its own.
+    const invoker = rt.invokers.get('pacer');
+    let coldStarts = -1;
+    let stableSince = Date.now();
+    await waitFor(
+      'no more cold starts',
+      240_000,
+      () => {
+        const now = invoker?.coldStarts ?? 0;
+        if (now !== coldStarts) {
+          coldStarts = now;
+          stableSince = Date.now();
+        }
+        return Date.now() - stableSince > 1.5 * MINUTE ? true : undefined;
+      },
+      200,
+    );
+    const firstTick = nowTick() + 1;
     const ticks = (10 * MINUTE) / TICK;
     const lastTick = firstTick + ticks - 1;
     // Until the last tick's window is over and its publish has landed.
@@ -167,7 +188,7 @@ describe('the pacer under EventBridge-like schedule timing (npm start runtime)',
       expect(r.doubled, `shard ${r.shard}`).toEqual([]);
       expect(r.inRun, lines.join('; ')).toBeGreaterThanOrEqual(Math.ceil(0.98 * ticks));
     }
-  }, 420_000);
+  }, 600_000);
 
   it('a leader’s missed delivery: the lease is handed back at its window’s end and another instance publishes at once', async () => {
     const log: string[] = [];
