@@ -9,6 +9,7 @@
  *   npm start -- [--regions us-east-1,us-west-2] [--redis standalone|cluster] [--prewarm]
  *                [--pacer-shards 4] [--pacer-instances 3] [--handler <function>=<module>]...
  *                [--data-dir DIR] [--base-port 14100] [--logs compact|full] [--state-dir .paceline]
+ *                [--scheduler eventbridge|exact]
  *
  * Writes each region's client environment to `.paceline/<region>.env` (marked stale on stop),
  * each function instance's output to `.paceline/logs/<region>/<function>-<pid>.log`, and
@@ -50,7 +51,13 @@ import { KinesisPoller } from './esm/poller.js';
 import { GlobalTablesStandIn } from './global-tables.js';
 import { type ConsoleLogMode, formatInvocation, InstanceLogs } from './logs.js';
 import { DEFAULT_BASE_PORT, type LocalRegion, regionPorts, startLocalRegion } from './region.js';
-import { Scheduler, type ScheduleTarget, scheduleTargets } from './scheduler.js';
+import {
+  SCHEDULE_TIMING_MODES,
+  Scheduler,
+  type ScheduleTarget,
+  type ScheduleTiming,
+  scheduleTargets,
+} from './scheduler.js';
 import { bundleModule } from './worker/bundle.js';
 import { ProcessInvoker, repoRoot } from './worker/process-invoker.js';
 
@@ -83,6 +90,12 @@ export interface RuntimeOptions {
    * pacer is told the same length (its `minuteMs`), so it runs its ticks inside it. @default 60_000
    */
   readonly msPerMinute?: number;
+  /**
+   * How scheduled functions are fired: like EventBridge (each rule at its own second, delivery
+   * delay 0–20 s, an occasional duplicate and missed delivery; `local/scheduler.ts`) or exactly on
+   * each minute. @default { mode: 'eventbridge' } with a random seed (printed in the banner)
+   */
+  readonly scheduler?: ScheduleTiming;
   /** Where function instances' stdout/stderr go. @default 'inherit' */
   readonly functionOutput?: 'inherit' | 'ignore';
   /**
@@ -238,8 +251,15 @@ async function startRegionRuntime(
     const scheduler = new Scheduler(targets, {
       region: name,
       ...(options.msPerMinute === undefined ? {} : { msPerMinute: options.msPerMinute }),
+      ...(options.scheduler ? { timing: options.scheduler } : {}),
       onResult: (target, _at, result) => {
         if (!result.ok) log(`[${name}] ${target.ruleName}: ${result.errorType}: ${result.errorMessage}`);
+      },
+      // Only the unusual deliveries: they explain a gap or a second invocation in the logs.
+      onFiring: (target, firing) => {
+        const at = new Date(firing.scheduledAt).toISOString().slice(11, 23);
+        if (firing.deliverAt.length === 0) log(`[${name}] ${target.ruleName}: firing of ${at} not delivered`);
+        if (firing.deliverAt.length > 1) log(`[${name}] ${target.ruleName}: firing of ${at} delivered twice`);
       },
     });
     // Bundles are built in the background: the region is ready at once, instances started before
@@ -415,6 +435,7 @@ export function describeRuntime(runtimes: readonly RegionRuntime[]): string {
         .map((s) => `${physicalName(s.suffix)} (${s.shardCount} shards)`)
         .join(', ')}`,
     );
+    lines.push(`  Schedules: ${describeTiming(rt.scheduler)}`);
     for (const key of Object.keys(rt.description.functions) as FunctionKey[]) {
       const spec: FunctionSpec = rt.description.functions[key];
       const handlerPath = resolve(repoRoot, rt.handlerModules.get(key) ?? spec.entry);
@@ -450,6 +471,18 @@ export function describeRuntime(runtimes: readonly RegionRuntime[]): string {
   return lines.join('\n');
 }
 
+/** One line on how the region's scheduler times its rules (the seed reproduces a run's timing). */
+export function describeTiming(scheduler: Scheduler): string {
+  const t = scheduler.timing;
+  if (t.mode === 'exact')
+    return 'exact (every rule on the minute, delivered at once, once; --scheduler exact)';
+  const pct = (r: number) => `${Number((r * 100).toFixed(2))} %`;
+  return (
+    `EventBridge-like (seed ${t.seed}): each rule at its own second, delivery delay 0–${t.maxDelayMs / 1000} s, ` +
+    `${pct(t.duplicateRate)} delivered twice, ${pct(t.missRate)} missed; --scheduler exact fires on the minute`
+  );
+}
+
 function parseCli(argv: readonly string[]): CliOptions {
   const { values } = parseArgs({
     args: [...argv],
@@ -466,6 +499,7 @@ function parseCli(argv: readonly string[]): CliOptions {
       logs: { type: 'string' },
       'state-dir': { type: 'string' },
       'dashboard-port': { type: 'string' },
+      scheduler: { type: 'string' },
       help: { type: 'boolean' },
     },
   });
@@ -478,8 +512,9 @@ function parseCli(argv: readonly string[]): CliOptions {
         '                    [--data-dir DIR]   (keep state across restarts: Redis AOF, DynamoDB, Kinesis, SSM, S3; default in memory)\n' +
         `                    [--base-port N]   (stable ports: region i uses N+10i…N+10i+8; default ${DEFAULT_BASE_PORT}; 0 = free ports)\n` +
         "                    [--logs compact|full]   (console: one line per invocation (default), or every instance's output too)\n" +
-        '                    [--state-dir DIR]   (env files and instance logs; default .paceline)',
-      '                    [--dashboard-port N]   (live dashboard; default 7400, any free port when taken; 0 = any)',
+        '                    [--state-dir DIR]   (env files and instance logs; default .paceline)\n' +
+        '                    [--dashboard-port N]   (live dashboard; default 7400, any free port when taken; 0 = any)\n' +
+        "                    [--scheduler eventbridge|exact]   (schedule timing: EventBridge's (default) or exactly on the minute)",
     );
     process.exit(0);
   }
@@ -529,6 +564,12 @@ function parseCli(argv: readonly string[]): CliOptions {
   if (logsMode !== 'compact' && logsMode !== 'full') {
     throw new UsageError(`--logs must be 'compact' or 'full', got '${logsMode}'`);
   }
+  const timing = values.scheduler ?? 'eventbridge';
+  if (!(SCHEDULE_TIMING_MODES as readonly string[]).includes(timing)) {
+    throw new UsageError(
+      `--scheduler must be ${SCHEDULE_TIMING_MODES.map((m) => `'${m}'`).join(' or ')}, got '${timing}'`,
+    );
+  }
   const stateDir = resolve(values['state-dir'] ?? (process.env[STATE_DIR_ENV] || stateFolder(repoRoot)));
   const dashboardRaw = values['dashboard-port'];
   if (dashboardRaw !== undefined && (!/^\d+$/.test(dashboardRaw) || Number(dashboardRaw) > 65_535))
@@ -546,6 +587,7 @@ function parseCli(argv: readonly string[]): CliOptions {
     bundle: !values['no-bundle'],
     pacer,
     handlerOverrides,
+    scheduler: { mode: timing as ScheduleTiming['mode'] },
     ...(values['data-dir'] ? { dataDir: resolve(values['data-dir']) } : {}),
     ...(basePort ? { basePort } : {}),
     logs: { dir: join(stateDir, 'logs'), console: logsMode },

@@ -91,6 +91,24 @@ describe('npm start (local/main.ts)', () => {
     40_000,
   );
 
+  it('refuses an unknown --scheduler with one line and exit 64, before starting anything', async () => {
+    const proc = spawn(process.execPath, ['--import', 'tsx', 'local/main.ts', '--scheduler', 'cron'], {
+      cwd: repoRoot,
+      env: { ...process.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    proc.stdout?.on('data', (c: Buffer) => {
+      output += c.toString();
+    });
+    proc.stderr?.on('data', (c: Buffer) => {
+      output += c.toString();
+    });
+    const code = await new Promise<number | null>((resolve) => proc.once('exit', (c) => resolve(c)));
+    expect(code).toBe(64);
+    expect(output.trim().split('\n')).toEqual(["--scheduler must be 'eventbridge' or 'exact', got 'cron'"]);
+  });
+
   it('without redis-server on PATH explains how to install it and exits non-zero', async () => {
     // Default (stable) ports on purpose: they sit in Linux's ephemeral range, so another process may
     // hold one; the missing binary must still be what the user is told about (a CI run once saw
