@@ -92,6 +92,7 @@ function warmState(shard: number): ShardWarmState {
       clock,
       tickMs: config.tickMs,
       budgetsFullReloadMs: config.budgetsFullReloadMs,
+      redisSilenceMs: config.redisSilenceMs,
       pacerOptions: {
         logMaxLen: config.auditLogMaxLen,
         ...(pauseBeforePublishMs > 0 ? { beforePublish: () => sleep(pauseBeforePublishMs) } : {}),

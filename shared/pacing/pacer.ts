@@ -10,8 +10,10 @@
  *    the region's `publisher-region` names this region — with fence (g, o, e);
  * 5. the publisher claims the tick (Lua); a claim that does not continue this process's own last
  *    publish reloads the controller state published by the previous publisher (no jump at a
- *    leader change) and rewrites every campaign hash whole;
- * 6. read every plan-day's live spend (one pipelined read), step the controller for every plan;
+ *    leader change), in parts read beside the spend (shared/pacing/state-reload.ts), and rewrites
+ *    every campaign hash whole;
+ * 6. read every plan-day's live spend (one pipelined read, in parts), step the controller for
+ *    each part as its spend (and, on a takeover, its stored state) arrives;
  * 7. the publisher writes the campaign hashes that changed beyond the deadband or are due for
  *    their bounded republish, changed states and forecasts (fenced Lua batches); the last batch
  *    records the completed publish in the claim hash, which readers take freshness from (v2).
@@ -33,6 +35,7 @@ import type { LeaseView } from './lease.js';
 import { type CampaignWrite, type ClaimOutcome, type PublishOutcome, ShardPublisher } from './publisher.js';
 import type { RegionSharing } from './regions/region-shares.js';
 import type { SpendSource } from './spend-source.js';
+import { StateReloader, type StoredTexts } from './state-reload.js';
 import { type CurvePoints, evaluateCurve, type PlanPacingParams, type PlanSpendSnapshot } from './types.js';
 
 /** The lease as the pacer uses it (ShardLease). */
@@ -89,6 +92,16 @@ export interface ShardPacerOptions {
    * paused leader holds a claim it is about to lose). Tests only. @default none
    */
   readonly beforePublish?: () => Promise<void>;
+  /**
+   * Fault injection: awaited after an accepted claim, before a takeover's reads are written (a
+   * node that stalls as the reload starts). Tests only. @default none
+   */
+  readonly afterClaim?: () => Promise<void>;
+  /**
+   * Longest silence of the node while the takeover's state reads wait for replies, ms (the raw
+   * readers' progress timeout; the pacer function passes `PACER_REDIS_SILENCE_MS`). @default 1000
+   */
+  readonly redisSilenceMs?: number;
 }
 
 /** Who this tick runs as. */
@@ -148,12 +161,18 @@ export interface TickOutcome {
    * tick, when this instance published: the regional dashboard's "spend vs target" series.
    */
   readonly topCampaigns?: readonly CampaignSpendPoint[];
-  /** Where the tick's time went, ms: inputs (SSM, lease, budgets), claim + spend read, controller, publish. */
+  /**
+   * Where the tick's time went, ms: inputs (SSM, lease, budgets), claim + spend read (with the
+   * steps of the parts that arrived meanwhile), controller (what was left after the last part),
+   * publish; on a takeover `reload`, from the claim until every stored state was in (overlapping
+   * the others).
+   */
   readonly phasesMs?: {
     readonly inputs: number;
     readonly claimAndSpend: number;
     readonly step: number;
     readonly publish: number;
+    readonly reload?: number;
   };
 }
 
@@ -282,6 +301,21 @@ interface PlanResult {
  */
 const SPEND_PART = 300;
 
+/**
+ * Fields per part of a takeover's reads of the plans the tick does not step (other campaigns'
+ * plans of the budgets, plans this process met before): only their stored state is adopted.
+ */
+const REST_PART = 1_000;
+
+/** A takeover's reload in flight ({@link ShardPacer.beginReload}). */
+interface Reload {
+  /** Part k: the plans [k · SPEND_PART, …) of the tick's list hold what was stored. */
+  readonly parts: Promise<void>[];
+  /** Every other plan holds what was stored (awaited before the publish encodes state). */
+  readonly rest: Promise<void>;
+  readonly startedAt: number;
+}
+
 /** Writes of a publish in progress (plan, text), committed once it is accepted. */
 interface StagedWrites {
   readonly state: PlanMemory[];
@@ -304,6 +338,11 @@ export class ShardPacer {
   private readonly expiryRefreshMs: number;
   private readonly deadband: { readonly throttle: number; readonly multiplier: number };
   private readonly republishTicks: number;
+  private reloader: StateReloader | undefined;
+  /** The sweep for fields of deleted plans, while it runs. */
+  private sweeping: Promise<void> | undefined;
+  /** Takeover reloads begun (the latest one's parts adopt what they read). */
+  private reloads = 0;
 
   constructor(private readonly options: ShardPacerOptions) {
     this.expiryRefreshMs = options.expiryRefreshMs ?? 3_600_000;
@@ -389,21 +428,28 @@ export class ShardPacer {
     const campaigns = this.activeCampaigns();
     const planList = this.uniquePlans(campaigns, nowMs);
     const plans = planList.list;
-    const claimStep = async () => {
-      if (!fence) return { claim: undefined, reloaded: false, ageMs: await this.claimAge(publisher) };
+    const claimStep = async (): Promise<{
+      claim?: ClaimOutcome;
+      reload?: Reload;
+      ageMs: number | undefined;
+    }> => {
+      if (!fence) return { ageMs: await this.claimAge(publisher) };
       const claim = await publisher.claim(fence, tick, clock.now());
-      let reloaded = false;
+      let reload: Reload | undefined;
       if (claim.accepted) {
+        await this.options.afterClaim?.();
         const continuous =
           claim.previous?.publisher === who.publisherId &&
           this.lastPublished?.publisherId === who.publisherId &&
           this.lastPublished.tick === claim.previous.tick;
-        if (!continuous) {
-          await this.reloadState(publisher);
-          reloaded = true;
-        }
+        // Not awaited: each part is awaited before it is stepped.
+        if (!continuous) reload = this.beginReload(publisher, planList);
       }
-      return { claim, reloaded, ageMs: claim.accepted ? 0 : await this.claimAge(publisher) };
+      return {
+        claim,
+        ...(reload ? { reload } : {}),
+        ageMs: claim.accepted ? 0 : await this.claimAge(publisher),
+      };
     };
     const sharing = this.options.sharing;
     const source = this.options.spend;
@@ -425,6 +471,8 @@ export class ShardPacer {
       spendDone = clock.now();
       for (let k = 0; k < parts.length; k++) {
         const part = await (parts[k] as Promise<PlanSpendSnapshot[]>);
+        // A takeover: the part's stored state first (the reload's parts are aligned with these).
+        if (claimed.reload) await claimed.reload.parts[k];
         spendDone = clock.now();
         const from = k * SPEND_PART;
         const to = from + part.length;
@@ -438,6 +486,7 @@ export class ShardPacer {
         source.read(keys, nowMs),
         sharing?.load(nowMs),
       ]);
+      if (claimed.reload) await Promise.all(claimed.reload.parts);
       spendDone = clock.now();
       const shares = sharing?.budgets(plans, spend, nowMs);
       results = new Array(plans.length);
@@ -450,6 +499,13 @@ export class ShardPacer {
 
     let publish: PublishOutcome | undefined;
     let publishLagMs: number | undefined;
+    let reloadMs: number | undefined;
+    const reloaded = claimed.reload !== undefined;
+    if (claimed.reload) {
+      // The plans not stepped this tick hold their stored state before any state is encoded.
+      await claimed.reload.rest;
+      reloadMs = clock.now() - claimed.reload.startedAt;
+    }
     if (publishing && fence) {
       await this.options.beforePublish?.();
       const { state, forecast } = this.stateWrites();
@@ -457,8 +513,14 @@ export class ShardPacer {
       // The snapshot is kept up to date incrementally by whoever publishes; it is written whole only
       // when there is none yet (or it was lost with Redis).
       const fullSnapshot =
-        claimed.reloaded && !(await this.options.redis.hexists(publisher.keys.budgets, SNAPSHOT_META));
+        reloaded && !(await this.options.redis.hexists(publisher.keys.budgets, SNAPSHOT_META));
       const changes = this.options.budgets.drainChanges();
+      // Fields of deleted plans found by a sweep; a plan met again since keeps its own.
+      const pending = this.pendingDeletes;
+      const deletes = {
+        state: pending.state.filter((f) => !this.plans.has(f)),
+        forecast: pending.forecast.filter((f) => !this.plans.has(f)),
+      };
       const budgetSet: string[] = [];
       for (const item of fullSnapshot ? this.options.budgets.exportItems() : changes.upserts) {
         budgetSet.push(budgetItemKey(item), JSON.stringify(item));
@@ -475,8 +537,8 @@ export class ShardPacer {
           writes = this.campaignWrites(campaigns, planList, results, nowMs, tick);
           return writes.writes;
         },
-        state: { set: state, del: this.pendingDeletes.state },
-        forecast: { set: forecast, del: this.pendingDeletes.forecast },
+        state: { set: state, del: deletes.state },
+        forecast: { set: forecast, del: deletes.forecast },
         budgets: { set: budgetSet, del: fullSnapshot ? [] : changes.removals },
         replaceBudgets: fullSnapshot,
         republishMs: (this.republishTicks + 1) * this.options.tickMs,
@@ -485,7 +547,8 @@ export class ShardPacer {
       if (publish.rejectedBatches === 0) {
         writes?.commit();
         this.commitStateWrites();
-        this.pendingDeletes = { state: [], forecast: [] };
+        // A sweep that finished during this publish left its own list for the next one.
+        if (this.pendingDeletes === pending) this.pendingDeletes = { state: [], forecast: [] };
         this.lastPublished = { publisherId: who.publisherId, tick };
       } else {
         // Lost the claim mid-publish: whatever landed, the next publish by this process is whole.
@@ -529,7 +592,7 @@ export class ShardPacer {
       invalidParams: invalid,
       ...(publishLagMs === undefined ? {} : { publishLagMs }),
       ...(paramsAgeMs === undefined ? {} : { paramsAgeMs }),
-      stateReloaded: claimed.reloaded,
+      stateReloaded: reloaded,
       ...(sharingOutcome ? { sharing: sharingOutcome } : {}),
       ...(publishing && publish?.rejectedBatches === 0
         ? {
@@ -546,6 +609,7 @@ export class ShardPacer {
         claimAndSpend: spendDone - inputsDone,
         step: stepDone - spendDone,
         publish: endMs - stepDone,
+        ...(reloadMs === undefined ? {} : { reload: reloadMs }),
       },
     };
   }
@@ -867,7 +931,9 @@ export class ShardPacer {
     const staged = noStagedWrites();
     this.staged = staged;
     for (const [field, m] of this.plans) {
-      if (m.state !== undefined) {
+      // A plan not stepped since a takeover loaded its stored state (`loadedState`, decoded at its
+      // next step): what is stored is its state; this process's older object must not replace it.
+      if (m.state !== undefined && m.loadedState === undefined) {
         const raw = controller.encodeState(m.state);
         if (raw !== m.writtenState) {
           state.push(field, raw);
@@ -875,7 +941,7 @@ export class ShardPacer {
           staged.stateText.push(raw);
         }
       }
-      if (m.forecast !== undefined) {
+      if (m.forecast !== undefined && m.loadedForecast === undefined) {
         if (m.forecastTextOf !== m.forecast) {
           m.forecastText = controller.encodeForecast(m.forecast);
           m.forecastTextOf = m.forecast;
@@ -899,80 +965,133 @@ export class ShardPacer {
   }
 
   /**
-   * Loads the controller state and forecasts the previous publisher stored, so this publisher
-   * continues them (no jump in the parameters at a leader change), and forgets what it believed
-   * was stored (every campaign hash is rewritten whole on this publish). Fields of plans that no
-   * longer exist are deleted with this publish.
+   * A takeover: loads the controller state and forecasts the previous publisher stored, so this
+   * publisher continues them (no jump in the parameters at a leader change), and forgets what it
+   * believed was stored (every campaign hash is rewritten whole on this publish). Reads in parts
+   * (shared/pacing/state-reload.ts): part k of the tick's plan list, aligned with the spend read's
+   * parts, then every other plan of this process and of the budgets (paused campaigns' plans:
+   * adopted, not stepped). A plan with nothing stored keeps this process's own state. Fields of
+   * plans that no longer exist are looked for only when a hash holds more than the reads found
+   * ({@link sweepUnknown}), and deleted with a later publish.
    */
-  private async reloadState(publisher: ShardPublisher): Promise<void> {
-    const [state, forecast] = await Promise.all([
-      scanHash(this.options.redis, publisher.keys.state),
-      scanHash(this.options.redis, publisher.keys.forecast),
-    ]);
+  private beginReload(publisher: ShardPublisher, planList: PlanList): Reload {
+    const startedAt = this.options.clock.now();
+    const reloader =
+      this.reloader ??
+      new StateReloader({
+        redis: this.options.redis,
+        keys: publisher.keys,
+        ...(this.options.redisSilenceMs === undefined ? {} : { timeoutMs: this.options.redisSilenceMs }),
+      });
+    this.reloader = reloader;
+    // A reload of a tick that failed may still be landing: only the latest one adopts.
+    const generation = ++this.reloads;
     this.published.clear();
     for (const m of this.plans.values()) {
       m.writtenState = undefined;
       m.writtenForecast = undefined;
     }
-    const live = new Set(this.plans.keys());
-    for (const [field, raw] of state) {
-      const m = this.plans.get(field);
-      if (m) {
-        m.loadedState = raw;
-        m.writtenState = raw;
-      }
+    const list = planList.list;
+    const listed = new Set<string>();
+    const fields = list.map((p) => {
+      listed.add(p.field);
+      return p.field;
+    });
+    // Plans not stepped this tick: this process's other memories, and the budgets' other plans
+    // (their memory is made only if something is stored for them).
+    const restFields: string[] = [];
+    const restPlans: (ResolvedPlan | undefined)[] = [];
+    for (const field of this.plans.keys()) {
+      if (listed.has(field)) continue;
+      listed.add(field);
+      restFields.push(field);
+      restPlans.push(undefined);
     }
-    for (const [field, raw] of forecast) {
-      const m = this.plans.get(field);
-      if (m) {
-        m.loadedForecast = raw;
-        m.writtenForecast = raw;
-      }
-    }
-    // Plans this process has not met yet (a cold process) pick their state up when they appear.
-    for (const [field, raw] of state) {
-      if (!live.has(field)) this.orphans.state.set(field, raw);
-    }
-    for (const [field, raw] of forecast) {
-      if (!live.has(field)) this.orphans.forecast.set(field, raw);
-    }
-    this.adoptOrphans();
-  }
-
-  private readonly orphans = { state: new Map<string, string>(), forecast: new Map<string, string>() };
-
-  /** Matches loaded state of plans not yet in memory against the current budgets. */
-  private adoptOrphans(): void {
-    const known = new Set<string>();
     for (const b of this.options.budgets.campaigns()) {
       for (const p of plansOfCampaign(b)) {
         const field = planField(p);
-        known.add(field);
-        const s = this.orphans.state.get(field);
-        const f = this.orphans.forecast.get(field);
-        if (s === undefined && f === undefined) continue;
-        let m = this.plans.get(field);
-        if (!m) {
-          m = { plan: p, state: undefined, forecast: undefined };
-          this.plans.set(field, m);
-        }
-        if (s !== undefined) {
-          m.loadedState = s;
-          m.writtenState = s;
-        }
-        if (f !== undefined) {
-          m.loadedForecast = f;
-          m.writtenForecast = f;
-        }
+        if (listed.has(field)) continue;
+        listed.add(field);
+        restFields.push(field);
+        restPlans.push(p);
       }
     }
-    // What no current plan claims belongs to deleted plans: delete it with the next publish.
-    this.pendingDeletes = {
-      state: [...this.orphans.state.keys()].filter((f) => !known.has(f)),
-      forecast: [...this.orphans.forecast.keys()].filter((f) => !known.has(f)),
+    const found = { state: 0, forecast: 0 };
+    const adopt = (field: string, plan: ResolvedPlan | undefined, texts: StoredTexts, j: number) => {
+      if (generation !== this.reloads) return;
+      const s = texts.state[j];
+      const f = texts.forecast[j];
+      if (s === undefined && f === undefined) return;
+      let m = this.plans.get(field);
+      if (!m) {
+        m = { plan: plan as ResolvedPlan, state: undefined, forecast: undefined };
+        this.plans.set(field, m);
+      }
+      if (s !== undefined) {
+        m.loadedState = s;
+        m.writtenState = s;
+        found.state++;
+      }
+      if (f !== undefined) {
+        m.loadedForecast = f;
+        m.writtenForecast = f;
+        found.forecast++;
+      }
     };
-    this.orphans.state.clear();
-    this.orphans.forecast.clear();
+    const sizes = reloader.counts();
+    sizes.catch(() => {});
+    const parts = reloader.read(fields, SPEND_PART).map((part, k) =>
+      part.then((texts) => {
+        const from = k * SPEND_PART;
+        for (let j = 0; j < texts.state.length; j++) adopt(fields[from + j] as string, undefined, texts, j);
+      }),
+    );
+    const rest = Promise.all(
+      reloader.read(restFields, REST_PART).map((part, k) =>
+        part.then((texts) => {
+          const from = k * REST_PART;
+          for (let j = 0; j < texts.state.length; j++) {
+            adopt(restFields[from + j] as string, restPlans[from + j], texts, j);
+          }
+        }),
+      ),
+    ).then(async () => {
+      await Promise.all(parts);
+      const stored = await sizes;
+      if (stored.state > found.state || stored.forecast > found.forecast) {
+        this.sweepUnknown(reloader, stored.state > found.state, stored.forecast > found.forecast, listed);
+      }
+    });
+    // Handled here too: a tick that fails at an earlier part never awaits the later ones.
+    for (const p of parts) p.catch(() => {});
+    rest.catch(() => {});
+    return { parts, rest, startedAt };
+  }
+
+  /**
+   * Finds the fields of plans that no longer exist (neither in the budgets nor met by this
+   * process), off the tick's path; the next publish deletes them. One sweep at a time.
+   */
+  private sweepUnknown(reloader: StateReloader, state: boolean, forecast: boolean, known: Set<string>): void {
+    if (this.sweeping) return;
+    const isKnown = (field: string) => known.has(field) || this.plans.has(field);
+    this.sweeping = Promise.all([
+      state ? reloader.unknownFields('state', isKnown) : [],
+      forecast ? reloader.unknownFields('forecast', isKnown) : [],
+    ])
+      .then(([s, f]) => {
+        this.pendingDeletes = { state: s, forecast: f };
+      })
+      // A failed sweep is retried at the next takeover; nothing depends on it but memory.
+      .catch(() => {})
+      .finally(() => {
+        this.sweeping = undefined;
+      });
+  }
+
+  /** Waits for a sweep of deleted plans' fields in progress (tests). */
+  async settled(): Promise<void> {
+    await this.sweeping;
   }
 }
 

@@ -53,6 +53,11 @@ export interface RegionalShardPacerDeps {
   readonly pacerOptions?: Pick<ShardPacerOptions, 'logMaxLen' | 'maxArgsPerBatch' | 'beforePublish'>;
   /** Full reload period of the budgets caches, ms. @default ShardBudgets' */
   readonly budgetsFullReloadMs?: number;
+  /**
+   * Longest silence of a cache node while the pacer's raw reads (live spend, the state reload)
+   * wait for replies, ms (PacerConfig.redisSilenceMs). @default the raw readers' 1,000
+   */
+  readonly redisSilenceMs?: number;
 }
 
 /** A shard's pacer across regions and the own control reader it ticks with. */
@@ -96,10 +101,12 @@ export function regionalShardPacer(d: RegionalShardPacerDeps): RegionalShardPace
       tickMs: d.tickMs,
       ...d.pacerOptions,
     });
+  const spendOf = (redis: RedisClient) =>
+    rawSpendSource(redis, d.redisSilenceMs === undefined ? {} : { timeoutMs: d.redisSilenceMs });
   const byRegion = new Map(d.peers.map((p) => [p.region, p]));
   const regional = new RegionalShardPacer({
     region: d.region,
-    own: pacer(d.redis, d.spend ?? rawSpendSource(d.redis), ownShares),
+    own: pacer(d.redis, d.spend ?? spendOf(d.redis), ownShares),
     caches: new PeerCaches({
       clock: d.clock,
       elasticache: (region) => {
@@ -117,7 +124,7 @@ export function regionalShardPacer(d: RegionalShardPacerDeps): RegionalShardPace
         clock: d.clock,
         switchRegion: { region: p.region, ssm: p.ssm },
       }),
-      pacer: (redis: RedisClient) => pacer(redis, rawSpendSource(redis), shares(p.region)),
+      pacer: (redis: RedisClient) => pacer(redis, spendOf(redis), shares(p.region)),
     })),
   });
   return {
