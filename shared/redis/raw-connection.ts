@@ -51,11 +51,15 @@ export function readTimedOut(what: string): RawReadTimeoutError {
  * silence is the node's, never this process's own:
  *
  * - the clock starts when a reply becomes outstanding on an idle connection (a new request on a
- *   connection with replies still due does not restart it) and restarts at every chunk received;
+ *   connection with replies still due does not restart it) and restarts at every chunk received,
+ *   and whenever more of this process's own commands have left for the node since the last look
+ *   (a bulk read writes megabytes of commands, which leave only as the event loop turns: a process
+ *   busy stepping the first replies has not sent the rest, and the node, done with what it got,
+ *   is silent for want of commands, not hung);
  * - when a look finds the limit passed, it looks once more after the event loop's next I/O poll
  *   (`setImmediate`): a process that was busy (its own CPU work, a GC pause, a descheduled
- *   container) runs its timers before it reads the bytes already waiting in its sockets, and
- *   those bytes count as progress.
+ *   container) runs its timers before it reads the bytes already waiting in its sockets and
+ *   writes the commands waiting to go, and both count as progress.
  *
  * One interval timer per watchdog (unreferenced), a few looks per limit; the request path only
  * stamps times.
@@ -64,16 +68,19 @@ export class SilenceWatchdog {
   private since = 0;
   private outstanding = false;
   private confirming = false;
+  private sent = 0;
   private readonly timer: NodeJS.Timeout;
 
   /**
    * @param silenceMs the longest silence while a reply is outstanding
    * @param expired called once the limit is passed (with the silence measured, ms); the watchdog
    *   stops: its owner drops the connection
+   * @param socket the connection's socket, whose written bytes count as progress too
    */
   constructor(
     readonly silenceMs: number,
     private readonly expired: (silentMs: number) => void,
+    private readonly socket?: net.Socket,
   ) {
     this.timer = setInterval(() => this.look(), watchdogPeriodMs(silenceMs));
     this.timer.unref();
@@ -102,13 +109,31 @@ export class SilenceWatchdog {
     clearInterval(this.timer);
   }
 
+  /** Bytes of this process's commands the socket has sent (handed over whole, not queued). */
+  private sentBytes(): number {
+    const s = this.socket;
+    return s === undefined ? 0 : s.bytesWritten - s.writableLength;
+  }
+
   private look(): void {
     if (!this.outstanding || this.confirming) return;
+    const sent = this.sentBytes();
+    if (sent !== this.sent) {
+      this.sent = sent;
+      this.since = performance.now();
+      return;
+    }
     if (performance.now() - this.since <= this.silenceMs) return;
     this.confirming = true;
     setImmediate(() => {
       this.confirming = false;
       if (!this.outstanding) return;
+      const sentSince = this.sentBytes();
+      if (sentSince !== this.sent) {
+        this.sent = sentSince;
+        this.since = performance.now();
+        return;
+      }
       const silent = performance.now() - this.since;
       if (silent <= this.silenceMs) return;
       this.close();

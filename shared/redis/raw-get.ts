@@ -101,7 +101,7 @@ class NodeReader {
       closed: (waiting) => `Redis connection to ${node} closed with ${waiting} read(s) waiting`,
     }));
     // A timer per connection rather than per read: the read path only stamps times.
-    this.watchdog = new SilenceWatchdog(timeoutMs, () => this.timedOut());
+    this.watchdog = new SilenceWatchdog(timeoutMs, () => this.timedOut(), this.connection.socket);
   }
 
   private timedOut(): void {

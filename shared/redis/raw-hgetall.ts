@@ -376,15 +376,19 @@ export class RawHashReader {
       let next = 0;
       const result: { value?: T } = {};
       // Progress, not duration: fails only when the node sends nothing for timeoutMs.
-      const watchdog = new SilenceWatchdog(this.timeoutMs, () => {
-        c.broken = true;
-        c.socket.destroy();
-        onError(
-          readTimedOut(
-            `Redis at ${node} sent nothing for ${this.timeoutMs} ms during a read of ${indexes.length} hash(es) (${next} answered)`,
-          ),
-        );
-      });
+      const watchdog = new SilenceWatchdog(
+        this.timeoutMs,
+        () => {
+          c.broken = true;
+          c.socket.destroy();
+          onError(
+            readTimedOut(
+              `Redis at ${node} sent nothing for ${this.timeoutMs} ms during a read of ${indexes.length} hash(es) (${next} answered)`,
+            ),
+          );
+        },
+        c.socket,
+      );
       watchdog.expect();
       const onData = (chunk: Buffer) => {
         watchdog.heard();

@@ -2,7 +2,8 @@
  * The raw readers' timeout is on progress, not duration (shared/redis/raw-connection.ts,
  * SilenceWatchdog), against real redis-server: a read that streams steadily for many times the
  * limit succeeds (through a proxy that trickles the replies), a stall of this process longer than
- * the limit is not taken for the node's silence (the bytes waiting in the socket count), a node
+ * the limit is not taken for the node's silence (the bytes waiting in the socket count, and so do
+ * the commands this process had not sent yet), a node
  * busy for less than the limit (`DEBUG SLEEP`) is waited for, and one busy for longer fails the
  * read — which a retry after the node is back reads again.
  */
@@ -119,6 +120,25 @@ describe('raw readers time out on silence, not on duration', () => {
       expect(await hashes).toEqual(new Array(HASHES).fill(10 * FIELD_BYTES));
     } finally {
       raw.close();
+      reader.close();
+    }
+  });
+
+  it("does not take the node's silence for want of commands this process has not sent yet", async () => {
+    const reader = new RawHashReader({ client, timeoutMs: 200 });
+    // 100,000 HGETALLs of 120-byte keys (12 MB of commands): more than the socket takes at once,
+    // so the rest leave only as the event loop turns.
+    const keys = Array.from({ length: 100_000 }, (_, i) => `absent:{${i}}:${'k'.repeat(100)}`);
+    try {
+      await reader.read(['absent:{x}'], valueBytes()); // connected
+      const parts = reader.readParts(keys, valueBytes(), 1_000);
+      await parts[0];
+      // Busy for 4 × the limit: the node answers what it was sent, then waits for the rest.
+      stall(800);
+      const got = (await Promise.all(parts)).flat();
+      expect(got).toHaveLength(100_000);
+      expect(got.every((n) => n === 0)).toBe(true);
+    } finally {
       reader.close();
     }
   });
