@@ -240,6 +240,13 @@ interface SnapshotMeta {
   readonly takenAtMs: number;
 }
 
+/**
+ * A new publisher mirrors into the snapshot the budget changes it holds from this long before the
+ * snapshot's last update on: older ones reached its predecessor's cache before that update (the
+ * budgets index lags by less: the cache's own incremental queries overlap by as much).
+ */
+const SNAPSHOT_OVERLAP_MS = 60_000;
+
 /** One campaign plan's spend against its published target at a tick (dashboard metrics). */
 export interface CampaignSpendPoint {
   readonly campaignId: string;
@@ -307,12 +314,20 @@ const SPEND_PART = 300;
  */
 const REST_PART = 1_000;
 
+/** Campaign hashes per part of a takeover's read of what its predecessor published. */
+const PUBLISHED_PART = 500;
+
 /** A takeover's reload in flight ({@link ShardPacer.beginReload}). */
 interface Reload {
   /** Part k: the plans [k · SPEND_PART, …) of the tick's list hold what was stored. */
   readonly parts: Promise<void>[];
   /** Every other plan holds what was stored (awaited before the publish encodes state). */
   readonly rest: Promise<void>;
+  /**
+   * Per active campaign, what its hash holds now: `plans`, then `p:` and `e:` of each of its
+   * plans in publishing order (undefined: no such field).
+   */
+  readonly published: Promise<(string | undefined)[][]>;
   readonly startedAt: number;
 }
 
@@ -443,7 +458,7 @@ export class ShardPacer {
           this.lastPublished?.publisherId === who.publisherId &&
           this.lastPublished.tick === claim.previous.tick;
         // Not awaited: each part is awaited before it is stepped.
-        if (!continuous) reload = this.beginReload(publisher, planList);
+        if (!continuous) reload = this.beginReload(publisher, planList, campaigns);
       }
       return {
         claim,
@@ -501,9 +516,11 @@ export class ShardPacer {
     let publishLagMs: number | undefined;
     let reloadMs: number | undefined;
     const reloaded = claimed.reload !== undefined;
+    let stored: (string | undefined)[][] | undefined;
     if (claimed.reload) {
       // The plans not stepped this tick hold their stored state before any state is encoded.
       await claimed.reload.rest;
+      stored = await claimed.reload.published;
       reloadMs = clock.now() - claimed.reload.startedAt;
     }
     if (publishing && fence) {
@@ -511,9 +528,13 @@ export class ShardPacer {
       const { state, forecast } = this.stateWrites();
       let writes: ReturnType<ShardPacer['campaignWrites']> | undefined;
       // The snapshot is kept up to date incrementally by whoever publishes; it is written whole only
-      // when there is none yet (or it was lost with Redis).
-      const fullSnapshot =
-        reloaded && !(await this.options.redis.hexists(publisher.keys.budgets, SNAPSHOT_META));
+      // when there is none yet (or it was lost with Redis). A new publisher mirrors only the changes
+      // its predecessor may not have: a process that followed for a while holds every change since
+      // it started (followers do not drain them), and mirroring them all wrote the whole snapshot
+      // again at every warm takeover.
+      const since = reloaded ? await this.snapshotTakenAt(publisher) : Number.NEGATIVE_INFINITY;
+      const fullSnapshot = since === undefined;
+      const mirrorFrom = (since ?? Number.NEGATIVE_INFINITY) - SNAPSHOT_OVERLAP_MS;
       const changes = this.options.budgets.drainChanges();
       // Fields of deleted plans found by a sweep; a plan met again since keeps its own.
       const pending = this.pendingDeletes;
@@ -523,6 +544,7 @@ export class ShardPacer {
       };
       const budgetSet: string[] = [];
       for (const item of fullSnapshot ? this.options.budgets.exportItems() : changes.upserts) {
+        if (item.updatedAt < mirrorFrom) continue;
         budgetSet.push(budgetItemKey(item), JSON.stringify(item));
       }
       if (fullSnapshot || budgetSet.length > 0 || changes.removals.length > 0) {
@@ -534,7 +556,7 @@ export class ShardPacer {
         nowMs: clock.now(),
         // Built while Redis runs the state batches, which the publisher sends first.
         campaigns: () => {
-          writes = this.campaignWrites(campaigns, planList, results, nowMs, tick);
+          writes = this.campaignWrites(campaigns, planList, results, nowMs, tick, stored);
           return writes.writes;
         },
         state: { set: state, del: deletes.state },
@@ -648,6 +670,18 @@ export class ShardPacer {
         error: (error as Error).message,
         ...(fromSnapshot ? { fromSnapshot } : {}),
       };
+    }
+  }
+
+  /** When the budgets snapshot was last updated; undefined when there is none (or it is unreadable). */
+  private async snapshotTakenAt(publisher: ShardPublisher): Promise<number | undefined> {
+    const meta = await this.options.redis.hget(publisher.keys.budgets, SNAPSHOT_META);
+    if (meta === null) return undefined;
+    try {
+      const at = (JSON.parse(meta) as Partial<SnapshotMeta>).takenAtMs;
+      return typeof at === 'number' && Number.isFinite(at) ? at : undefined;
+    } catch {
+      return undefined;
     }
   }
 
@@ -796,7 +830,9 @@ export class ShardPacer {
    * The campaign hashes to write this tick (contract v2): nothing for a campaign whose published
    * values are all within the deadband of the computed ones, unless its republish slot comes
    * (then every field that differs at all, and the header); every field for a publisher that
-   * does not know what is stored (a new publisher, changed plans).
+   * does not know what is stored (changed plans, a new campaign) — on a takeover, whose reload
+   * read what each hash holds (`stored`, per campaign: `plans`, then `p:` and `e:` per plan), the
+   * header and every field that differs from it at all: the hash ends as a whole rewrite leaves it.
    */
   private campaignWrites(
     campaigns: readonly CampaignBudgets[],
@@ -804,6 +840,7 @@ export class ShardPacer {
     results: readonly PlanResult[],
     nowMs: number,
     tick: number,
+    stored?: readonly (readonly (string | undefined)[] | undefined)[],
   ): { writes: CampaignWrite[]; commit(): void } {
     const writes: CampaignWrite[] = [];
     const updates: [CampaignMemory, number, PlanResult, boolean, string | undefined][] = [];
@@ -825,7 +862,9 @@ export class ShardPacer {
       // listed in `plans`, so a field left from a removed plan is inert).
       const replace = memory !== undefined && memory.plansKey !== plansKey;
       if (full) {
-        const fields: string[] = ['plans', plansKey];
+        // What the hash holds (a takeover's read; a replaced hash holds nothing that stays).
+        const held = replace ? undefined : stored?.[ci];
+        const fields: string[] = held?.[0] === plansKey ? [] : ['plans', plansKey];
         const m: CampaignMemory = {
           plansKey,
           encoded: new Array(idx.length),
@@ -842,7 +881,8 @@ export class ShardPacer {
           const r = results[at] as PlanResult;
           if (r.encoded === undefined) r.encoded = encodePlanParams(r.params, r.day);
           const curve = encodeCurve(r.params.curve);
-          fields.push(`p:${planId}`, r.encoded, `e:${planId}`, curve);
+          if (held?.[1 + 2 * j] !== r.encoded) fields.push(`p:${planId}`, r.encoded);
+          if (held?.[2 + 2 * j] !== curve) fields.push(`e:${planId}`, curve);
           m.encodedCurves[j] = curve;
           m.encoded[j] = r.encoded;
           m.params[j] = r.params;
@@ -974,7 +1014,11 @@ export class ShardPacer {
    * plans that no longer exist are looked for only when a hash holds more than the reads found
    * ({@link sweepUnknown}), and deleted with a later publish.
    */
-  private beginReload(publisher: ShardPublisher, planList: PlanList): Reload {
+  private beginReload(
+    publisher: ShardPublisher,
+    planList: PlanList,
+    campaigns: readonly CampaignBudgets[],
+  ): Reload {
     const startedAt = this.options.clock.now();
     const reloader =
       this.reloader ??
@@ -1062,10 +1106,31 @@ export class ShardPacer {
         this.sweepUnknown(reloader, stored.state > found.state, stored.forecast > found.forecast, listed);
       }
     });
+    // What the predecessor published in each campaign hash (read after the state: the state is
+    // needed first, to step), so the whole rewrite skips the fields that already hold their value.
+    const fieldsByPlans = new Map<string, string[]>();
+    const fieldsOf = campaigns.map((b) => {
+      const { plans, key } = campaignPlans(b);
+      let fields = fieldsByPlans.get(key);
+      if (fields === undefined) {
+        fields = ['plans'];
+        for (const p of plans) fields.push(`p:${p.planId}`, `e:${p.planId}`);
+        fieldsByPlans.set(key, fields);
+      }
+      return fields;
+    });
+    const published = Promise.all(
+      reloader.hmget(
+        campaigns.map((b) => publisher.keys.campaign(b.campaign.campaignId)),
+        (i) => fieldsOf[i] as string[],
+        PUBLISHED_PART,
+      ),
+    ).then((parts) => parts.flat());
     // Handled here too: a tick that fails at an earlier part never awaits the later ones.
     for (const p of parts) p.catch(() => {});
     rest.catch(() => {});
-    return { parts, rest, startedAt };
+    published.catch(() => {});
+    return { parts, rest, published, startedAt };
   }
 
   /**

@@ -80,27 +80,46 @@ export class StateReloader {
     const { state, forecast } = this.options.keys;
     // Command 2k reads part k from `st`, 2k + 1 from `fc` (same slot: one node, in order).
     const keys: string[] = [];
-    const args: string[] = [];
     const partFields: (readonly string[])[] = [];
     for (let k = 0; k < count; k++) {
       const f = fields.slice(k * size, (k + 1) * size);
-      partFields.push(f);
-      args.push(f.map(bulk).join(''));
+      partFields.push(f, f);
       keys.push(state, forecast);
     }
-    const fieldsOf = (index: number) => partFields[index >> 1] as readonly string[];
-    const command = (key: string, index: number) =>
-      `*${fieldsOf(index).length + 2}\r\n$5\r\nHMGET\r\n${bulk(key)}${args[index >> 1] as string}`;
-    const replies = this.reader.readParts(keys, new TextsVisitor(fieldsOf), 2, command);
-    return replies.map((part) => {
+    return this.hmget(keys, (i) => partFields[i] as readonly string[], 2).map((part) => {
       const texts = part.then(([s, f]) => ({
         state: s as (string | undefined)[],
         forecast: f as (string | undefined)[],
       }));
-      // Handled here too: a caller that stops at a failed part never awaits the later ones.
       texts.catch(() => {});
       return texts;
     });
+  }
+
+  /**
+   * `HMGET key fields…` for every key (its fields by index), in parts of `partSize` keys, in order:
+   * the takeover reads what its predecessor published in each campaign hash this way (a field
+   * that holds what this publish computes is not written again). Rejections as {@link read}'s.
+   */
+  hmget(
+    keys: readonly string[],
+    fieldsOf: (index: number) => readonly string[],
+    partSize: number,
+  ): Promise<(string | undefined)[][]>[] {
+    const args = new Map<readonly string[], string>();
+    const command = (key: string, index: number) => {
+      const fields = fieldsOf(index);
+      let tail = args.get(fields);
+      if (tail === undefined) {
+        tail = fields.map(bulk).join('');
+        args.set(fields, tail);
+      }
+      return `*${fields.length + 2}\r\n$5\r\nHMGET\r\n${bulk(key)}${tail}`;
+    };
+    const parts = this.reader.readParts(keys, new TextsVisitor(fieldsOf), partSize, command);
+    // Handled here too: a caller that stops at a failed part never awaits the later ones.
+    for (const part of parts) part.catch(() => {});
+    return parts;
   }
 
   /** How many fields each hash holds (HLEN), to tell whether fields of unknown plans remain. */
