@@ -293,6 +293,16 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     const budgets = new ShardBudgets({ source: budgetSource, clock: systemClock });
     await budgets.refresh();
     const planDays = await seedSpend(redis as Redis, budgets, now);
+    // The guards' lease calls keep every plan-day's running sums current (docs/spend.md); on a host
+    // slow enough that a minute passes between ticks the seeded sums would age out and the spend
+    // read would fall back to whole hashes. Seeded again, untimed, when the minute changed.
+    let seededMinute = Math.floor(now / 60_000);
+    const keepSumsCurrent = async () => {
+      const at = Date.now();
+      if (Math.floor(at / 60_000) === seededMinute) return;
+      await seedSpend(redis as Redis, budgets, at);
+      seededMinute = Math.floor(at / 60_000);
+    };
     progress(
       `${campaigns} campaigns, ${budgets.campaigns().length} in the cache, ${planDays} plan-days of live spend seeded`,
     );
@@ -351,6 +361,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     const clientCpuMs: number[] = [];
     const commands: number[] = [];
     for (let i = 0; i < ticks; i++) {
+      await keepSumsCurrent();
       const before = await serverStats(redis);
       const cpu = process.cpuUsage();
       const o = await pacer.runTick(tick, who);
@@ -372,6 +383,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     // Takeovers (under Lambda about once a minute per shard: an instance's next invocation runs in
     // another process). The warm follower takes the lease: state reload, every field rewritten.
     const measured = async (p: ShardPacer, as: ReturnType<typeof identity>, what: string) => {
+      await keepSumsCurrent();
       const before = await serverStats(redis);
       const cpu = process.cpuUsage();
       const o = await p.runTick(tick++, as);

@@ -192,6 +192,8 @@ interface PlanMemory {
   /** Loaded from Redis, not yet decoded. */
   loadedState?: string;
   loadedForecast?: string;
+  /** The id of the last plan list that held this plan (see {@link PlanList.id}). */
+  listedIn?: number;
 }
 
 interface CampaignMemory {
@@ -220,6 +222,8 @@ interface PlanAtDay {
 
 /** The tick's work list: distinct plans, and per active campaign the indexes of its plans. */
 interface PlanList {
+  /** Unique per list built (its plans' memories carry it: `listedIn`). */
+  readonly id: number;
   readonly generation: number;
   readonly campaigns: number;
   readonly validUntil: number;
@@ -358,6 +362,8 @@ export class ShardPacer {
   private sweeping: Promise<void> | undefined;
   /** Takeover reloads begun (the latest one's parts adopt what they read). */
   private reloads = 0;
+  /** Plan lists built. */
+  private planLists = 0;
 
   constructor(private readonly options: ShardPacerOptions) {
     this.expiryRefreshMs = options.expiryRefreshMs ?? 3_600_000;
@@ -494,6 +500,10 @@ export class ShardPacer {
         for (let j = 0; j < part.length; j++) spend[from + j] = part[j] as PlanSpendSnapshot;
         const shares = sharing?.budgets(plans.slice(from, to), part, nowMs);
         invalid += this.stepRange(plans, spend, nowMs, shares, results, from, to);
+        // Lets the event loop turn between parts: the reads' commands still queued in this process
+        // go out and their replies come in while the controller steps (parts that are already in
+        // are awaited in microtasks, which would step them all without a turn while Redis idles).
+        if (k + 1 < parts.length) await new Promise<void>((resolve) => setImmediate(resolve));
       }
     } else {
       [claimed, spend, loaded] = await Promise.all([
@@ -747,7 +757,10 @@ export class ShardPacer {
     // Candidates for the dashboard's largest campaign plans: a few times k by daily budget (the
     // reported order uses the budget the controller paced, which region shares may lower).
     const top = topIndexes(list, 4 * TOP_CAMPAIGNS_REPORTED);
+    const id = ++this.planLists;
+    for (const p of list) p.memory.listedIn = id;
     this.planList = {
+      id,
       generation: this.options.budgets.generation,
       campaigns: campaigns.length,
       validUntil,
@@ -1035,27 +1048,24 @@ export class ShardPacer {
       m.writtenState = undefined;
       m.writtenForecast = undefined;
     }
-    const list = planList.list;
-    const listed = new Set<string>();
-    const fields = list.map((p) => {
-      listed.add(p.field);
-      return p.field;
-    });
-    // Plans not stepped this tick: this process's other memories, and the budgets' other plans
-    // (their memory is made only if something is stored for them).
+    const fields = planList.list.map((p) => p.field);
+    // Plans not stepped this tick: this process's other memories, and the plans of the campaigns
+    // not paced (paused: the active ones' are all in the list) that it has no memory of (one is
+    // made only if something is stored for them).
     const restFields: string[] = [];
     const restPlans: (ResolvedPlan | undefined)[] = [];
-    for (const field of this.plans.keys()) {
-      if (listed.has(field)) continue;
-      listed.add(field);
+    for (const [field, m] of this.plans) {
+      if (m.listedIn === planList.id) continue;
       restFields.push(field);
       restPlans.push(undefined);
     }
+    const unpaced = new Set<string>();
     for (const b of this.options.budgets.campaigns()) {
+      if (b.campaign.status === 'active') continue;
       for (const p of plansOfCampaign(b)) {
         const field = planField(p);
-        if (listed.has(field)) continue;
-        listed.add(field);
+        if (this.plans.has(field) || unpaced.has(field)) continue;
+        unpaced.add(field);
         restFields.push(field);
         restPlans.push(p);
       }
@@ -1103,7 +1113,7 @@ export class ShardPacer {
       await Promise.all(parts);
       const stored = await sizes;
       if (stored.state > found.state || stored.forecast > found.forecast) {
-        this.sweepUnknown(reloader, stored.state > found.state, stored.forecast > found.forecast, listed);
+        this.sweepUnknown(reloader, stored.state > found.state, stored.forecast > found.forecast, unpaced);
       }
     });
     // What the predecessor published in each campaign hash (read after the state: the state is
@@ -1137,9 +1147,15 @@ export class ShardPacer {
    * Finds the fields of plans that no longer exist (neither in the budgets nor met by this
    * process), off the tick's path; the next publish deletes them. One sweep at a time.
    */
-  private sweepUnknown(reloader: StateReloader, state: boolean, forecast: boolean, known: Set<string>): void {
+  private sweepUnknown(
+    reloader: StateReloader,
+    state: boolean,
+    forecast: boolean,
+    unpaced: Set<string>,
+  ): void {
     if (this.sweeping) return;
-    const isKnown = (field: string) => known.has(field) || this.plans.has(field);
+    // Every plan of the list, and every plan found stored, has a memory by now.
+    const isKnown = (field: string) => this.plans.has(field) || unpaced.has(field);
     this.sweeping = Promise.all([
       state ? reloader.unknownFields('state', isKnown) : [],
       forecast ? reloader.unknownFields('forecast', isKnown) : [],
