@@ -157,7 +157,7 @@ function budgetItems(accountIds: readonly string[], campaigns: number, now: numb
 }
 
 /** Live spend of every plan-day: initialised hashes with a day of in-flight and lease slots. */
-async function seedSpend(redis: Redis, budgets: ShardBudgets, now: number): Promise<number> {
+async function seedSpend(redis: Redis, budgets: ShardBudgets, now: number): Promise<string[]> {
   const keys = new Set<string>();
   const days = new Map(ZONES.map((z) => [z, dayWindow(now, z).day]));
   for (const b of budgets.campaigns()) {
@@ -191,7 +191,21 @@ async function seedSpend(redis: Redis, budgets: ShardBudgets, now: number): Prom
     }
   }
   await pipeline.exec();
-  return keys.size;
+  return [...keys];
+}
+
+/**
+ * What the guards' lease calls do to the running sums as minutes pass (docs/spend.md): the sums'
+ * first slot `sk` follows the first live slot; the seeded sums hold the live slots, so the
+ * snapshots the spend read folds stay the same.
+ */
+async function moveSums(redis: Redis, keys: readonly string[], now: number): Promise<void> {
+  const kmin = Math.floor((now - 600_000) / 60_000);
+  for (let from = 0; from < keys.length; from += 5_000) {
+    const pipeline = redis.pipeline();
+    for (const key of keys.slice(from, from + 5_000)) pipeline.hset(key, 'sk', kmin);
+    await pipeline.exec();
+  }
 }
 
 /** Microseconds Redis spent executing commands, and commands run, so far (INFO commandstats). */
@@ -292,15 +306,16 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     };
     const budgets = new ShardBudgets({ source: budgetSource, clock: systemClock });
     await budgets.refresh();
-    const planDays = await seedSpend(redis as Redis, budgets, now);
+    const spendKeys = await seedSpend(redis as Redis, budgets, now);
+    const planDays = spendKeys.length;
     // The guards' lease calls keep every plan-day's running sums current (docs/spend.md); on a host
     // slow enough that a minute passes between ticks the seeded sums would age out and the spend
-    // read would fall back to whole hashes. Seeded again, untimed, when the minute changed.
+    // read would fall back to whole hashes. Moved on, untimed, when the minute changed.
     let seededMinute = Math.floor(now / 60_000);
     const keepSumsCurrent = async () => {
       const at = Date.now();
       if (Math.floor(at / 60_000) === seededMinute) return;
-      await seedSpend(redis as Redis, budgets, at);
+      await moveSums(redis as Redis, spendKeys, at);
       seededMinute = Math.floor(at / 60_000);
     };
     progress(
