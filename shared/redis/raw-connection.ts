@@ -56,10 +56,11 @@ export function readTimedOut(what: string): RawReadTimeoutError {
  *   (a bulk read writes megabytes of commands, which leave only as the event loop turns: a process
  *   busy stepping the first replies has not sent the rest, and the node, done with what it got,
  *   is silent for want of commands, not hung);
- * - when a look finds the limit passed, it looks once more after the event loop's next I/O poll
- *   (`setImmediate`): a process that was busy (its own CPU work, a GC pause, a descheduled
- *   container) runs its timers before it reads the bytes already waiting in its sockets and
- *   writes the commands waiting to go, and both count as progress.
+ * - time this process did not run counts for nothing: a look that comes late (its own CPU work, a
+ *   GC pause, a descheduled container held the event loop) moves the clock's start by the delay,
+ *   and a look that finds the limit passed looks once more after the event loop's next I/O poll
+ *   (`setImmediate`): a busy process runs its timers before it reads the bytes already waiting in
+ *   its sockets, and its queued commands leave only over the next turns.
  *
  * One interval timer per watchdog (unreferenced), a few looks per limit; the request path only
  * stamps times.
@@ -69,6 +70,8 @@ export class SilenceWatchdog {
   private outstanding = false;
   private confirming = false;
   private sent = 0;
+  private lastLook = performance.now();
+  private readonly period: number;
   private readonly timer: NodeJS.Timeout;
 
   /**
@@ -82,7 +85,8 @@ export class SilenceWatchdog {
     private readonly expired: (silentMs: number) => void,
     private readonly socket?: net.Socket,
   ) {
-    this.timer = setInterval(() => this.look(), watchdogPeriodMs(silenceMs));
+    this.period = watchdogPeriodMs(silenceMs);
+    this.timer = setInterval(() => this.look(), this.period);
     this.timer.unref();
   }
 
@@ -116,7 +120,12 @@ export class SilenceWatchdog {
   }
 
   private look(): void {
+    const now = performance.now();
+    const late = now - this.lastLook - this.period;
+    this.lastLook = now;
     if (!this.outstanding || this.confirming) return;
+    // This process was not running (a stall longer than a look's period): not the node's silence.
+    if (late > this.period) this.since = Math.min(now, this.since + late);
     const sent = this.sentBytes();
     if (sent !== this.sent) {
       this.sent = sent;
