@@ -526,13 +526,12 @@ export class ShardPacer {
     let publishLagMs: number | undefined;
     let reloadMs: number | undefined;
     const reloaded = claimed.reload !== undefined;
-    let stored: (string | undefined)[][] | undefined;
     if (claimed.reload) {
       // The plans not stepped this tick hold their stored state before any state is encoded.
       await claimed.reload.rest;
-      stored = await claimed.reload.published;
       reloadMs = clock.now() - claimed.reload.startedAt;
     }
+    const reading = claimed.reload?.published;
     if (publishing && fence) {
       await this.options.beforePublish?.();
       const { state, forecast } = this.stateWrites();
@@ -564,11 +563,17 @@ export class ShardPacer {
         fence,
         tick,
         nowMs: clock.now(),
-        // Built while Redis runs the state batches, which the publisher sends first.
-        campaigns: () => {
-          writes = this.campaignWrites(campaigns, planList, results, nowMs, tick, stored);
-          return writes.writes;
-        },
+        // Built while Redis runs the state batches, which the publisher sends first (on a
+        // takeover, once what each hash holds has been read: the read's tail overlaps them too).
+        campaigns: reading
+          ? async () => {
+              writes = this.campaignWrites(campaigns, planList, results, nowMs, tick, await reading);
+              return writes.writes;
+            }
+          : () => {
+              writes = this.campaignWrites(campaigns, planList, results, nowMs, tick);
+              return writes.writes;
+            },
         state: { set: state, del: deletes.state },
         forecast: { set: forecast, del: deletes.forecast },
         budgets: { set: budgetSet, del: fullSnapshot ? [] : changes.removals },
