@@ -108,6 +108,7 @@ function warmState(shard: number): ShardWarmState {
       budgetsFullReloadMs: config.budgetsFullReloadMs,
       parameterRoot,
       cache: { replicationGroupId: cacheGroupId, ...(cacheIamUser ? { iamUserId: cacheIamUser } : {}) },
+      redisSilenceMs: config.redisSilenceMs,
       pacerOptions: {
         logMaxLen: config.auditLogMaxLen,
         ...(pauseBeforePublishMs > 0 ? { beforePublish: () => sleep(pauseBeforePublishMs) } : {}),

@@ -186,6 +186,12 @@ export interface StartRedisOptions {
    * port). @default no report (the restart still happens)
    */
   readonly onEvent?: SupervisionListener;
+  /**
+   * Fault injection for tests: `DEBUG` (e.g. `DEBUG SLEEP 2`, a node busy for 2 s) allowed from
+   * loopback connections (`--enable-debug-command local`). ElastiCache has no `DEBUG`: never set
+   * by the local region. @default false
+   */
+  readonly debugCommand?: boolean;
 }
 
 /**
@@ -256,10 +262,12 @@ export async function startRedis(options: StartRedisOptions = {}): Promise<Runni
   try {
     for (let i = 0; i < count; i++) {
       const port = options.ports?.[i] ?? (await freePort());
-      const extra =
-        mode === 'cluster'
+      const extra = [
+        ...(mode === 'cluster'
           ? ['--cluster-enabled', 'yes', '--cluster-config-file', join(dir, `nodes-${port}.conf`)]
-          : [];
+          : []),
+        ...(options.debugCommand ? ['--enable-debug-command', 'local'] : []),
+      ];
       const node = await spawnServer(port, serverArgs(port, dir, persistent, extra));
       supervise(node);
       nodes.push(node);

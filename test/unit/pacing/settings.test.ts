@@ -23,7 +23,18 @@ describe('pacer configuration', () => {
       ...runtime,
       region: 'us-east-1',
       auditLogMaxLen: 10_000,
+      redisSilenceMs: 5_000,
     });
+  });
+
+  it("takes the raw reads' silence limit from the environment, within the tick", () => {
+    expect(pacerConfigFromEnv({ ...env, PACER_REDIS_SILENCE_MS: '3000' }).redisSilenceMs).toBe(3_000);
+    expect(() => pacerConfigFromEnv({ ...env, PACER_REDIS_SILENCE_MS: '10000' })).toThrow(
+      /PACER_REDIS_SILENCE_MS="10000" is invalid: expected ms from 100 to below the tick \(10000\)/,
+    );
+    expect(() => pacerConfigFromEnv({ ...env, PACER_REDIS_SILENCE_MS: '5s' })).toThrow(
+      /PACER_REDIS_SILENCE_MS/,
+    );
   });
 
   it('names the variable that is missing or wrong', () => {
