@@ -22,7 +22,10 @@ export interface BuildAppOptions {
 }
 
 /** Builds the app; exported for the synth tests and the local IAM layer (local/iam/synth.ts). */
-export function buildApp(app = new App(), options: BuildAppOptions = {}): { app: App; stacks: RegionalStack[] } {
+export function buildApp(
+  app = new App(),
+  options: BuildAppOptions = {},
+): { app: App; stacks: RegionalStack[] } {
   const deployment = deploymentSettings((key) => app.node.tryGetContext(key));
   const stacks = deployment.regions.map(
     (deployed) =>

@@ -59,7 +59,10 @@ function glob(pattern: string, ignoreCase: boolean): RegExp {
   const id = `${ignoreCase ? 'i' : 's'}${pattern}`;
   let re = globCache.get(id);
   if (!re) {
-    const body = pattern.replace(/[.+^${}()|[\]\\]/g, '\\$&').replace(/\*/g, '.*').replace(/\?/g, '.');
+    const body = pattern
+      .replace(/[.+^${}()|[\]\\]/g, '\\$&')
+      .replace(/\*/g, '.*')
+      .replace(/\?/g, '.');
     re = new RegExp(`^${body}$`, ignoreCase ? 'is' : 's');
     if (globCache.size > 10_000) globCache.clear();
     globCache.set(id, re);

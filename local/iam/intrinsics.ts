@@ -175,7 +175,9 @@ export class Scope {
       case 'Fn::FindInMap': {
         const [map, top, second] = (arg as unknown[]).map((v) => this.resolveString(v));
         const hit = this.template.Mappings?.[map as string]?.[top as string]?.[second as string];
-        return hit === undefined ? this.unresolved(`Fn::FindInMap ${map}.${top}.${second}`) : this.resolve(hit);
+        return hit === undefined
+          ? this.unresolved(`Fn::FindInMap ${map}.${top}.${second}`)
+          : this.resolve(hit);
       }
       case 'Fn::GetAZs':
         return ['a', 'b', 'c'].map((z) => `${this.region}${z}`);
@@ -205,7 +207,8 @@ export class Scope {
       if (name.startsWith('!')) return `\${${name.slice(1)}}`;
       if (name in vars) return this.resolveString(vars[name]);
       const dot = name.indexOf('.');
-      if (dot > 0 && !name.startsWith('AWS::')) return this.resolveString(this.getAtt(name.slice(0, dot), name.slice(dot + 1)));
+      if (dot > 0 && !name.startsWith('AWS::'))
+        return this.resolveString(this.getAtt(name.slice(0, dot), name.slice(dot + 1)));
       const r = this.ref(name);
       return typeof r === 'string' ? r : whole;
     });
@@ -314,7 +317,9 @@ export class Scope {
   private bucket(id: string): string {
     const explicit = this.template.Resources?.[id]?.Properties?.BucketName;
     if (explicit !== undefined) return this.resolveString(explicit);
-    return this.options.bucketName(this, id) ?? this.unresolved(`bucket ${id} (no function environment names it)`);
+    return (
+      this.options.bucketName(this, id) ?? this.unresolved(`bucket ${id} (no function environment names it)`)
+    );
   }
 
   /** ARN of a customer managed policy of this template. */

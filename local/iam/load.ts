@@ -63,7 +63,9 @@ export function policyInputsHash(request: LocalPoliciesRequest): string {
     h.update(file.slice(repoRoot.length));
     h.update(readFileSync(file));
   }
-  const cdkLib = JSON.parse(readFileSync(join(repoRoot, 'node_modules/aws-cdk-lib/package.json'), 'utf8')) as {
+  const cdkLib = JSON.parse(
+    readFileSync(join(repoRoot, 'node_modules/aws-cdk-lib/package.json'), 'utf8'),
+  ) as {
     version: string;
   };
   h.update(`aws-cdk-lib@${cdkLib.version}`);
@@ -103,7 +105,12 @@ function synthesizeInChild(request: LocalPoliciesRequest, hash: string, out: str
       { cwd: repoRoot, maxBuffer: 16 * 1024 * 1024, env: { ...process.env, CDK_DISABLE_VERSION_CHECK: '1' } },
       (error, _stdout, stderr) => {
         if (!error) done();
-        else fail(new Error(`local IAM: synthesizing the stack's policies failed: ${stderr.trim() || error.message}`));
+        else
+          fail(
+            new Error(
+              `local IAM: synthesizing the stack's policies failed: ${stderr.trim() || error.message}`,
+            ),
+          );
       },
     );
   });
@@ -127,7 +134,8 @@ export async function loadLocalPolicies(
   const deadline = Date.now() + (options.timeoutMs ?? 300_000);
   while (!tryLock(lock)) {
     if (existsSync(file)) return { set: read(), cached: true, file };
-    if (Date.now() > deadline) throw new Error(`local IAM: timed out waiting for ${lock} (another process synthesizing)`);
+    if (Date.now() > deadline)
+      throw new Error(`local IAM: timed out waiting for ${lock} (another process synthesizing)`);
     await new Promise((r) => setTimeout(r, 200));
   }
   try {

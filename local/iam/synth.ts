@@ -22,8 +22,8 @@ import { join } from 'node:path';
 import { App } from 'aws-cdk-lib';
 import { buildApp } from '../../cdk/app.js';
 import { physicalName, regionResources } from '../../shared/region/resources.js';
-import { LOCAL_ACCOUNT, type LocalPolicySet } from './policy.js';
 import type { CfnTemplate } from './intrinsics.js';
+import { LOCAL_ACCOUNT, type LocalPolicySet } from './policy.js';
 import { extractPrincipals } from './template.js';
 
 /** What the local policies are synthesized for. */
@@ -35,12 +35,17 @@ export interface LocalSynthInput {
 
 /** cdk.json's context. */
 export function cdkJsonContext(repoRoot: string): Record<string, unknown> {
-  const json = JSON.parse(readFileSync(join(repoRoot, 'cdk.json'), 'utf8')) as { context?: Record<string, unknown> };
+  const json = JSON.parse(readFileSync(join(repoRoot, 'cdk.json'), 'utf8')) as {
+    context?: Record<string, unknown>;
+  };
   return json.context ?? {};
 }
 
 /** The CDK context of the local deployment (module comment). */
-export function localSynthContext(base: Readonly<Record<string, unknown>>, input: LocalSynthInput): Record<string, unknown> {
+export function localSynthContext(
+  base: Readonly<Record<string, unknown>>,
+  input: LocalSynthInput,
+): Record<string, unknown> {
   const configured = (base['paceline:regions'] ?? {}) as Record<string, unknown>;
   const entries = Array.isArray(configured) ? {} : configured;
   const regions: Record<string, unknown> = {};
@@ -60,12 +65,18 @@ export function localSynthContext(base: Readonly<Record<string, unknown>>, input
     'aws:cdk:enable-path-metadata': true,
   };
   for (const region of input.regions)
-    context[`availability-zones:account=${LOCAL_ACCOUNT}:region=${region}`] = ['a', 'b', 'c'].map((z) => `${region}${z}`);
+    context[`availability-zones:account=${LOCAL_ACCOUNT}:region=${region}`] = ['a', 'b', 'c'].map(
+      (z) => `${region}${z}`,
+    );
   return context;
 }
 
 /** Synthesizes and extracts (in this process); `hash` is recorded in the result. */
-export function synthesizeLocalPolicies(repoRoot: string, input: LocalSynthInput, hash: string): LocalPolicySet {
+export function synthesizeLocalPolicies(
+  repoRoot: string,
+  input: LocalSynthInput,
+  hash: string,
+): LocalPolicySet {
   const started = performance.now();
   const context = localSynthContext(cdkJsonContext(repoRoot), input);
   const outdir = mkdtempSync(join(tmpdir(), 'paceline-iam-synth-'));
@@ -80,14 +91,17 @@ export function synthesizeLocalPolicies(repoRoot: string, input: LocalSynthInput
         region: s.environment.region,
         template: s.template as CfnTemplate,
       })),
-      readNested: (assetPath) => JSON.parse(readFileSync(join(assembly.directory, assetPath), 'utf8')) as CfnTemplate,
+      readNested: (assetPath) =>
+        JSON.parse(readFileSync(join(assembly.directory, assetPath), 'utf8')) as CfnTemplate,
       functionNames: Object.values(regionResources.functions).map((f) => f.name),
       bucketNamesByEnvVar: Object.fromEntries(
         Object.values(regionResources.buckets).map((b) => [b.envVar, physicalName(b.suffix)]),
       ),
     });
     if (diagnostics.length > 0)
-      throw new Error(`local IAM: the synthesized policies hold values that cannot be resolved locally:\n  ${diagnostics.join('\n  ')}`);
+      throw new Error(
+        `local IAM: the synthesized policies hold values that cannot be resolved locally:\n  ${diagnostics.join('\n  ')}`,
+      );
     return {
       version: 1,
       account: LOCAL_ACCOUNT,

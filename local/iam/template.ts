@@ -16,9 +16,10 @@
  * Every stack of the assembly is walked with its nested stacks; intrinsics are resolved to the
  * local region's ARNs by `intrinsics.ts`.
  */
+
+import { type CfnResource, type CfnTemplate, Scope } from './intrinsics.js';
 import type { AttachedPolicy, ConditionBlock, PrincipalPolicy, Statement } from './policy.js';
 import { AD_SERVER_PRINCIPAL, principalId } from './policy.js';
-import { type CfnResource, type CfnTemplate, Scope } from './intrinsics.js';
 
 /** One top-level stack of the assembly. */
 export interface AssemblyStack {
@@ -140,7 +141,8 @@ function bucketNamer(options: ExtractOptions): (scope: Scope, id: string) => str
   return (scope, id) => {
     for (const r of Object.values(scope.template.Resources ?? {})) {
       if (r.Type !== 'AWS::Lambda::Function') continue;
-      const vars = (r.Properties?.Environment as { Variables?: Record<string, unknown> } | undefined)?.Variables;
+      const vars = (r.Properties?.Environment as { Variables?: Record<string, unknown> } | undefined)
+        ?.Variables;
       for (const [name, value] of Object.entries(vars ?? {})) {
         if ((value as { Ref?: unknown } | null)?.Ref === id && options.bucketNamesByEnvVar[name])
           return options.bucketNamesByEnvVar[name];
@@ -180,19 +182,25 @@ export function extractPrincipals(options: ExtractOptions): Extraction {
   return { principals, diagnostics };
 }
 
-function functionPrincipals(top: Scope, located: readonly Located[], options: ExtractOptions): PrincipalPolicy[] {
+function functionPrincipals(
+  top: Scope,
+  located: readonly Located[],
+  options: ExtractOptions,
+): PrincipalPolicy[] {
   const out: PrincipalPolicy[] = [];
   for (const fn of located.filter((l) => l.resource.Type === 'AWS::Lambda::Function')) {
     const props = fn.resource.Properties ?? {};
     const vars = (props.Environment as { Variables?: Record<string, unknown> } | undefined)?.Variables;
     const service = vars?.POWERTOOLS_SERVICE_NAME;
-    const name = service !== undefined ? fn.scope.resolveString(service) : fn.scope.nameOf(fn.id, 'FunctionName');
+    const name =
+      service !== undefined ? fn.scope.resolveString(service) : fn.scope.nameOf(fn.id, 'FunctionName');
     if (!options.functionNames.includes(name)) continue;
     const roleName = roleNameOf(fn.scope.resolveString(props.Role));
     const role = located.find(
       (l) => l.resource.Type === 'AWS::IAM::Role' && l.scope.nameOf(l.id, 'RoleName') === roleName,
     );
-    if (!role) throw new Error(`${fn.scope.path}/${fn.id} (${name}): its role ${roleName} is not in the template`);
+    if (!role)
+      throw new Error(`${fn.scope.path}/${fn.id} (${name}): its role ${roleName} is not in the template`);
     const functionName = fn.scope.nameOf(fn.id, 'FunctionName');
     const boundaryArn = role.resource.Properties?.PermissionsBoundary;
     out.push({
@@ -204,7 +212,9 @@ function functionPrincipals(top: Scope, located: readonly Located[], options: Ex
       policies: rolePolicies(role, roleName, located),
       ...(boundaryArn === undefined
         ? {}
-        : { boundary: managedPolicy(role.scope.resolveString(boundaryArn), located, `${roleName} boundary`) }),
+        : {
+            boundary: managedPolicy(role.scope.resolveString(boundaryArn), located, `${roleName} boundary`),
+          }),
     });
   }
   return out;
@@ -227,7 +237,8 @@ function rolePolicies(role: Located, roleName: string, located: readonly Located
     const attached =
       (t === 'AWS::IAM::Policy' || t === 'AWS::IAM::ManagedPolicy') &&
       asList(l.scope.resolve(p.Roles)).some((r) => roleNameOf(String(r)) === roleName);
-    const rolePolicy = t === 'AWS::IAM::RolePolicy' && roleNameOf(l.scope.resolveString(p.RoleName)) === roleName;
+    const rolePolicy =
+      t === 'AWS::IAM::RolePolicy' && roleNameOf(l.scope.resolveString(p.RoleName)) === roleName;
     if (!attached && !rolePolicy) continue;
     const source = `${l.scope.path}/${l.id}`;
     out.push({ source, statements: statementsOf(l.scope.resolve(p.PolicyDocument), source) });
@@ -251,7 +262,10 @@ function managedPolicy(arn: string, located: readonly Located[], usedBy: string)
   );
   if (!own) throw new Error(`${usedBy}: managed policy ${arn} is neither in the assembly nor AWS managed`);
   const source = `${own.scope.path}/${own.id}`;
-  return { source, statements: statementsOf(own.scope.resolve(own.resource.Properties?.PolicyDocument), source) };
+  return {
+    source,
+    statements: statementsOf(own.scope.resolve(own.resource.Properties?.PolicyDocument), source),
+  };
 }
 
 function adServerPrincipal(top: Scope, located: readonly Located[]): PrincipalPolicy {
@@ -259,7 +273,10 @@ function adServerPrincipal(top: Scope, located: readonly Located[]): PrincipalPo
     if (l.resource.Type !== 'AWS::IAM::ManagedPolicy') return false;
     const path = String(l.resource.Metadata?.['aws:cdk:path'] ?? '');
     const name = l.resource.Properties?.ManagedPolicyName;
-    return path.includes('/AdServerAccess/') || (name !== undefined && l.scope.resolveString(name).includes('ad-server'));
+    return (
+      path.includes('/AdServerAccess/') ||
+      (name !== undefined && l.scope.resolveString(name).includes('ad-server'))
+    );
   });
   if (candidates.length !== 1)
     throw new Error(
@@ -274,7 +291,10 @@ function adServerPrincipal(top: Scope, located: readonly Located[]): PrincipalPo
     name: AD_SERVER_PRINCIPAL,
     arn: `arn:aws:sts::${top.account}:assumed-role/paceline-ad-server-fleet/${AD_SERVER_PRINCIPAL}`,
     policies: [
-      { source, statements: statementsOf(policy.scope.resolve(policy.resource.Properties?.PolicyDocument), source) },
+      {
+        source,
+        statements: statementsOf(policy.scope.resolve(policy.resource.Properties?.PolicyDocument), source),
+      },
     ],
   };
 }

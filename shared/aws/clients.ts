@@ -16,9 +16,22 @@ import { NodeHttpHandler } from '@smithy/node-http-handler';
 
 type Env = Readonly<Record<string, string | undefined>>;
 
+/** Static credentials (the local runtime's per-principal access keys). */
+export interface StaticCredentials {
+  readonly accessKeyId: string;
+  readonly secretAccessKey: string;
+  readonly sessionToken?: string;
+}
+
 /** Where each service lives; `undefined` means the AWS default endpoint of `region`. */
 export interface AwsEndpoints {
   readonly region: string;
+  /**
+   * Credentials for the given endpoints (local emulators only: without an endpoint the SDK's
+   * default chain is used). Locally each access key names a principal whose synthesized IAM
+   * policy the endpoints enforce (docs/local-region.md, "IAM"). @default the operator's key, `local`
+   */
+  readonly credentials?: StaticCredentials;
   readonly dynamodb?: string;
   readonly kinesis?: string;
   readonly ssm?: string;
@@ -27,11 +40,28 @@ export interface AwsEndpoints {
   readonly elasticache?: string;
 }
 
-/** Reads the region and service endpoints from the standard SDK variables. */
+/** `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` (/ `AWS_SESSION_TOKEN`), when both are set. */
+export function credentialsFromEnv(env: Env = process.env): StaticCredentials | undefined {
+  const accessKeyId = env.AWS_ACCESS_KEY_ID;
+  const secretAccessKey = env.AWS_SECRET_ACCESS_KEY;
+  if (!accessKeyId || !secretAccessKey) return undefined;
+  return {
+    accessKeyId,
+    secretAccessKey,
+    ...(env.AWS_SESSION_TOKEN ? { sessionToken: env.AWS_SESSION_TOKEN } : {}),
+  };
+}
+
+/**
+ * Reads the region and service endpoints from the standard SDK variables, and the credentials
+ * local endpoints are called with (`AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY`).
+ */
 export function endpointsFromEnv(env: Env = process.env): AwsEndpoints {
   const region = env.AWS_REGION ?? env.AWS_DEFAULT_REGION ?? env.PACELINE_REGION ?? 'us-east-1';
+  const credentials = credentialsFromEnv(env);
   return {
     region,
+    ...(credentials ? { credentials } : {}),
     dynamodb: env.AWS_ENDPOINT_URL_DYNAMODB || undefined,
     kinesis: env.AWS_ENDPOINT_URL_KINESIS || undefined,
     ssm: env.AWS_ENDPOINT_URL_SSM || undefined,
@@ -78,8 +108,16 @@ function http1Handler(timeouts: ClientTimeouts = {}): NodeHttpHandler {
   });
 }
 
-/** Emulators accept any credentials; give them fixed ones so no credential chain is searched. */
-const localCredentials = { accessKeyId: 'local', secretAccessKey: 'local' };
+/**
+ * The operator's local key: what a client of a local endpoint uses unless its endpoints carry
+ * credentials (no credential chain is searched locally).
+ */
+const operatorCredentials = { accessKeyId: 'local', secretAccessKey: 'local' };
+
+/** The credentials for local endpoints. */
+function localCredentials(endpoints: AwsEndpoints): StaticCredentials {
+  return endpoints.credentials ?? operatorCredentials;
+}
 
 /** A DynamoDB client for `endpoints`. */
 export function dynamoDbClient(
@@ -90,7 +128,7 @@ export function dynamoDbClient(
     region: endpoints.region,
     requestHandler: http1Handler(timeouts),
     ...(timeouts.maxAttempts ? { maxAttempts: timeouts.maxAttempts } : {}),
-    ...(endpoints.dynamodb ? { endpoint: endpoints.dynamodb, credentials: localCredentials } : {}),
+    ...(endpoints.dynamodb ? { endpoint: endpoints.dynamodb, credentials: localCredentials(endpoints) } : {}),
   });
 }
 
@@ -99,7 +137,7 @@ export function kinesisClient(endpoints: AwsEndpoints = endpointsFromEnv()): Kin
   return new KinesisClient({
     region: endpoints.region,
     requestHandler: http1Handler(),
-    ...(endpoints.kinesis ? { endpoint: endpoints.kinesis, credentials: localCredentials } : {}),
+    ...(endpoints.kinesis ? { endpoint: endpoints.kinesis, credentials: localCredentials(endpoints) } : {}),
   });
 }
 
@@ -112,7 +150,7 @@ export function ssmClient(
     region: endpoints.region,
     requestHandler: http1Handler(timeouts),
     ...(timeouts.maxAttempts ? { maxAttempts: timeouts.maxAttempts } : {}),
-    ...(endpoints.ssm ? { endpoint: endpoints.ssm, credentials: localCredentials } : {}),
+    ...(endpoints.ssm ? { endpoint: endpoints.ssm, credentials: localCredentials(endpoints) } : {}),
   });
 }
 
@@ -121,7 +159,9 @@ export function s3Client(endpoints: AwsEndpoints = endpointsFromEnv()): S3Client
   return new S3Client({
     region: endpoints.region,
     requestHandler: http1Handler(),
-    ...(endpoints.s3 ? { endpoint: endpoints.s3, forcePathStyle: true, credentials: localCredentials } : {}),
+    ...(endpoints.s3
+      ? { endpoint: endpoints.s3, forcePathStyle: true, credentials: localCredentials(endpoints) }
+      : {}),
   });
 }
 
@@ -130,7 +170,7 @@ export function sqsClient(endpoints: AwsEndpoints = endpointsFromEnv()): SQSClie
   return new SQSClient({
     region: endpoints.region,
     requestHandler: http1Handler(),
-    ...(endpoints.sqs ? { endpoint: endpoints.sqs, credentials: localCredentials } : {}),
+    ...(endpoints.sqs ? { endpoint: endpoints.sqs, credentials: localCredentials(endpoints) } : {}),
   });
 }
 
@@ -143,7 +183,9 @@ export function elastiCacheClient(
     region: endpoints.region,
     requestHandler: http1Handler(timeouts),
     ...(timeouts.maxAttempts ? { maxAttempts: timeouts.maxAttempts } : {}),
-    ...(endpoints.elasticache ? { endpoint: endpoints.elasticache, credentials: localCredentials } : {}),
+    ...(endpoints.elasticache
+      ? { endpoint: endpoints.elasticache, credentials: localCredentials(endpoints) }
+      : {}),
   });
 }
 
@@ -179,8 +221,11 @@ export function peerEndpointsFromEnv(self: string, env: Env = process.env): AwsE
       );
     }
   }
+  const credentials = credentialsFromEnv(env);
   return regions.map((region) => ({
     region,
+    // The caller's own credentials: a peer region's endpoints check the same principal.
+    ...(credentials ? { credentials } : {}),
     ...(local[region]?.ssm ? { ssm: local[region].ssm } : {}),
     ...(local[region]?.elasticache ? { elasticache: local[region].elasticache } : {}),
   }));

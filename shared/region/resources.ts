@@ -650,9 +650,10 @@ export function onFailureQueueName(functionName: string): string {
 /**
  * Replication group id of the region's cache (the same in every region: ids are regional). Peer
  * pacers find a region's cache endpoint with ElastiCache `DescribeReplicationGroups` on this id
- * (docs/pacing.md, "Many regions"); the stack names its replication group with it.
+ * (docs/pacing.md, "Many regions"): the id the stack names its replication group with and grants
+ * DescribeReplicationGroups on ({@link cacheIdentity}).
  */
-export const cacheReplicationGroupId = 'paceline-cache';
+export const cacheReplicationGroupId: string = cacheIdentity.replicationGroupId;
 
 /** SSM path prefix of a region's parameters, e.g. `/paceline/us-east-1/`. */
 export function parameterPrefix(region: string): string {
