@@ -9,8 +9,9 @@
  * Per request: frequency-cap check → pacing read → budget guard → bid → the exchange's win or
  * loss notice (simulated here: it calls the nurl/lurl with ${AUCTION_PRICE} substituted) →
  * events (the notice's spend event, an impression for a win). The last line printed is a JSON
- * summary. Without --campaign, a demo account, campaign and $1,000/day plan are created first
- * if missing.
+ * summary. The campaign (default `example-campaign`) must exist: an ad server only reads budgets
+ * (its access policy has no write to the budgets table), so the operator creates it — the command
+ * lines are printed when it is missing.
  */
 import { parseArgs } from 'node:util';
 import {
@@ -19,7 +20,6 @@ import {
   type CapCandidate,
   configFromEnv,
   createPacelineClient,
-  type PacelineClient,
 } from 'paceline/client';
 
 const { values } = parseArgs({
@@ -37,31 +37,15 @@ if (values.help) {
 }
 const requests = Number(values.requests);
 
-/** Creates the demo account, campaign and plan unless they exist. */
-async function ensureDemoCampaign(client: PacelineClient): Promise<string> {
-  const campaignId = 'example-campaign';
-  if (await client.budgets.getCampaignBudgets(campaignId)) return campaignId;
-  await client.budgets.putAccount({
-    accountId: 'example-account',
-    name: 'Example advertiser',
-    timeZone: 'America/New_York',
-    currency: 'USD',
-  });
-  await client.budgets.putCampaign({
-    campaignId,
-    accountId: 'example-account',
-    name: 'Example campaign',
-    status: 'active',
-  });
-  await client.budgets.putPlan({
-    level: 'campaign',
-    accountId: 'example-account',
-    campaignId,
-    dailyBudgetMicros: 1_000_000_000, // $1,000 a day
-    pacingMode: 'even',
-  });
-  return campaignId;
-}
+/** How the operator creates the demo campaign (an ad server's role cannot write budgets). */
+const demoCampaignSetup = [
+  'npm run budgets -- account put --id example-account --name "Example advertiser" --tz America/New_York',
+  'npm run budgets -- campaign put --id example-campaign --account example-account --name "Example campaign"',
+  'npm run budgets -- plan put --level campaign --account example-account --campaign example-campaign --daily-budget 1000 --pacing even',
+];
+
+/** The campaign to bid for does not exist (exit 2 with how to create it). */
+class MissingCampaignError extends Error {}
 
 // 1. One client per process, from the region's environment.
 const client = await createPacelineClient(
@@ -69,10 +53,15 @@ const client = await createPacelineClient(
 );
 const summary = { requests: 0, capped: 0, bids: 0, noBid: {} as Record<string, number>, wins: 0, losses: 0 };
 try {
-  const campaignId = values.campaign ?? (await ensureDemoCampaign(client));
+  const campaignId = values.campaign ?? 'example-campaign';
   // 2. Track the campaigns this server bids for: budgets loaded, floats leased, pacing read.
   const { unknown } = await client.track([campaignId]);
-  if (unknown.length > 0) throw new Error(`Campaign ${campaignId} is not in the budgets table.`);
+  if (unknown.length > 0) {
+    const setup = values.campaign ? [] : ['Create the demo campaign as the operator:', ...demoCampaignSetup];
+    throw new MissingCampaignError(
+      [`Campaign ${campaignId} is not in the budgets table.`, ...setup].join('\n  '),
+    );
+  }
 
   for (let i = 0; i < requests; i++) {
     summary.requests++;
@@ -123,6 +112,10 @@ try {
   // 7. Events are batched in the background; flush before exiting.
   await client.flush();
   console.log(JSON.stringify({ ...summary, campaignId, metrics: client.metrics() }));
+} catch (error) {
+  if (!(error instanceof MissingCampaignError)) throw error;
+  console.error(error.message);
+  process.exitCode = 2;
 } finally {
   await client.close();
 }
