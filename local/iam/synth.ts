@@ -10,7 +10,9 @@
  * - the local pacer layout (`paceline:pacerShards`, `paceline:pacerInstancesPerShard`): the
  *   pacer's policy names one leader-override parameter per shard,
  * - availability zones for each region (no lookup), no asset bundling
- *   (`aws:cdk:bundling-stacks` = []), construct paths in the metadata, and no validation plugin
+ *   (`aws:cdk:bundling-stacks` = []), construct paths and asset paths in the metadata (the
+ *   ad-server policy is found by its path, a nested stack's template by its asset path), and no
+ *   validation plugin
  *   (cdk-nag runs in `npm run synth`; here it would cost ~20 s).
  *
  * Runs in its own process (`synth-main.ts`), started by `load.ts` on a cache miss: the CDK is
@@ -63,6 +65,8 @@ export function localSynthContext(
     'paceline:pacerInstancesPerShard': input.pacer.instancesPerShard,
     'aws:cdk:bundling-stacks': [],
     'aws:cdk:enable-path-metadata': true,
+    // Nested stacks then name their template file (`aws:asset:path`).
+    'aws:cdk:enable-asset-metadata': true,
   };
   for (const region of input.regions)
     context[`availability-zones:account=${LOCAL_ACCOUNT}:region=${region}`] = ['a', 'b', 'c'].map(
