@@ -344,6 +344,10 @@ export async function startRuntime(options: RuntimeOptions): Promise<RegionRunti
       : await localIam(options.regions, description, {
           ...(options.iam?.edit ? { edit: options.iam.edit } : {}),
           onRefusal: (r) => alert(formatRefusal(r)),
+          onSynthesize: (regions) =>
+            (options.log ?? (() => {}))(
+              `IAM: synthesizing the stack's policies for ${regions.join(', ')} (once after a change to the stack; cached in .paceline/iam)…`,
+            ),
         });
   const supervision = new Map<string, SupervisionEvent[]>();
   const regions = await Promise.allSettled(

@@ -44,16 +44,21 @@ import {
 import { type RunningSsm, startSsmServer } from './emulators/ssm-server.js';
 import type { SupervisionListener } from './emulators/supervision.js';
 import type { GlobalTablesStandIn } from './global-tables.js';
-import { LocalIam, type LocalIamOptions } from './iam/gate.js';
-import { loadLocalPolicies } from './iam/load.js';
+import type { LocalIam } from './iam/gate.js';
 import {
   AD_SERVER_PRINCIPAL,
   accessKeyFor,
   LOCAL_SECRET_ACCESS_KEY,
-  type LocalPolicySet,
   principalCredentials,
 } from './iam/policy.js';
 import type { GatedService } from './iam/requests.js';
+import {
+  credentialsEnv,
+  gateOption,
+  type LocalRegionIamOptions,
+  regionIam,
+  s3AccessKeys,
+} from './iam/setup.js';
 
 /** Fixed ports of a region's emulators (stable endpoints across restarts). */
 export interface RegionPorts {
@@ -134,29 +139,7 @@ export interface LocalRegionOptions {
   readonly iam?: 'off' | LocalIam | LocalRegionIamOptions;
 }
 
-/** How a region loads its own IAM layer. */
-export interface LocalRegionIamOptions extends LocalIamOptions {
-  /** Every region of the deployment (peer ARNs in the pacer's policy). @default [this region] */
-  readonly regions?: readonly string[];
-  /** Changes the synthesized set before it is enforced (tests: a grant removed). @default none */
-  readonly edit?: (set: LocalPolicySet) => LocalPolicySet;
-}
-
-/**
- * The IAM layer of a set of local regions: the policies synthesized for them (cached), enforced
- * by one {@link LocalIam} the regions share.
- */
-export async function localIam(
-  regions: readonly string[],
-  description: RegionDescription,
-  options: Omit<LocalRegionIamOptions, 'regions'> = {},
-): Promise<LocalIam> {
-  const { shards, instancesPerShard } = description.settings.pacer;
-  const { set, cached, file } = await loadLocalPolicies({ regions, pacer: { shards, instancesPerShard } });
-  const iam = new LocalIam(options.edit ? options.edit(set) : set, options);
-  iam.origin = { file, cached };
-  return iam;
-}
+export { type LocalRegionIamOptions, localIam } from './iam/setup.js';
 
 /** The description a local region uses unless told otherwise (4 pacer shards instead of 24). */
 export function localDescription(): RegionDescription {
@@ -228,20 +211,8 @@ export async function startLocalRegion(options: LocalRegionOptions = {}): Promis
   try {
     // The missing prerequisite is the more fundamental fault: report it before any port clash.
     if (!redisServerAvailable()) throw new RedisServerMissingError();
-    const iam =
-      options.iam === 'off'
-        ? undefined
-        : options.iam instanceof LocalIam
-          ? options.iam
-          : await localIam(options.iam?.regions ?? [region], description, options.iam ?? {});
-    const guard = (service: GatedService) =>
-      iam ? { guard: (server: import('node:http').Server) => iam.guard(server, service, region) } : {};
-    // Every principal of this region's description has a key s3rver accepts (iam on or off).
-    const principalKeys = [
-      ...Object.values(description.functions).map((f) => accessKeyFor(region, f.name)),
-      accessKeyFor(region, AD_SERVER_PRINCIPAL),
-      ...(iam?.policies.principals.map((p) => accessKeyFor(p.region, p.name)) ?? []),
-    ];
+    const iam = await regionIam(options.iam, region, description);
+    const guard = (service: GatedService) => gateOption(iam, service, region);
     // A fixed port someone else holds must fail here, clearly: redis-server would exit and the
     // other server would answer our PING.
     if (ports)
@@ -270,7 +241,11 @@ export async function startLocalRegion(options: LocalRegionOptions = {}): Promis
         ...(onEvent ? { onEvent } : {}),
         ...guard('ssm'),
       }),
-      startS3({ ...common(ports?.s3, at('s3')), accessKeys: principalKeys, ...guard('s3') }),
+      startS3({
+        ...common(ports?.s3, at('s3')),
+        accessKeys: s3AccessKeys(region, description, iam),
+        ...guard('s3'),
+      }),
       startElastiCacheServer({
         region,
         redis,
@@ -352,10 +327,6 @@ export async function startLocalRegion(options: LocalRegionOptions = {}): Promis
     await Promise.all(started.map((s) => s.stop().catch(() => {})));
     throw error;
   }
-}
-
-function credentialsEnv(c: { accessKeyId: string; secretAccessKey: string }): Record<string, string> {
-  return { AWS_ACCESS_KEY_ID: c.accessKeyId, AWS_SECRET_ACCESS_KEY: c.secretAccessKey };
 }
 
 function withoutClientCredentials(env: Readonly<Record<string, string>>): Record<string, string> {

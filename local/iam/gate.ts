@@ -90,11 +90,6 @@ export class LocalIam {
     return this.byKey.get(accessKeyId);
   }
 
-  /** Whether `accessKeyId` is known (a principal or the operator). */
-  knows(accessKeyId: string): boolean {
-    return accessKeyId === ADMIN_ACCESS_KEY_ID || this.byKey.has(accessKeyId);
-  }
-
   /** Evaluates one check for a principal calling an endpoint of `region`. */
   decide(principal: PrincipalPolicy, check: Check, region: string): Decision {
     const id = `${principal.id}|${region}|${check.action}|${check.resource}`;

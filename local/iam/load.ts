@@ -69,7 +69,8 @@ export function policyInputsHash(request: LocalPoliciesRequest): string {
     version: string;
   };
   h.update(`aws-cdk-lib@${cdkLib.version}`);
-  h.update(JSON.stringify({ regions: request.regions, pacer: request.pacer }));
+  const { shards, instancesPerShard } = request.pacer;
+  h.update(JSON.stringify({ regions: request.regions, pacer: { shards, instancesPerShard } }));
   return h.digest('hex').slice(0, 20);
 }
 
@@ -122,7 +123,11 @@ function synthesizeInChild(request: LocalPoliciesRequest, hash: string, out: str
  */
 export async function loadLocalPolicies(
   request: LocalPoliciesRequest,
-  options: { readonly timeoutMs?: number } = {},
+  options: {
+    readonly timeoutMs?: number;
+    /** Called before this process synthesizes (a miss: seconds). @default none */
+    readonly onSynthesize?: () => void;
+  } = {},
 ): Promise<LoadedPolicies> {
   const hash = policyInputsHash(request);
   const dir = policyCacheDir();
@@ -140,6 +145,7 @@ export async function loadLocalPolicies(
   }
   try {
     if (existsSync(file)) return { set: read(), cached: true, file };
+    options.onSynthesize?.();
     await synthesizeInChild(request, hash, file);
     return { set: read(), cached: false, file };
   } finally {
