@@ -21,8 +21,10 @@ import {
   PutRecordsCommand,
 } from '@aws-sdk/client-kinesis';
 import { GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
+import { CreateQueueCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
 import { GetParameterCommand, GetParametersByPathCommand } from '@aws-sdk/client-ssm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startSqsServer } from '../../../local/emulators/sqs-server.js';
 import { LOCAL_ACCOUNT_ID } from '../../../local/esm/lambda-shapes.js';
 import { principalCredentials } from '../../../local/iam/policy.js';
 import { type LocalRegion, startLocalRegion } from '../../../local/region.js';
@@ -32,10 +34,12 @@ import {
   elastiCacheClient,
   kinesisClient,
   s3Client,
+  sqsClient,
   ssmClient,
 } from '../../../shared/aws/clients.js';
 import {
   cacheReplicationGroupId,
+  onFailureQueueName,
   pacerShardsPath,
   parameterPrefix,
 } from '../../../shared/region/resources.js';
@@ -235,6 +239,53 @@ describe('the local IAM gate (real SDK clients, real emulators)', () => {
     const error = await failure(describe(as('track-spend')));
     expect(error.name).toBe('AccessDenied');
     expect(error.$metadata?.httpStatusCode).toBe(403);
+  });
+
+  it('gates the local SQS endpoint too: a function sends only to its own on-failure queue', async () => {
+    const sqs = await startSqsServer({ guard: (server) => region.iam?.guard(server, 'sqs', region.region) });
+    try {
+      const endpoints = (principal: string) => ({ ...as(principal), sqs: sqs.url });
+      const operator = sqsClient({ ...region.endpoints, sqs: sqs.url });
+      const own = await operator.send(
+        new CreateQueueCommand({ QueueName: onFailureQueueName('track-spend') }),
+      );
+      const other = await operator.send(
+        new CreateQueueCommand({ QueueName: onFailureQueueName('ingest-actions') }),
+      );
+      const track = sqsClient(endpoints('track-spend'));
+      await track.send(new SendMessageCommand({ QueueUrl: own.QueueUrl, MessageBody: '{}' }));
+      const error = await failure(
+        track.send(new SendMessageCommand({ QueueUrl: other.QueueUrl, MessageBody: '{}' })),
+      );
+      expect(error.name).toMatch(/^AccessDenied/);
+      expect(error.message).toContain(
+        `sqs:SendMessage on resource: arn:aws:sqs:us-east-1:${LOCAL_ACCOUNT_ID}:${onFailureQueueName('ingest-actions')}`,
+      );
+      for (const c of [operator, track]) c.destroy();
+    } finally {
+      await sqs.stop();
+    }
+  });
+
+  it('lets every call through with the layer off (npm start -- --iam off)', async () => {
+    const off = await startLocalRegion({ region: 'us-east-1', iam: 'off' });
+    try {
+      expect(off.iam).toBeUndefined();
+      const ingest = dynamoDbClient({
+        ...off.endpoints,
+        credentials: principalCredentials('us-east-1', 'ingest-actions'),
+      });
+      await ingest.send(
+        new PutItemCommand({
+          TableName: off.tableName('budgets'),
+          Item: { pk: { S: 'off-probe' }, sk: { S: 'x' } },
+        }),
+      );
+      expect(await itemExists(off.dynamodb, off.tableName('budgets'), 'off-probe')).toBe(true);
+      ingest.destroy();
+    } finally {
+      await off.stop();
+    }
   });
 
   it('refuses an access key no principal has, as AWS refuses an unknown key', async () => {
