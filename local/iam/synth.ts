@@ -9,6 +9,7 @@
  *   first,
  * - the local pacer layout (`paceline:pacerShards`, `paceline:pacerInstancesPerShard`): the
  *   pacer's policy names one leader-override parameter per shard,
+ * - the default stage (no `paceline:stage`): local resources have the default names,
  * - availability zones for each region (no lookup), no asset bundling
  *   (`aws:cdk:bundling-stacks` = []), construct paths and asset paths in the metadata (the
  *   ad-server policy is found by its path, a nested stack's template by its asset path), and no
