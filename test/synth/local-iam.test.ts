@@ -187,7 +187,10 @@ describe('policies extracted from the synthesized stacks', () => {
 describe('local synthesis context', () => {
   it('synthesizes the local regions in the local account, keeping cdk.json’s entries', () => {
     const base = cdkJsonContext(repoRoot);
-    const ctx = localSynthContext(base, { regions: ['us-west-2', 'eu-west-1'], pacer });
+    const ctx = localSynthContext(
+      { ...base, 'paceline:stage': 'staging' },
+      { regions: ['us-west-2', 'eu-west-1'], pacer },
+    );
     const configured = base['paceline:regions'] as Record<string, unknown>;
     expect(ctx['paceline:account']).toBe(account);
     expect(ctx['paceline:regions']).toEqual({
@@ -203,6 +206,8 @@ describe('local synthesis context', () => {
       'eu-west-1c',
     ]);
     expect(ctx['aws:cdk:bundling-stacks']).toEqual([]);
+    // Local resources have the default stage's names, whatever stage cdk.json deploys.
+    expect('paceline:stage' in ctx).toBe(false);
   });
 });
 
