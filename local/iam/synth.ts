@@ -73,6 +73,9 @@ export function localSynthContext(
     context[`availability-zones:account=${LOCAL_ACCOUNT}:region=${region}`] = ['a', 'b', 'c'].map(
       (z) => `${region}${z}`,
     );
+  // The local runtime names its resources with the default stage (shared/region/resources.ts
+  // physicalName): a deployment stage in cdk.json must not rename them in the local policies.
+  delete context['paceline:stage'];
   return context;
 }
 
