@@ -20,7 +20,12 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { type LocalRegionsFile, localRegionsFile, STATE_DIR_ENV } from '../cli/paceline/target.js';
-import { quietSdkNodeWarning, REGION_ENDPOINTS_ENV, REGIONS_ENV } from '../shared/aws/clients.js';
+import {
+  kinesisClient,
+  quietSdkNodeWarning,
+  REGION_ENDPOINTS_ENV,
+  REGIONS_ENV,
+} from '../shared/aws/clients.js';
 import {
   defaultRegions,
   type FunctionKey,
@@ -49,8 +54,10 @@ import { type CheckpointStore, FileCheckpointStore } from './esm/checkpoints.js'
 import { LocalOnFailureDestination } from './esm/on-failure.js';
 import { KinesisPoller } from './esm/poller.js';
 import { GlobalTablesStandIn } from './global-tables.js';
+import type { LocalIam, Refusal } from './iam/gate.js';
+import { type LocalPolicySet, principalCredentials } from './iam/policy.js';
 import { type ConsoleLogMode, formatInvocation, InstanceLogs } from './logs.js';
-import { DEFAULT_BASE_PORT, type LocalRegion, regionPorts, startLocalRegion } from './region.js';
+import { DEFAULT_BASE_PORT, type LocalRegion, localIam, regionPorts, startLocalRegion } from './region.js';
 import {
   SCHEDULE_TIMING_MODES,
   Scheduler,
@@ -140,6 +147,13 @@ export interface RuntimeOptions {
   readonly alert?: (line: string) => void;
   /** Replication lag of the global tables between the local regions, ms. @default 500 */
   readonly replicationLagMs?: number;
+  /**
+   * The local IAM layer: every call a function or the ad-server client makes is checked against
+   * the policy the stack synthesizes for it (docs/local-region.md, "IAM"); refusals are logged.
+   * `'off'` lets every call through (`npm start -- --iam off`). `edit` changes the synthesized
+   * policies before they are enforced (tests: a grant removed). @default on
+   */
+  readonly iam?: 'off' | { readonly edit?: (set: LocalPolicySet) => LocalPolicySet };
 }
 
 /** The description a runtime provisions and runs, from its options. */
@@ -192,6 +206,7 @@ async function startRegionRuntime(
     dataDir === undefined ? undefined : new FileCheckpointStore(join(dataDir, 'checkpoints', `${fn}.json`));
   const invokers = new Map<FunctionKey, ProcessInvoker>();
   const pollers = new Map<FunctionKey, KinesisPoller>();
+  const readers: { destroy(): void }[] = [];
   const onFailure = new Map<FunctionKey, LocalOnFailureDestination>();
   const targets: ScheduleTarget[] = [];
   const handlerModules = new Map<FunctionKey, string>();
@@ -232,10 +247,16 @@ async function startRegionRuntime(
           file: join(stateDir, name, 'on-failure', `${spec.name}.jsonl`),
         });
         onFailure.set(key, destination);
+        // Lambda reads the stream with the function's execution role: so does the local poller.
+        const streamReader = kinesisClient({
+          ...region.endpoints,
+          credentials: principalCredentials(name, spec.name),
+        });
+        readers.push(streamReader);
         pollers.set(
           key,
           new KinesisPoller({
-            kinesis: region.kinesis,
+            kinesis: streamReader,
             streamName: region.streamName(spec.source.stream),
             source: spec.source,
             invoker,
@@ -296,11 +317,13 @@ async function startRegionRuntime(
           ...[...pollers.values()].map((p) => p.stop()),
           ...[...invokers.values()].map((i) => i.close()),
         ]);
+        for (const r of readers) r.destroy();
         await logs?.close();
         await region.stop();
       },
     };
   } catch (error) {
+    for (const r of readers) r.destroy();
     await Promise.all([...invokers.values()].map((i) => i.close()));
     await logs?.close();
     await region.stop();
@@ -346,6 +369,18 @@ export async function startRuntime(options: RuntimeOptions): Promise<RegionRunti
       ? new GlobalTablesStandIn({ lagMs: options.replicationLagMs ?? 500 })
       : undefined;
   const alert = options.alert ?? options.log ?? (() => {});
+  // One IAM layer for every region: a pacer calls its peers' endpoints with its own key.
+  const iam: LocalIam | 'off' =
+    options.iam === 'off'
+      ? 'off'
+      : await localIam(options.regions, description, {
+          ...(options.iam?.edit ? { edit: options.iam.edit } : {}),
+          onRefusal: (r) => alert(formatRefusal(r)),
+          onSynthesize: (regions) =>
+            (options.log ?? (() => {}))(
+              `IAM: synthesizing the stack's policies for ${regions.join(', ')} (once after a change to the stack; cached in .paceline/iam)…`,
+            ),
+        });
   const supervision = new Map<string, SupervisionEvent[]>();
   const regions = await Promise.allSettled(
     options.regions.map((r, index) => {
@@ -356,6 +391,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<RegionRunti
         region: r,
         redisMode: options.redisMode,
         description,
+        iam,
         ...(link ? { globalTables: link } : {}),
         ...(options.basePort ? { ports: regionPorts(options.basePort, index, options.redisMode) } : {}),
         ...(dataDir === undefined ? {} : { dataDir }),
@@ -401,6 +437,20 @@ export async function startRuntime(options: RuntimeOptions): Promise<RegionRunti
       if (--running === 0) await link.stop();
     },
   }));
+}
+
+function describeIam(iam: LocalIam | undefined): string {
+  if (!iam) return 'off (--iam off): every call is let through';
+  const s = iam.policies.synthesis;
+  const from = iam.origin?.cached
+    ? `cached from a synthesis of ${(s.synthMs / 1000).toFixed(1)} s`
+    : `synthesized now in ${(s.synthMs / 1000).toFixed(1)} s`;
+  return `enforced: each function and the ad-server client (PACELINE_CLIENT_ACCESS_KEY_ID) is held to its synthesized policy (${from}, ${s.regions.join(', ')}); AWS_ACCESS_KEY_ID=local is the unchecked operator`;
+}
+
+/** One console line for a call the local IAM layer refused. */
+export function formatRefusal(r: Refusal): string {
+  return `[${r.region}] IAM refused ${r.principal}: ${r.action} on ${r.resource} (${r.service})`;
 }
 
 /** The banner: every endpoint a developer or a client needs. */
@@ -462,6 +512,7 @@ export function describeRuntime(runtimes: readonly RegionRuntime[]): string {
       const pids = rt.invokers.get(key)?.pids ?? [];
       if (pids.length > 0) lines.push(`      instances: pid ${pids.join(', ')}`);
     }
+    lines.push(`  IAM:      ${describeIam(r.iam)}`);
     lines.push(
       `  Client env: ${Object.entries(r.clientEnv)
         .map(([k, v]) => `${k}=${v}`)
@@ -500,6 +551,7 @@ function parseCli(argv: readonly string[]): CliOptions {
       'state-dir': { type: 'string' },
       'dashboard-port': { type: 'string' },
       scheduler: { type: 'string' },
+      iam: { type: 'string' },
       help: { type: 'boolean' },
     },
   });
@@ -515,6 +567,7 @@ function parseCli(argv: readonly string[]): CliOptions {
         '                    [--state-dir DIR]   (env files and instance logs; default .paceline)\n' +
         '                    [--dashboard-port N]   (live dashboard; default 7400, any free port when taken; 0 = any)\n' +
         "                    [--scheduler eventbridge|exact]   (schedule timing: EventBridge's (default) or exactly on the minute)",
+      "                    [--iam on|off]   (check every function's and the ad-server client's calls against their synthesized IAM policies; default on)",
     );
     process.exit(0);
   }
@@ -570,6 +623,9 @@ function parseCli(argv: readonly string[]): CliOptions {
       `--scheduler must be ${SCHEDULE_TIMING_MODES.map((m) => `'${m}'`).join(' or ')}, got '${timing}'`,
     );
   }
+  const iamMode = values.iam ?? 'on';
+  if (iamMode !== 'on' && iamMode !== 'off')
+    throw new UsageError(`--iam must be 'on' or 'off', got '${iamMode}'`);
   const stateDir = resolve(values['state-dir'] ?? (process.env[STATE_DIR_ENV] || stateFolder(repoRoot)));
   const dashboardRaw = values['dashboard-port'];
   if (dashboardRaw !== undefined && (!/^\d+$/.test(dashboardRaw) || Number(dashboardRaw) > 65_535))
@@ -591,6 +647,7 @@ function parseCli(argv: readonly string[]): CliOptions {
     ...(values['data-dir'] ? { dataDir: resolve(values['data-dir']) } : {}),
     ...(basePort ? { basePort } : {}),
     logs: { dir: join(stateDir, 'logs'), console: logsMode },
+    ...(iamMode === 'off' ? { iam: 'off' as const } : {}),
     envDir: stateDir,
     ...(dashboardRaw === undefined ? {} : { dashboardPort: Number(dashboardRaw) }),
     // Once a stop begins only its own lines print: instances it stops and emulators it shuts

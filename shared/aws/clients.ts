@@ -12,7 +12,7 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { KinesisClient } from '@aws-sdk/client-kinesis';
 import { SSMClient } from '@aws-sdk/client-ssm';
 import { NodeHttpHandler } from '@smithy/node-http-handler';
-import { type AwsEndpoints, endpointsFromEnv, requireLocal } from './endpoints.js';
+import { type AwsEndpoints, endpointsFromEnv, requireLocal, type StaticCredentials } from './endpoints.js';
 
 export * from './endpoints.js';
 
@@ -41,8 +41,16 @@ export function http1Handler(timeouts: ClientTimeouts = {}): NodeHttpHandler {
   });
 }
 
-/** Emulators accept any credentials; give them fixed ones so no credential chain is searched. */
-export const localCredentials = { accessKeyId: 'local', secretAccessKey: 'local' };
+/**
+ * The operator's local key: what a client of a local endpoint uses unless its endpoints carry
+ * credentials (emulators get fixed credentials, so no credential chain is searched locally).
+ */
+const operatorCredentials: StaticCredentials = { accessKeyId: 'local', secretAccessKey: 'local' };
+
+/** The credentials for local endpoints. */
+export function localCredentials(endpoints: AwsEndpoints): StaticCredentials {
+  return endpoints.credentials ?? operatorCredentials;
+}
 
 /** A DynamoDB client for `endpoints`. */
 export function dynamoDbClient(
@@ -54,7 +62,7 @@ export function dynamoDbClient(
     region: endpoints.region,
     requestHandler: http1Handler(timeouts),
     ...(timeouts.maxAttempts ? { maxAttempts: timeouts.maxAttempts } : {}),
-    ...(endpoints.dynamodb ? { endpoint: endpoints.dynamodb, credentials: localCredentials } : {}),
+    ...(endpoints.dynamodb ? { endpoint: endpoints.dynamodb, credentials: localCredentials(endpoints) } : {}),
   });
 }
 
@@ -64,7 +72,7 @@ export function kinesisClient(endpoints: AwsEndpoints = endpointsFromEnv()): Kin
   return new KinesisClient({
     region: endpoints.region,
     requestHandler: http1Handler(),
-    ...(endpoints.kinesis ? { endpoint: endpoints.kinesis, credentials: localCredentials } : {}),
+    ...(endpoints.kinesis ? { endpoint: endpoints.kinesis, credentials: localCredentials(endpoints) } : {}),
   });
 }
 
@@ -78,6 +86,6 @@ export function ssmClient(
     region: endpoints.region,
     requestHandler: http1Handler(timeouts),
     ...(timeouts.maxAttempts ? { maxAttempts: timeouts.maxAttempts } : {}),
-    ...(endpoints.ssm ? { endpoint: endpoints.ssm, credentials: localCredentials } : {}),
+    ...(endpoints.ssm ? { endpoint: endpoints.ssm, credentials: localCredentials(endpoints) } : {}),
   });
 }

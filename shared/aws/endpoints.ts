@@ -20,9 +20,22 @@ export const SERVICE_ENDPOINT_ENV = {
 /** One of {@link SERVICE_ENDPOINT_ENV}'s services. */
 export type AwsService = keyof typeof SERVICE_ENDPOINT_ENV;
 
+/** Static credentials (the local runtime's per-principal access keys). */
+export interface StaticCredentials {
+  readonly accessKeyId: string;
+  readonly secretAccessKey: string;
+  readonly sessionToken?: string;
+}
+
 /** Where each service lives; `undefined` means the AWS default endpoint of `region`. */
 export interface AwsEndpoints {
   readonly region: string;
+  /**
+   * Credentials for the given endpoints (local emulators only: without an endpoint the SDK's
+   * default chain is used). Locally each access key names a principal whose synthesized IAM
+   * policy the endpoints enforce (docs/local-region.md, "IAM"). @default the operator's key, `local`
+   */
+  readonly credentials?: StaticCredentials;
   readonly dynamodb?: string;
   readonly kinesis?: string;
   readonly ssm?: string;
@@ -88,11 +101,28 @@ export async function clientEndpoint(client: { readonly config: object }, region
   return config.endpointProvider(params, {}).url.href.replace(/\/$/, '');
 }
 
-/** Reads the region and service endpoints from the standard SDK variables. */
+/** `AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY` (/ `AWS_SESSION_TOKEN`), when both are set. */
+export function credentialsFromEnv(env: Env = process.env): StaticCredentials | undefined {
+  const accessKeyId = env.AWS_ACCESS_KEY_ID;
+  const secretAccessKey = env.AWS_SECRET_ACCESS_KEY;
+  if (!accessKeyId || !secretAccessKey) return undefined;
+  return {
+    accessKeyId,
+    secretAccessKey,
+    ...(env.AWS_SESSION_TOKEN ? { sessionToken: env.AWS_SESSION_TOKEN } : {}),
+  };
+}
+
+/**
+ * Reads the region and service endpoints from the standard SDK variables, and the credentials
+ * local endpoints are called with (`AWS_ACCESS_KEY_ID` / `AWS_SECRET_ACCESS_KEY`).
+ */
 export function endpointsFromEnv(env: Env = process.env): AwsEndpoints {
   const region = env.AWS_REGION ?? env.AWS_DEFAULT_REGION ?? env.PACELINE_REGION ?? 'us-east-1';
+  const credentials = credentialsFromEnv(env);
   return {
     region,
+    ...(credentials ? { credentials } : {}),
     dynamodb: env.AWS_ENDPOINT_URL_DYNAMODB || undefined,
     kinesis: env.AWS_ENDPOINT_URL_KINESIS || undefined,
     ssm: env.AWS_ENDPOINT_URL_SSM || undefined,
@@ -146,8 +176,11 @@ export function peerEndpointsFromEnv(self: string, env: Env = process.env): AwsE
       );
     }
   }
+  const credentials = credentialsFromEnv(env);
   return regions.map((region) => ({
     region,
+    // The caller's own credentials: a peer region's endpoints check the same principal.
+    ...(credentials ? { credentials } : {}),
     ...(local[region]?.ssm ? { ssm: local[region].ssm } : {}),
     ...(local[region]?.elasticache ? { elasticache: local[region].elasticache } : {}),
   }));

@@ -22,7 +22,9 @@ export function s3Client(endpoints: AwsEndpoints = endpointsFromEnv()): S3Client
   return new S3Client({
     region: endpoints.region,
     requestHandler: http1Handler(),
-    ...(endpoints.s3 ? { endpoint: endpoints.s3, forcePathStyle: true, credentials: localCredentials } : {}),
+    ...(endpoints.s3
+      ? { endpoint: endpoints.s3, forcePathStyle: true, credentials: localCredentials(endpoints) }
+      : {}),
   });
 }
 
@@ -32,7 +34,7 @@ export function sqsClient(endpoints: AwsEndpoints = endpointsFromEnv()): SQSClie
   return new SQSClient({
     region: endpoints.region,
     requestHandler: http1Handler(),
-    ...(endpoints.sqs ? { endpoint: endpoints.sqs, credentials: localCredentials } : {}),
+    ...(endpoints.sqs ? { endpoint: endpoints.sqs, credentials: localCredentials(endpoints) } : {}),
   });
 }
 
@@ -46,6 +48,8 @@ export function elastiCacheClient(
     region: endpoints.region,
     requestHandler: http1Handler(timeouts),
     ...(timeouts.maxAttempts ? { maxAttempts: timeouts.maxAttempts } : {}),
-    ...(endpoints.elasticache ? { endpoint: endpoints.elasticache, credentials: localCredentials } : {}),
+    ...(endpoints.elasticache
+      ? { endpoint: endpoints.elasticache, credentials: localCredentials(endpoints) }
+      : {}),
   });
 }

@@ -10,8 +10,9 @@
  * loss notice (simulated here: it calls the nurl/lurl with ${AUCTION_PRICE} substituted) →
  * events (the notice's spend event, an impression for a win). The last line printed is a JSON
  * summary (with how many bids had fresh pacing parameters, and why the others used the
- * fail-safe). Without --campaign, a demo account, campaign and $1,000/day plan are created first
- * if missing.
+ * fail-safe). The campaign (default `example-campaign`) must exist: an ad server only reads
+ * budgets (its access policy has no write to the budgets table), so the operator creates it — the
+ * command lines are printed when it is missing.
  */
 import { parseArgs } from 'node:util';
 import {
@@ -20,7 +21,6 @@ import {
   type CapCandidate,
   configFromEnv,
   createPacelineClient,
-  type PacelineClient,
   type PacingStatus,
 } from 'paceline/client';
 
@@ -39,31 +39,15 @@ if (values.help) {
 }
 const requests = Number(values.requests);
 
-/** Creates the demo account, campaign and plan unless they exist. */
-async function ensureDemoCampaign(client: PacelineClient): Promise<string> {
-  const campaignId = 'example-campaign';
-  if (await client.budgets.getCampaignBudgets(campaignId)) return campaignId;
-  await client.budgets.putAccount({
-    accountId: 'example-account',
-    name: 'Example advertiser',
-    timeZone: 'America/New_York',
-    currency: 'USD',
-  });
-  await client.budgets.putCampaign({
-    campaignId,
-    accountId: 'example-account',
-    name: 'Example campaign',
-    status: 'active',
-  });
-  await client.budgets.putPlan({
-    level: 'campaign',
-    accountId: 'example-account',
-    campaignId,
-    dailyBudgetMicros: 1_000_000_000, // $1,000 a day
-    pacingMode: 'even',
-  });
-  return campaignId;
-}
+/** How the operator creates the demo campaign (an ad server's role cannot write budgets). */
+const demoCampaignSetup = [
+  'npm run budgets -- account put --id example-account --name "Example advertiser" --tz America/New_York',
+  'npm run budgets -- campaign put --id example-campaign --account example-account --name "Example campaign"',
+  'npm run budgets -- plan put --level campaign --account example-account --campaign example-campaign --daily-budget 1000 --pacing even',
+];
+
+/** The campaign to bid for does not exist (exit 2 with how to create it). */
+class MissingCampaignError extends Error {}
 
 /**
  * Why decisions used the fail-safe, in one line (or undefined when every one had fresh
@@ -99,10 +83,15 @@ const summary = {
   pacing: { fresh: 0, stale: 0, missing: 0 } as Record<PacingStatus, number>,
 };
 try {
-  const campaignId = values.campaign ?? (await ensureDemoCampaign(client));
+  const campaignId = values.campaign ?? 'example-campaign';
   // 2. Track the campaigns this server bids for: budgets loaded, floats leased, pacing read.
   const { unknown } = await client.track([campaignId]);
-  if (unknown.length > 0) throw new Error(`Campaign ${campaignId} is not in the budgets table.`);
+  if (unknown.length > 0) {
+    const setup = values.campaign ? [] : ['Create the demo campaign as the operator:', ...demoCampaignSetup];
+    throw new MissingCampaignError(
+      [`Campaign ${campaignId} is not in the budgets table.`, ...setup].join('\n  '),
+    );
+  }
 
   for (let i = 0; i < requests; i++) {
     summary.requests++;
@@ -163,6 +152,10 @@ try {
       metrics: client.metrics(),
     }),
   );
+} catch (error) {
+  if (!(error instanceof MissingCampaignError)) throw error;
+  console.error(error.message);
+  process.exitCode = 2;
 } finally {
   await client.close();
 }

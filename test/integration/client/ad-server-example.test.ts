@@ -3,7 +3,9 @@
  * nothing but a local region's client environment, importing only `paceline/client`. It must
  * complete its request paths (cap check → pacing read → guard → bid → notice → events), and what
  * it sent must land: every win booked once in the ledger and the live counters at the clearing
- * price the "exchange" substituted for ${AUCTION_PRICE}, every impression counted.
+ * price the "exchange" substituted for ${AUCTION_PRICE}, every impression counted. The example
+ * runs as the ad-server principal (the env's PACELINE_CLIENT_ACCESS_KEY_ID): every call it makes
+ * is checked against the ad-server access policy the stack synthesizes.
  */
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -35,6 +37,35 @@ beforeAll(async () => {
   redis = connectRedis(redisConfigFromEnv(runtime.region.clientEnv));
 }, 120_000);
 
+/** The demo campaign, created as the operator does (the example's ad-server key cannot write budgets). */
+async function seedDemoCampaign(): Promise<void> {
+  const region = runtime.region;
+  const repo = new BudgetRepository({
+    client: region.dynamodb,
+    tableName: region.tableName('budgets'),
+    pacerShards: region.description.settings.pacer.shards,
+  });
+  await repo.putAccount({
+    accountId: 'example-account',
+    name: 'Example advertiser',
+    timeZone: 'America/New_York',
+    currency: 'USD',
+  });
+  await repo.putCampaign({
+    campaignId: 'example-campaign',
+    accountId: 'example-account',
+    name: 'Example campaign',
+    status: 'active',
+  });
+  await repo.putPlan({
+    level: 'campaign',
+    accountId: 'example-account',
+    campaignId: 'example-campaign',
+    dailyBudgetMicros: 1_000_000_000,
+    pacingMode: 'even',
+  });
+}
+
 afterAll(async () => {
   redis?.disconnect();
   await runtime?.stop();
@@ -63,7 +94,15 @@ async function until<T>(read: () => Promise<T>, done: (v: T) => boolean, ms = 60
 }
 
 describe('the ad-server example against a local region', () => {
+  it('without its campaign, says how the operator creates it and exits 2 (its key cannot write budgets)', async () => {
+    const run = await runExample(['--requests', '1']);
+    expect(run.code).toBe(2);
+    expect(run.stderr).toContain('Campaign example-campaign is not in the budgets table.');
+    expect(run.stderr).toContain('npm run budgets -- campaign put --id example-campaign');
+  }, 120_000);
+
   it('completes request paths and its events land (ledger, live counters, action counts)', async () => {
+    await seedDemoCampaign();
     const run = await runExample(['--requests', '30']);
     expect(run.code, run.stderr).toBe(0);
     const summary = JSON.parse(run.stdout.trim().split('\n').at(-1) as string) as {
