@@ -27,9 +27,11 @@ import { runInvocation } from '../../shared/pacing/invocation.js';
 import { ShardLease } from '../../shared/pacing/lease.js';
 import { recordTick, recordTrailingSkips } from '../../shared/pacing/metrics.js';
 import type { TickOutcome } from '../../shared/pacing/pacer.js';
+import { allocationSettingsFromEnv } from '../../shared/pacing/regions/allocation-config.js';
 import type { RegionalShardPacer } from '../../shared/pacing/regions/cross-region.js';
 import { regionalShardPacer } from '../../shared/pacing/regions/wiring.js';
 import { pacerConfigFromEnv, parsePacerInput } from '../../shared/pacing/settings.js';
+import { publisherIdOf } from '../../shared/pacing/status.js';
 import { connectRedis, redisConfigFromEnv } from '../../shared/redis/connect.js';
 import { regionResources } from '../../shared/region/resources.js';
 import { systemClock } from '../../shared/time/clock.js';
@@ -56,6 +58,8 @@ const peers = peerEndpointsFromEnv(config.region).map((e) => ({
   ssm: ssmClient(e, timeouts),
   elasticache: elastiCacheClient(e, timeouts),
 }));
+// Strict multi-region budgets (docs/pacing.md, "Many regions"): the regions in order, the mode.
+const allocationSettings = allocationSettingsFromEnv(config.region);
 const redis = connectRedis(redisConfigFromEnv());
 redis.on('error', (error: Error) => logger.warn('redis connection error', { error: error.message }));
 const controller = createPacingController() as PacingController<unknown, unknown>;
@@ -92,6 +96,8 @@ function warmState(shard: number): ShardWarmState {
       clock,
       tickMs: config.tickMs,
       budgetsFullReloadMs: config.budgetsFullReloadMs,
+      regions: allocationSettings.regions,
+      allocations: { mode: allocationSettings.mode },
       pacerOptions: {
         logMaxLen: config.auditLogMaxLen,
         ...(pauseBeforePublishMs > 0 ? { beforePublish: () => sleep(pauseBeforePublishMs) } : {}),
@@ -152,7 +158,7 @@ export const handler = async (event: unknown, context?: Context) => {
   {
     const who = {
       instanceId: input.instanceId,
-      publisherId: `${input.instanceId}/${processNonce}`,
+      publisherId: publisherIdOf(config.region, input.instanceId, processNonce),
       lease,
       control,
     };
@@ -167,6 +173,10 @@ export const handler = async (event: unknown, context?: Context) => {
         const r = await pacer.runTick(tick, who);
         for (const p of r.peers) {
           if (p.role !== 'not-ours') logger.info('peer cache', { shard: input.shard, ...summarizePeer(p) });
+        }
+        const a = r.authority;
+        if (a && (a.reclaims.length > 0 || a.error || !a.written)) {
+          logger.info('allocation authority', { shard: input.shard, ...a });
         }
         return r.own;
       },

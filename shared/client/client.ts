@@ -219,6 +219,7 @@ export async function createPacelineClient(config: PacelineClientConfig): Promis
     curve: publishedCurve(pacing),
     initPlanDay: (plan, day) => reconciler.reconcile(plan, day),
     onError: report,
+    allocations: config.allocations ?? 'off',
   });
   const actions = new ActionStore({ ...config.actions, redis, clock });
   const producer = (streamName: string) =>

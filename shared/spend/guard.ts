@@ -82,6 +82,14 @@ export interface BudgetGuardOptions {
   readonly memoryRetentionMs?: number;
   /** Called with background lease/settle failures (the guard then says no-budget and retries). */
   readonly onError?: (error: unknown) => void;
+  /**
+   * Several regions share the budgets (docs/pacing.md, "Many regions"): `strict` leases only
+   * within the region's allocation, and nothing while the pacer has not written one (a plan-day's
+   * state without `a`). An allocation the pacer wrote caps the lease either way. Derive it from
+   * the deployment's regions (`allocationModeFromEnv`): strict with more than one.
+   * @default 'off'
+   */
+  readonly allocations?: 'strict' | 'off';
 }
 
 interface Lease {
@@ -190,6 +198,7 @@ export class BudgetGuard {
   private readonly prefetchBelow: number;
   private readonly memoryRetentionMs: number;
   private readonly scripts: SpendScripts;
+  private readonly strict: string;
   private readonly campaigns = new Map<string, CampaignEntry>();
   private readonly planDays = new Map<string, PlanDay>();
   private readonly inProgress = new Set<Promise<void>>();
@@ -216,6 +225,10 @@ export class BudgetGuard {
     this.backoffMs = options.noAllowanceBackoffMs ?? Math.max(1, Math.floor(this.inFlight.slotMs / 10));
     this.memoryRetentionMs = options.memoryRetentionMs ?? DEFAULT_MEMORY_RETENTION_MS;
     this.scripts = spendScripts(options.redis, options.scriptTransport);
+    const mode = options.allocations ?? 'off';
+    if (mode !== 'strict' && mode !== 'off')
+      throw new RangeError(`allocations is ${String(mode)}: give strict (several regions) or off.`);
+    this.strict = mode === 'strict' ? '1' : '0';
   }
 
   /** Float left when the next one is fetched, micros. */
@@ -522,6 +535,7 @@ export class BudgetGuard {
       this.weightPermille,
       keepFor(s.day.endMs, now, this.memoryRetentionMs),
       this.leaseAheadMs,
+      this.strict,
       ...deltas,
     ]);
   }

@@ -41,7 +41,8 @@ declare module 'ioredis' {
     ): Result<number, Context>;
     /**
      * KEYS: state. ARGV: now, epoch, expectedMicros, requestMicros, minGrantMicros,
-     * weightPermille, keepMs, leaseAheadMs, then field/delta pairs (`l:<k>`/`f:<k>`).
+     * weightPermille, keepMs, leaseAheadMs, strict (`1`: no grant without an allocation `a`), then
+     * field/delta pairs (`l:<k>`/`f:<k>`).
      * Reply: [grant, epoch, confirmed, committed, leaseSlot, slotMs, ttlMs]; grant −1 = needs init,
      * −2 = epoch changed (caller must rejoin).
      */
@@ -153,7 +154,7 @@ const MAX_SLOT_STEPS = 16;
 
 const LEASE_LUA = `${SUM_LIVE}
 local h = KEYS[1]
-local meta = redis.call('HMGET', h, 'r', 'q', 't', 'g', 'c', 'sk', 'sl', 'sf')
+local meta = redis.call('HMGET', h, 'r', 'q', 't', 'g', 'c', 'sk', 'sl', 'sf', 'a', 'ae')
 local r = meta[1]
 if not r then return {-1, '', 0, 0, 0, 0, 0} end
 if ARGV[2] ~= '' and ARGV[2] ~= r then return {-2, r, 0, 0, 0, 0, 0} end
@@ -190,7 +191,7 @@ else
   c, L, F = sumLive(h, kmin)
   sk = kmin
 end
-for i = 9, #ARGV, 2 do
+for i = 10, #ARGV, 2 do
   local f = ARGV[i]
   if tonumber(string.sub(f, 3)) >= sk then
     redis.call('HINCRBY', h, f, ARGV[i + 1])
@@ -201,7 +202,17 @@ local Lc, Fc = L, F
 if Lc < 0 then Lc = 0 end
 if Fc < 0 then Fc = 0 end
 local committed = c + Lc + math.floor(Fc * tonumber(ARGV[6]) / 1000)
-local allowance = tonumber(ARGV[3]) - committed
+-- Several regions (docs/spend.md, "Allocations"): the region's allocation a caps E while its
+-- authority's lease ae lasts; a strict guard grants nothing without one (a reset lost it: the
+-- pacer writes it again within a tick). Without a and not strict: one region, E alone.
+local cap = tonumber(ARGV[3])
+local alloc = tonumber(meta[9])
+if alloc then
+  if now > tonumber(meta[10] or '0') then cap = -1 elseif alloc < cap then cap = alloc end
+elseif ARGV[9] == '1' then
+  cap = -1
+end
+local allowance = cap - committed
 local want, minGrant = tonumber(ARGV[4]), tonumber(ARGV[5])
 local grant = 0
 -- rejoin grace after a mid-day rebuild: guards re-register their in-flight first, no grants
@@ -227,9 +238,14 @@ if redis.call('HEXISTS', h, 'r') == 1 then
   redis.call('DEL', s)
   return 0
 end
+-- The allocation fields belong to the pacer, not to the spend state: they survive the rebuild.
+local keep = redis.call('HMGET', h, 'a', 'ae', 'ag', 'ar', 'ax')
 redis.call('DEL', h, n)
 if redis.call('EXISTS', s) == 1 then redis.call('RENAME', s, n) end
 redis.call('HSET', h, 'r', ARGV[1], 'c', ARGV[2], 'q', ARGV[3], 't', ARGV[4], 'g', ARGV[6], 'nc', redis.call('HLEN', n))
+if keep[1] then
+  redis.call('HSET', h, 'a', keep[1], 'ae', keep[2] or '0', 'ag', keep[3] or '0', 'ar', keep[4] or '0', 'ax', keep[5] or '0')
+end
 redis.call('PEXPIRE', h, ARGV[5])
 if redis.call('EXISTS', n) == 1 then redis.call('PEXPIRE', n, ARGV[5]) end
 return 1

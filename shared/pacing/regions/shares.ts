@@ -103,6 +103,12 @@ export interface ShareInput {
   readonly peers: readonly PeerFigures[];
   /** The share in force (last tick's), for the quantisation. */
   readonly previousMicros?: number;
+  /**
+   * Strict allocations only (the allocation, not the share, is the hard cap): while some
+   * region's demand is not measured yet, this region aims at everything left (weight 1) instead
+   * of an equal split that would halve a busy region's target at a plan-day's start.
+   */
+  readonly optimistic?: boolean;
 }
 
 /** What {@link regionShare} decided. */
@@ -129,7 +135,7 @@ export function regionShare(input: ShareInput, config: ShareConfig = defaultShar
     total += Math.max(0, p.demandMicrosPerSec) + floor;
   }
   const remaining = Math.max(0, B - spent);
-  const weight = total > 0 ? ownWeight / total : 1;
+  const weight = input.optimistic ? 1 : total > 0 ? ownWeight / total : 1;
   const raw = Math.min(B, Math.floor(own + weight * remaining));
   const prev = input.previousMicros;
   if (prev !== undefined && prev >= own && prev <= B) {

@@ -16,8 +16,12 @@ import type { PacingController } from '../controller/api.js';
 import { ShardPacer, type ShardPacerOptions } from '../pacer.js';
 import { pacerShardKey } from '../shard.js';
 import { rawSpendSource, type SpendSource } from '../spend-source.js';
+import { AllocationAuthority, type AllocationAuthorityOptions } from './allocation-authority.js';
+import { type AllocationConfig, allocationConfig } from './allocation-config.js';
 import { PeerCaches, RegionalShardPacer } from './cross-region.js';
+import { RegionAllocations } from './region-allocations.js';
 import { RegionShares } from './region-shares.js';
+import { dynamoRegionSpendStore } from './region-spend-store.js';
 import type { ShareConfig } from './shares.js';
 
 /** A peer region's API clients (SSM for its switch, ElastiCache for its cache endpoint). */
@@ -53,6 +57,15 @@ export interface RegionalShardPacerDeps {
   readonly pacerOptions?: Pick<ShardPacerOptions, 'logMaxLen' | 'maxArgsPerBatch' | 'beforePublish'>;
   /** Full reload period of the budgets caches, ms. @default ShardBudgets' */
   readonly budgetsFullReloadMs?: number;
+  /**
+   * Every region of the deployment in `PACELINE_REGIONS` order (the first is the default home of
+   * every plan's allocation authority). @default this region alone (allocations off)
+   */
+  readonly regions?: readonly string[];
+  /** Allocation settings (docs/pacing.md, "Many regions"). @default strict with > 1 region */
+  readonly allocations?: Partial<Omit<AllocationConfig, 'regions'>>;
+  /** A region's confirmed spend of a plan-day from the replicated ledger (reclaims). */
+  readonly confirmedOf?: AllocationAuthorityOptions['confirmedOf'];
 }
 
 /** A shard's pacer across regions and the own control reader it ticks with. */
@@ -61,6 +74,10 @@ export interface RegionalShardPacerWiring {
   readonly control: PacerControl;
   /** The own cache's shares (status, tests). */
   readonly shares: RegionShares;
+  /** The allocation settings in force. */
+  readonly allocations: AllocationConfig;
+  /** This region's home step (strict allocations). */
+  readonly authority?: AllocationAuthority;
 }
 
 /** Builds {@link RegionalShardPacer} for one shard in one process. */
@@ -72,34 +89,52 @@ export function regionalShardPacer(d: RegionalShardPacerDeps): RegionalShardPace
       clock: d.clock,
       ...(d.budgetsFullReloadMs === undefined ? {} : { fullReloadMs: d.budgetsFullReloadMs }),
     });
-  const shares = (cacheRegion: string) =>
+  const allocations = allocationConfig(d.regions ?? [d.region], d.allocations);
+  const store = dynamoRegionSpendStore(d.dynamodb, d.regionSpendTable);
+  const shares = (cacheRegion: string, redis: RedisClient) =>
     new RegionShares({
-      dynamodb: d.dynamodb,
-      tableName: d.regionSpendTable,
+      store,
       shard: d.shard,
       shards: d.shards,
       cacheRegion,
       tickMs: d.tickMs,
+      regions: allocations.regions,
+      allocations: new RegionAllocations({ redis, cacheRegion, config: allocations }),
       ...(d.shareConfig ? { config: d.shareConfig } : {}),
     });
-  const ownShares = shares(d.region);
-  const pacer = (redis: RedisClient, spend: SpendSource, sharing: RegionShares) =>
+  const ownShares = shares(d.region, d.redis);
+  const spendOf = (redis: RedisClient) => rawSpendSource(redis, { allocations: allocations.mode });
+  const pacer = (redis: RedisClient, spend: SpendSource, sharing: RegionShares, own = budgets()) =>
     new ShardPacer({
       shard: d.shard,
       region: d.region,
       redis,
       controller: d.controller,
-      budgets: budgets(),
+      budgets: own,
       spend,
       sharing,
       clock: d.clock,
       tickMs: d.tickMs,
       ...d.pacerOptions,
     });
+  const ownBudgets = budgets();
+  const authority =
+    allocations.mode === 'strict'
+      ? new AllocationAuthority({
+          store,
+          region: d.region,
+          pk: ownShares.partitionKey,
+          config: allocations,
+          budgets: ownBudgets,
+          ...(d.confirmedOf ? { confirmedOf: d.confirmedOf } : {}),
+        })
+      : undefined;
   const byRegion = new Map(d.peers.map((p) => [p.region, p]));
   const regional = new RegionalShardPacer({
     region: d.region,
-    own: pacer(d.redis, d.spend ?? rawSpendSource(d.redis), ownShares),
+    own: pacer(d.redis, d.spend ?? spendOf(d.redis), ownShares, ownBudgets),
+    clock: d.clock,
+    ...(authority ? { authority: { authority, view: () => ownShares.view } } : {}),
     caches: new PeerCaches({
       clock: d.clock,
       elasticache: (region) => {
@@ -117,12 +152,14 @@ export function regionalShardPacer(d: RegionalShardPacerDeps): RegionalShardPace
         clock: d.clock,
         switchRegion: { region: p.region, ssm: p.ssm },
       }),
-      pacer: (redis: RedisClient) => pacer(redis, rawSpendSource(redis), shares(p.region)),
+      pacer: (redis: RedisClient) => pacer(redis, spendOf(redis), shares(p.region, redis)),
     })),
   });
   return {
     pacer: regional,
     control: new PacerControl({ ssm: d.ssm, region: d.region, shard: d.shard, clock: d.clock }),
     shares: ownShares,
+    allocations,
+    ...(authority ? { authority } : {}),
   };
 }
