@@ -183,7 +183,7 @@ export class AllocationAuthority {
     const regions = [...regionSet];
     const json = entries.map(([key, e]) => {
       const col = (m: Readonly<Record<string, number>>) => regions.map((r) => m[r] ?? 0);
-      return `${JSON.stringify(key)}:${JSON.stringify([e.fence, col(e.g), col(e.x), col(e.rb), col(e.ack)])}`;
+      return `${JSON.stringify(key)}:${JSON.stringify([e.fence, col(e.g), col(e.x), col(e.rb), col(e.ack), col(e.rs)])}`;
     });
     const parts = splitParts(entries.map(([key], i) => [key, (json[i] as string).length] as const));
     const base = `alloc#${this.options.region}`;

@@ -9,6 +9,7 @@
  * Per plan-day with budget B, one **home** region keeps the authority entry (one writer):
  *   g_r  cumulative micros granted to region r      x_r  cumulative micros reclaimed from r
  *   rb_r the release counter the last reclaim of r accounted      ack_r  r may spend until then
+ *   rs_r the release counter this authority has accounted (never goes back, a rehome keeps it)
  * Each region reports in its mailbox: rel_r (cumulative released), want_r, the g/x it applied
  * (seenG, seenX), the ack it holds and the (home, fence) it follows.
  *
@@ -18,9 +19,10 @@
  *
  * A reclaim sets a_r to what r provably spent (x_r += a_r − confirmed_r) once r cannot spend any
  * more (its ack expired more than skew + lease-ahead + T + replication margin ago). Releases r made
- * that the home had not seen yet are then void: the home records rb_r = the release counter it
- * used, counts any older report of r as rb_r, and r, applying the reclaim, restarts its counter at
- * rb_r (`syncAllocation`: (x, rel) compared as a pair).
+ * that no authority had seen are then void: the home records rb_r = the release counter it used
+ * (at least rs_r: every release any authority regranted), counts any older report of r as rb_r,
+ * and r, applying the reclaim, restarts its counter at rb_r (`syncAllocation`: (x, rel) compared
+ * as a pair).
  */
 
 import type { AllocationFields } from '../types.js';
@@ -35,6 +37,8 @@ export interface AuthorityEntry {
   readonly x: Readonly<Record<string, number>>;
   readonly rb: Readonly<Record<string, number>>;
   readonly ack: Readonly<Record<string, number>>;
+  /** The release counter accounted (in the epoch of x). */
+  readonly rs: Readonly<Record<string, number>>;
 }
 
 /** What a region reported for one plan-day (its mailbox, written with its spend summary). */
@@ -66,8 +70,12 @@ const num = (m: Readonly<Record<string, number>>, r: string) => m[r] ?? 0;
  */
 export function relEffective(entry: AuthorityEntry, region: string, mailbox?: MailboxEntry): number {
   const rb = num(entry.rb, region);
-  if (!mailbox) return rb;
-  return mailbox.seenX < num(entry.x, region) ? Math.min(mailbox.rel, rb) : mailbox.rel;
+  // What this authority (or its predecessor) accounted never goes back: a newer home's replica
+  // may hold an older report than the one a release was regranted from.
+  const accounted = Math.max(rb, num(entry.rs, region));
+  if (!mailbox) return accounted;
+  if (mailbox.seenX < num(entry.x, region)) return Math.max(accounted, Math.min(mailbox.rel, rb));
+  return Math.max(accounted, mailbox.rel);
 }
 
 /** The home's view of r's allocation: g − x − rel (never below 0). */
@@ -120,56 +128,76 @@ export interface AuthorityDecision {
   readonly created: boolean;
 }
 
-/** The first entry of a fence: floors (fence 0), or the best of what a rehome knows. */
+/** The first entry of a fence: every region at its floor, acked for a lease from now. */
 function initialEntry(input: AuthorityInput, config: AllocationConfig): AuthorityEntry {
-  const { nowMs, budgetMicros } = input;
   const g: Record<string, number> = {};
   const x: Record<string, number> = {};
   const rb: Record<string, number> = {};
   const ack: Record<string, number> = {};
+  const rs: Record<string, number> = {};
   const regions = new Set([...config.regions, ...input.mailboxes.keys()]);
   for (const e of input.prior) for (const r of Object.keys(e.g)) regions.add(r);
   for (const r of regions) {
     // A region may have applied its floor before seeing any entry: never start below it.
-    let gr = floorOf(budgetMicros, r, config);
-    let xr = 0;
-    let rbr = 0;
-    let ackr = input.prior.length === 0 ? nowMs + config.ackLeaseMs : 0;
-    for (const e of input.prior) {
-      gr = Math.max(gr, num(e.g, r));
-      const ex = num(e.x, r);
-      if (ex > xr || (ex === xr && num(e.rb, r) > rbr)) {
-        xr = ex;
-        rbr = num(e.rb, r);
-      }
-      ackr = Math.max(ackr, num(e.ack, r));
-    }
-    const mb = input.mailboxes.get(r);
-    if (mb) {
-      gr = Math.max(gr, mb.seenG);
-      // A report is in the counter epoch of its seenX: a newer epoch than the prior entries know
-      // starts at its own counter.
-      if (mb.seenX > xr) {
-        xr = mb.seenX;
-        rbr = mb.rel;
-      }
-      // Honour the lease the region holds, whoever granted it.
-      if (mb.ae > 0) ackr = Math.max(ackr, mb.ae + config.skewMarginMs);
-    }
-    if (ackr === 0) ackr = nowMs + config.ackLeaseMs;
-    g[r] = gr;
-    x[r] = xr;
-    rb[r] = rbr;
-    ack[r] = ackr;
+    g[r] = floorOf(input.budgetMicros, r, config);
+    x[r] = 0;
+    rb[r] = 0;
+    rs[r] = 0;
+    ack[r] = input.prior.length === 0 ? input.nowMs + config.ackLeaseMs : 0;
   }
-  return { fence: input.fence, g, x, rb, ack };
+  return { fence: input.fence, g, x, rb, ack, rs };
+}
+
+/**
+ * A rehome's new home, until its settle time has passed: everything the previous authority did
+ * (its latest entry as it replicates here) and every lease a region reports holding. Only the
+ * latest authority (highest fence) counts for grants and reclaims: it accounted every grant of
+ * the older ones that regions applied, and an older entry's grants it superseded were never
+ * applied and must not come back.
+ */
+function mergePrevious(
+  entry: {
+    g: Record<string, number>;
+    x: Record<string, number>;
+    rb: Record<string, number>;
+    ack: Record<string, number>;
+    rs: Record<string, number>;
+  },
+  input: AuthorityInput,
+  config: AllocationConfig,
+): void {
+  let latest = -1;
+  for (const e of input.prior) if (e.fence < input.fence) latest = Math.max(latest, e.fence);
+  const regions = new Set([...Object.keys(entry.g), ...input.mailboxes.keys()]);
+  for (const e of input.prior) for (const r of Object.keys(e.g)) regions.add(r);
+  for (const r of regions) {
+    let ackr = num(entry.ack, r);
+    // Older leases are honoured (a longer ack only delays a reclaim).
+    for (const e of input.prior) ackr = Math.max(ackr, num(e.ack, r));
+    for (const e of input.prior) {
+      if (e.fence !== latest) continue;
+      entry.g[r] = Math.max(num(entry.g, r), num(e.g, r));
+      const ex = num(e.x, r);
+      if (ex > num(entry.x, r) || (ex === num(entry.x, r) && num(e.rb, r) > num(entry.rb, r))) {
+        entry.x[r] = ex;
+        entry.rb[r] = num(e.rb, r);
+        entry.rs[r] = num(e.rb, r);
+      }
+      if (ex === num(entry.x, r)) entry.rs[r] = Math.max(num(entry.rs, r), num(e.rs, r));
+    }
+    // Honour the lease the region holds, whoever granted it.
+    const mb = input.mailboxes.get(r);
+    if (mb && mb.ae > 0) ackr = Math.max(ackr, mb.ae + config.skewMarginMs);
+    entry.ack[r] = ackr === 0 ? input.nowMs + config.ackLeaseMs : ackr;
+  }
 }
 
 /**
  * One home tick for one plan-day (module comment): keep g_r ≥ what r applied, renew the acks of
  * regions that reported recently, reclaim from regions provably not spending, then grant what
  * regions want from B − Σ a_r (in proportion to need when it does not fit). During a rehome's
- * settle time it only renews acks. Pure.
+ * settle time it only gathers what the previous authority did and the leases regions hold: no
+ * grant, no reclaim, no renewed ack. Pure.
  */
 export function authorityStep(input: AuthorityInput, config: AllocationConfig): AuthorityDecision {
   const { nowMs } = input;
@@ -180,6 +208,9 @@ export function authorityStep(input: AuthorityInput, config: AllocationConfig): 
   const x = { ...base.x };
   const rb = { ...base.rb };
   const ack = { ...base.ack };
+  const rs = { ...base.rs };
+  const settled = nowMs >= input.settleUntilMs;
+  if (!settled || (!current && input.prior.length > 0)) mergePrevious({ g, x, rb, ack, rs }, input, config);
   const regions = new Set([...config.regions, ...Object.keys(g), ...input.mailboxes.keys()]);
   for (const r of regions) {
     const mb = input.mailboxes.get(r);
@@ -190,16 +221,22 @@ export function authorityStep(input: AuthorityInput, config: AllocationConfig): 
       if (mb.seenX > num(x, r)) {
         x[r] = mb.seenX;
         rb[r] = mb.rel;
+        rs[r] = mb.rel;
       }
-      if (nowMs - mb.atMs <= config.ackFreshMs) ack[r] = Math.max(num(ack, r), nowMs + config.ackLeaseMs);
+      // No renewal before a rehome settled: the predecessor may have reclaimed the region (its
+      // lease had expired), and a renewed lease without that reclaim would revive what it regranted.
+      if (settled && nowMs - mb.atMs <= config.ackFreshMs)
+        ack[r] = Math.max(num(ack, r), nowMs + config.ackLeaseMs);
     }
     g[r] = num(g, r);
     x[r] = num(x, r);
     rb[r] = num(rb, r);
     ack[r] = num(ack, r);
+    rs[r] = num(rs, r);
   }
-  const entry = (): AuthorityEntry => ({ fence: input.fence, g, x, rb, ack });
-  const settled = nowMs >= input.settleUntilMs;
+  const entry = (): AuthorityEntry => ({ fence: input.fence, g, x, rb, ack, rs });
+  // The release counter accounted from now on (the basis of every grant below).
+  for (const r of regions) rs[r] = relEffective(entry(), r, input.mailboxes.get(r));
   const granted: Record<string, number> = {};
   const reclaimed: Record<string, number> = {};
   const reclaimable: string[] = [];
@@ -220,6 +257,7 @@ export function authorityStep(input: AuthorityInput, config: AllocationConfig): 
         const rel = relEffective(e, r, mb);
         x[r] = num(x, r) + (a - provable);
         rb[r] = rel;
+        rs[r] = rel;
         reclaimed[r] = a - provable;
       }
     }
@@ -227,7 +265,10 @@ export function authorityStep(input: AuthorityInput, config: AllocationConfig): 
   let allocated = 0;
   const views = new Map<string, number>();
   for (const r of regions) {
-    const a = allocatedOf(entry(), r, input.mailboxes.get(r));
+    // What a region reported committed counts even above its allocation (a win booked after its
+    // in-flight amount expired, a rebuild): never hand it out again.
+    const mb = input.mailboxes.get(r);
+    const a = Math.max(allocatedOf(entry(), r, mb), mb?.spent ?? 0);
     views.set(r, a);
     allocated += a;
   }
@@ -293,7 +334,7 @@ export interface RegionInput {
   /** The authority entry of the plan's home and fence, once visible here. */
   readonly entry?: AuthorityEntry;
   /** This region's last report as the table holds it (restores a Redis that lost its fields). */
-  readonly ownMailbox?: Pick<MailboxEntry, 'rel' | 'seenX'>;
+  readonly ownMailbox?: Pick<MailboxEntry, 'rel' | 'seenX' | 'seenG' | 'ae'>;
   /** The fields as the spend read returned them. */
   readonly fields: AllocationFields;
   /** Committed spend (confirmed + in flight + leased). */
@@ -346,8 +387,12 @@ export function regionStep(input: RegionInput, config: AllocationConfig): Region
     };
   }
   const own = input.ownMailbox;
-  if (own && (own.seenX > target.ax || (own.seenX === target.ax && own.rel > target.ar))) {
-    target = { ...target, ax: own.seenX, ar: own.rel };
+  if (own) {
+    // What this region reported it had applied is never lost with a Redis reset.
+    target = { ...target, ag: Math.max(target.ag, own.seenG), ae: Math.max(target.ae, own.ae) };
+    if (own.seenX > target.ax || (own.seenX === target.ax && own.rel > target.ar)) {
+      target = { ...target, ax: own.seenX, ar: own.rel };
+    }
   }
   const merged = syncAllocation(fields, target);
   const write =

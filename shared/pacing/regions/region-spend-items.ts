@@ -10,7 +10,7 @@
  *   {key: [rel, want, seenG, seenX, ae, fence, home]} (its mailbox to the home) and `um` = the
  *   keys whose demand is not measured yet (JSON list);
  * - authority item, sk `alloc#<home>` (or `alloc#<home>#<part>`), written by the home region's
- *   shard lease holder: `regions` = [r…], `plans` = {key: [fence, [g…], [x…], [rb…], [ack…]]}
+ *   shard lease holder: `regions` = [r…], `plans` = {key: [fence, [g…], [x…], [rb…], [ack…], [rs…]]}
  *   aligned with `regions`, plus `epoch` (its lease epoch).
  * Both carry `tick`, `atMs`, `writer`, `parts`. A plan-day's entries are in part
  * fnv1a32(key) mod parts, parts a power of two chosen so every part stays far below DynamoDB's
@@ -133,7 +133,7 @@ export function parseAuthorityItem(item: RawItem): Map<string, AuthorityEntry> {
   const plans = parseJson(item.plans);
   if (!Array.isArray(regions) || !plans || !regions.every((r) => typeof r === 'string')) return out;
   for (const [key, v] of Object.entries(plans)) {
-    if (!Array.isArray(v) || v.length !== 5 || !finite(v[0])) continue;
+    if (!Array.isArray(v) || v.length !== 6 || !finite(v[0])) continue;
     const maps = (v as unknown[]).slice(1).map((arr) => {
       const m: Record<string, number> = {};
       if (!Array.isArray(arr) || arr.length !== regions.length) return undefined;
@@ -145,8 +145,8 @@ export function parseAuthorityItem(item: RawItem): Map<string, AuthorityEntry> {
       return m;
     });
     if (maps.some((m) => m === undefined)) continue;
-    const [g, x, rb, ack] = maps as Record<string, number>[];
-    out.set(key, { fence: v[0] as number, g: g ?? {}, x: x ?? {}, rb: rb ?? {}, ack: ack ?? {} });
+    const [g, x, rb, ack, rs] = maps as Record<string, number>[];
+    out.set(key, { fence: v[0] as number, g: g ?? {}, x: x ?? {}, rb: rb ?? {}, ack: ack ?? {}, rs: rs ?? {} });
   }
   return out;
 }
