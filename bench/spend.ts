@@ -244,12 +244,14 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     const ledger = new SpendLedger({
       client: dynamodb,
       tableName: physicalName(regionResources.tables.spendLedger.suffix),
+      region: 'us-east-1',
     });
     const budgets = new Map(workloadBudgets().map((b) => [b.campaign.campaignId, b]));
     // As track-spend runs it: every win writes its outbox intent first and closes it after the apply.
     const outbox = new SpendOutbox({
       client: dynamodb,
       tableName: physicalName(regionResources.tables.spendLedger.suffix),
+      region: 'us-east-1',
     });
     const tracker = new SpendTracker({
       redis,

@@ -236,6 +236,7 @@ export async function main(
         values.day,
         values.force,
         env,
+        endpoints.region,
       );
     throw new CliUsageError(`Unknown command "${positionals.join(' ')}".\n${BUDGETS_USAGE}`);
   } finally {
@@ -250,6 +251,7 @@ async function reconcile(
   day: string | undefined,
   force: boolean,
   env: NodeJS.ProcessEnv,
+  region: string,
 ): Promise<unknown> {
   if (day !== undefined) parseDay(day);
   const budgets = await repo.getCampaignBudgets(campaignId);
@@ -264,9 +266,11 @@ async function reconcile(
   const redis = connectRedis(redisConfigFromEnv(env));
   redis.on('error', () => {});
   try {
+    // The target region's live counters are rebuilt from (and compared with) its own wins only.
     const ledger = new SpendLedger({
       client: dynamodb,
       tableName: resourceName(regionResources.tables.spendLedger, env),
+      region,
     });
     const reconciler = new Reconciler({
       redis,

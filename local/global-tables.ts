@@ -16,8 +16,18 @@
  * - **per-item order**: images of one item are delivered in stamp order (one queue, FIFO by due
  *   time; the lag is the same for every write).
  *
- * Conditional expressions are evaluated against the local replica only, as in AWS. Writes made
- * directly against a dynalite (bypassing the proxy) are not replicated.
+ * - **a local write and an incoming image of the same item never interleave**: an image is applied
+ *   to a replica only once no local write of that item is in flight there (the local write is
+ *   stamped when it arrives, read back and stamped into the replica first), so a replicated image
+ *   older than a local write can never overwrite it — the order last-writer-wins decides by;
+ * - **conditions are local**: conditional expressions are evaluated against the local replica
+ *   only, and a replicated image is applied unconditionally (it never evaluates, or fails, the
+ *   receiving region's conditions), as in AWS.
+ *
+ * Not modelled: TTL deletion (dynalite has no TTL; in AWS an item TTL deletes in one replica is
+ * deleted in every replica — Paceline's readers never depend on expiry, docs/spend.md), per-region
+ * clock skew of the stamps, `aws:rep:*` attributes, streams. Writes made directly against a
+ * dynalite (bypassing the proxy) are not replicated.
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -48,6 +58,16 @@ interface Replica {
   readonly target: URL;
   /** Stamp of the last write applied per item (`table|key JSON`). */
   readonly stamps: Map<string, Stamp>;
+  /** Local writes in flight per item (forwarded, not yet read back), and who waits for them. */
+  readonly inFlight: Map<string, { count: number; waiters: (() => void)[] }>;
+}
+
+/** A write of one item of a global table, parsed from a request. */
+interface ItemWrite {
+  readonly table: string;
+  readonly key: Record<string, AttributeValue>;
+  /** `table|key JSON`. */
+  readonly id: string;
 }
 
 /** Time of the write at its source, then arrival order among writes stamped in the same ms. */
@@ -72,6 +92,9 @@ function globalTables(): Map<string, string[]> {
   }
   return out;
 }
+
+/** Longest wait of an image for a local write of the same item (a hung dynalite must not stall replication for ever). */
+const IN_FLIGHT_WAIT_MS = 5_000;
 
 function newer(a: Stamp, b: Stamp | undefined): boolean {
   return b === undefined || a[0] > b[0] || (a[0] === b[0] && a[1] > b[1]);
@@ -108,7 +131,7 @@ export class GlobalTablesStandIn {
     });
     const server = http.createServer((req, res) => void this.proxy(region, req, res));
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    this.replicas.set(region, { region, client, server, target, stamps: new Map() });
+    this.replicas.set(region, { region, client, server, target, stamps: new Map(), inFlight: new Map() });
     return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   }
 
@@ -162,6 +185,9 @@ export class GlobalTablesStandIn {
       for (const r of this.replicas.values()) {
         if (r.region === p.from) continue;
         const id = `${p.table}|${JSON.stringify(p.key)}`;
+        // A local write of this item under way in r is stamped once it is read back: wait for it,
+        // so the stamps below decide between the two writes (and not their arrival at dynalite).
+        await this.quiet(r, id);
         if (!newer(p.stamp, r.stamps.get(id))) {
           this.stats.superseded++;
           continue;
@@ -186,6 +212,14 @@ export class GlobalTablesStandIn {
     const op = String(req.headers['x-amz-target'] ?? '').split('.')[1] ?? '';
     // The write's stamp, taken before it is forwarded (unique: the sequence orders one ms's writes).
     const stamp: Stamp = [this.clock.now(), this.seq++, region];
+    const writes = WRITE_OPS.has(op) ? this.itemWrites(op, body) : [];
+    for (const w of writes) this.begin(replica, w.id);
+    let released = false;
+    const release = () => {
+      if (released) return;
+      released = true;
+      for (const w of writes) this.end(replica, w.id);
+    };
     const upstream = http.request({
       host: replica.target.hostname,
       port: replica.target.port,
@@ -200,29 +234,32 @@ export class GlobalTablesStandIn {
         const status = up.statusCode ?? 500;
         res.writeHead(status, up.headers);
         res.end(Buffer.concat(out));
-        if (status === 200 && WRITE_OPS.has(op)) void this.capture(replica, op, body, stamp);
+        if (status === 200 && writes.length > 0) void this.capture(replica, writes, stamp).finally(release);
+        else release();
       });
     });
     upstream.on('error', (error) => {
+      release();
       res.writeHead(502, { 'content-type': 'text/plain' });
       res.end(`global-tables stand-in: dynalite unreachable (${error.message})`);
     });
     upstream.end(body);
   }
 
-  /** Reads back the written items of global tables and queues their images. */
-  private async capture(replica: Replica, op: string, body: Buffer, stamp: Stamp): Promise<void> {
+  /** The items of global tables a write request touches (none for other tables or bad JSON). */
+  private itemWrites(op: string, body: Buffer): ItemWrite[] {
     let request: Record<string, unknown>;
     try {
       request = JSON.parse(body.toString('utf8')) as Record<string, unknown>;
     } catch {
-      return;
+      return [];
     }
-    const writes: { table: string; key: Record<string, AttributeValue> }[] = [];
-    const keyOf = (table: string, item: Record<string, AttributeValue>) => {
+    const writes: ItemWrite[] = [];
+    const add = (table: string, item: Record<string, AttributeValue> | undefined) => {
       const names = this.tables.get(table);
-      if (!names) return undefined;
-      return Object.fromEntries(names.map((n) => [n, item[n] as AttributeValue]));
+      if (!names || !item) return;
+      const key = Object.fromEntries(names.map((n) => [n, item[n] as AttributeValue]));
+      writes.push({ table, key, id: `${table}|${JSON.stringify(key)}` });
     };
     if (op === 'BatchWriteItem') {
       const items = (request.RequestItems ?? {}) as Record<
@@ -233,23 +270,22 @@ export class GlobalTablesStandIn {
         }[]
       >;
       for (const [table, list] of Object.entries(items)) {
-        for (const w of list) {
-          const key = keyOf(table, w.PutRequest?.Item ?? w.DeleteRequest?.Key ?? {});
-          if (key) writes.push({ table, key });
-        }
+        for (const w of list) add(table, w.PutRequest?.Item ?? w.DeleteRequest?.Key);
       }
     } else {
-      const table = String(request.TableName ?? '');
-      const source = (op === 'PutItem' ? request.Item : request.Key) as
-        | Record<string, AttributeValue>
-        | undefined;
-      const key = source ? keyOf(table, source) : undefined;
-      if (key) writes.push({ table, key });
+      add(
+        String(request.TableName ?? ''),
+        (op === 'PutItem' ? request.Item : request.Key) as Record<string, AttributeValue> | undefined,
+      );
     }
+    return writes;
+  }
+
+  /** Reads back the written items and queues their images. */
+  private async capture(replica: Replica, writes: readonly ItemWrite[], stamp: Stamp): Promise<void> {
     for (const w of writes) {
-      const id = `${w.table}|${JSON.stringify(w.key)}`;
-      if (!newer(stamp, replica.stamps.get(id))) continue;
-      replica.stamps.set(id, stamp);
+      if (!newer(stamp, replica.stamps.get(w.id))) continue;
+      replica.stamps.set(w.id, stamp);
       try {
         const out = await replica.client.send(
           new GetItemCommand({ TableName: w.table, Key: w.key, ConsistentRead: true }),
@@ -266,6 +302,34 @@ export class GlobalTablesStandIn {
         this.stats.errors++;
       }
     }
+  }
+
+  private begin(replica: Replica, id: string): void {
+    const entry = replica.inFlight.get(id);
+    if (entry) entry.count++;
+    else replica.inFlight.set(id, { count: 1, waiters: [] });
+  }
+
+  private end(replica: Replica, id: string): void {
+    const entry = replica.inFlight.get(id);
+    if (!entry) return;
+    entry.count--;
+    if (entry.count > 0) return;
+    replica.inFlight.delete(id);
+    for (const wake of entry.waiters) wake();
+  }
+
+  /** Resolves once no local write of `id` is in flight in `replica` (bounded: IN_FLIGHT_WAIT_MS). */
+  private quiet(replica: Replica, id: string): Promise<void> {
+    const entry = replica.inFlight.get(id);
+    if (!entry) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, IN_FLIGHT_WAIT_MS);
+      entry.waiters.push(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
   }
 
   private enqueue(p: Pending): void {

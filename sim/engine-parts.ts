@@ -41,9 +41,10 @@ export function memoryLedger(): LedgerStore {
     async record(entry) {
       const d = dayOf(entry.campaignId, entry.day, true) as LedgerDay;
       const row = d.rowOf(entry.bidId);
-      if (row >= 0) return { created: false, entry: d.entry(row) };
+      // One region's ledger: every entry is its own.
+      if (row >= 0) return { created: false, entry: d.entry(row), own: true };
       d.add(entry);
-      return { created: true, entry };
+      return { created: true, entry, own: true };
     },
     async entries(campaignId, day, armId) {
       const d = dayOf(campaignId, day, false);

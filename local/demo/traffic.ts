@@ -134,6 +134,7 @@ export async function startDemoTraffic(options: DemoTrafficOptions): Promise<Dem
     const ledger = new SpendLedger({
       client: dynamodb,
       tableName: resourceName(regionResources.tables.spendLedger, target.env),
+      region: target.region,
       clock,
     });
     const { inFlight } = spendSettingsFromEnv(target.env);

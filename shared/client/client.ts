@@ -200,7 +200,13 @@ export async function createPacelineClient(config: PacelineClientConfig): Promis
     tableName: resources.budgetsTable,
     pacerShards: shards,
   });
-  const ledger = new SpendLedger({ client: dynamodb, tableName: resources.spendLedgerTable, clock });
+  // The guard rebuilds this region's live counters from this region's wins in the ledger.
+  const ledger = new SpendLedger({
+    client: dynamodb,
+    tableName: resources.spendLedgerTable,
+    region: config.endpoints.region,
+    clock,
+  });
   const inFlight = config.inFlight ?? defaultInFlight;
   const reconciler = new Reconciler({
     redis,

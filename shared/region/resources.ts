@@ -199,8 +199,10 @@ const tables = {
     partitionKey: { name: 'pk', type: 'S' },
     sortKey: { name: 'sk', type: 'S' },
     ttlAttribute: 'expiresAt',
-    // Global: one budget across regions (DESIGN.md requirement 9); items are keyed by bid, so the
-    // regions never write the same item (no last-writer-wins conflict).
+    // Global: every region's wins are durable in every region (DESIGN.md requirement 9). Items name
+    // the region that booked them; plan-day markers and outbox intents are keyed per region, so only
+    // a bid booked by two regions within the replication lag is ever written twice (last writer
+    // wins, counted once after a rebuild): docs/spend.md, "The ledger contract".
     replication: 'global',
     purpose:
       'Durable exactly-once ledger of confirmed spend, one item per bid; source of truth for reconcile.',

@@ -7,11 +7,18 @@
  * then apply (deduplicated per bid). So the live counters converge to the ledger without an
  * operator; the guarantee and its alarm are stated in docs/spend.md.
  *
- * Key design (spend-ledger table, next to the ledger items): pk = `O#<shard>` (16 shards by a hash
- * of campaign and bid: bounded partitions the sweeper can list, writes spread), sk =
- * `<campaignId>#<day>#<bidId>`. One item per bid: a duplicate notice rewrites the same intent, and
- * any writer that applied the bid completely may delete it (the apply is per bid, not per notice).
- * No `expiresAt`: an intent must never vanish before it is applied.
+ * Key design (spend-ledger table, next to the ledger items): pk = `O#<region>#<shard>` (16 shards
+ * by a hash of campaign and bid: bounded partitions the sweeper can list, writes spread), sk =
+ * `<campaignId>#<day>#<bidId>`. One item per bid and region: a duplicate notice rewrites the same
+ * intent, and any writer of the region that applied the bid completely may delete it (the apply is
+ * per bid, not per notice). No `expiresAt`: an intent must never vanish before it is applied.
+ *
+ * Per region because the table is a global table: every replica holds every region's intents, and
+ * an intent is a promise to apply a win to the live counters of the region that wrote it. A sweeper
+ * that settled another region's intent would apply that region's win to its own counters and,
+ * through the replicated delete, take the promise away from the region that needs it. Version 1
+ * intents (pk `O#<shard>`, written before intents named their region) are still swept by every
+ * region (docs/spend.md, "The ledger contract").
  *
  * Cost: the records of a Lambda batch are handled concurrently, so the opens (and the closes)
  * issued in the same turn of the event loop are coalesced into BatchWriteItem requests of up to
@@ -28,6 +35,10 @@ export interface PendingWin {
   readonly entry: LedgerEntry;
   /** When the intent was (last) written, epoch ms of the writer's clock. */
   readonly since: number;
+  /** Item version: 2 = this region's partition, 1 = the shared partition of older intents. */
+  readonly version: 1 | 2;
+  /** Where the intent was found (what {@link SpendOutbox.closeFound} deletes). */
+  readonly key: { readonly pk: string; readonly sk: string };
 }
 
 /** What the tracker needs from an outbox (SpendOutbox; tests may stand in). */
@@ -43,6 +54,8 @@ export interface SpendOutboxOptions {
   readonly client: DynamoDBClient;
   /** The spend-ledger table (`SPEND_LEDGER_TABLE`). */
   readonly tableName: string;
+  /** The region whose intents this outbox writes and lists (`PACELINE_REGION`). */
+  readonly region: string;
   /** Partitions of the outbox. @default 16 */
   readonly shards?: number;
 }
@@ -76,6 +89,7 @@ interface Pending {
 export class SpendOutbox implements WinOutbox {
   private readonly doc: DynamoDBDocumentClient;
   private readonly tableName: string;
+  readonly region: string;
   readonly shards: number;
   private queue: Pending[] = [];
   private scheduled = false;
@@ -85,12 +99,25 @@ export class SpendOutbox implements WinOutbox {
       marshallOptions: { removeUndefinedValues: true },
     });
     this.tableName = options.tableName;
+    if (!/^[a-z0-9-]+$/.test(options.region ?? '')) {
+      throw new RangeError(
+        `Spend outbox region ${JSON.stringify(options.region)} is not a region name like us-east-1: ` +
+          'give the region whose live counters this process keeps (PACELINE_REGION).',
+      );
+    }
+    this.region = options.region;
     this.shards = options.shards ?? 16;
+  }
+
+  /** Partition of a shard: this region's (version 2), or the shared version 1 one. */
+  private partition(shard: number, version: 1 | 2 = 2): string {
+    const n = String(shard).padStart(2, '0');
+    return version === 2 ? `O#${this.region}#${n}` : `O#${n}`;
   }
 
   private key(e: Pick<LedgerEntry, 'campaignId' | 'day' | 'bidId'>) {
     const shard = fnv1a(`${e.campaignId}/${e.bidId}`) % this.shards;
-    return { pk: `O#${String(shard).padStart(2, '0')}`, sk: `${e.campaignId}#${e.day}#${e.bidId}` };
+    return { pk: this.partition(shard), sk: `${e.campaignId}#${e.day}#${e.bidId}` };
   }
 
   open(entry: LedgerEntry, now: number): Promise<void> {
@@ -99,6 +126,11 @@ export class SpendOutbox implements WinOutbox {
 
   close(entry: Pick<LedgerEntry, 'campaignId' | 'day' | 'bidId'>): Promise<void> {
     return this.write({ DeleteRequest: { Key: this.key(entry) } });
+  }
+
+  /** Removes an intent where {@link pending} found it (a version 1 intent lives in the shared partition). */
+  closeFound(p: Pick<PendingWin, 'key'>): Promise<void> {
+    return this.write({ DeleteRequest: { Key: { pk: p.key.pk, sk: p.key.sk } } });
   }
 
   /** Queues one write; everything queued in this turn of the event loop goes out together. */
@@ -158,29 +190,37 @@ export class SpendOutbox implements WinOutbox {
   }
 
   /**
-   * Every intent written before `olderThan` (consistent reads, paged, shard by shard). Younger
-   * ones are most likely being applied right now by track-spend; taking them too would be
-   * harmless (everything is idempotent), only wasted work.
+   * Every intent of this region written before `olderThan` (consistent reads, paged, shard by
+   * shard), then the version 1 intents left from before intents named their region. Younger ones
+   * are most likely being applied right now by track-spend; taking them too would be harmless
+   * (everything is idempotent), only wasted work. Other regions' intents are never listed.
    */
   async *pending(olderThan: number): AsyncGenerator<PendingWin> {
-    for (let shard = 0; shard < this.shards; shard++) {
-      let start: Record<string, unknown> | undefined;
-      do {
-        const page = await this.doc.send(
-          new QueryCommand({
-            TableName: this.tableName,
-            KeyConditionExpression: 'pk = :pk',
-            FilterExpression: 'since < :t',
-            ExpressionAttributeValues: { ':pk': `O#${String(shard).padStart(2, '0')}`, ':t': olderThan },
-            ConsistentRead: true,
-            ExclusiveStartKey: start,
-          }),
-        );
-        for (const item of page.Items ?? []) {
-          yield { entry: item.entry as LedgerEntry, since: Number(item.since) };
-        }
-        start = page.LastEvaluatedKey;
-      } while (start);
+    for (const version of [2, 1] as const) {
+      for (let shard = 0; shard < this.shards; shard++) {
+        let start: Record<string, unknown> | undefined;
+        do {
+          const page = await this.doc.send(
+            new QueryCommand({
+              TableName: this.tableName,
+              KeyConditionExpression: 'pk = :pk',
+              FilterExpression: 'since < :t',
+              ExpressionAttributeValues: { ':pk': this.partition(shard, version), ':t': olderThan },
+              ConsistentRead: true,
+              ExclusiveStartKey: start,
+            }),
+          );
+          for (const item of page.Items ?? []) {
+            yield {
+              entry: item.entry as LedgerEntry,
+              since: Number(item.since),
+              version,
+              key: { pk: String(item.pk), sk: String(item.sk) },
+            };
+          }
+          start = page.LastEvaluatedKey;
+        } while (start);
+      }
     }
   }
 }

@@ -11,6 +11,10 @@
  * rebuild read the ledger; an apply that was refused is retried after the rebuild and is
  * deduplicated against the notices hash the rebuild restored. Staging + one Lua script make the
  * switch atomic; of two concurrent rebuilds the first wins, the second is discarded.
+ *
+ * The ledger is a global table holding every region's wins; a rebuild reads the region's own
+ * (SpendLedger.entries), the wins its track-spend applied — the other regions' spend reaches the
+ * pacer through their region-spend summaries, and counting it here too would count it twice.
  */
 import { randomBytes } from 'node:crypto';
 import type { Result } from 'ioredis';

@@ -5,12 +5,12 @@
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { BudgetRepository } from '../budget/repository.js';
-import { intEnv, requireEnv } from '../config/env.js';
+import { InvalidEnvError, intEnv, requireEnv } from '../config/env.js';
 import { connectRedis, type RedisClient, redisConfigFromEnv } from '../redis/connect.js';
 import { regionResources } from '../region/resources.js';
 import type { Clock } from '../time/clock.js';
 import { defaultSpendLimits, type SpendLimits } from './events.js';
-import { SpendLedger } from './ledger.js';
+import { LEDGER_RETENTION_DAYS, SpendLedger } from './ledger.js';
 import { SpendOutbox } from './outbox.js';
 import { defaultInFlight, type InFlightConfig, Reconciler } from './reconcile.js';
 import { cachedBudgets, SpendTracker } from './tracker.js';
@@ -30,6 +30,13 @@ export interface SpendRuntime {
 }
 
 /**
+ * Longest `SPEND_MAX_BID_AGE_MS`: a booked day's ledger items must outlive every notice of that
+ * day (the retention, less the longest day of 25 h and a day's margin), so a rebuild never reads
+ * a day whose items TTL may have deleted.
+ */
+export const MAX_BID_AGE_LIMIT_MS = (LEDGER_RETENTION_DAYS - 2) * 86_400_000;
+
+/**
  * In-flight settings (`IN_FLIGHT_TTL_MS`, `IN_FLIGHT_SLOT_MS`; must equal the ad servers' guards)
  * and booking limits (`SPEND_CLOCK_SKEW_MS`, `SPEND_MAX_BID_AGE_MS`) from the environment.
  */
@@ -37,6 +44,15 @@ export function spendSettingsFromEnv(env: Env = process.env): {
   inFlight: InFlightConfig;
   limits: SpendLimits;
 } {
+  const maxBidAgeMs = intEnv('SPEND_MAX_BID_AGE_MS', defaultSpendLimits.maxBidAgeMs, env);
+  if (maxBidAgeMs > MAX_BID_AGE_LIMIT_MS) {
+    throw new InvalidEnvError(
+      'SPEND_MAX_BID_AGE_MS',
+      String(maxBidAgeMs),
+      `at most ${MAX_BID_AGE_LIMIT_MS} ms (${LEDGER_RETENTION_DAYS - 2} days): the ledger keeps items ` +
+        `${LEDGER_RETENTION_DAYS} days, and a notice older than that could rebuild a day whose wins expired`,
+    );
+  }
   return {
     inFlight: {
       ttlMs: intEnv('IN_FLIGHT_TTL_MS', defaultInFlight.ttlMs, env),
@@ -45,7 +61,7 @@ export function spendSettingsFromEnv(env: Env = process.env): {
     limits: {
       ...defaultSpendLimits,
       clockSkewMs: intEnv('SPEND_CLOCK_SKEW_MS', defaultSpendLimits.clockSkewMs, env),
-      maxBidAgeMs: intEnv('SPEND_MAX_BID_AGE_MS', defaultSpendLimits.maxBidAgeMs, env),
+      maxBidAgeMs,
     },
   };
 }
@@ -65,8 +81,11 @@ export function spendRuntimeFromEnv(options: {
     client: dynamodb,
     tableName: requireEnv(regionResources.tables.budgets.envVar, env),
   });
-  const ledger = new SpendLedger({ client: dynamodb, tableName: ledgerTable, clock });
-  const outbox = new SpendOutbox({ client: dynamodb, tableName: ledgerTable });
+  // The region whose live counters this function keeps: its wins and intents carry it, and its
+  // rebuilds read only its own wins from the replicated ledger.
+  const region = requireEnv('PACELINE_REGION', env);
+  const ledger = new SpendLedger({ client: dynamodb, tableName: ledgerTable, region, clock });
+  const outbox = new SpendOutbox({ client: dynamodb, tableName: ledgerTable, region });
   const redis = connectRedis(redisConfigFromEnv(env));
   redis.on('error', options.onRedisError);
   const { inFlight, limits } = spendSettingsFromEnv(env);

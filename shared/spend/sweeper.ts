@@ -3,7 +3,9 @@
  * intent is still in the outbox — track-spend wrote the ledger but could not confirm the Redis
  * apply (Redis refusing writes beyond the event source's retries, a crash loop, a record sent to
  * the on-failure destination). Each intent is settled through the tracker (ledger write and apply,
- * both idempotent), then closed. The guarantee it gives is stated in docs/spend.md.
+ * both idempotent), then closed. Only this region's intents are listed (and the version 1 ones
+ * of the shared partition): the outbox lives in the ledger's global table, and another region's
+ * intent is a win for that region's live counters. The guarantee is stated in docs/spend.md.
  */
 import { MalformedRecordError } from '../quarantine/quarantine.js';
 import type { Clock } from '../time/clock.js';
@@ -12,7 +14,7 @@ import type { SpendTracker } from './tracker.js';
 
 /** Options of {@link OutboxSweeper}. */
 export interface OutboxSweeperOptions {
-  readonly outbox: Pick<SpendOutbox, 'pending'>;
+  readonly outbox: Pick<SpendOutbox, 'pending' | 'closeFound'>;
   readonly tracker: Pick<SpendTracker, 'settlePending'>;
   readonly clock: Clock;
   /**
@@ -73,6 +75,9 @@ export class OutboxSweeper {
     const settle = async (p: PendingWin) => {
       try {
         await tracker.settlePending(p.entry);
+        // settlePending closes this region's intent; one found in the shared version 1 partition
+        // is closed where it was found.
+        if (p.version === 1) await outbox.closeFound(p);
         settled++;
         inARow = 0;
       } catch (error) {

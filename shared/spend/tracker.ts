@@ -8,6 +8,9 @@
  * redelivery finds the ledger item (and uses *its* price) and the dedup field, so it changes
  * nothing; a crash between (1) and (2) is repaired by the retry, because (2) is idempotent on
  * its own. A loss notice releases the bid's in-flight amount (no ledger item: no money moved).
+ * The ledger is a global table: a win counts in the live counters of the region that booked it,
+ * and a notice for a bid another region booked first is not counted here (docs/spend.md, "Across
+ * regions").
  *
  * Late notices are explicit: a win arriving after the in-flight lifetime T is still real spend
  * (ledger + confirmed, flagged `late`); its in-flight amount had already expired, so nothing is
@@ -164,13 +167,19 @@ export class SpendTracker {
 
   /**
    * Intent (outbox) → ledger → every plan's counters → intent closed. A failure anywhere leaves
-   * the intent for the sweeper; the ledger's stored entry (first notice) is what gets applied.
+   * the intent for the sweeper; the ledger's stored entry (first notice) is what gets applied,
+   * and only when the stored entry is this region's.
    */
   private async book(entry: LedgerEntry, budgets: CampaignBudgets, openIntent = true): Promise<TrackOutcome> {
     const { outbox } = this.options;
     if (outbox && openIntent) await outbox.open(entry, this.options.clock.now());
-    const { created, entry: stored } = await this.options.ledger.record(entry);
-    const { applied, rebuilt } = await this.applyToPlans(plansForBid(budgets, stored.armId), stored, 'W');
+    const { created, entry: stored, own } = await this.options.ledger.record(entry);
+    // A bid another region booked first is counted by that region's live counters (and reaches
+    // this region's pacer through its region-spend summary): counting it here too would count it
+    // twice across regions, and this region's rebuild would drop it again.
+    const { applied, rebuilt } = own
+      ? await this.applyToPlans(plansForBid(budgets, stored.armId), stored, 'W')
+      : { applied: 0, rebuilt: 0 };
     if (outbox) await outbox.close(stored);
     return {
       type: 'win',

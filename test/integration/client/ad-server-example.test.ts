@@ -93,7 +93,11 @@ describe('examples/ad-server.ts against a local region', () => {
     const plan = budgets?.common.find((p) => p.level === 'campaign');
     expect(plan).toBeDefined();
     const day = dayWindow(Date.now(), plan?.timeZone as string).day;
-    const ledger = new SpendLedger({ client: region.dynamodb, tableName: region.tableName('spendLedger') });
+    const ledger = new SpendLedger({
+      client: region.dynamodb,
+      tableName: region.tableName('spendLedger'),
+      region: region.region,
+    });
     const entries = await until(
       () => ledger.entries(summary.campaignId, day),
       (e) => e.length >= summary.wins,

@@ -37,7 +37,11 @@ let ledger: SpendLedger;
 beforeAll(async () => {
   region = await startLocalRegion();
   handler = await loadKinesisHandler(region, 'trackSpend');
-  ledger = new SpendLedger({ client: region.dynamodb, tableName: region.tableName('spendLedger') });
+  ledger = new SpendLedger({
+    client: region.dynamodb,
+    tableName: region.tableName('spendLedger'),
+    region: region.region,
+  });
   await seedBudgets(
     new BudgetRepository({
       client: region.dynamodb,

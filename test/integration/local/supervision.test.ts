@@ -103,7 +103,11 @@ describe('supervision of the emulators', () => {
       return sum;
     };
     const day = dayWindow(start, TZ).day;
-    const ledger = new SpendLedger({ client: region.dynamodb, tableName: region.tableName('spendLedger') });
+    const ledger = new SpendLedger({
+      client: region.dynamodb,
+      tableName: region.tableName('spendLedger'),
+      region: region.region,
+    });
     const plan = (await repo.getCampaignBudgets('c-sup'))?.common.find((p) => p.level === 'campaign');
     if (!plan) throw new Error('campaign plan missing');
     const stateKey = planDayKeys(plan, day).state;

@@ -56,7 +56,11 @@ describe('ad server: read params → throttle → bid × multiplier → decide',
 
     // --- the ad server (docs/pacing.md, "Ad-server call sequence") ---------------------------
     const reader = new PacingReader({ redis, clock, shards });
-    const ledger = new SpendLedger({ client: region.dynamodb, tableName: region.tableName('spendLedger') });
+    const ledger = new SpendLedger({
+      client: region.dynamodb,
+      tableName: region.tableName('spendLedger'),
+      region: region.region,
+    });
     const reconciler = new Reconciler({
       redis,
       ledger,

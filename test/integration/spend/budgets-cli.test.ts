@@ -185,7 +185,11 @@ describe('budgets CLI', () => {
   });
 
   it('reconcile rebuilds live counters from the ledger', async () => {
-    const ledger = new SpendLedger({ client: region.dynamodb, tableName: region.tableName('spendLedger') });
+    const ledger = new SpendLedger({
+      client: region.dynamodb,
+      tableName: region.tableName('spendLedger'),
+      region: region.region,
+    });
     const now = Date.now();
     const day = dayWindow(now, 'Pacific/Auckland').day;
     for (const [bidId, price, armId] of [

@@ -55,7 +55,11 @@ describe('spend in cluster mode', () => {
     );
     const clock = new ManualClock(Date.parse('2026-11-21T20:00:00Z'));
     const day = dayWindow(clock.now(), 'America/Los_Angeles').day;
-    const ledger = new SpendLedger({ client: region.dynamodb, tableName: region.tableName('spendLedger') });
+    const ledger = new SpendLedger({
+      client: region.dynamodb,
+      tableName: region.tableName('spendLedger'),
+      region: region.region,
+    });
     const reconciler = new Reconciler({
       redis,
       ledger,

@@ -100,7 +100,11 @@ describe('live counters converge to the ledger after Redis refused writes', () =
     const exhausted = onFailure.records.reduce((a, r) => a + r.KinesisBatchInfo.batchSize, 0);
     expect(exhausted).toBe(40);
     const day = dayWindow(now, TZ).day;
-    const ledger = new SpendLedger({ client: region.dynamodb, tableName: region.tableName('spendLedger') });
+    const ledger = new SpendLedger({
+      client: region.dynamodb,
+      tableName: region.tableName('spendLedger'),
+      region: region.region,
+    });
     expect((await ledger.entries('c-cv', day)).reduce((a, e) => a + e.clearingPriceMicros, 0)).toBe(total);
     const budgets = (await repo.getCampaignBudgets('c-cv'))!;
     const states = budgets.common.map((p) => planDayKeys(p, day).state);
@@ -134,7 +138,11 @@ describe('live counters converge to the ledger after Redis refused writes', () =
     });
     for (const state of states)
       expect((await readPlanDay(redis, state, Date.now())).confirmedMicros).toBe(total);
-    const outbox = new SpendOutbox({ client: region.dynamodb, tableName: region.tableName('spendLedger') });
+    const outbox = new SpendOutbox({
+      client: region.dynamodb,
+      tableName: region.tableName('spendLedger'),
+      region: region.region,
+    });
     const left = [];
     for await (const p of outbox.pending(Date.now() + 1)) left.push(p);
     expect(left).toEqual([]);

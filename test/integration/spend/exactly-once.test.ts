@@ -32,7 +32,11 @@ beforeAll(async () => {
     tableName: region.tableName('budgets'),
     pacerShards: region.description.settings.pacer.shards,
   });
-  ledger = new SpendLedger({ client: region.dynamodb, tableName: region.tableName('spendLedger') });
+  ledger = new SpendLedger({
+    client: region.dynamodb,
+    tableName: region.tableName('spendLedger'),
+    region: region.region,
+  });
   await seedBudgets(repo, {
     accountId: 'acc1',
     timeZone: TZ,

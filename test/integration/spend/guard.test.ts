@@ -40,7 +40,11 @@ beforeAll(async () => {
   redis = connectRedis({ mode: 'standalone', nodes: [{ host: '127.0.0.1', port }], tls: false });
   const client = dynamoDbClient({ region: 'us-east-1', dynamodb: dynalite.url });
   await provisionTables(client);
-  ledger = new SpendLedger({ client, tableName: physicalName(regionResources.tables.spendLedger.suffix) });
+  ledger = new SpendLedger({
+    client,
+    tableName: physicalName(regionResources.tables.spendLedger.suffix),
+    region: 'us-east-1',
+  });
 });
 afterAll(async () => {
   redis?.disconnect();

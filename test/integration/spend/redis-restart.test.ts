@@ -67,7 +67,11 @@ describe('Redis restart mid-day', () => {
     // Noon, Berlin time, on a fixed date.
     const clock = new ManualClock(Date.parse('2026-06-15T10:00:00Z'));
     const day = dayWindow(clock.now(), TZ).day;
-    const ledger = new SpendLedger({ client: region.dynamodb, tableName: region.tableName('spendLedger') });
+    const ledger = new SpendLedger({
+      client: region.dynamodb,
+      tableName: region.tableName('spendLedger'),
+      region: region.region,
+    });
     const reconcilerFor = (client: RedisClient) =>
       new Reconciler({ redis: client, ledger, clock, campaignsOfAccount: (a) => repo.listCampaignIds(a) });
     const tracker = new SpendTracker({

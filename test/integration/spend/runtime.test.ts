@@ -80,7 +80,11 @@ describe('track-spend under the local runtime (process instances)', () => {
     await runtime.pollers.get('trackSpend')?.waitForIdle(90_000);
 
     const day = dayWindow(now - 1000, TZ).day;
-    const ledger = new SpendLedger({ client: region.dynamodb, tableName: region.tableName('spendLedger') });
+    const ledger = new SpendLedger({
+      client: region.dynamodb,
+      tableName: region.tableName('spendLedger'),
+      region: region.region,
+    });
     const entries = await ledger.entries('c-rt', day);
     expect(entries).toHaveLength(20);
     expect(entries.reduce((a, e) => a + e.clearingPriceMicros, 0)).toBe(expected);

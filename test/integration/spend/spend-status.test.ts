@@ -70,7 +70,11 @@ describe('paceline spend status', () => {
 
     // Two wins in the ledger, then a guard that initialises the day (rebuild), leases and bids.
     const day = dayWindow(T0, 'America/New_York').day;
-    const ledger = new SpendLedger({ client: region.dynamodb, tableName: region.tableName('spendLedger') });
+    const ledger = new SpendLedger({
+      client: region.dynamodb,
+      tableName: region.tableName('spendLedger'),
+      region: region.region,
+    });
     for (const [bidId, price] of [
       ['w1', 700],
       ['w2', 900],

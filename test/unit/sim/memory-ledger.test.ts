@@ -15,9 +15,9 @@ function referenceLedger() {
         days.set(key, day);
       }
       const stored = day.get(entry.bidId);
-      if (stored) return { created: false, entry: stored };
+      if (stored) return { created: false, entry: stored, own: true };
       day.set(entry.bidId, entry);
-      return { created: true, entry };
+      return { created: true, entry, own: true };
     },
     entries(campaignId: string, day: string, armId?: string) {
       const all = [...(days.get(`${campaignId}#${day}`)?.values() ?? [])];
