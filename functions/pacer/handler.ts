@@ -52,6 +52,8 @@ const ssm = ssmClient(endpoints, timeouts);
 const leasesTable = requireEnv(regionResources.tables.leases.envVar);
 const budgetsTable = requireEnv(regionResources.tables.budgets.envVar);
 const regionSpendTable = requireEnv(regionResources.tables.regionSpend.envVar);
+// A lost region's confirmed spend (its wins in the replicated ledger), for allocation reclaims.
+const spendLedgerTable = requireEnv(regionResources.tables.spendLedger.envVar);
 // Peer regions (PACELINE_REGIONS): their publish switches (SSM) and caches (ElastiCache API).
 const peers = peerEndpointsFromEnv(config.region).map((e) => ({
   region: e.region,
@@ -97,6 +99,7 @@ function warmState(shard: number): ShardWarmState {
       tickMs: config.tickMs,
       budgetsFullReloadMs: config.budgetsFullReloadMs,
       regions: allocationSettings.regions,
+      spendLedgerTable,
       allocations: { mode: allocationSettings.mode },
       pacerOptions: {
         logMaxLen: config.auditLogMaxLen,

@@ -478,7 +478,7 @@ function pacerFunction(s: PacerSettings) {
     // Six ticks of a minute, then return; the margin covers a late start (docs/pacing.md).
     timeoutSeconds: Math.ceil((s.minuteMs + 15_000) / 1000),
     schedule: { rateMinutes: 1, instances },
-    tables: { budgets: 'read', leases: 'readwrite', regionSpend: 'readwrite' },
+    tables: { budgets: 'read', leases: 'readwrite', regionSpend: 'readwrite', spendLedger: 'read' },
     writesStreams: [],
     usesRedis: true,
     settings: {

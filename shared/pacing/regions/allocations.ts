@@ -149,8 +149,9 @@ function initialEntry(input: AuthorityInput, config: AllocationConfig): Authorit
 }
 
 /**
- * A rehome's new home, until its settle time has passed: everything the previous authority did
- * (its latest entry as it replicates here) and every lease a region reports holding. Only the
+ * A rehome's new home: everything the previous authority did (its latest entry as it replicates
+ * here; final once that home saw the new fence, by the settle time) and every lease a region
+ * reports holding. Only the
  * latest authority (highest fence) counts for grants and reclaims: it accounted every grant of
  * the older ones that regions applied, and an older entry's grants it superseded were never
  * applied and must not come back.
@@ -210,7 +211,9 @@ export function authorityStep(input: AuthorityInput, config: AllocationConfig): 
   const ack = { ...base.ack };
   const rs = { ...base.rs };
   const settled = nowMs >= input.settleUntilMs;
-  if (!settled || (!current && input.prior.length > 0)) mergePrevious({ g, x, rb, ack, rs }, input, config);
+  // Every step, not only while settling: a home that was down during its settle time would
+  // otherwise miss the predecessor's final entry (a reclaim it regranted, grants regions applied).
+  if (input.prior.length > 0) mergePrevious({ g, x, rb, ack, rs }, input, config);
   const regions = new Set([...config.regions, ...Object.keys(g), ...input.mailboxes.keys()]);
   for (const r of regions) {
     const mb = input.mailboxes.get(r);
@@ -378,7 +381,12 @@ export function regionStep(input: RegionInput, config: AllocationConfig): Region
       ae: num(entry.ack, region) - config.skewMarginMs,
     };
   } else {
-    const base = Math.max(input.dayStartMs, input.createdAtMs ?? input.dayStartMs);
+    // The lease a region takes before its home's first entry starts at the plan-day's start, or at
+    // the plan's creation when that is later — never at a future instant (a writer's clock ahead)
+    // and never moving with now: the home's first ack (its now + lease) always covers it.
+    const created = input.createdAtMs;
+    const base =
+      created !== undefined && created > input.dayStartMs && created <= input.nowMs ? created : input.dayStartMs;
     target = {
       ag: floorOf(budget, region, config),
       ax: 0,

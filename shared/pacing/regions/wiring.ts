@@ -19,6 +19,7 @@ import { rawSpendSource, type SpendSource } from '../spend-source.js';
 import { AllocationAuthority, type AllocationAuthorityOptions } from './allocation-authority.js';
 import { type AllocationConfig, allocationConfig } from './allocation-config.js';
 import { PeerCaches, RegionalShardPacer } from './cross-region.js';
+import { ledgerConfirmedOf } from './ledger-confirmed.js';
 import { RegionAllocations } from './region-allocations.js';
 import { RegionShares } from './region-shares.js';
 import { dynamoRegionSpendStore } from './region-spend-store.js';
@@ -64,7 +65,12 @@ export interface RegionalShardPacerDeps {
   readonly regions?: readonly string[];
   /** Allocation settings (docs/pacing.md, "Many regions"). @default strict with > 1 region */
   readonly allocations?: Partial<Omit<AllocationConfig, 'regions'>>;
-  /** A region's confirmed spend of a plan-day from the replicated ledger (reclaims). */
+  /**
+   * The spend-ledger table (this region's replica of the global table): what a lost region
+   * confirmed, for the reclaim of its allocation. Without it (or `confirmedOf`) nothing is reclaimed.
+   */
+  readonly spendLedgerTable?: string;
+  /** A region's confirmed spend of a plan-day (default: from `spendLedgerTable`). */
   readonly confirmedOf?: AllocationAuthorityOptions['confirmedOf'];
 }
 
@@ -118,6 +124,20 @@ export function regionalShardPacer(d: RegionalShardPacerDeps): RegionalShardPace
       ...d.pacerOptions,
     });
   const ownBudgets = budgets();
+  const confirmedOf =
+    d.confirmedOf ??
+    (d.spendLedgerTable === undefined
+      ? undefined
+      : ledgerConfirmedOf({
+          client: d.dynamodb,
+          tableName: d.spendLedgerTable,
+          // An account's campaigns are all in its shard: the shard's budgets list them.
+          campaignsOfAccount: (accountId) =>
+            ownBudgets
+              .campaigns()
+              .filter((b) => b.account.accountId === accountId)
+              .map((b) => b.campaign.campaignId),
+        }));
   const authority =
     allocations.mode === 'strict'
       ? new AllocationAuthority({
@@ -126,7 +146,7 @@ export function regionalShardPacer(d: RegionalShardPacerDeps): RegionalShardPace
           pk: ownShares.partitionKey,
           config: allocations,
           budgets: ownBudgets,
-          ...(d.confirmedOf ? { confirmedOf: d.confirmedOf } : {}),
+          ...(confirmedOf ? { confirmedOf } : {}),
         })
       : undefined;
   const byRegion = new Map(d.peers.map((p) => [p.region, p]));

@@ -42,7 +42,7 @@ describe('region-spend items', () => {
     expect(parts.flat().sort((a, b) => a - b)).toEqual(entries.map((_, i) => i));
     // every entry is in the part its key hashes to
     for (const [p, part] of parts.entries())
-      for (const i of part) expect(partOf((entries[i] as [string])[0], 16)).toBe(p);
+      for (const i of part) expect(partOf((entries[i] as [string, number])[0], 16)).toBe(p);
     // one part: the item keeps the sk it always had
     expect(splitParts(entries.slice(0, 10)).length).toBe(1);
     expect(partSk('us-east-1', 0, 1)).toBe('us-east-1');
