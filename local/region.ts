@@ -13,6 +13,7 @@ import {
   dynamoDbClient,
   endpointsToEnv,
   kinesisClient,
+  REGIONS_ENV,
   s3Client,
   ssmClient,
 } from '../shared/aws/clients.js';
@@ -114,6 +115,11 @@ export interface LocalRegionOptions {
    * stand-in's proxy for this region). @default none — a single region
    */
   readonly globalTables?: GlobalTablesStandIn;
+  /**
+   * Every region of the local deployment, in order (`PACELINE_REGIONS` in the client environment:
+   * with more than one, clients lease within their region's allocation). @default this region alone
+   */
+  readonly deploymentRegions?: readonly string[];
 }
 
 /** The description a local region uses unless told otherwise (4 pacer shards instead of 24). */
@@ -240,6 +246,10 @@ export async function startLocalRegion(options: LocalRegionOptions = {}): Promis
       [redisEnv.mode]: redis.mode,
       [redisEnv.tls]: 'false',
       [pacerEnv.shards]: String(description.settings.pacer.shards),
+      // Several regions share every budget: clients derive their allocation mode from this.
+      ...(options.deploymentRegions && options.deploymentRegions.length > 1
+        ? { [REGIONS_ENV]: options.deploymentRegions.join(',') }
+        : {}),
     };
     const tableName = (key: TableKey) => physicalName(regionResources.tables[key].suffix);
     const streamName = (key: StreamKey) => physicalName(regionResources.streams[key].suffix);
