@@ -17,6 +17,7 @@
  *   plan list    --account A [--campaign C]
  *   reconcile    --campaign C [--day YYYY-MM-DD] [--force]   (needs REDIS_NODES/REDIS_MODE, SPEND_LEDGER_TABLE)
  *   reshard      --shards N   (re-tags every item for N pacer shards: step 2 of the re-shard procedure, docs/pacing.md)
+ *   rehome       --plan c:C:campaign --region R   (moves a plan's allocation authority, cli/rehome.ts)
  */
 import { parseArgs } from 'node:util';
 import { dynamoDbClient, ssmClient } from '../shared/aws/clients.js';
@@ -43,6 +44,7 @@ import { readPlanDay } from '../shared/spend/live-counters.js';
 import { defaultInFlight, Reconciler } from '../shared/spend/reconcile.js';
 import { systemClock } from '../shared/time/clock.js';
 import { CliUsageError, EXIT, type ExitCodeOf, runCli, targetOf } from './common.js';
+import { REHOME_USAGE, rehome } from './rehome.js';
 
 export { CliUsageError } from './common.js';
 
@@ -56,6 +58,7 @@ export const BUDGETS_USAGE = `usage: budgets <account|campaign|plan> <put|list> 
   plan list    --account A [--campaign C]
   reconcile    --campaign C [--day YYYY-MM-DD] [--force]
   reshard      --shards N   (re-tag every item for N pacer shards; docs/pacing.md, "Changing N")
+${REHOME_USAGE}
   amounts: --daily-budget 1000 or 1000.50 (plain decimal, ≤ 6 decimals), --daily-budget-micros 1000500000 (plain integer)
   --aws: act on AWS when no local endpoint variable (AWS_ENDPOINT_URL_DYNAMODB, …) is set
   exit codes: 0 ok, 1 unexpected error, 2 usage or invalid input, 3 not found, 4 conflict`;
@@ -78,6 +81,8 @@ const options = {
   force: { type: 'boolean', default: false },
   aws: { type: 'boolean', default: false },
   shards: { type: 'string' },
+  plan: { type: 'string' },
+  region: { type: 'string' },
 } as const;
 
 function need(value: string | undefined, flag: string): string {
@@ -156,11 +161,13 @@ export async function main(
   argv: string[],
   env: NodeJS.ProcessEnv = process.env,
   log: (line: string) => void = () => {},
+  now: () => number = Date.now,
 ): Promise<unknown> {
   const { values, positionals } = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
   const [what, verb] = positionals;
   const known = ['account put', 'account list', 'campaign put', 'campaign list', 'plan put', 'plan list'];
-  const single = (what === 'reconcile' || what === 'reshard') && positionals.length === 1;
+  const single =
+    (what === 'reconcile' || what === 'reshard' || what === 'rehome') && positionals.length === 1;
   if (!single && !known.includes(positionals.join(' '))) {
     throw new CliUsageError(`Unknown command "${positionals.join(' ')}".\n${BUDGETS_USAGE}`);
   }
@@ -222,6 +229,17 @@ export async function main(
     }
     if (what === 'plan' && verb === 'list')
       return await repo.listPlans(need(values.account, 'account'), values.campaign);
+    if (what === 'rehome') {
+      return await rehome({
+        plan: values.plan,
+        region: values.region,
+        env,
+        repo,
+        dynamodb,
+        tableName: resourceName(regionResources.tables.budgets, env),
+        now: now(),
+      });
+    }
     if (what === 'reshard') {
       const n = Number(need(values.shards, 'shards'));
       if (!Number.isSafeInteger(n) || n < 1)

@@ -12,6 +12,7 @@ type DelegatedMain = (
   argv: string[],
   env: NodeJS.ProcessEnv,
   log: (line: string) => void,
+  now: () => number,
 ) => Promise<unknown>;
 
 function delegate(options: {
@@ -41,6 +42,7 @@ function delegate(options: {
           [...(options.prefix ?? []), ...rest, ...(aws ? ['--aws'] : [])],
           env,
           (line) => io.err(line),
+          io.now,
         );
         printResult(io, values.json, result);
         return EXIT.ok;
@@ -64,7 +66,7 @@ function delegate(options: {
 
 /** `paceline budgets …` (accounts, campaigns, plans, reshard). */
 export const budgetsCommand = delegate({
-  summary: 'accounts, campaigns and budget plans (put/list), reshard — as npm run budgets',
+  summary: 'accounts, campaigns and budget plans (put/list), reshard, rehome — as npm run budgets',
   usage: `usage: paceline budgets <account|campaign|plan> <put|list> [options]   (same options as npm run budgets)
 ${BUDGETS_USAGE}`,
   main: budgetsMain,

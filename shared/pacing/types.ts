@@ -89,6 +89,8 @@ export interface AllocationFields {
   readonly ar?: number;
   /** Cumulative reclaimed applied. */
   readonly ax?: number;
+  /** When the allocation last held a lease back (epoch ms): demand censored since. */
+  readonly ac?: number;
 }
 
 /**

@@ -5,7 +5,9 @@
  * - `ag` cumulative grant applied, `ar` cumulative released, `ax` cumulative reclaimed applied;
  * - `a` = ag − ar − ax, the cap the lease script enforces; `ae` grants stop after this instant;
  * - `u` set while nothing ever leased from the plan-day since the pacer first wrote it (its
- *   committed spend is then exactly 0, so an idle region can give its floor back).
+ *   committed spend is then exactly 0, so an idle region can give its floor back);
+ * - `ac`, written by the lease script: when the allocation (not E) last held a lease back, so the
+ *   pacer knows the region's spend since then does not show its demand.
  *
  * One script (`spendAlloc`) merges a target into them and, optionally, lowers the cap. The merge
  * never lowers `ag` or `ae` and compares (`ax`, `ar`) as a pair (`syncAllocation` in
@@ -77,7 +79,7 @@ return {a, ag, ar, ax, ae, released}
 `;
 
 // An emptied hash disappears (Redis drops empty hashes): a state the pacer alone created is gone.
-const CLEAR_LUA = `return redis.call('HDEL', KEYS[1], 'a', 'ae', 'ag', 'ar', 'ax', 'u')`;
+const CLEAR_LUA = `return redis.call('HDEL', KEYS[1], 'a', 'ae', 'ag', 'ar', 'ax', 'ac', 'u')`;
 
 const ALLOC_SCRIPT = rawScript('spendAlloc', ALLOC_LUA, 1);
 const CLEAR_SCRIPT = rawScript('spendAllocClear', CLEAR_LUA, 1);

@@ -207,10 +207,12 @@ local committed = c + Lc + math.floor(Fc * tonumber(ARGV[6]) / 1000)
 -- pacer writes it again within a tick). Without a and not strict: one region, E alone.
 local cap = tonumber(ARGV[3])
 local alloc = tonumber(meta[9])
+local capped = false
 if alloc then
-  if now > tonumber(meta[10] or '0') then cap = -1 elseif alloc < cap then cap = alloc end
+  if now > tonumber(meta[10] or '0') then cap = -1 capped = true elseif alloc < cap then cap = alloc capped = true end
 elseif ARGV[9] == '1' then
   cap = -1
+  capped = true
 end
 local allowance = cap - committed
 local want, minGrant = tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -219,6 +221,9 @@ local grant = 0
 local grace = tonumber(meta[4] or '0')
 if want > 0 and now >= grace then
   if allowance >= want then grant = want elseif allowance >= minGrant and allowance > 0 then grant = allowance end
+  -- The allocation, not E, held this lease back: the region's spend no longer shows its demand
+  -- (the pacer's demand estimate leaves this interval out).
+  if grant < want and capped then redis.call('HSET', h, 'ac', now) end
 end
 -- a lease lives in the slot of (now + leaseAhead): it stays counted until every bid made from
 -- it (at most leaseAhead after the grant) is T old, even if the guard never settles.

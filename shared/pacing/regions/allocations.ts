@@ -39,6 +39,8 @@ export interface AuthorityEntry {
   readonly ack: Readonly<Record<string, number>>;
   /** The release counter accounted (in the epoch of x). */
   readonly rs: Readonly<Record<string, number>>;
+  /** When the entry was written (its item's writer clock), once read back from the table. */
+  readonly writtenAtMs?: number;
 }
 
 /** What a region reported for one plan-day (its mailbox, written with its spend summary). */
@@ -167,15 +169,18 @@ function mergePrevious(
   input: AuthorityInput,
   config: AllocationConfig,
 ): void {
+  // A predecessor that saw the new fence stopped by the settle time: what it wrote later is a
+  // stale home still writing (cut off), never adopted — else its grants would reach every region.
+  const prior = input.prior.filter((e) => e.writtenAtMs === undefined || e.writtenAtMs <= input.settleUntilMs);
   let latest = -1;
-  for (const e of input.prior) if (e.fence < input.fence) latest = Math.max(latest, e.fence);
+  for (const e of prior) if (e.fence < input.fence) latest = Math.max(latest, e.fence);
   const regions = new Set([...Object.keys(entry.g), ...input.mailboxes.keys()]);
-  for (const e of input.prior) for (const r of Object.keys(e.g)) regions.add(r);
+  for (const e of prior) for (const r of Object.keys(e.g)) regions.add(r);
   for (const r of regions) {
     let ackr = num(entry.ack, r);
     // Older leases are honoured (a longer ack only delays a reclaim).
-    for (const e of input.prior) ackr = Math.max(ackr, num(e.ack, r));
-    for (const e of input.prior) {
+    for (const e of prior) ackr = Math.max(ackr, num(e.ack, r));
+    for (const e of prior) {
       if (e.fence !== latest) continue;
       entry.g[r] = Math.max(num(entry.g, r), num(e.g, r));
       const ex = num(e.x, r);
@@ -317,7 +322,7 @@ export interface AllocationTarget {
 export function syncAllocation(
   current: AllocationFields,
   target: AllocationTarget,
-): Required<AllocationFields> {
+): Required<Omit<AllocationFields, 'ac'>> {
   const ag = Math.max(current.ag ?? 0, target.ag);
   let ax = current.ax ?? 0;
   let ar = current.ar ?? 0;
@@ -386,7 +391,9 @@ export function regionStep(input: RegionInput, config: AllocationConfig): Region
     // and never moving with now: the home's first ack (its now + lease) always covers it.
     const created = input.createdAtMs;
     const base =
-      created !== undefined && created > input.dayStartMs && created <= input.nowMs ? created : input.dayStartMs;
+      created !== undefined && created > input.dayStartMs && created <= input.nowMs
+        ? created
+        : input.dayStartMs;
     target = {
       ag: floorOf(budget, region, config),
       ax: 0,

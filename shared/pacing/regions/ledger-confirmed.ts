@@ -36,7 +36,9 @@ export function ledgerConfirmedOf(
   return async (region, plan, day) => {
     const ledger = ledgerOf(region);
     const campaigns =
-      plan.level === 'account' ? await options.campaignsOfAccount(plan.accountId) : [plan.campaignId as string];
+      plan.level === 'account'
+        ? await options.campaignsOfAccount(plan.accountId)
+        : [plan.campaignId as string];
     let total = 0;
     for (const campaignId of campaigns) {
       const entries = await ledger.entries(campaignId, day, plan.level === 'arm' ? plan.armId : undefined);

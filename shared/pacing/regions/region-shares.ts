@@ -95,6 +95,8 @@ export interface RegionSharesOptions {
   readonly allocations?: RegionAllocations;
   /** Every region of the deployment (strict: a region with no figure yet is not measured). */
   readonly regions?: readonly string[];
+  /** Strict: a peer whose item is older than this weighs no demand (it is not pacing). */
+  readonly stalePeerMs?: number;
 }
 
 interface PlanDayMemory {
@@ -160,8 +162,16 @@ export class RegionShares implements RegionSharing {
           }
           const list = peers.get(key) ?? [];
           peers.set(key, list);
-          list.push({ region, spentMicros: f.spentMicros, demandMicrosPerSec: f.demandMicrosPerSec });
-          if (!f.measured) unmeasured.add(key);
+          // Strict: a peer that stopped reporting is not pacing (its lease runs out, its
+          // allocation comes back): its spend counts, its last demand figure no longer weighs.
+          const stale =
+            this.strict && nowMs - record.atMs > (this.options.stalePeerMs ?? Number.POSITIVE_INFINITY);
+          list.push({
+            region,
+            spentMicros: f.spentMicros,
+            demandMicrosPerSec: stale ? 0 : f.demandMicrosPerSec,
+          });
+          if (!f.measured && !stale) unmeasured.add(key);
         }
       }
       this.view = view;
@@ -242,7 +252,8 @@ export class RegionShares implements RegionSharing {
       const m = this.memoryOf(key);
       const spent = spentOf(spend[i] as PlanSpendSnapshot);
       const q = params[i] as PlanPacingParams | undefined;
-      m.demand.observe(nowMs, spent, q ? q.throttle * q.bidMultiplier : 1);
+      const heldBack = this.strict ? (spend[i] as PlanSpendSnapshot).alloc?.ac : undefined;
+      m.demand.observe(nowMs, spent, q ? q.throttle * q.bidMultiplier : 1, heldBack);
       const estimate = m.demand.demandMicrosPerSec();
       const stored = this.ownStored.get(key);
       // Three decimals are plenty for a weight and keep the item small.

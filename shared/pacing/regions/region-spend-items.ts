@@ -146,7 +146,15 @@ export function parseAuthorityItem(item: RawItem): Map<string, AuthorityEntry> {
     });
     if (maps.some((m) => m === undefined)) continue;
     const [g, x, rb, ack, rs] = maps as Record<string, number>[];
-    out.set(key, { fence: v[0] as number, g: g ?? {}, x: x ?? {}, rb: rb ?? {}, ack: ack ?? {}, rs: rs ?? {} });
+    out.set(key, {
+      fence: v[0] as number,
+      g: g ?? {},
+      x: x ?? {},
+      rb: rb ?? {},
+      ack: ack ?? {},
+      rs: rs ?? {},
+      writtenAtMs: Number(item.atMs ?? 0),
+    });
   }
   return out;
 }

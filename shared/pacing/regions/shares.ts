@@ -156,6 +156,8 @@ interface DemandSample {
   readonly spentMicros: number;
   /** throttle × bid multiplier in force from this sample until the next (e^u of the controller). */
   readonly gain: number;
+  /** The interval ending here was held back by the region's allocation: it says nothing of demand. */
+  readonly censored: boolean;
 }
 
 /**
@@ -169,27 +171,38 @@ export class DemandWindow {
 
   constructor(private readonly windowTicks: number) {}
 
-  /** Adds this tick's spend and the gain published for the coming interval. */
-  observe(atMs: number, spentMicros: number, gain: number): void {
+  /**
+   * Adds this tick's spend and the gain published for the coming interval. `heldBackAtMs`: when
+   * the region's allocation last held a lease back (strict allocations); an interval it falls in
+   * is left out of the estimate.
+   */
+  observe(atMs: number, spentMicros: number, gain: number, heldBackAtMs?: number): void {
     const last = this.samples.at(-1);
     if (last && atMs <= last.atMs) return;
-    this.samples.push({ atMs, spentMicros, gain: Math.max(0, gain) });
+    const censored = last !== undefined && heldBackAtMs !== undefined && heldBackAtMs > last.atMs;
+    this.samples.push({ atMs, spentMicros, gain: Math.max(0, gain), censored });
     while (this.samples.length > this.windowTicks + 1) this.samples.shift();
   }
 
-  /** The estimate; undefined before two samples. */
+  /** The estimate; undefined before two samples, or when every interval was held back. */
   demandMicrosPerSec(): number | undefined {
     if (this.samples.length < 2) return undefined;
     let spend = 0;
     let exposure = 0;
+    let counted = 0;
     for (let i = 1; i < this.samples.length; i++) {
       const a = this.samples[i - 1] as DemandSample;
       const b = this.samples[i] as DemandSample;
+      // Spend capped by the allocation shows the cap, not the traffic (a region stalled at its
+      // cap would read 0 and never ask for more).
+      if (b.censored) continue;
+      counted++;
       spend += Math.max(0, b.spentMicros - a.spentMicros);
       // A gain of 0 (nothing bid) says nothing about demand: floor it so a region whose share was
       // cut to nothing still reports the traffic it sees once it may bid again.
       exposure += Math.max(a.gain, 1e-4) * ((b.atMs - a.atMs) / 1000);
     }
+    if (counted === 0) return undefined;
     return exposure > 0 ? spend / exposure : 0;
   }
 }

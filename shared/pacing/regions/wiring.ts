@@ -105,6 +105,7 @@ export function regionalShardPacer(d: RegionalShardPacerDeps): RegionalShardPace
       cacheRegion,
       tickMs: d.tickMs,
       regions: allocations.regions,
+      stalePeerMs: allocations.ackFreshMs,
       allocations: new RegionAllocations({ redis, cacheRegion, config: allocations }),
       ...(d.shareConfig ? { config: d.shareConfig } : {}),
     });

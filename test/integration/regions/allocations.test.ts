@@ -2,11 +2,24 @@
  * Strict multi-region budgets on real local regions (test/integration/regions/full-speed.ts): a $5
  * campaign spent at full speed (spend-all-now) from two regions, from three, and from two when the
  * home region is lost mid-run, ends ≤ B + max(0.5 % of B, one bid) combined — and the same run with
- * allocations off (the share rule alone) ends above it, so each bound is one the test can fail.
- * Manual clock: independent of machine speed.
+ * allocations off (the share rule alone) ends above it, so each bound is one the test can fail. A
+ * region killed (ad servers and pacer) while its bids are in flight: its allocation comes back
+ * only after its ack + skew + lease-ahead + T, and the others then spend it. Manual clock:
+ * independent of machine speed.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { type FullSpeedResult, fullSpeedRun, stopRun } from './full-speed.js';
+import { dayWindow } from '../../../shared/budget/time-zone.js';
+import { allocationConfig, reclaimDelayMs } from '../../../shared/pacing/regions/allocation-config.js';
+import {
+  CAMPAIGN,
+  campaignStateKey,
+  type FullSpeedContext,
+  type FullSpeedResult,
+  fullSpeedRun,
+  stopRun,
+  T0,
+  TICK,
+} from './full-speed.js';
 import { REGION_A, REGION_B, REGION_C } from './support.js';
 
 const BUDGET = 5_000_000;
@@ -125,6 +138,74 @@ describe('one $5 budget at full speed across regions', () => {
       onTick: loseHome,
     });
     report('home lost', 'off', run);
+    expect(run.combined).toBeGreaterThan(BOUND);
+  }, 900_000);
+});
+
+describe('a region killed', () => {
+  it('its allocation comes back only after its ack + skew + lease-ahead + T: then the others spend it', async () => {
+    const names = [REGION_A, REGION_B];
+    const inFlight = { ttlMs: 60_000, slotMs: 10_000 };
+    const leaseAheadMs = 15_000;
+    const config = allocationConfig(names, { inFlightTtlMs: inFlight.ttlMs, maxLeaseAheadMs: leaseAheadMs });
+    const key = `c:${CAMPAIGN}:campaign|${dayWindow(T0, 'America/New_York').day}`;
+    const acks: { tick: number; ackB: number; capA: number | undefined }[] = [];
+    // B's ad servers and pacer die 30 s in; its track-spend keeps booking the wins of its bids in
+    // flight (notices up to 50 s after the bid, within T) and its replica keeps replicating.
+    const killB = async (i: number, ctx: FullSpeedContext) => {
+      const b = ctx.regions.get(REGION_B);
+      if (b && i === 3) {
+        b.bidding = false;
+        b.pacing = false;
+      }
+      const a = ctx.regions.get(REGION_A);
+      const entry = a?.instance.wiring.shares.view.authorities.get(REGION_A)?.plans.get(key);
+      const fields = await ctx.two.redis[REGION_A]?.hget(campaignStateKey(), 'a');
+      acks.push({ tick: i, ackB: entry?.ack[REGION_B] ?? 0, capA: fields ? Number(fields) : undefined });
+    };
+    const options = {
+      names,
+      budgetMicros: BUDGET,
+      priceMicros: PRICE,
+      bidsPerSecond: { [REGION_A]: 3, [REGION_B]: 5 },
+      ticks: 40,
+      inFlight,
+      leaseAheadMs,
+      noticeDelayMs: (random: () => number) => Math.floor(random() * 50_000),
+      onTick: killB,
+    };
+    run = await fullSpeedRun({ ...options, mode: 'strict' });
+    report('region killed', 'strict', run);
+    const reclaims = run.context.authority.filter((a) =>
+      a.outcome.reclaims.some((r) => r.region === REGION_B),
+    );
+    expect(reclaims.length).toBeGreaterThan(0);
+    const first = reclaims[0] as (typeof reclaims)[number];
+    const reclaimAt = T0 + first.tick * TICK;
+    // B's last lease, as the home's entry held it when the reclaim happened
+    const ackB = (acks.find((a) => a.tick === first.tick) as (typeof acks)[number]).ackB;
+    console.log(
+      JSON.stringify({
+        ackB: ackB - T0,
+        delay: reclaimDelayMs(config),
+        reclaimAt: reclaimAt - T0,
+        reclaimed: first.outcome.reclaims,
+      }),
+    );
+    expect(reclaimAt).toBeGreaterThan(ackB + reclaimDelayMs(config));
+    expect(reclaimAt).toBeLessThanOrEqual(ackB + reclaimDelayMs(config) + 2 * TICK);
+    // Until then A's cap stayed where it was once B's allocation was held: it grows after.
+    const before = acks.filter((a) => a.tick > 8 && a.tick <= first.tick).map((a) => a.capA);
+    expect(new Set(before).size).toBe(1);
+    const after = acks.at(-1)?.capA ?? 0;
+    expect(after).toBeGreaterThan(before[0] as number);
+    expect(run.combined).toBeLessThanOrEqual(BOUND);
+    expect(run.combined).toBeGreaterThanOrEqual(0.98 * BUDGET);
+    await stopRun(run);
+    acks.length = 0;
+    // The share rule alone: B's wins booked after its last summary are spent again by A.
+    run = await fullSpeedRun({ ...options, mode: 'off' });
+    report('region killed', 'off', run);
     expect(run.combined).toBeGreaterThan(BOUND);
   }, 900_000);
 });

@@ -77,6 +77,7 @@ describe('region-spend items', () => {
       rb: { 'us-east-1': 0, 'us-west-2': 0 },
       ack: { 'us-east-1': 99, 'us-west-2': 98 },
       rs: { 'us-east-1': 0, 'us-west-2': 0 },
+      writtenAtMs: 3_000,
     });
     expect(view.authorities.get('us-east-1')?.epoch).toBe(4);
   });
