@@ -137,6 +137,8 @@ async function scriptCallCost(
     86_400_000,
     150_000,
     '0',
+    0,
+    0,
     `l:${slot}`,
     -5,
     `f:${slot}`,

@@ -8,7 +8,7 @@ import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { EXIT } from '../../cli/common.js';
 import { DemoTargetError, demoTargetFromEnv, describeDemoTarget } from './target.js';
-import { type DemoStats, startDemoTraffic } from './traffic.js';
+import { type DemoStats, EARLY_WINDOW_MS, startDemoTraffic } from './traffic.js';
 
 /** What the command line chose. */
 export interface DemoArgs {
@@ -117,6 +117,14 @@ export function formatStats(s: Readonly<DemoStats>, elapsedSec: number): string 
   );
 }
 
+/**
+ * The first-minutes line: no-budget answers in the first minutes to campaigns under 5 % of their
+ * budget (0 expected: floors and fast first allocations, docs/pacing.md "Many regions").
+ */
+export function formatEarlyLine(s: Readonly<DemoStats>): string {
+  return `first ${EARLY_WINDOW_MS / 60_000} min: ${s.earlyNoBudget} no-budget answers to campaigns under 5 % of their budget`;
+}
+
 /** Runs the demo; resolves with the exit code. */
 export async function runDemo(
   argv: readonly string[],
@@ -176,8 +184,15 @@ export async function runDemo(
     () => out.log(formatStats(traffic.stats, (Date.now() - started) / 1000)),
     args.reportEverySec * 1000,
   );
+  let earlyReported = false;
+  const early = setTimeout(() => {
+    earlyReported = true;
+    out.log(formatEarlyLine(traffic.stats));
+  }, EARLY_WINDOW_MS);
   await stopRequested;
   clearInterval(report);
+  clearTimeout(early);
+  if (!earlyReported) out.log(`${formatEarlyLine(traffic.stats)} (stopped before the window ended)`);
   out.log('Stopping: sending the pending notices, flushing the streams…');
   await traffic.stop();
   out.log(`Stopped. ${formatStats(traffic.stats, (Date.now() - started) / 1000)}`);

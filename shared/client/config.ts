@@ -66,6 +66,12 @@ export interface PacelineClientConfig {
    * with more than one region) unless `PACELINE_ALLOCATIONS` says otherwise. @default 'off'
    */
   readonly allocations?: 'strict' | 'off';
+  /**
+   * Every region of the deployment, in order (`PACELINE_REGIONS`): with strict allocations the
+   * guard leases its region's floor from a plan-day's first instant, before the pacer wrote an
+   * allocation. @default this region alone
+   */
+  readonly regions?: readonly string[];
   /** @default systemClock */
   readonly clock?: Clock;
   /** Random numbers in [0, 1) for throttling (inject for reproducible tests). @default Math.random */
@@ -145,11 +151,12 @@ export function configFromEnv(
     throw new InvalidEnvError(pacerEnv.shards, String(env[pacerEnv.shards]), 'a whole number ≥ 1');
   }
   const endpoints = endpointsFromEnv(env);
-  const { mode } = allocationSettingsFromEnv(endpoints.region, env);
+  const { mode, regions } = allocationSettingsFromEnv(endpoints.region, env);
   return {
     endpoints,
     redis: redisConfigFromEnv(env),
     allocations: mode,
+    regions,
     ...(shards > 0 ? { pacerShards: shards } : {}),
     resources: resourcesFromEnv(env),
     inFlight,

@@ -21,6 +21,7 @@
 import { type CampaignBudgets, plansForBid, type ResolvedPlan } from '../budget/model.js';
 import { defaultCurve, type TargetCurve } from '../budget/pacing.js';
 import { type DayWindow, dayWindow } from '../budget/time-zone.js';
+import { type AllocationConfig, defaultAllocation } from '../pacing/regions/allocation-config.js';
 import type { RedisClient } from '../redis/connect.js';
 import type { Clock } from '../time/clock.js';
 import { firstLiveSlot, type PlanDayKeys, planDayKeys } from './keys.js';
@@ -83,13 +84,15 @@ export interface BudgetGuardOptions {
   /** Called with background lease/settle failures (the guard then says no-budget and retries). */
   readonly onError?: (error: unknown) => void;
   /**
-   * Several regions share the budgets (docs/pacing.md, "Many regions"): `strict` leases only
-   * within the region's allocation, and nothing while the pacer has not written one (a plan-day's
-   * state without `a`). An allocation the pacer wrote caps the lease either way. Derive it from
-   * the deployment's regions (`allocationModeFromEnv`): strict with more than one.
+   * Several regions share the budgets (docs/pacing.md, "Many regions"): strict leases only within
+   * the region's allocation. Before the pacer wrote one (a plan-day's state without `a`), with the
+   * deployment's allocation settings and this guard's region, the region's floor while its default
+   * lease lasts (bids from a plan-day's first instant); with `'strict'` alone, nothing. An
+   * allocation the pacer wrote caps the lease either way. Derive it from the deployment's regions
+   * (`allocationSettingsFromEnv`): strict with more than one.
    * @default 'off'
    */
-  readonly allocations?: 'strict' | 'off';
+  readonly allocations?: 'strict' | 'off' | { readonly config: AllocationConfig; readonly region: string };
 }
 
 interface Lease {
@@ -199,6 +202,7 @@ export class BudgetGuard {
   private readonly memoryRetentionMs: number;
   private readonly scripts: SpendScripts;
   private readonly strict: string;
+  private readonly defaults: { readonly config: AllocationConfig; readonly region: string } | undefined;
   private readonly campaigns = new Map<string, CampaignEntry>();
   private readonly planDays = new Map<string, PlanDay>();
   private readonly inProgress = new Set<Promise<void>>();
@@ -225,10 +229,20 @@ export class BudgetGuard {
     this.backoffMs = options.noAllowanceBackoffMs ?? Math.max(1, Math.floor(this.inFlight.slotMs / 10));
     this.memoryRetentionMs = options.memoryRetentionMs ?? DEFAULT_MEMORY_RETENTION_MS;
     this.scripts = spendScripts(options.redis, options.scriptTransport);
-    const mode = options.allocations ?? 'off';
+    const a = options.allocations ?? 'off';
+    const mode = typeof a === 'string' ? a : a.config.mode;
     if (mode !== 'strict' && mode !== 'off')
       throw new RangeError(`allocations is ${String(mode)}: give strict (several regions) or off.`);
     this.strict = mode === 'strict' ? '1' : '0';
+    this.defaults = typeof a === 'string' || mode === 'off' ? undefined : a;
+  }
+
+  /** The floor and its lease a strict guard leases within while no allocation is stored. */
+  private defaultAllocation(s: PlanDay, now: number): [number, number] {
+    if (!this.defaults) return [0, 0];
+    const { config, region } = this.defaults;
+    const d = defaultAllocation(s.plan.dailyBudgetMicros, region, config, s.day, s.plan.createdAt, now);
+    return [d.cap, d.untilMs];
   }
 
   /** Float left when the next one is fetched, micros. */
@@ -536,6 +550,7 @@ export class BudgetGuard {
       keepFor(s.day.endMs, now, this.memoryRetentionMs),
       this.leaseAheadMs,
       this.strict,
+      ...this.defaultAllocation(s, now),
       ...deltas,
     ]);
   }

@@ -41,8 +41,9 @@ declare module 'ioredis' {
     ): Result<number, Context>;
     /**
      * KEYS: state. ARGV: now, epoch, expectedMicros, requestMicros, minGrantMicros,
-     * weightPermille, keepMs, leaseAheadMs, strict (`1`: no grant without an allocation `a`), then
-     * field/delta pairs (`l:<k>`/`f:<k>`).
+     * weightPermille, keepMs, leaseAheadMs, strict (`1`: no grant beyond the allocation `a`),
+     * defaultCap, defaultUntilMs (strict, while no `a` is stored: the region's floor until its
+     * default lease ends, else nothing), then field/delta pairs (`l:<k>`/`f:<k>`).
      * Reply: [grant, epoch, confirmed, committed, leaseSlot, slotMs, ttlMs]; grant −1 = needs init,
      * −2 = epoch changed (caller must rejoin).
      */
@@ -191,7 +192,7 @@ else
   c, L, F = sumLive(h, kmin)
   sk = kmin
 end
-for i = 10, #ARGV, 2 do
+for i = 12, #ARGV, 2 do
   local f = ARGV[i]
   if tonumber(string.sub(f, 3)) >= sk then
     redis.call('HINCRBY', h, f, ARGV[i + 1])
@@ -211,7 +212,10 @@ local capped = false
 if alloc then
   if now > tonumber(meta[10] or '0') then cap = -1 capped = true elseif alloc < cap then cap = alloc capped = true end
 elseif ARGV[9] == '1' then
-  cap = -1
+  -- No allocation written yet (a new plan-day, or a reset the pacer repairs within a tick): the
+  -- region's floor while its default lease lasts, else nothing.
+  local dcap = tonumber(ARGV[10])
+  if now > tonumber(ARGV[11]) then cap = -1 elseif dcap < cap then cap = dcap end
   capped = true
 end
 local allowance = cap - committed

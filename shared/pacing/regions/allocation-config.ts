@@ -176,3 +176,42 @@ export function allocationSettingsFromEnv(
     throw new InvalidEnvError(ALLOCATIONS_ENV, raw, 'strict or off');
   return { regions, mode: (raw as AllocationMode | undefined) ?? (regions.length > 1 ? 'strict' : 'off') };
 }
+
+/**
+ * What a region holds of a plan-day before its home's first entry is visible: its floor, until
+ * its default lease ends — a lease from the plan-day's start, or from the plan's creation when
+ * that is later (never from a future instant: a writer's clock ahead; never moving with now: the
+ * home's first ack, its now + lease, always covers it). The region's pacer and its strict guards
+ * compute the same (the guards lease from the first instant, before the pacer wrote anything).
+ */
+export function defaultAllocation(
+  budgetMicros: number,
+  region: string,
+  config: AllocationConfig,
+  day: { readonly startMs: number },
+  createdAtMs: number | undefined,
+  nowMs: number,
+): { readonly cap: number; readonly untilMs: number } {
+  const base =
+    createdAtMs !== undefined && createdAtMs > day.startMs && createdAtMs <= nowMs
+      ? createdAtMs
+      : day.startMs;
+  return {
+    cap: floorOf(budgetMicros, region, config),
+    untilMs: base + config.ackLeaseMs - config.skewMarginMs,
+  };
+}
+
+/**
+ * What a budget guard of `region` needs (BudgetGuard's `allocations`): off, or the deployment's
+ * allocation settings and its region (its floor before the pacer wrote an allocation).
+ */
+export function guardAllocations(
+  mode: AllocationMode,
+  regions: readonly string[],
+  region: string,
+): 'off' | 'strict' | { readonly config: AllocationConfig; readonly region: string } {
+  if (mode === 'off') return 'off';
+  if (!regions.includes(region)) return 'strict';
+  return { config: allocationConfig(regions, { mode }), region };
+}

@@ -26,7 +26,7 @@
  */
 
 import type { AllocationFields } from '../types.js';
-import { type AllocationConfig, floorOf, keepOf, reclaimDelayMs } from './allocation-config.js';
+import { type AllocationConfig, defaultAllocation, floorOf, keepOf, reclaimDelayMs } from './allocation-config.js';
 
 export type { AllocationFields } from '../types.js';
 
@@ -171,7 +171,9 @@ function mergePrevious(
 ): void {
   // A predecessor that saw the new fence stopped by the settle time: what it wrote later is a
   // stale home still writing (cut off), never adopted — else its grants would reach every region.
-  const prior = input.prior.filter((e) => e.writtenAtMs === undefined || e.writtenAtMs <= input.settleUntilMs);
+  const prior = input.prior.filter(
+    (e) => e.writtenAtMs === undefined || e.writtenAtMs <= input.settleUntilMs,
+  );
   let latest = -1;
   for (const e of prior) if (e.fence < input.fence) latest = Math.max(latest, e.fence);
   const regions = new Set([...Object.keys(entry.g), ...input.mailboxes.keys()]);
@@ -386,20 +388,15 @@ export function regionStep(input: RegionInput, config: AllocationConfig): Region
       ae: num(entry.ack, region) - config.skewMarginMs,
     };
   } else {
-    // The lease a region takes before its home's first entry starts at the plan-day's start, or at
-    // the plan's creation when that is later — never at a future instant (a writer's clock ahead)
-    // and never moving with now: the home's first ack (its now + lease) always covers it.
-    const created = input.createdAtMs;
-    const base =
-      created !== undefined && created > input.dayStartMs && created <= input.nowMs
-        ? created
-        : input.dayStartMs;
-    target = {
-      ag: floorOf(budget, region, config),
-      ax: 0,
-      ar: 0,
-      ae: base + config.ackLeaseMs - config.skewMarginMs,
-    };
+    const d = defaultAllocation(
+      budget,
+      region,
+      config,
+      { startMs: input.dayStartMs },
+      input.createdAtMs,
+      input.nowMs,
+    );
+    target = { ag: d.cap, ax: 0, ar: 0, ae: d.untilMs };
   }
   const own = input.ownMailbox;
   if (own) {
@@ -424,8 +421,18 @@ export function regionStep(input: RegionInput, config: AllocationConfig): Region
       : Math.max(0, input.demandMicrosPerSec) * (config.horizonMs / 1000);
   const headroom = Math.max(keepOf(budget, region, config), Math.floor(Math.min(paced, demand)));
   const want = Math.min(budget, spent + headroom);
-  // Holding more than the headroom (plus hysteresis) above the spend, or above a cut budget.
-  const lower = merged.a > want + headroom * config.hysteresis;
+  // Holding more than the headroom (plus hysteresis) above the spend, or above a cut budget —
+  // not while its guards may still lease the floor without a stored cap (a reset then would let
+  // them lease what was released).
+  const defaultUntil = defaultAllocation(
+    budget,
+    region,
+    config,
+    { startMs: input.dayStartMs },
+    input.createdAtMs,
+    input.nowMs,
+  ).untilMs;
+  const lower = input.nowMs > defaultUntil && merged.a > want + headroom * config.hysteresis;
   return {
     target: { ag: merged.ag, ax: merged.ax, ar: merged.ar, ae: merged.ae },
     write,

@@ -71,6 +71,8 @@ describe.each(['standalone', 'cluster'] as const)('raw script caller (%s)', (mod
               86_400_000,
               15_000,
               '0',
+              0,
+              0,
               ...deltas,
             ]),
           );

@@ -19,15 +19,19 @@ const T = 600_000;
 const NOW = 1_800_000_000_000;
 const KEEP = 86_400_000;
 
-/** Lease ARGV: now, epoch, E, want, minGrant, weight‰, keepMs, leaseAhead, strict, deltas. */
+/**
+ * Lease ARGV: now, epoch, E, want, minGrant, weight‰, keepMs, leaseAhead, strict, default cap,
+ * default until, deltas.
+ */
 function leaseArgs(
   now: number,
   expected: number,
   want: number,
   strict: boolean,
   deltas: (string | number)[] = [],
+  byDefault: [number, number] = [0, 0],
 ) {
-  return [now, '', expected, want, 1, 1000, KEEP, 0, strict ? '1' : '0', ...deltas];
+  return [now, '', expected, want, 1, 1000, KEEP, 0, strict ? '1' : '0', ...byDefault, ...deltas];
 }
 
 for (const mode of ['standalone', 'cluster'] as const) {
@@ -60,6 +64,17 @@ for (const mode of ['standalone', 'cluster'] as const) {
         const none = await planDay();
         expect((await lease(none, leaseArgs(NOW, 1_000_000, 3_000, true)))[0]).toBe(0);
         expect((await lease(none, leaseArgs(NOW, 1_000_000, 3_000, false)))[0]).toBe(3_000);
+        // strict without a, within the region's default lease: its floor caps (a plan-day's first
+        // instant, before the pacer wrote an allocation); after it, nothing
+        const first = await planDay();
+        expect((await lease(first, leaseArgs(NOW, 1_000_000, 3_000, true, [], [2_000, NOW])))[0]).toBe(2_000);
+        expect((await lease(first, leaseArgs(NOW, 1_000_000, 3_000, true, [], [2_000, NOW])))[0]).toBe(0);
+        const expired = await planDay();
+        expect((await lease(expired, leaseArgs(NOW, 1_000_000, 3_000, true, [], [2_000, NOW - 1])))[0]).toBe(
+          0,
+        );
+        // the allocation held those leases back: the pacer's demand estimate is told (ac)
+        expect(await r.redis.hget(expired, 'ac')).toBe(String(NOW));
         // deltas still settle (they start after the strict flag)
         const settled = await planDay({ a: 10_000, ae: NOW + 1_000 });
         const slot = Math.floor(NOW / Q);

@@ -285,6 +285,9 @@ describe('regionStep', () => {
       config,
     );
     expect(busy.lowerTo).toBeUndefined();
+    // not while its guards may still lease the floor by default (a plan created a minute ago)
+    const fresh = regionStep({ ...region, fields, demandMicrosPerSec: 0, createdAtMs: NOW - 60_000 }, config);
+    expect(fresh.lowerTo).toBeUndefined();
   });
 
   it('restores a Redis that lost its fields from the entry and its own last report', () => {
