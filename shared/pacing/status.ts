@@ -5,10 +5,10 @@
  * pipeline per Redis node.
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { GetParametersCommand, type SSMClient } from '@aws-sdk/client-ssm';
+import { GetParameterCommand, GetParametersCommand, type SSMClient } from '@aws-sdk/client-ssm';
 import { BatchGetCommand, DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { pipelineByNode, type RedisClient } from '../redis/connect.js';
-import { leaderOverridePath, parameterPrefix } from '../region/resources.js';
+import { leaderOverridePath, parameterPrefix, regionResources } from '../region/resources.js';
 import { shardKeys } from './keys.js';
 import { leaseKey } from './lease.js';
 
@@ -53,6 +53,37 @@ export function parsePublisherId(id: string): { region?: string; instanceId: str
     return { region: parts[0] as string, instanceId: parts[1] as string, process: parts.slice(2).join('/') };
   }
   return { instanceId: parts[0] ?? '', process: parts.slice(1).join('/') };
+}
+
+/** A region's cross-region publish switch (SSM `publisher-region`, docs/pacing.md). */
+export interface PublishSwitch {
+  /** The region whose cache this is. */
+  readonly region: string;
+  /** The region whose pacer publishes into it; null when the parameter is missing. */
+  readonly publisherRegion: string | null;
+  /** The parameter's version (the fence's generation g). */
+  readonly version: number | null;
+  /** When it was last set (epoch ms); null when unknown. */
+  readonly sinceMs: number | null;
+}
+
+/** Reads a region's publish switch (one GetParameter). */
+export async function readPublishSwitch(ssm: SSMClient, region: string): Promise<PublishSwitch> {
+  const name = `${parameterPrefix(region)}${regionResources.parameters.publisherRegion.path}`;
+  try {
+    const out = await ssm.send(new GetParameterCommand({ Name: name }));
+    const p = out.Parameter;
+    return {
+      region,
+      publisherRegion: p?.Value ?? null,
+      version: p?.Version ?? null,
+      sinceMs: p?.LastModifiedDate ? p.LastModifiedDate.getTime() : null,
+    };
+  } catch (error) {
+    if ((error as Error).name === 'ParameterNotFound')
+      return { region, publisherRegion: null, version: null, sinceMs: null };
+    throw error;
+  }
 }
 
 /** What {@link readShardStatuses} reads from. */

@@ -8,6 +8,7 @@
  * independent of machine speed.
  */
 import { afterEach, describe, expect, it } from 'vitest';
+import { combinedStatus, formatSpendStatus, spendStatus } from '../../../cli/spend.js';
 import { dayWindow } from '../../../shared/budget/time-zone.js';
 import { allocationConfig, reclaimDelayMs } from '../../../shared/pacing/regions/allocation-config.js';
 import {
@@ -28,6 +29,22 @@ const PRICE = 10_000;
 const BOUND = BUDGET + Math.max(0.005 * BUDGET, PRICE);
 
 let run: FullSpeedResult | undefined;
+
+/** `spendStatus` of every region of a run (what `paceline spend status` reads). */
+async function regionStatus(r: FullSpeedResult) {
+  const out = [];
+  for (const [name, region] of Object.entries(r.context.two.regions)) {
+    const plans = await spendStatus({
+      dynamodb: region.dynamodb,
+      redis: r.context.two.redis[name] as NonNullable<(typeof r.context.two.redis)[string]>,
+      shards: region.description.settings.pacer.shards,
+      nowMs: r.context.clock.now(),
+      campaignId: CAMPAIGN,
+    });
+    out.push({ region: name, plans });
+  }
+  return out;
+}
 afterEach(async () => {
   await stopRun(run);
   run = undefined;
@@ -61,6 +78,25 @@ describe('one $5 budget at full speed across regions', () => {
     expect(run.combined).toBeLessThanOrEqual(BOUND);
     // The budget is spent, not stranded in allocations.
     expect(run.combined).toBeGreaterThanOrEqual(0.98 * BUDGET);
+    // spend status: each region's row labels its share and allocation; the combined row adds up.
+    const status = await regionStatus(run);
+    const combined = combinedStatus(status).find((c) => c.campaignId === CAMPAIGN && c.plan === 'campaign');
+    console.log(JSON.stringify({ combined }));
+    expect(combined?.regions).toEqual([REGION_A, REGION_B]);
+    expect(combined?.confirmedMicros).toBe(run.combined);
+    expect(combined?.allocatedMicros).toBeLessThanOrEqual(BUDGET);
+    expect(combined?.remainingMicros).toBe(
+      Math.max(0, BUDGET - run.combined - (combined?.inFlightMicros ?? 0) - (combined?.leasedMicros ?? 0)),
+    );
+    for (const r of status) {
+      const row = r.plans.find((p) => p.campaignId === CAMPAIGN && p.plan === 'campaign');
+      expect(row?.allocationMicros, r.region).toBeGreaterThan(0);
+      expect(row?.confirmedMicros, r.region).toBeLessThanOrEqual(row?.allocationMicros ?? 0);
+    }
+    const table = formatSpendStatus(status);
+    expect(table).toMatch(/share \(soft\)\s+allocation \(cap\)/);
+    expect(table).toMatch(/all regions \(combined\)/);
+    expect(table).toMatch(/fast-c\s+campaign\s+\S+\s+5\.00\s+4\.\d\d\s.*\(2 regions\)/);
     await stopRun(run);
     run = await fullSpeedRun({
       names: [REGION_A, REGION_B],
