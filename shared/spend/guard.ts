@@ -115,6 +115,11 @@ export interface GuardStats {
   inits: number;
   /** Re-registrations of in-flight amounts after an epoch change (reset / forced reconcile). */
   rejoins: number;
+  /**
+   * Lease calls the region's allocation (several regions), not the expected spend E, held back:
+   * the region asked for more than the allocation authority gave it.
+   */
+  allocationHolds: number;
 }
 
 class PlanDay {
@@ -189,7 +194,7 @@ interface CampaignEntry {
 
 /** The budget guard (one per ad-server process; not shared across processes). */
 export class BudgetGuard {
-  readonly stats: GuardStats = { leaseCalls: 0, inits: 0, rejoins: 0 };
+  readonly stats: GuardStats = { leaseCalls: 0, inits: 0, rejoins: 0, allocationHolds: 0 };
   private readonly inFlight: InFlightConfig;
   private readonly curve: TargetCurve;
   private readonly floatFraction: number;
@@ -495,8 +500,9 @@ export class BudgetGuard {
       restore();
       throw error;
     }
-    const [grant, epoch, , , leaseSlot, slotMs] = reply;
+    const [grant, epoch, , , leaseSlot, slotMs, , held] = reply;
     s.epoch = epoch;
+    if (held === 1) this.stats.allocationHolds++;
     if (slotMs !== s.slotMs) {
       throw new RangeError(
         `Plan-day ${s.keys.state} uses ${slotMs} ms slots but this guard is configured for ${s.slotMs} ms: ` +

@@ -44,13 +44,13 @@ declare module 'ioredis' {
      * weightPermille, keepMs, leaseAheadMs, strict (`1`: no grant beyond the allocation `a`),
      * defaultCap, defaultUntilMs (strict, while no `a` is stored: the region's floor until its
      * default lease ends, else nothing), then field/delta pairs (`l:<k>`/`f:<k>`).
-     * Reply: [grant, epoch, confirmed, committed, leaseSlot, slotMs, ttlMs]; grant −1 = needs init,
-     * −2 = epoch changed (caller must rejoin).
+     * Reply: [grant, epoch, confirmed, committed, leaseSlot, slotMs, ttlMs, held]; grant −1 = needs
+     * init, −2 = epoch changed (caller must rejoin); held 1 = the allocation, not E, held it back.
      */
     spendLease(
       state: string,
       ...args: (string | number)[]
-    ): Result<[number, string, number, number, number, number, number], Context>;
+    ): Result<[number, string, number, number, number, number, number, number], Context>;
     /**
      * KEYS: state, notices, staging. ARGV: epoch, confirmedMicros, slotMs, ttlMs, keepMs,
      * graceUntilMs (no leases granted before it; 0 = none).
@@ -157,8 +157,8 @@ const LEASE_LUA = `${SUM_LIVE}
 local h = KEYS[1]
 local meta = redis.call('HMGET', h, 'r', 'q', 't', 'g', 'c', 'sk', 'sl', 'sf', 'a', 'ae')
 local r = meta[1]
-if not r then return {-1, '', 0, 0, 0, 0, 0} end
-if ARGV[2] ~= '' and ARGV[2] ~= r then return {-2, r, 0, 0, 0, 0, 0} end
+if not r then return {-1, '', 0, 0, 0, 0, 0, 0} end
+if ARGV[2] ~= '' and ARGV[2] ~= r then return {-2, r, 0, 0, 0, 0, 0, 0} end
 local now, q, t = tonumber(ARGV[1]), tonumber(meta[2]), tonumber(meta[3])
 local kmin = math.floor((now - t) / q)
 -- Running sums (docs/spend.md, "Running sums"): sl / sf = the l: / f: fields of slots >= sk, and
@@ -221,13 +221,17 @@ end
 local allowance = cap - committed
 local want, minGrant = tonumber(ARGV[4]), tonumber(ARGV[5])
 local grant = 0
+local held = 0
 -- rejoin grace after a mid-day rebuild: guards re-register their in-flight first, no grants
 local grace = tonumber(meta[4] or '0')
 if want > 0 and now >= grace then
   if allowance >= want then grant = want elseif allowance >= minGrant and allowance > 0 then grant = allowance end
   -- The allocation, not E, held this lease back: the region's spend no longer shows its demand
   -- (the pacer's demand estimate leaves this interval out).
-  if grant < want and capped then redis.call('HSET', h, 'ac', now) end
+  if grant < want and capped then
+    redis.call('HSET', h, 'ac', now)
+    held = 1
+  end
 end
 -- a lease lives in the slot of (now + leaseAhead): it stays counted until every bid made from
 -- it (at most leaseAhead after the grant) is T old, even if the guard never settles.
@@ -238,7 +242,7 @@ if grant > 0 then
 end
 redis.call('HSET', h, 'sk', sk, 'sl', L, 'sf', F)
 redis.call('PEXPIRE', h, ARGV[7])
-return {grant, r, c, committed + grant, ks, q, t}
+return {grant, r, c, committed + grant, ks, q, t, held}
 `;
 
 const INIT_LUA = `
@@ -267,8 +271,8 @@ export function defineSpendCommands(redis: RedisClient): void {
   redis.defineCommand('spendInit', { numberOfKeys: 3, lua: INIT_LUA });
 }
 
-/** The lease script's reply: [grant, epoch, confirmed, committed, leaseSlot, slotMs, ttlMs]. */
-export type LeaseReply = [number, string, number, number, number, number, number];
+/** The lease script's reply: [grant, epoch, confirmed, committed, leaseSlot, slotMs, ttlMs, held]. */
+export type LeaseReply = [number, string, number, number, number, number, number, number];
 
 /**
  * How the hot callers reach the lease and apply scripts: the same Lua, the same replies, either
@@ -299,6 +303,7 @@ function leaseReply(reply: readonly unknown[]): LeaseReply {
     Number(reply[4]),
     Number(reply[5]),
     Number(reply[6]),
+    Number(reply[7] ?? 0),
   ];
 }
 

@@ -26,7 +26,13 @@
  */
 
 import type { AllocationFields } from '../types.js';
-import { type AllocationConfig, defaultAllocation, floorOf, keepOf, reclaimDelayMs } from './allocation-config.js';
+import {
+  type AllocationConfig,
+  defaultAllocation,
+  floorOf,
+  keepOf,
+  reclaimDelayMs,
+} from './allocation-config.js';
 
 export type { AllocationFields } from '../types.js';
 

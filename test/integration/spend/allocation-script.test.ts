@@ -51,11 +51,13 @@ for (const mode of ['standalone', 'cluster'] as const) {
         const key = await planDay({ a: 5_000, ae: NOW + 1_000 });
         expect((await lease(key, leaseArgs(NOW, 1_000_000, 3_000, true)))[0]).toBe(3_000);
         // 3,000 committed: 2,000 left of a even though E allows far more
-        expect((await lease(key, leaseArgs(NOW, 1_000_000, 3_000, true)))[0]).toBe(2_000);
-        expect((await lease(key, leaseArgs(NOW, 1_000_000, 3_000, true)))[0]).toBe(0);
-        // E below a: E caps
+        // held (reply[7]) = 1: the allocation, not E, cut the grant short
+        expect(await lease(key, leaseArgs(NOW, 1_000_000, 3_000, true))).toMatchObject({ 0: 2_000, 7: 1 });
+        expect(await lease(key, leaseArgs(NOW, 1_000_000, 3_000, true))).toMatchObject({ 0: 0, 7: 1 });
+        // E below a: E caps, and the allocation held nothing back
         const low = await planDay({ a: 5_000, ae: NOW + 1_000 });
-        expect((await lease(low, leaseArgs(NOW, 1_500, 3_000, true)))[0]).toBe(1_500);
+        expect(await lease(low, leaseArgs(NOW, 1_500, 3_000, true))).toMatchObject({ 0: 1_500, 7: 0 });
+        expect(await lease(low, leaseArgs(NOW, 1_500, 3_000, true))).toMatchObject({ 0: 0, 7: 0 });
         // after ae: nothing, strict or not
         const late = await planDay({ a: 5_000, ae: NOW - 1 });
         expect((await lease(late, leaseArgs(NOW, 1_000_000, 3_000, true)))[0]).toBe(0);
