@@ -4,26 +4,43 @@
  * Regions and their settings come from cdk.json context, read and validated in one place
  * (shared/region/deployment.ts).
  *
- * cdk-nag's AwsSolutions pack runs as a validation plugin on every synth.
+ * Two validation plugins run on every synth (`npm run synth`, CI, the synth tests): cdk-nag's
+ * AwsSolutions pack and AWS's Control Tower guard rules through cfn-guard (cdk/guard.ts). Every
+ * finding is fixed or acknowledged on its resource (cdk/nag.ts); any other fails synthesis.
  */
 import { App, Validations } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { deploymentSettings } from '../shared/region/deployment.js';
+import { ControlTowerGuard } from './guard.js';
 import { RegionalStack } from './regional-stack.js';
 
-/** Builds the app; exported for the synth tests. */
-export function buildApp(app = new App()): { app: App; stacks: RegionalStack[] } {
+/** Options of {@link buildApp}. */
+export interface BuildAppOptions {
+  /**
+   * Register the policy-validation plugins (cdk-nag) that run at synth. Only tools that read the
+   * synthesized template and never deploy it turn them off (the local IAM layer: they cost
+   * seconds per synth). @default true
+   */
+  readonly validate?: boolean;
+}
+
+/** Builds the app; exported for the synth tests and the local IAM layer (local/iam/synth.ts). */
+export function buildApp(
+  app = new App(),
+  options: BuildAppOptions = {},
+): { app: App; stacks: RegionalStack[] } {
   const deployment = deploymentSettings((key) => app.node.tryGetContext(key));
   const stacks = deployment.regions.map(
     (deployed) =>
-      new RegionalStack(app, `Paceline-${deployed.region}`, {
+      new RegionalStack(app, deployed.description.names.stackName(deployed.region), {
         env: { account: deployment.account, region: deployed.region },
-        description: `Paceline regional stack (${deployed.region}): pacing, spend tracking, action counting`,
+        description: `Paceline regional stack (${deployed.description.names.base}, ${deployed.region}): pacing, spend tracking, action counting`,
         deployment,
         deployed,
       }),
   );
-  Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
+  if (options.validate !== false)
+    Validations.of(app).addPlugins(new AwsSolutionsChecks(app), new ControlTowerGuard());
   return { app, stacks };
 }
 

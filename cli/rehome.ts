@@ -21,9 +21,6 @@ import { defaultShareConfig } from '../shared/pacing/regions/shares.js';
 import { TICK_MS } from '../shared/pacing/types.js';
 import { CliUsageError } from './common.js';
 
-/** The usage lines of `rehome` (part of `budgets --help`). */
-export const REHOME_USAGE = `  rehome       --plan <c:C:campaign | c:C:arm:X | a:A:account> --region <region>   (move the plan's allocation authority; docs/pacing.md)`;
-
 /** What a rehome wrote. */
 export interface RehomeResult {
   readonly plan: string;

@@ -1,22 +1,15 @@
-import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as iam from 'aws-cdk-lib/aws-iam';
-import type * as kinesis from 'aws-cdk-lib/aws-kinesis';
-import type * as kms from 'aws-cdk-lib/aws-kms';
 import { Construct } from 'constructs';
+import type { AccessStatement } from '../../shared/region/access.js';
 
 /** Props of {@link PacelineAdServerAccess}. */
 export interface PacelineAdServerAccessProps {
-  /** The streams ad servers put events on (user actions, spend notices). */
-  readonly streams: readonly kinesis.IStream[];
-  /** The budgets table (read: the guard's plans, the pacing reader's budgets). */
-  readonly budgetsTable: dynamodb.ITable;
-  /** The spend ledger (the guard's rebuild: Query a campaign-day, PutItem the plan-day start marker). */
-  readonly ledgerTable: dynamodb.ITable;
-  /** The regional key the streams and tables are encrypted with. */
-  readonly key: kms.IKey;
-  /** `elasticache:Connect` resources: the replication group and the IAM cache user. */
-  readonly cacheConnectArns: readonly string[];
+  /**
+   * Everything the ad-server client library does in the region (shared/region/access.ts,
+   * `adServerAccess`, resolved for this stack): the policy holds exactly these statements.
+   */
+  readonly statements: readonly AccessStatement[];
   /** The cache's security group and port (the ingress rule admits the ad servers). */
   readonly cacheSecurityGroup: ec2.ISecurityGroup;
   readonly cachePort: number;
@@ -31,18 +24,13 @@ export interface PacelineAdServerAccessProps {
 
 /**
  * Everything an ad-server fleet needs to use Paceline, and nothing more, as one managed policy
- * users attach to their own roles, plus the cache ingress rule for the fleet:
+ * users attach to their own roles, plus the cache ingress rule for the fleet. The statements come
+ * from the region description's `adServer` (shared/region/access.ts): the budgets and ledger
+ * actions the client makes, puts on both streams, the pacer shard-count parameter, the key only
+ * via DynamoDB and Kinesis of this region, IAM authentication to the cache. No wildcard.
  *
- * - `kinesis:PutRecord`, `kinesis:PutRecords` on both streams;
- * - `dynamodb:GetItem`, `dynamodb:BatchGetItem`, `dynamodb:Query` on the budgets table (base
- *   table only: the by-pacer-shard index is the pacer's);
- * - `dynamodb:Query`, `dynamodb:PutItem` on the spend ledger (the guard's rebuild of a
- *   plan-day; it never writes spend entries, track-spend does);
- * - `kms:Decrypt` (reads) and `kms:GenerateDataKey` (encrypted puts) on the regional key, only
- *   via DynamoDB and Kinesis of this region;
- * - `elasticache:Connect` on the cache and its IAM user.
- *
- * The template tests pin these exact actions and resources (test/synth/regional-stack.test.ts).
+ * The template tests check the policy against the same derivation
+ * (test/synth/regional-stack.test.ts).
  */
 export class PacelineAdServerAccess extends Construct {
   readonly policy: iam.ManagedPolicy;
@@ -51,42 +39,19 @@ export class PacelineAdServerAccess extends Construct {
   constructor(scope: Construct, id: string, props: PacelineAdServerAccessProps) {
     super(scope, id);
     this.props = props;
-    const region = props.key.env.region;
     this.policy = new iam.ManagedPolicy(this, 'Policy', {
       ...(props.managedPolicyName ? { managedPolicyName: props.managedPolicyName } : {}),
-      description: 'Paceline ad-server access: put events, read budgets, guard ledger access, cache connect',
-      statements: [
-        new iam.PolicyStatement({
-          sid: 'PutEvents',
-          actions: ['kinesis:PutRecord', 'kinesis:PutRecords'],
-          resources: props.streams.map((s) => s.streamArn),
-        }),
-        new iam.PolicyStatement({
-          sid: 'ReadBudgets',
-          actions: ['dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:Query'],
-          resources: [props.budgetsTable.tableArn],
-        }),
-        new iam.PolicyStatement({
-          sid: 'GuardLedger',
-          actions: ['dynamodb:Query', 'dynamodb:PutItem'],
-          resources: [props.ledgerTable.tableArn],
-        }),
-        new iam.PolicyStatement({
-          sid: 'Key',
-          actions: ['kms:Decrypt', 'kms:GenerateDataKey'],
-          resources: [props.key.keyArn],
-          conditions: {
-            StringEquals: {
-              'kms:ViaService': [`dynamodb.${region}.amazonaws.com`, `kinesis.${region}.amazonaws.com`],
-            },
-          },
-        }),
-        new iam.PolicyStatement({
-          sid: 'CacheConnect',
-          actions: ['elasticache:Connect'],
-          resources: [...props.cacheConnectArns],
-        }),
-      ],
+      description:
+        'Paceline ad-server access: budgets and ledger reads, guard markers, events, shard count, cache connect',
+      statements: props.statements.map(
+        (s) =>
+          new iam.PolicyStatement({
+            sid: s.sid,
+            actions: [...s.actions],
+            resources: [...s.resources],
+            ...(s.condition ? { conditions: s.condition as Record<string, unknown> } : {}),
+          }),
+      ),
     });
     if (props.fleet) this.allowFrom(props.fleet);
   }

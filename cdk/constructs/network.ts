@@ -3,6 +3,8 @@ import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import type * as kms from 'aws-cdk-lib/aws-kms';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import { Construct } from 'constructs';
+import { type AwsService, ENDPOINT_SERVICE_NAME } from '../../shared/region/access.js';
+import { acknowledgeNag } from '../nag.js';
 
 /** Props of {@link PrivateNetwork}. */
 export interface PrivateNetworkProps {
@@ -12,8 +14,14 @@ export interface PrivateNetworkProps {
   readonly maxAzs?: number;
   /** Key that encrypts the flow-log group. */
   readonly key: kms.IKey;
-  /** Interface endpoints the functions need (DynamoDB always gets a gateway endpoint). @default [SSM] */
-  readonly interfaceEndpoints?: readonly ec2.InterfaceVpcEndpointAwsService[];
+  /** Name of the flow-log group. @default generated */
+  readonly flowLogGroupName?: string;
+  /** Retention of the flow logs. @default one year */
+  readonly flowLogRetention?: logs.RetentionDays;
+  /** Services reached through gateway endpoints (S3, DynamoDB: route-table entries, no charge). */
+  readonly gatewayEndpoints: readonly AwsService[];
+  /** Services reached through interface endpoints (shared/region/access.ts derives them). */
+  readonly interfaceEndpoints: readonly AwsService[];
   /**
    * Peer regions' VPC CIDRs admitted on 443 to the interface endpoints of these services (by
    * the endpoint service's short name, e.g. `ssm`): peer pacers call this region's APIs through
@@ -25,7 +33,9 @@ export interface PrivateNetworkProps {
 
 /**
  * A VPC with isolated subnets only: no internet gateway, no NAT, so nothing in it has a public
- * endpoint. Functions reach AWS APIs through VPC endpoints; flow logs are kept.
+ * endpoint. Functions reach AWS APIs through VPC endpoints — gateway endpoints for S3 and
+ * DynamoDB, an interface endpoint (private DNS) for every other service they call; flow logs are
+ * kept.
  */
 export class PrivateNetwork extends Construct {
   /** The VPC. */
@@ -34,6 +44,8 @@ export class PrivateNetwork extends Construct {
   readonly functionSecurityGroup: ec2.SecurityGroup;
   /** The interface endpoints, by the endpoint service's short name (`ssm`, `elasticache`, …). */
   readonly interfaceEndpoints: Readonly<Record<string, ec2.InterfaceVpcEndpoint>>;
+  /** The gateway endpoints, by service. */
+  readonly gatewayEndpoints: Readonly<Record<string, ec2.GatewayVpcEndpoint>>;
 
   constructor(scope: Construct, id: string, props: PrivateNetworkProps) {
     super(scope, id);
@@ -44,25 +56,41 @@ export class PrivateNetwork extends Construct {
       subnetConfiguration: [{ name: 'isolated', subnetType: ec2.SubnetType.PRIVATE_ISOLATED, cidrMask: 22 }],
     });
     const flowLogGroup = new logs.LogGroup(this, 'FlowLogs', {
-      retention: logs.RetentionDays.ONE_MONTH,
+      ...(props.flowLogGroupName ? { logGroupName: props.flowLogGroupName } : {}),
+      retention: props.flowLogRetention ?? logs.RetentionDays.ONE_YEAR,
       encryptionKey: props.key,
       removalPolicy: RemovalPolicy.RETAIN,
     });
     this.vpc.addFlowLog('FlowLog', { destination: ec2.FlowLogDestination.toCloudWatchLogs(flowLogGroup) });
-    this.vpc.addGatewayEndpoint('DynamoDb', { service: ec2.GatewayVpcEndpointAwsService.DYNAMODB });
+    const gateways: Record<string, ec2.GatewayVpcEndpoint> = {};
+    for (const service of props.gatewayEndpoints) {
+      const gateway = gatewayService[service];
+      if (!gateway)
+        throw new Error(`PrivateNetwork: ${service} has no gateway endpoint (only S3 and DynamoDB do).`);
+      // Route-table entries in every (isolated) subnet: S3 (dead-letter payloads) and DynamoDB.
+      gateways[service] = this.vpc.addGatewayEndpoint(service, { service: gateway });
+    }
+    this.gatewayEndpoints = gateways;
     this.functionSecurityGroup = new ec2.SecurityGroup(this, 'Functions', {
       vpc: this.vpc,
       description: 'Paceline functions (cache and VPC-endpoint clients)',
       allowAllOutbound: true,
     });
     const endpoints: Record<string, ec2.InterfaceVpcEndpoint> = {};
-    for (const service of props.interfaceEndpoints ?? [ec2.InterfaceVpcEndpointAwsService.SSM]) {
+    for (const name of props.interfaceEndpoints) {
+      const service = new ec2.InterfaceVpcEndpointAwsService(ENDPOINT_SERVICE_NAME[name]);
       // `open` (the default) admits this VPC's CIDR on 443; peers are added below, by CIDR.
       const endpoint = this.vpc.addInterfaceEndpoint(service.shortName, {
         service,
         privateDnsEnabled: true,
         subnets: { subnetType: ec2.SubnetType.PRIVATE_ISOLATED },
       });
+      for (const sg of endpoint.connections.securityGroups)
+        acknowledgeNag(
+          sg,
+          'AwsSolutions-EC23',
+          `The ${service.shortName} interface endpoint's group: CDK admits 443 from this VPC's CIDR (an intrinsic the rule cannot evaluate) and, when published, the peer regions' CIDRs; the VPC has no internet path.`,
+        );
       for (const cidr of props.endpointPeerCidrs?.[service.shortName] ?? [])
         endpoint.connections.allowFrom(
           ec2.Peer.ipv4(cidr),
@@ -79,3 +107,9 @@ export class PrivateNetwork extends Construct {
     this.interfaceEndpoints = endpoints;
   }
 }
+
+/** The gateway endpoint of each service that has one. */
+const gatewayService: Partial<Record<AwsService, ec2.GatewayVpcEndpointAwsService>> = {
+  s3: ec2.GatewayVpcEndpointAwsService.S3,
+  dynamodb: ec2.GatewayVpcEndpointAwsService.DYNAMODB,
+};

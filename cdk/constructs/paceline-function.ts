@@ -4,25 +4,26 @@ import * as actions from 'aws-cdk-lib/aws-cloudwatch-actions';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as events from 'aws-cdk-lib/aws-events';
 import * as targets from 'aws-cdk-lib/aws-events-targets';
+import * as iam from 'aws-cdk-lib/aws-iam';
 import type * as kinesis from 'aws-cdk-lib/aws-kinesis';
 import type * as kms from 'aws-cdk-lib/aws-kms';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
-import * as sources from 'aws-cdk-lib/aws-lambda-event-sources';
 import * as nodejs from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import type * as sns from 'aws-cdk-lib/aws-sns';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
-import {
-  type FunctionSpec,
-  type KinesisSourceSpec,
-  onFailureQueueName,
-} from '../../shared/region/resources.js';
+import type { AccessStatement } from '../../shared/region/access.js';
+import type { ResourceNames } from '../../shared/region/names.js';
+import type { FunctionSpec, KinesisSourceSpec } from '../../shared/region/resources.js';
+import { acknowledgeGuard, acknowledgeNag } from '../nag.js';
 
 /** Props of {@link PacelineFunction}. */
 export interface PacelineFunctionProps {
   /** The function's entry in the region description. */
   readonly spec: FunctionSpec;
+  /** The deployment's names (function, log group, on-failure queue). */
+  readonly names: ResourceNames;
   /** Absolute path of the handler module. */
   readonly entry: string;
   /** Repository root (where package-lock.json is). */
@@ -33,33 +34,81 @@ export interface PacelineFunctionProps {
   readonly key: kms.IKey;
   /** Where alarms notify. */
   readonly alarmTopic: sns.ITopic;
+  /**
+   * Everything the role may do (shared/region/access.ts, resolved for this stack): statements
+   * with resources go into the role's `Access` policy, those on `*` (actions without
+   * resource-level permissions) into `NoResourceLevel`, acknowledged there alone.
+   */
+  readonly access: readonly AccessStatement[];
   /** The stream of `spec.source`, when the function is stream-triggered. */
   readonly stream?: kinesis.IStream;
   /** Alarm when the oldest unprocessed record is older than this. @default 60 s */
   readonly iteratorAgeAlarmThreshold?: Duration;
+  /** Log retention (AWS's Control Tower rule asks for at least a year). @default one year */
+  readonly logRetention?: logs.RetentionDays;
+  /** Active X-Ray tracing (the role's `NoResourceLevel` policy must then allow X-Ray). @default true */
+  readonly activeTracing?: boolean;
 }
 
 /**
- * A Paceline Lambda function in the VPC, bundled with esbuild (no Docker); when the spec has a
- * schedule, one EventBridge rule per instance; when it has a Kinesis source, its event-source mapping with the safe defaults from the spec (bisect,
- * bounded retries, max record age, partial batch responses), an encrypted on-failure queue, and
- * alarms on iterator age, on-failure messages, quarantined records and errors.
+ * A Paceline Lambda function in the VPC, bundled with esbuild (no Docker), with its own role
+ * holding exactly its described access (no AWS-managed policies), its own log group, Lambda's
+ * asynchronous retries off, and standard alarms. A spec with a schedule without instances gets
+ * its EventBridge rule here (the pacer's per-instance rules are laid out by the stack,
+ * cdk/constructs/pacer-shards.ts); a Kinesis source gets its event-source mapping with the safe
+ * defaults from the spec (bisect, bounded retries, max record age, partial batch responses,
+ * parallelization factor), an encrypted on-failure queue, and alarms on iterator age,
+ * on-failure messages, quarantined records and errors.
  */
 export class PacelineFunction extends Construct {
   readonly function: nodejs.NodejsFunction;
+  /** The function's own role. */
+  readonly role: iam.Role;
+  /** The role's policy of resource-level statements. */
+  readonly accessPolicy: iam.Policy;
+  /** The role's policy of statements on `*` (VPC network interfaces, X-Ray). */
+  readonly noResourceLevelPolicy: iam.Policy;
+  readonly logGroup: logs.LogGroup;
   /** On-failure destination of the event source (batch metadata of exhausted batches). */
   readonly onFailureQueue?: sqs.Queue;
 
   constructor(scope: Construct, id: string, props: PacelineFunctionProps) {
     super(scope, id);
-    const { spec } = props;
-    const logGroup = new logs.LogGroup(this, 'Logs', {
-      retention: logs.RetentionDays.ONE_MONTH,
+    const { spec, names } = props;
+    this.logGroup = new logs.LogGroup(this, 'Logs', {
+      logGroupName: names.logGroupName(spec.name),
+      retention: props.logRetention ?? logs.RetentionDays.ONE_YEAR,
       encryptionKey: props.key,
       removalPolicy: RemovalPolicy.RETAIN,
     });
+    this.role = new iam.Role(this, 'Role', {
+      assumedBy: new iam.ServicePrincipal('lambda.amazonaws.com'),
+      description: `${names.functionName(spec.name)}: exactly its described access (shared/region/access.ts)`,
+    });
+    const statement = (s: AccessStatement) =>
+      new iam.PolicyStatement({
+        sid: s.sid,
+        actions: [...s.actions],
+        resources: [...s.resources],
+        ...(s.condition ? { conditions: s.condition as Record<string, unknown> } : {}),
+      });
+    this.accessPolicy = new iam.Policy(this, 'Access', {
+      roles: [this.role],
+      statements: props.access.filter((s) => !s.resources.includes('*')).map(statement),
+    });
+    this.noResourceLevelPolicy = new iam.Policy(this, 'NoResourceLevel', {
+      roles: [this.role],
+      statements: props.access.filter((s) => s.resources.includes('*')).map(statement),
+    });
+    acknowledgeNag(
+      this.noResourceLevelPolicy,
+      'AwsSolutions-IAM5[Resource::*]',
+      'Only the actions without resource-level permissions Lambda requires of this role: the VPC network-interface actions ' +
+        '(ec2:CreateNetworkInterface, DescribeNetworkInterfaces, DescribeSubnets, DeleteNetworkInterface, Assign/UnassignPrivateIpAddresses) ' +
+        'and X-Ray trace upload (xray:PutTraceSegments, PutTelemetryRecords) for active tracing.',
+    );
     this.function = new nodejs.NodejsFunction(this, 'Function', {
-      functionName: `paceline-${spec.name}`,
+      functionName: names.functionName(spec.name),
       description: spec.purpose,
       entry: props.entry,
       handler: 'handler',
@@ -71,11 +120,14 @@ export class PacelineFunction extends Construct {
       timeout: Duration.seconds(spec.timeoutSeconds),
       environment: { ...props.environment, NODE_OPTIONS: '--enable-source-maps' },
       environmentEncryption: props.key,
+      role: this.role,
       vpc: props.vpc,
       vpcSubnets: { subnetType: ec2.SubnetType.PRIVATE_ISOLATED },
       securityGroups: [props.securityGroup],
-      logGroup,
-      tracing: lambda.Tracing.ACTIVE,
+      logGroup: this.logGroup,
+      ...(spec.reservedConcurrency === undefined
+        ? {}
+        : { reservedConcurrentExecutions: spec.reservedConcurrency }),
       bundling: {
         format: nodejs.OutputFormat.ESM,
         minify: true,
@@ -86,11 +138,40 @@ export class PacelineFunction extends Construct {
         externalModules: ['@aws-sdk/*'],
       },
     });
-    const notify = (a: cloudwatch.Alarm) => {
-      a.addAlarmAction(new actions.SnsAction(props.alarmTopic));
-      return a;
-    };
-    notify(
+    // Tracing set on the resource, not through CDK's `tracing` prop, which would add its own
+    // X-Ray statement to the role (the role has exactly the described access).
+    if (props.activeTracing ?? true)
+      (this.function.node.defaultChild as lambda.CfnFunction).tracingConfig = { mode: 'Active' };
+    // Lambda validates the role when it creates the function (VPC) and the event source (stream).
+    this.function.node.addDependency(this.accessPolicy, this.noResourceLevelPolicy);
+    // Lambda's own retries of a failed asynchronous invocation are off (its default is 2): a
+    // scheduled invocation the next minute supersedes is worthless late, a re-run pacer minute
+    // would tick twice. Stream functions are invoked synchronously by their event source, whose
+    // retries are the source's own (spec.source).
+    this.function.configureAsyncInvoke({ retryAttempts: 0, maxEventAge: Duration.seconds(60) });
+    this.alarms(props);
+    if (spec.schedule && spec.schedule.instances.length === 0) {
+      // One rule without input: the function receives EventBridge's Scheduled Event.
+      new events.Rule(this, 'Schedule', {
+        description: `${spec.name} every ${spec.schedule.rateMinutes} minute(s)`,
+        schedule: events.Schedule.rate(Duration.minutes(spec.schedule.rateMinutes)),
+        targets: [
+          new targets.LambdaFunction(this.function, { retryAttempts: 0, maxEventAge: Duration.minutes(1) }),
+        ],
+      });
+    }
+    if (spec.source) this.onFailureQueue = this.eventSource(props, spec.source);
+  }
+
+  private notify(a: cloudwatch.Alarm, topic: sns.ITopic): cloudwatch.Alarm {
+    a.addAlarmAction(new actions.SnsAction(topic));
+    return a;
+  }
+
+  /** Errors, and the spec's own metric alarms. */
+  private alarms(props: PacelineFunctionProps): void {
+    const { spec } = props;
+    this.notify(
       new cloudwatch.Alarm(this, 'ErrorsAlarm', {
         alarmDescription: `${spec.name}: invocation errors (whole batches failing)`,
         metric: this.function.metricErrors({ period: Duration.minutes(1) }),
@@ -99,9 +180,10 @@ export class PacelineFunction extends Construct {
         datapointsToAlarm: 3,
         treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
       }),
+      props.alarmTopic,
     );
     for (const alarm of spec.alarms ?? []) {
-      notify(
+      this.notify(
         new cloudwatch.Alarm(this, `${alarm.id}Alarm`, {
           alarmDescription: alarm.description,
           metric: new cloudwatch.Metric({
@@ -118,53 +200,42 @@ export class PacelineFunction extends Construct {
             ? cloudwatch.TreatMissingData.BREACHING
             : cloudwatch.TreatMissingData.NOT_BREACHING,
         }),
+        props.alarmTopic,
       );
     }
-    if (spec.schedule && spec.schedule.instances.length === 0) {
-      // One rule without input: the function receives EventBridge's Scheduled Event.
-      new events.Rule(this, 'Schedule', {
-        description: `${spec.name} every ${spec.schedule.rateMinutes} minute(s)`,
-        schedule: events.Schedule.rate(Duration.minutes(spec.schedule.rateMinutes)),
-        targets: [
-          new targets.LambdaFunction(this.function, { retryAttempts: 0, maxEventAge: Duration.minutes(1) }),
-        ],
-      });
-    }
-    if (spec.schedule) {
-      // One rule per instance (e.g. shard × replica), each with its constant input. EventBridge
-      // fires at most once a minute; the handler runs the sub-minute ticks itself. A late
-      // scheduled run is worthless (the next minute's run supersedes it), so no retries.
-      for (const instance of spec.schedule.instances) {
-        new events.Rule(this, `Schedule-${instance.id}`, {
-          description: `${spec.name} instance ${instance.id}`,
-          schedule: events.Schedule.rate(Duration.minutes(spec.schedule.rateMinutes)),
-          targets: [
-            new targets.LambdaFunction(this.function, {
-              event: events.RuleTargetInput.fromObject(instance.input),
-              retryAttempts: 0,
-              maxEventAge: Duration.minutes(1),
-            }),
-          ],
-        });
-      }
-    }
-    if (!spec.source) return;
+  }
+
+  /**
+   * The Kinesis event-source mapping as an L1 resource: CDK's event-source classes would add
+   * their own grants to the role, which holds exactly the described access (the `EventSource`
+   * and `OnFailure` statements of shared/region/access.ts).
+   */
+  private eventSource(props: PacelineFunctionProps, source: KinesisSourceSpec): sqs.Queue {
+    const { spec, names } = props;
     if (!props.stream) throw new Error(`${spec.name} has a Kinesis source but no stream was given`);
-    this.onFailureQueue = new sqs.Queue(this, 'OnFailure', {
+    const queue = new sqs.Queue(this, 'OnFailure', {
       // A known name: `dead-letters redrive` finds the queue of a function by it.
-      queueName: onFailureQueueName(spec.name),
+      queueName: names.onFailureQueueName(spec.name),
       retentionPeriod: Duration.days(14),
       encryption: sqs.QueueEncryption.KMS,
       encryptionMasterKey: props.key,
       enforceSSL: true,
     });
-    this.function.addEventSource(
-      new sources.KinesisEventSource(props.stream, {
-        ...eventSourceProps(spec.source),
-        onFailure: new sources.SqsDlq(this.onFailureQueue),
-      }),
-    );
-    notify(
+    const why =
+      'This queue is itself a dead-letter store: the on-failure destination of a Kinesis event source, holding the ' +
+      'metadata (shard, sequence range) of batches Lambda gave up on. Nothing consumes it automatically: operators list ' +
+      'it (ReceiveMessage with visibility 0) and `dead-letters redrive` deletes what it re-put, so there is no ' +
+      'poison-message loop a second queue would break, and a redrive policy would move messages away after N listings.';
+    acknowledgeNag(queue, 'AwsSolutions-SQS3', why);
+    acknowledgeGuard(queue, 'sqs_dlq_check', why);
+    const mapping = new lambda.CfnEventSourceMapping(this, 'Source', {
+      functionName: this.function.functionName,
+      eventSourceArn: props.stream.streamArn,
+      ...eventSourceProps(source),
+      destinationConfig: { onFailure: { destination: queue.queueArn } },
+    });
+    mapping.node.addDependency(this.accessPolicy);
+    this.notify(
       new cloudwatch.Alarm(this, 'IteratorAgeAlarm', {
         alarmDescription: `${spec.name}: falling behind its stream`,
         metric: this.function.metric('IteratorAge', { statistic: 'Maximum', period: Duration.minutes(1) }),
@@ -172,17 +243,19 @@ export class PacelineFunction extends Construct {
         evaluationPeriods: 3,
         treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
       }),
+      props.alarmTopic,
     );
-    notify(
+    this.notify(
       new cloudwatch.Alarm(this, 'OnFailureAlarm', {
         alarmDescription: `${spec.name}: batches gave up after retries / max age (see the on-failure queue)`,
-        metric: this.onFailureQueue.metricApproximateNumberOfMessagesVisible({ period: Duration.minutes(1) }),
+        metric: queue.metricApproximateNumberOfMessagesVisible({ period: Duration.minutes(1) }),
         threshold: 1,
         evaluationPeriods: 1,
         treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
       }),
+      props.alarmTopic,
     );
-    notify(
+    this.notify(
       new cloudwatch.Alarm(this, 'DeadLettersAlarm', {
         alarmDescription: `${spec.name}: records quarantined in the dead-letter table`,
         metric: new cloudwatch.Metric({
@@ -196,23 +269,24 @@ export class PacelineFunction extends Construct {
         evaluationPeriods: 1,
         treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
       }),
+      props.alarmTopic,
     );
+    return queue;
   }
 }
 
-/** Maps the description's event-source settings onto CDK's props (no defaults of CDK's own). */
-export function eventSourceProps(source: KinesisSourceSpec): sources.KinesisEventSourceProps {
+/** Maps the description's event-source settings onto the mapping's properties (no defaults of CDK's own). */
+export function eventSourceProps(
+  source: KinesisSourceSpec,
+): Omit<lambda.CfnEventSourceMappingProps, 'functionName' | 'eventSourceArn'> {
   return {
     batchSize: source.batchSize,
-    maxBatchingWindow: Duration.seconds(source.maxBatchingWindowSeconds),
-    bisectBatchOnError: source.bisectBatchOnFunctionError,
-    retryAttempts: source.retryAttempts,
-    maxRecordAge: Duration.seconds(source.maxRecordAgeSeconds),
-    reportBatchItemFailures: source.reportBatchItemFailures,
-    parallelizationFactor: 1,
-    startingPosition:
-      source.startingPosition === 'LATEST'
-        ? lambda.StartingPosition.LATEST
-        : lambda.StartingPosition.TRIM_HORIZON,
+    maximumBatchingWindowInSeconds: source.maxBatchingWindowSeconds,
+    bisectBatchOnFunctionError: source.bisectBatchOnFunctionError,
+    maximumRetryAttempts: source.retryAttempts,
+    maximumRecordAgeInSeconds: source.maxRecordAgeSeconds,
+    functionResponseTypes: source.reportBatchItemFailures ? ['ReportBatchItemFailures'] : [],
+    parallelizationFactor: source.parallelizationFactor ?? 1,
+    startingPosition: source.startingPosition,
   };
 }

@@ -56,6 +56,11 @@ export interface PacerControlOptions {
    * its own region's leader override). @default `region` (with `ssm`)
    */
   readonly switchRegion?: { readonly region: string; readonly ssm: SSMClient };
+  /**
+   * The deployment's SSM parameter root (`PARAMETER_ROOT`, e.g. `/paceline/`; a stage's is
+   * `/<stage>-paceline/`): a region's prefix is `<root><region>/`. @default the default names'
+   */
+  readonly parameterRoot?: string;
 }
 
 /** Reads (and caches) one shard's control parameters. */
@@ -64,10 +69,11 @@ export class PacerControl {
   private readonly names: { publisher: string; override: string };
 
   constructor(private readonly options: PacerControlOptions) {
-    const prefix = parameterPrefix(options.region);
+    const prefixOf = (region: string) =>
+      options.parameterRoot === undefined ? parameterPrefix(region) : `${options.parameterRoot}${region}/`;
     this.names = {
-      publisher: `${parameterPrefix(options.switchRegion?.region ?? options.region)}${regionResources.parameters.publisherRegion.path}`,
-      override: `${prefix}${leaderOverridePath(options.shard)}`,
+      publisher: `${prefixOf(options.switchRegion?.region ?? options.region)}${regionResources.parameters.publisherRegion.path}`,
+      override: `${prefixOf(options.region)}${leaderOverridePath(options.shard)}`,
     };
   }
 

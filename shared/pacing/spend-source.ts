@@ -337,6 +337,12 @@ export interface RawSpendSourceOptions {
    * present so the pacer can remove it. @default 'off'
    */
   readonly allocations?: AllocationRead;
+  /**
+   * Longest silence of a node while the read waits for replies, ms (RawHashReader's `timeoutMs`:
+   * progress, not duration); the pacer function passes its `PACER_REDIS_SILENCE_MS`.
+   * @default 1000
+   */
+  readonly timeoutMs?: number;
 }
 
 /** Counters of a {@link rawSpendSource} (tests, benchmarks). */
@@ -359,11 +365,12 @@ export function rawSpendSource(
   redis: RedisClient,
   options: RawSpendSourceOptions = {},
 ): SpendSource & { close(): void; readonly stats: RawSpendSourceStats } {
-  const reader = new RawHashReader({ client: redis });
+  const timeout = options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs };
+  const reader = new RawHashReader({ client: redis, ...timeout });
   const stats: RawSpendSourceStats = { sums: 0, whole: 0 };
   // With the sums: the hashes they cannot answer, read whole on their own connection, so they need
   // not wait for the rest of the sums read.
-  const wholeReader = options.sums === false ? undefined : new RawHashReader({ client: redis });
+  const wholeReader = options.sums === false ? undefined : new RawHashReader({ client: redis, ...timeout });
   const { slotMs, ttlMs } = options.inFlight ?? defaultInFlight;
   const back = Math.max(0, Math.floor(options.slotsBack ?? 2));
   const mode = options.allocations ?? 'off';

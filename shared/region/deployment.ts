@@ -20,9 +20,14 @@
  * - `paceline:defaults` — `pacer` / `cache` / `streams` applied to every region before its own.
  * - `paceline:pacerShards`, `paceline:pacerInstancesPerShard` — command-line shorthands that
  *   override the pacer layout of every region (docs/pacing.md, "Changing N").
+ * - `paceline:stage` — a stage name prefixing every physical name (shared/region/names.ts), so
+ *   two deployments fit one account and region. @default none: the default names
+ * - `paceline:alarms` — `{ "subscriptions": [{ "kind": "email" | "sms" | "https" | "sqs" |
+ *   "lambda", "endpoint": … }] }`: who every region's alarm topic notifies.
  *
  * Every error names the bad key and what to give instead.
  */
+import { InvalidStageError, validateStage } from './names.js';
 import {
   type CacheSettings,
   InvalidRegionSettingsError,
@@ -30,7 +35,9 @@ import {
   type RegionDescription,
   type RegionSettingsInput,
   regionDescription,
-  type StreamSettings,
+  type StreamKey,
+  type StreamSettingsInput,
+  type StreamSizing,
 } from './resources.js';
 
 /**
@@ -80,12 +87,28 @@ export interface DeployedRegion {
   readonly network: RegionNetwork;
 }
 
+/** Kinds of alarm subscription (SNS protocols). */
+export const ALARM_SUBSCRIPTION_KINDS = ['email', 'sms', 'https', 'sqs', 'lambda'] as const;
+/** One of {@link ALARM_SUBSCRIPTION_KINDS}. */
+export type AlarmSubscriptionKind = (typeof ALARM_SUBSCRIPTION_KINDS)[number];
+
+/** Who the alarm topic notifies: an address, phone number, URL, queue or function. */
+export interface AlarmSubscription {
+  readonly kind: AlarmSubscriptionKind;
+  /** An email address, an E.164 phone number, an https URL, an SQS queue ARN or a Lambda function ARN. */
+  readonly endpoint: string;
+}
+
 /** The whole deployment. */
 export interface DeploymentSettings {
   readonly account: string;
   /** Owns the global tables (TableV2 with a replica in every other region). */
   readonly primaryRegion: string;
   readonly regions: readonly DeployedRegion[];
+  /** The stage prefixing every physical name. @default none: the default names */
+  readonly stage?: string;
+  /** Subscriptions of every region's alarm topic. @default none */
+  readonly alarmSubscriptions: readonly AlarmSubscription[];
 }
 
 /** A context value that cannot work; the message names the key. */
@@ -126,15 +149,27 @@ function only(key: string, v: Record<string, unknown>, allowed: readonly string[
   }
 }
 
-const pacerKeys = ['shards', 'instancesPerShard', 'tickMs', 'leaseTtlMs'] as const;
+const pacerKeys = [
+  'shards',
+  'instancesPerShard',
+  'tickMs',
+  'leaseTtlMs',
+  'memoryMb',
+  'reservedConcurrency',
+] as const;
+const streamKeys = ['actions', 'spend'] as const satisfies readonly StreamKey[];
+const sizingKeys = ['shards', 'parallelizationFactor'] as const satisfies readonly (keyof StreamSizing)[];
 const cacheKeys = ['nodeType', 'shards', 'replicasPerShard'] as const;
 
 function parseSettings(key: string, raw: unknown): RegionSettingsInput {
   if (raw === undefined) return {};
   if (!isObject(raw)) throw new InvalidDeploymentSettingsError(key, 'give an object.');
   only(key, raw, ['pacer', 'cache', 'streams', 'network']);
-  const out: { pacer?: Partial<PacerSettings>; cache?: Partial<CacheSettings>; streams?: StreamSettings } =
-    {};
+  const out: {
+    pacer?: Partial<PacerSettings>;
+    cache?: Partial<CacheSettings>;
+    streams?: StreamSettingsInput;
+  } = {};
   if (raw.pacer !== undefined) {
     if (!isObject(raw.pacer)) throw new InvalidDeploymentSettingsError(`${key}.pacer`, 'give an object.');
     only(`${key}.pacer`, raw.pacer, pacerKeys);
@@ -161,25 +196,106 @@ function parseSettings(key: string, raw: unknown): RegionSettingsInput {
     out.cache = cache;
   }
   if (raw.streams !== undefined) {
-    if (!isObject(raw.streams)) throw new InvalidDeploymentSettingsError(`${key}.streams`, 'give an object.');
-    only(`${key}.streams`, raw.streams, ['capacityMode']);
-    const mode = raw.streams.capacityMode;
-    if (mode !== 'provisioned' && mode !== 'on-demand')
-      throw new InvalidDeploymentSettingsError(
-        `${key}.streams.capacityMode`,
-        `${JSON.stringify(mode)}: give "provisioned" or "on-demand".`,
-      );
-    out.streams = { capacityMode: mode };
+    out.streams = parseStreams(`${key}.streams`, raw.streams);
   }
   return out;
 }
 
+function parseStreams(key: string, raw: unknown): StreamSettingsInput {
+  if (!isObject(raw)) throw new InvalidDeploymentSettingsError(key, 'give an object.');
+  only(key, raw, ['capacityMode', ...streamKeys]);
+  const out: { capacityMode?: 'provisioned' | 'on-demand' } & { [K in StreamKey]?: Partial<StreamSizing> } =
+    {};
+  if (raw.capacityMode !== undefined) {
+    const mode = raw.capacityMode;
+    if (mode !== 'provisioned' && mode !== 'on-demand')
+      throw new InvalidDeploymentSettingsError(
+        `${key}.capacityMode`,
+        `${JSON.stringify(mode)}: give "provisioned" or "on-demand".`,
+      );
+    out.capacityMode = mode;
+  }
+  for (const stream of streamKeys) {
+    const v = raw[stream];
+    if (v === undefined) continue;
+    if (!isObject(v))
+      throw new InvalidDeploymentSettingsError(
+        `${key}.${stream}`,
+        'give { "shards": N, "parallelizationFactor": 1..10 }.',
+      );
+    only(`${key}.${stream}`, v, sizingKeys);
+    const sizing: { -readonly [K in keyof StreamSizing]?: number } = {};
+    for (const k of sizingKeys)
+      if (v[k] !== undefined) sizing[k] = wholeNumber(`${key}.${stream}.${k}`, v[k]);
+    out[stream] = sizing;
+  }
+  return out;
+}
+
+function parseAlarms(key: string, raw: unknown): AlarmSubscription[] {
+  if (raw === undefined) return [];
+  if (!isObject(raw))
+    throw new InvalidDeploymentSettingsError(
+      key,
+      'give { "subscriptions": [{ "kind": "email", "endpoint": "ops@example.com" }] }.',
+    );
+  only(key, raw, ['subscriptions']);
+  const list = raw.subscriptions ?? [];
+  if (!Array.isArray(list))
+    throw new InvalidDeploymentSettingsError(
+      `${key}.subscriptions`,
+      'give a list of { "kind", "endpoint" }.',
+    );
+  return list.map((entry: unknown, i) => {
+    const at = `${key}.subscriptions[${i}]`;
+    if (!isObject(entry)) throw new InvalidDeploymentSettingsError(at, 'give { "kind": …, "endpoint": … }.');
+    only(at, entry, ['kind', 'endpoint']);
+    const kind = entry.kind;
+    if (!ALARM_SUBSCRIPTION_KINDS.includes(kind as AlarmSubscriptionKind))
+      throw new InvalidDeploymentSettingsError(
+        `${at}.kind`,
+        `${JSON.stringify(kind)}: give one of ${ALARM_SUBSCRIPTION_KINDS.join(', ')}.`,
+      );
+    const endpoint = entry.endpoint;
+    const rule = subscriptionEndpoint[kind as AlarmSubscriptionKind];
+    if (typeof endpoint !== 'string' || !rule.pattern.test(endpoint))
+      throw new InvalidDeploymentSettingsError(
+        `${at}.endpoint`,
+        `${JSON.stringify(endpoint)}: give ${rule.what}.`,
+      );
+    return { kind: kind as AlarmSubscriptionKind, endpoint };
+  });
+}
+
+/** What each kind of subscription's endpoint must look like. */
+const subscriptionEndpoint: Record<AlarmSubscriptionKind, { pattern: RegExp; what: string }> = {
+  email: { pattern: /^[^@\s]+@[^@\s]+\.[^@\s]+$/, what: 'an email address' },
+  sms: { pattern: /^\+[1-9]\d{6,14}$/, what: 'a phone number in E.164 form, e.g. +14155550100' },
+  https: { pattern: /^https:\/\/[^\s/]+(\/\S*)?$/, what: 'an https:// URL' },
+  sqs: {
+    pattern: /^arn:aws[a-z-]*:sqs:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,80}$/,
+    what: 'an SQS queue ARN (arn:aws:sqs:<region>:<account>:<name>; FIFO queues cannot subscribe to this topic)',
+  },
+  lambda: {
+    pattern: /^arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:function:[A-Za-z0-9_-]{1,64}(:[A-Za-z0-9$_-]+)?$/,
+    what: 'a Lambda function ARN (arn:aws:lambda:<region>:<account>:function:<name>)',
+  },
+};
+
 function merge(a: RegionSettingsInput, b: RegionSettingsInput): RegionSettingsInput {
+  const streams: Record<string, unknown> = { ...a.streams, ...b.streams };
+  for (const k of streamKeys)
+    if (a.streams?.[k] || b.streams?.[k]) streams[k] = { ...a.streams?.[k], ...b.streams?.[k] };
   return {
     pacer: { ...a.pacer, ...b.pacer },
     cache: { ...a.cache, ...b.cache },
-    streams: { ...a.streams, ...b.streams },
+    streams: streams as StreamSettingsInput,
   };
+}
+
+/** Reads a dotted path (`pacer.shards`) of parsed settings. */
+function at(settings: RegionSettingsInput, path: string): unknown {
+  return path.split('.').reduce<unknown>((v, k) => (isObject(v) ? v[k] : undefined), settings);
 }
 
 /** Parses `a.b.c.d/n` into [first address as an integer, prefix length]. */
@@ -348,24 +464,47 @@ export function deploymentSettings(rawLookup: Lookup): DeploymentSettings {
       'networks are per region: set it under paceline:regions.<region>.network.',
     );
   const overrides: { -readonly [K in keyof PacerSettings]?: number } = {};
-  for (const [ctx, field] of [
-    ['paceline:pacerShards', 'shards'],
-    ['paceline:pacerInstancesPerShard', 'instancesPerShard'],
-  ] as const) {
+  for (const [ctx, field] of Object.entries(shorthandOf)) {
     const v = lookup(ctx);
     if (v !== undefined) overrides[field] = wholeNumber(ctx, v);
   }
+  const rawStage = lookup('paceline:stage');
+  let stage: string | undefined;
+  if (rawStage !== undefined) {
+    try {
+      stage = validateStage(typeof rawStage === 'string' ? rawStage : JSON.stringify(rawStage));
+    } catch (error) {
+      if (error instanceof InvalidStageError)
+        throw new InvalidDeploymentSettingsError('paceline:stage', error.message, { cause: error });
+      throw error;
+    }
+  }
+  const alarmSubscriptions = parseAlarms('paceline:alarms', lookup('paceline:alarms'));
   const several = entries.length > 1;
   const regions = entries.map(([region, raw]): DeployedRegion => {
     const key = `paceline:regions.${region}`;
     const own = parseSettings(key, raw);
-    const settings = merge(merge(defaults, own), { pacer: overrides });
+    const settings = { ...merge(merge(defaults, own), { pacer: overrides }), ...(stage ? { stage } : {}) };
     let description: RegionDescription;
     try {
       description = regionDescription(settings);
     } catch (error) {
-      if (error instanceof InvalidRegionSettingsError)
-        throw new InvalidDeploymentSettingsError(key, error.message, { cause: error });
+      if (error instanceof InvalidRegionSettingsError) {
+        // Name the key the bad value came from: a -c shorthand, the region's own entry, the defaults.
+        const shorthand = Object.entries(shorthandOf).find(
+          ([, field]) => `pacer.${field}` === error.setting,
+        )?.[0];
+        const source = !error.setting
+          ? key
+          : shorthand && at({ pacer: overrides }, error.setting) !== undefined
+            ? shorthand
+            : at(own, error.setting) !== undefined
+              ? `${key}.${error.setting}`
+              : at(defaults, error.setting) !== undefined
+                ? `paceline:defaults.${error.setting}`
+                : key;
+        throw new InvalidDeploymentSettingsError(source, error.message, { cause: error });
+      }
       throw error;
     }
     const network = parseNetwork(
@@ -392,5 +531,11 @@ export function deploymentSettings(rawLookup: Lookup): DeploymentSettings {
         );
     }
   }
-  return { account, primaryRegion, regions };
+  return { account, primaryRegion, regions, ...(stage ? { stage } : {}), alarmSubscriptions };
 }
+
+/** The `-c` shorthands and the pacer setting each overrides in every region. */
+const shorthandOf: Record<string, 'shards' | 'instancesPerShard'> = {
+  'paceline:pacerShards': 'shards',
+  'paceline:pacerInstancesPerShard': 'instancesPerShard',
+};

@@ -5,6 +5,8 @@
  *
  * Nothing here touches AWS: it is data plus pure functions over it.
  */
+import { invocationWindowMs } from '../pacing/invocation.js';
+import { defaultNames, InvalidStageError, type ResourceNames, stageNames } from './names.js';
 
 /** DynamoDB attribute type of a key attribute. */
 export type KeyType = 'S' | 'N' | 'B';
@@ -113,6 +115,12 @@ export interface KinesisSourceSpec {
   /** Always true: handlers return `batchItemFailures` so only the failed tail is retried. */
   readonly reportBatchItemFailures: true;
   readonly startingPosition: 'TRIM_HORIZON' | 'LATEST';
+  /**
+   * Concurrent batches per shard (Lambda's parallelization factor, 1–10); records of one
+   * partition key stay in order. Set per stream in cdk.json (`streams.<stream>.parallelizationFactor`);
+   * the local poller runs 1. @default 1
+   */
+  readonly parallelizationFactor?: number;
 }
 
 /** An EventBridge schedule that invokes a function (e.g. the pacer) with a fixed input. */
@@ -148,6 +156,11 @@ export interface FunctionSpec {
   readonly settings: Readonly<Record<string, string>>;
   /** Reads SSM parameters under the region's prefix (failover switch, leader overrides). */
   readonly readsParameters: boolean;
+  /**
+   * Concurrent executions reserved for (and capping) the function. @default none: the account's
+   * unreserved pool
+   */
+  readonly reservedConcurrency?: number;
   readonly purpose: string;
 }
 
@@ -393,7 +406,25 @@ export interface PacerSettings {
    * @default 60_000
    */
   readonly minuteMs: number;
+  /**
+   * The pacer function's memory, MB (Lambda gives CPU in proportion: 1,769 MB is one vCPU).
+   * Deployment only (the pacer's own environment does not carry it). @default {@link DEFAULT_PACER_MEMORY_MB}
+   */
+  readonly memoryMb?: number;
+  /**
+   * Concurrent executions reserved for the pacer: at least shards × instancesPerShard (each
+   * instance runs about a minute every minute). Deployment only. @default none (unreserved)
+   */
+  readonly reservedConcurrency?: number;
 }
+
+/**
+ * The pacer's default memory, MB: what a shard of 100,000 campaigns needs — a measured peak of
+ * 1,712 MiB in its first (cold) tick — with 30 % headroom; it also gives more than the full vCPU
+ * (1,769 MB) the cold and leader-change ticks need to fit in a 10 s tick (docs/operations.md,
+ * "Pacer memory").
+ */
+export const DEFAULT_PACER_MEMORY_MB = 2240;
 
 /** The pacer in AWS: 24 shards × 3 instances, 10 s ticks (the seed's layout). */
 export const defaultPacerSettings: PacerSettings = {
@@ -402,6 +433,7 @@ export const defaultPacerSettings: PacerSettings = {
   tickMs: 10_000,
   leaseTtlMs: 25_000,
   minuteMs: 60_000,
+  memoryMb: DEFAULT_PACER_MEMORY_MB,
 };
 
 /** The local runner's default: 4 shards × 3 instances (12 processes per region instead of 72). */
@@ -410,6 +442,16 @@ export const localPacerSettings: PacerSettings = { ...defaultPacerSettings, shar
 /** Thrown for region settings that cannot work; the message says which and why. */
 export class InvalidRegionSettingsError extends Error {
   override readonly name: string = 'InvalidRegionSettingsError';
+  /**
+   * @param setting the setting at fault, as its path in the settings (e.g. `pacer.shards`,
+   *   `streams.actions.shards`), so the deployment can name the cdk.json key it came from
+   */
+  constructor(
+    message: string,
+    readonly setting?: string,
+  ) {
+    super(message);
+  }
 }
 
 /** Thrown for pacer settings that cannot work; the message says which and why. */
@@ -421,7 +463,10 @@ export class InvalidPacerSettingsError extends InvalidRegionSettingsError {
 export function validatePacerSettings(s: PacerSettings): PacerSettings {
   const whole = (name: string, v: number, min: number, max: number) => {
     if (!Number.isSafeInteger(v) || v < min || v > max)
-      throw new InvalidPacerSettingsError(`pacer ${name} = ${v}: give a whole number from ${min} to ${max}.`);
+      throw new InvalidPacerSettingsError(
+        `pacer ${name} = ${v}: give a whole number from ${min} to ${max}.`,
+        `pacer.${name}`,
+      );
   };
   whole('shards', s.shards, 1, 256);
   whole('instancesPerShard', s.instancesPerShard, 1, 9);
@@ -431,7 +476,19 @@ export function validatePacerSettings(s: PacerSettings): PacerSettings {
   if (s.minuteMs % s.tickMs !== 0)
     throw new InvalidPacerSettingsError(
       `pacer tickMs ${s.tickMs} must divide minuteMs ${s.minuteMs}: ticks sit on wall-clock boundaries.`,
+      'pacer.tickMs',
     );
+  // Lambda's memory range.
+  if (s.memoryMb !== undefined) whole('memoryMb', s.memoryMb, 128, 10_240);
+  if (s.reservedConcurrency !== undefined) {
+    const instances = s.shards * s.instancesPerShard;
+    if (!Number.isSafeInteger(s.reservedConcurrency) || s.reservedConcurrency < instances)
+      throw new InvalidPacerSettingsError(
+        `pacer reservedConcurrency = ${s.reservedConcurrency}: give a whole number of at least shards × instancesPerShard = ${instances} ` +
+          '(each instance runs about a minute every minute; fewer leaves instances throttled), or leave it out.',
+        'pacer.reservedConcurrency',
+      );
+  }
   return s;
 }
 
@@ -442,7 +499,7 @@ export const pacerEnv = {
   tickMs: 'PACER_TICK_MS',
   leaseTtlMs: 'PACER_LEASE_TTL_MS',
   minuteMs: 'PACER_MINUTE_MS',
-} as const satisfies Record<keyof PacerSettings, string>;
+} as const satisfies Record<Exclude<keyof PacerSettings, 'memoryMb' | 'reservedConcurrency'>, string>;
 
 /** Id of a pacer instance, as in its rule name and lease holder: `s<shard>-i<instance>`. */
 export function pacerInstanceId(shard: number, instance: number): string {
@@ -452,9 +509,12 @@ export function pacerInstanceId(shard: number, instance: number): string {
 /** The input EventBridge passes to one pacer instance (a type alias: it is also a JSON record). */
 export type PacerInput = { readonly shard: number; readonly instance: number };
 
+/** SSM path (below the region prefix) under which every shard's leader override lives. */
+export const LEADER_OVERRIDE_PATH_PREFIX = 'pacer/leader-override/';
+
 /** SSM path (below the region prefix) of a shard's leader override: an instance id or `auto`. */
 export function leaderOverridePath(shard: number): string {
-  return `pacer/leader-override/${shard}`;
+  return `${LEADER_OVERRIDE_PATH_PREFIX}${shard}`;
 }
 
 /** SSM path (below the region prefix) of the shard count N writers must use. */
@@ -473,10 +533,12 @@ function pacerFunction(s: PacerSettings) {
   return {
     name: 'pacer',
     entry: 'functions/pacer/handler.ts',
-    // 1,769 MB = one full vCPU: a shard of 100k campaigns is computed in one process per tick.
-    memoryMb: 1769,
-    // Six ticks of a minute, then return; the margin covers a late start (docs/pacing.md).
-    timeoutSeconds: Math.ceil((s.minuteMs + 15_000) / 1000),
+    // docs/operations.md, "Pacer memory": measured peak RSS at 100,000 campaigns, with headroom.
+    memoryMb: s.memoryMb ?? DEFAULT_PACER_MEMORY_MB,
+    ...(s.reservedConcurrency === undefined ? {} : { reservedConcurrency: s.reservedConcurrency }),
+    // An invocation's window (a minute, the delivery-delay overlap and the tick it starts in:
+    // 90 s in AWS), plus 15 s for its last tick to finish (docs/pacing.md, "Cadence").
+    timeoutSeconds: Math.ceil((invocationWindowMs(s.tickMs, s.minuteMs) + 15_000) / 1000),
     schedule: { rateMinutes: 1, instances },
     tables: { budgets: 'read', leases: 'readwrite', regionSpend: 'readwrite', spendLedger: 'read' },
     writesStreams: [],
@@ -526,14 +588,27 @@ export interface CacheSettings {
   readonly replicasPerShard: number;
 }
 
+/** One stream's size and how its function consumes it. */
+export interface StreamSizing {
+  /** Provisioned shards (1 MB/s or 1,000 records/s in each). @default the described shardCount (2) */
+  readonly shards: number;
+  /** The event source's parallelization factor: concurrent batches per shard (1–10). @default 1 */
+  readonly parallelizationFactor: number;
+}
+
 /** The region's streams. */
-export interface StreamSettings {
+export type StreamSettings = {
   /**
-   * `provisioned` (each stream gets its described shard count) or `on-demand` (Kinesis scales;
-   * the described shard count only sizes the local emulator). @default 'provisioned'
+   * `provisioned` (each stream gets its shard count) or `on-demand` (Kinesis scales; the shard
+   * count only sizes the local emulator). @default 'provisioned'
    */
   readonly capacityMode: StreamCapacityMode;
-}
+} & { readonly [K in StreamKey]: StreamSizing };
+
+/** Partial stream settings (cdk.json): each stream's sizing partially. */
+export type StreamSettingsInput = { readonly capacityMode?: StreamCapacityMode } & {
+  readonly [K in StreamKey]?: Partial<StreamSizing>;
+};
 
 /** The cache defaults of an AWS region. */
 export const defaultCacheSettings: CacheSettings = {
@@ -542,21 +617,63 @@ export const defaultCacheSettings: CacheSettings = {
   replicasPerShard: 1,
 };
 
-/** The stream defaults of an AWS region. */
-export const defaultStreamSettings: StreamSettings = { capacityMode: 'provisioned' };
+/** The stream defaults of an AWS region: the described shard counts, parallelization factor 1. */
+export const defaultStreamSettings: StreamSettings = {
+  capacityMode: 'provisioned',
+  actions: { shards: streams.actions.shardCount, parallelizationFactor: 1 },
+  spend: { shards: streams.spend.shardCount, parallelizationFactor: 1 },
+};
 
 /** Settings a region description is derived from. */
 export interface RegionSettings {
   readonly pacer: PacerSettings;
   readonly cache: CacheSettings;
   readonly streams: StreamSettings;
+  /** The deployment's stage (names; shared/region/names.ts). @default none: the default names */
+  readonly stage?: string;
 }
 
 /** Partial settings: whatever is not given takes the AWS default. */
 export interface RegionSettingsInput {
   readonly pacer?: Partial<PacerSettings>;
   readonly cache?: Partial<CacheSettings>;
-  readonly streams?: Partial<StreamSettings>;
+  readonly streams?: StreamSettingsInput;
+  readonly stage?: string;
+}
+
+/** Validates and completes stream settings. */
+function streamSettingsOf(input: StreamSettingsInput = {}): StreamSettings {
+  const mode = input.capacityMode ?? defaultStreamSettings.capacityMode;
+  if (mode !== 'provisioned' && mode !== 'on-demand')
+    throw new InvalidRegionSettingsError(
+      `streams capacityMode = ${JSON.stringify(mode)}: give "provisioned" or "on-demand".`,
+      'streams.capacityMode',
+    );
+  const sizing = (key: StreamKey): StreamSizing => {
+    const s = { ...defaultStreamSettings[key], ...input[key] };
+    // Kinesis's account quota is 500 shards by default (200 in smaller regions): more needs a raise.
+    if (!Number.isSafeInteger(s.shards) || s.shards < 1 || s.shards > 10_000)
+      throw new InvalidRegionSettingsError(
+        `streams ${key}.shards = ${s.shards}: give a whole number from 1 to 10000 (the account's Kinesis shard quota, 500 by default, bounds it too).`,
+        `streams.${key}.shards`,
+      );
+    if (
+      !Number.isSafeInteger(s.parallelizationFactor) ||
+      s.parallelizationFactor < 1 ||
+      s.parallelizationFactor > 10
+    )
+      throw new InvalidRegionSettingsError(
+        `streams ${key}.parallelizationFactor = ${s.parallelizationFactor}: give a whole number from 1 to 10 (Lambda's range).`,
+        `streams.${key}.parallelizationFactor`,
+      );
+    return s;
+  };
+  return {
+    capacityMode: mode,
+    ...(Object.fromEntries((Object.keys(streams) as StreamKey[]).map((k) => [k, sizing(k)])) as {
+      [K in StreamKey]: StreamSizing;
+    }),
+  };
 }
 
 /** Validates cache and stream settings (the pacer has {@link validatePacerSettings}). */
@@ -564,12 +681,17 @@ function validateCacheSettings(c: CacheSettings): CacheSettings {
   if (!/^cache\.[a-z0-9-]+\.[a-z0-9]+$/.test(c.nodeType))
     throw new InvalidRegionSettingsError(
       `cache nodeType = ${JSON.stringify(c.nodeType)}: give an ElastiCache node type such as cache.r7g.large.`,
+      'cache.nodeType',
     );
   if (!Number.isSafeInteger(c.shards) || c.shards < 1 || c.shards > 500)
-    throw new InvalidRegionSettingsError(`cache shards = ${c.shards}: give a whole number from 1 to 500.`);
+    throw new InvalidRegionSettingsError(
+      `cache shards = ${c.shards}: give a whole number from 1 to 500.`,
+      'cache.shards',
+    );
   if (!Number.isSafeInteger(c.replicasPerShard) || c.replicasPerShard < 0 || c.replicasPerShard > 5)
     throw new InvalidRegionSettingsError(
       `cache replicasPerShard = ${c.replicasPerShard}: give a whole number from 0 to 5.`,
+      'cache.replicasPerShard',
     );
   return c;
 }
@@ -583,34 +705,97 @@ function validateCacheSettings(c: CacheSettings): CacheSettings {
 export function regionDescription(settings: RegionSettingsInput = {}) {
   const pacer = validatePacerSettings({ ...defaultPacerSettings, ...settings.pacer });
   const cache = validateCacheSettings({ ...defaultCacheSettings, ...settings.cache });
-  const streamSettings = { ...defaultStreamSettings, ...settings.streams };
-  if (streamSettings.capacityMode !== 'provisioned' && streamSettings.capacityMode !== 'on-demand')
-    throw new InvalidRegionSettingsError(
-      `streams capacityMode = ${JSON.stringify(streamSettings.capacityMode)}: give "provisioned" or "on-demand".`,
-    );
+  const streamSettings = streamSettingsOf(settings.streams);
+  let names: ResourceNames;
+  try {
+    names = stageNames(settings.stage);
+  } catch (error) {
+    if (error instanceof InvalidStageError) throw new InvalidRegionSettingsError(error.message, 'stage');
+    throw error;
+  }
+  const sized = Object.fromEntries(
+    (Object.keys(streams) as StreamKey[]).map((k) => [
+      k,
+      { ...streams[k], shardCount: streamSettings[k].shards } satisfies StreamSpec,
+    ]),
+  ) as {
+    readonly [K in StreamKey]: Omit<(typeof streams)[K], 'shardCount'> & { readonly shardCount: number };
+  };
+  // Each stream function consumes its stream with that stream's parallelization factor.
+  const consuming = <F extends FunctionSpec & { readonly source: KinesisSourceSpec }>(fn: F) => ({
+    ...fn,
+    source: { ...fn.source, parallelizationFactor: streamSettings[fn.source.stream].parallelizationFactor },
+  });
   return {
     tables,
-    streams,
+    streams: sized,
     buckets,
-    functions: { ...functions, pacer: pacerFunction(pacer) },
+    functions: {
+      ingestActions: consuming(functions.ingestActions),
+      trackSpend: consuming(functions.trackSpend),
+      sweepSpend: functions.sweepSpend,
+      pacer: pacerFunction(pacer),
+    },
     parameters: { ...pacerParameters(pacer), ...parameters } as typeof parameters &
       Readonly<Record<string, ParameterSpec>>,
-    cache: { ...cacheIdentity, ...cache },
-    settings: { pacer, cache, streams: streamSettings } satisfies RegionSettings,
+    cache: {
+      replicationGroupId: names.cacheReplicationGroupId,
+      userId: names.cacheUserId,
+      port: cacheIdentity.port,
+      ...cache,
+    },
+    /** Physical names of the deployment's stage (shared/region/names.ts). */
+    names,
+    /** The ad-server client library's use of the region (shared/region/access.ts grants it). */
+    adServer: adServerClient,
+    settings: {
+      pacer,
+      cache,
+      streams: streamSettings,
+      ...(settings.stage === undefined ? {} : { stage: settings.stage }),
+    } satisfies RegionSettings,
   } as const;
 }
 
 /**
- * The cache's fixed identity, the same in every region (names are regional): the replication
- * group id (the host part of an IAM auth token and what a peer pacer discovers with
- * DescribeReplicationGroups) and the IAM-authenticated user the functions and ad servers connect
- * as (ElastiCache IAM auth requires user id = user name).
+ * The cache's identity with the default names, the same in every region (names are regional):
+ * the replication group id (the host part of an IAM auth token and what a peer pacer discovers
+ * with DescribeReplicationGroups), the IAM-authenticated user the functions and ad servers
+ * connect as (ElastiCache IAM auth requires user id = user name) and the port. A stage's
+ * description carries its own (`description.cache`, from `description.names`).
  */
 export const cacheIdentity = {
-  replicationGroupId: 'paceline',
-  userId: 'paceline-app',
+  replicationGroupId: defaultNames.cacheReplicationGroupId,
+  userId: defaultNames.cacheUserId,
   port: 6380,
 } as const;
+
+/**
+ * What the ad-server client library (`paceline/client`: shared/client, shared/spend/guard.ts,
+ * shared/pacing/reader.ts, shared/kinesis/producer.ts) does in a region, per resource — the
+ * access construct grants exactly this (shared/region/access.ts):
+ * - budgets: the campaign's budgets (`BatchGetItem`, `GetItem`) and an account's campaigns and
+ *   plans (`Query` of the base table; the shard index is the pacer's);
+ * - spend ledger: the guard's rebuild of a plan-day (`Query`) and its start marker (`PutItem`);
+ *   it never writes spend entries (track-spend does);
+ * - both streams: events and notices (`PutRecord`, `PutRecords`);
+ * - the pacer shard count `pacer/shards` (`GetParameter`) unless `PACER_SHARDS` is set;
+ * - the cache (IAM authentication as the cache user).
+ */
+const adServerClient = {
+  tables: {
+    budgets: ['dynamodb:BatchGetItem', 'dynamodb:GetItem', 'dynamodb:Query'],
+    spendLedger: ['dynamodb:PutItem', 'dynamodb:Query'],
+  },
+  putsStreams: ['actions', 'spend'],
+  readsParameters: [pacerShardsPath],
+  usesRedis: true,
+} as const satisfies {
+  tables: Readonly<Partial<Record<TableKey, readonly string[]>>>;
+  putsStreams: readonly StreamKey[];
+  readsParameters: readonly string[];
+  usesRedis: boolean;
+};
 
 /** A region's description (see {@link regionDescription}). */
 export type RegionDescription = ReturnType<typeof regionDescription>;
@@ -624,9 +809,12 @@ export type FunctionKey = keyof RegionDescription['functions'];
 /** Regions Paceline deploys to; the local runner starts the same ones side by side. */
 export const defaultRegions = ['us-east-1', 'us-west-2'] as const;
 
-/** Physical name of a table or stream (the same in every region: names are regional in AWS). */
+/**
+ * Physical name of a table or stream with the default names (the same in every region: names are
+ * regional in AWS); a stage's names are `description.names.resource(suffix)`.
+ */
 export function physicalName(suffix: string): string {
-  return `paceline-${suffix}`;
+  return defaultNames.resource(suffix);
 }
 
 /**
@@ -642,23 +830,24 @@ export function resourceName(
 }
 
 /**
- * Name of a stream function's on-failure queue (names are regional, so the same in every region);
- * `dead-letters redrive` finds the queue by it.
+ * Name of a stream function's on-failure queue with the default names (names are regional, so
+ * the same in every region); `dead-letters redrive` finds the queue by it.
  */
 export function onFailureQueueName(functionName: string): string {
-  return `paceline-${functionName}-on-failure`;
+  return defaultNames.onFailureQueueName(functionName);
 }
 
 /**
- * Replication group id of the region's cache (the same in every region: ids are regional). Peer
- * pacers find a region's cache endpoint with ElastiCache `DescribeReplicationGroups` on this id
- * (docs/pacing.md, "Many regions"); the stack names its replication group with it.
+ * Replication group id of the region's cache with the default names (the same in every region:
+ * ids are regional). Peer pacers find a region's cache endpoint with ElastiCache
+ * `DescribeReplicationGroups` on the id their environment carries (`REDIS_CACHE_NAME`,
+ * docs/pacing.md, "Many regions"); the stack names its replication group with it.
  */
-export const cacheReplicationGroupId = 'paceline-cache';
+export const cacheReplicationGroupId = defaultNames.cacheReplicationGroupId;
 
-/** SSM path prefix of a region's parameters, e.g. `/paceline/us-east-1/`. */
+/** SSM path prefix of a region's parameters with the default names, e.g. `/paceline/us-east-1/`. */
 export function parameterPrefix(region: string): string {
-  return `/paceline/${region}/`;
+  return defaultNames.parameterPrefix(region);
 }
 
 /** Environment variables naming Redis; filled from the ElastiCache endpoint or the local server. */
@@ -674,7 +863,11 @@ export const redisEnv = {
    * short-lived SigV4 auth tokens (shared/redis/iam-auth.ts); unset, no AUTH is sent (local).
    */
   iamUser: 'REDIS_IAM_USER',
-  /** The replication group id the IAM auth tokens are signed for (with `REDIS_IAM_USER`). */
+  /**
+   * The cache's replication group id: what IAM auth tokens are signed for (with
+   * `REDIS_IAM_USER`) and what a pacer discovers peer regions' caches by (the same id in every
+   * region of a deployment).
+   */
   cacheName: 'REDIS_CACHE_NAME',
 } as const;
 
@@ -694,7 +887,17 @@ export interface EnvironmentInputs {
     /** ElastiCache IAM authentication (AWS only). @default none (no AUTH) */
     readonly iam?: { readonly userId: string; readonly cacheName: string };
   };
+  /** The deployment's names (parameter root, cache id). @default the default names */
+  readonly names?: ResourceNames;
 }
+
+/** Environment variables carrying the deployment's SSM parameter names into a function. */
+export const parameterEnv = {
+  /** This region's prefix, e.g. `/paceline/us-east-1/`. */
+  prefix: 'PARAMETER_PREFIX',
+  /** The deployment's root, e.g. `/paceline/` (a peer region's prefix is `<root><peer>/`). */
+  root: 'PARAMETER_ROOT',
+} as const;
 
 /** The environment of one function, derived from what its spec says it uses. */
 export function functionEnvironment(spec: FunctionSpec, inputs: EnvironmentInputs): Record<string, string> {
@@ -713,16 +916,59 @@ export function functionEnvironment(spec: FunctionSpec, inputs: EnvironmentInput
   for (const key of Object.keys(spec.buckets ?? {}) as BucketKey[]) {
     env[buckets[key].envVar] = inputs.bucketName(key);
   }
-  if (spec.readsParameters) env.PARAMETER_PREFIX = parameterPrefix(inputs.region);
+  const names = inputs.names ?? defaultNames;
+  if (spec.readsParameters) {
+    env[parameterEnv.prefix] = names.parameterPrefix(inputs.region);
+    env[parameterEnv.root] = names.parameterRoot;
+  }
   if (spec.usesRedis) {
     if (!inputs.redis) throw new Error(`Function ${spec.name} uses Redis but no Redis endpoint was given.`);
     env[redisEnv.nodes] = inputs.redis.nodes;
     env[redisEnv.mode] = inputs.redis.mode;
     env[redisEnv.tls] = String(inputs.redis.tls);
-    if (inputs.redis.iam) {
-      env[redisEnv.iamUser] = inputs.redis.iam.userId;
-      env[redisEnv.cacheName] = inputs.redis.iam.cacheName;
-    }
+    // The group id names the cache for IAM auth and for peer discovery (also without IAM: local).
+    env[redisEnv.cacheName] = inputs.redis.iam?.cacheName ?? names.cacheReplicationGroupId;
+    if (inputs.redis.iam) env[redisEnv.iamUser] = inputs.redis.iam.userId;
   }
+  return env;
+}
+
+/** What an ad server's environment refers to (see {@link clientEnvironment}). */
+export interface ClientEnvironmentInputs {
+  readonly region: string;
+  readonly tableName: (key: TableKey) => string;
+  readonly streamName: (key: StreamKey) => string;
+  readonly redis: {
+    readonly nodes: string;
+    readonly mode: 'cluster' | 'standalone';
+    readonly tls: boolean;
+    /** ElastiCache IAM authentication (AWS). @default none (no AUTH) */
+    readonly iam?: { readonly userId: string; readonly cacheName: string };
+  };
+  /** The pacer shard count, when the fleet should not read it from SSM. @default read from SSM */
+  readonly pacerShards?: number;
+}
+
+/**
+ * The environment the ad-server client library (`configFromEnv` of `paceline/client`) needs in a
+ * region, derived from what the description says the client uses: the region, Redis (and its IAM
+ * user), the tables and streams it reads and writes by name, and `PACER_SHARDS` when given.
+ */
+export function clientEnvironment(
+  description: Pick<RegionDescription, 'adServer'>,
+  inputs: ClientEnvironmentInputs,
+): Record<string, string> {
+  const env: Record<string, string> = { AWS_REGION: inputs.region };
+  for (const key of Object.keys(description.adServer.tables) as TableKey[])
+    env[tables[key].envVar] = inputs.tableName(key);
+  for (const key of description.adServer.putsStreams) env[streams[key].envVar] = inputs.streamName(key);
+  env[redisEnv.nodes] = inputs.redis.nodes;
+  env[redisEnv.mode] = inputs.redis.mode;
+  env[redisEnv.tls] = String(inputs.redis.tls);
+  if (inputs.redis.iam) {
+    env[redisEnv.iamUser] = inputs.redis.iam.userId;
+    env[redisEnv.cacheName] = inputs.redis.iam.cacheName;
+  }
+  if (inputs.pacerShards !== undefined) env[pacerEnv.shards] = String(inputs.pacerShards);
   return env;
 }

@@ -77,6 +77,16 @@ export interface PeerCachesOptions {
   readonly clock: Clock;
   /** How long a discovered endpoint is used before asking again. @default 600_000 */
   readonly ttlMs?: number;
+  /**
+   * The peers' replication group id (the same in every region of a deployment: the pacer's own
+   * `REDIS_CACHE_NAME`). @default the default names' {@link cacheReplicationGroupId}
+   */
+  readonly replicationGroupId?: string;
+  /**
+   * The IAM-authenticated cache user to connect to the peers' caches as (AWS: the same user in
+   * every region; `REDIS_IAM_USER`). @default none: no AUTH (local)
+   */
+  readonly iamUserId?: string;
   /** @default connectRedis */
   readonly connect?: (config: RedisConfig) => RedisClient;
 }
@@ -101,7 +111,12 @@ export class PeerCaches {
     const cached = this.peers.get(region);
     if (cached && now - cached.discoveredAtMs < (this.options.ttlMs ?? 600_000)) return cached.redis;
     this.discoveries++;
-    const config = await describeCache(this.options.elasticache(region));
+    const groupId = this.options.replicationGroupId ?? cacheReplicationGroupId;
+    const described = await describeCache(this.options.elasticache(region), groupId);
+    // A peer's cache authenticates like the own one: IAM tokens signed for the peer's group.
+    const config: RedisConfig = this.options.iamUserId
+      ? { ...described, iam: { userId: this.options.iamUserId, cacheName: groupId, region } }
+      : described;
     if (cached && sameConfig(cached.config, config)) {
       this.peers.set(region, { ...cached, discoveredAtMs: now });
       return cached.redis;

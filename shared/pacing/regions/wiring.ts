@@ -72,6 +72,19 @@ export interface RegionalShardPacerDeps {
   readonly spendLedgerTable?: string;
   /** A region's confirmed spend of a plan-day (default: from `spendLedgerTable`). */
   readonly confirmedOf?: AllocationAuthorityOptions['confirmedOf'];
+  /** The deployment's SSM parameter root (`PARAMETER_ROOT`). @default the default names' */
+  readonly parameterRoot?: string;
+  /**
+   * The caches' replication group id and IAM user, the same in every region (`REDIS_CACHE_NAME`,
+   * `REDIS_IAM_USER`): how peer caches are discovered and authenticated. @default the default
+   * names' group id, no IAM auth
+   */
+  readonly cache?: { readonly replicationGroupId: string; readonly iamUserId?: string };
+  /**
+   * Longest silence of a cache node while the pacer's raw reads (live spend, the state reload)
+   * wait for replies, ms (PacerConfig.redisSilenceMs). @default the raw readers' 1,000
+   */
+  readonly redisSilenceMs?: number;
 }
 
 /** A shard's pacer across regions and the own control reader it ticks with. */
@@ -110,7 +123,11 @@ export function regionalShardPacer(d: RegionalShardPacerDeps): RegionalShardPace
       ...(d.shareConfig ? { config: d.shareConfig } : {}),
     });
   const ownShares = shares(d.region, d.redis);
-  const spendOf = (redis: RedisClient) => rawSpendSource(redis, { allocations: allocations.mode });
+  const spendOf = (redis: RedisClient) =>
+    rawSpendSource(redis, {
+      allocations: allocations.mode,
+      ...(d.redisSilenceMs === undefined ? {} : { timeoutMs: d.redisSilenceMs }),
+    });
   const pacer = (redis: RedisClient, spend: SpendSource, sharing: RegionShares, own = budgets()) =>
     new ShardPacer({
       shard: d.shard,
@@ -158,6 +175,12 @@ export function regionalShardPacer(d: RegionalShardPacerDeps): RegionalShardPace
     ...(authority ? { authority: { authority, view: () => ownShares.view } } : {}),
     caches: new PeerCaches({
       clock: d.clock,
+      ...(d.cache
+        ? {
+            replicationGroupId: d.cache.replicationGroupId,
+            ...(d.cache.iamUserId ? { iamUserId: d.cache.iamUserId } : {}),
+          }
+        : {}),
       elasticache: (region) => {
         const p = byRegion.get(region);
         if (!p) throw new Error(`No ElastiCache client for peer region ${region}.`);
@@ -172,13 +195,20 @@ export function regionalShardPacer(d: RegionalShardPacerDeps): RegionalShardPace
         shard: d.shard,
         clock: d.clock,
         switchRegion: { region: p.region, ssm: p.ssm },
+        ...(d.parameterRoot ? { parameterRoot: d.parameterRoot } : {}),
       }),
       pacer: (redis: RedisClient) => pacer(redis, spendOf(redis), shares(p.region, redis)),
     })),
   });
   return {
     pacer: regional,
-    control: new PacerControl({ ssm: d.ssm, region: d.region, shard: d.shard, clock: d.clock }),
+    control: new PacerControl({
+      ssm: d.ssm,
+      region: d.region,
+      shard: d.shard,
+      clock: d.clock,
+      ...(d.parameterRoot ? { parameterRoot: d.parameterRoot } : {}),
+    }),
     shares: ownShares,
     allocations,
     ...(authority ? { authority } : {}),

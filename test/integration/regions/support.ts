@@ -5,8 +5,10 @@
  */
 import { PutParameterCommand } from '@aws-sdk/client-ssm';
 import { GlobalTablesStandIn } from '../../../local/global-tables.js';
-import { type LocalRegion, startLocalRegion } from '../../../local/region.js';
-import { elastiCacheClient } from '../../../shared/aws/clients.js';
+import { principalCredentials } from '../../../local/iam/policy.js';
+import { type LocalRegion, localDescription, localIam, startLocalRegion } from '../../../local/region.js';
+import { type AwsEndpoints, dynamoDbClient, ssmClient } from '../../../shared/aws/clients.js';
+import { elastiCacheClient } from '../../../shared/aws/ops-clients.js';
 import type { PacingController } from '../../../shared/pacing/controller/api.js';
 import { ShardLease } from '../../../shared/pacing/lease.js';
 import type { AllocationConfig } from '../../../shared/pacing/regions/allocation-config.js';
@@ -37,7 +39,8 @@ export function startTwoRegions(clock: ManualClock, lagMs: number): Promise<TwoR
 
 /**
  * Starts `names` (the deployment's regions, in order: the first is every plan's default
- * allocation home) with global tables replicated at `lagMs` on `clock`.
+ * allocation home) with global tables replicated at `lagMs` on `clock`, under one IAM layer with
+ * the policies synthesized for all of them (a pacer calls its peers' endpoints with its own key).
  */
 export async function startRegions(
   clock: ManualClock,
@@ -45,8 +48,9 @@ export async function startRegions(
   names: readonly string[],
 ): Promise<TwoRegions> {
   const link = new GlobalTablesStandIn({ clock, lagMs });
+  const iam = await localIam(names, localDescription());
   const started = await Promise.all(
-    names.map((region) => startLocalRegion({ region, globalTables: link, deploymentRegions: names })),
+    names.map((region) => startLocalRegion({ region, globalTables: link, deploymentRegions: names, iam })),
   );
   const regions = Object.fromEntries(started.map((r) => [r.region, r]));
   const redis = Object.fromEntries(
@@ -89,22 +93,32 @@ export interface RegionalInstanceOptions {
   readonly allocations?: Partial<Omit<AllocationConfig, 'regions'>>;
 }
 
-/** A pacer instance of `region`, its peers being every other region of `two`. */
+/**
+ * A pacer instance of `region`, its peers being every other region of `two`. Its AWS calls are the
+ * pacer function's: made with the pacer's key, held to its synthesized policy here and at the peers.
+ */
 export function regionalInstance(o: RegionalInstanceOptions): RegionalInstance {
   const home = o.two.regions[o.region] as LocalRegion;
   const redis = connectRedis(redisConfigFromEnv(home.clientEnv));
+  const as = (r: LocalRegion): AwsEndpoints => ({
+    ...r.endpoints,
+    credentials: principalCredentials(o.region, 'pacer'),
+  });
+  const dynamodb = dynamoDbClient(as(home));
+  const peers = Object.values(o.two.regions)
+    .filter((r) => r.region !== o.region)
+    .map((r) => ({ region: r.region, ssm: ssmClient(as(r)), elasticache: elastiCacheClient(as(r)) }));
+  const ssm = ssmClient(as(home));
   const wiring = regionalShardPacer({
     region: o.region,
     shard: o.shard,
     shards: home.description.settings.pacer.shards,
-    dynamodb: home.dynamodb,
-    ssm: home.ssm,
+    dynamodb,
+    ssm,
     budgetsTable: home.tableName('budgets'),
     regionSpendTable: home.tableName('regionSpend'),
     redis,
-    peers: Object.values(o.two.regions)
-      .filter((r) => r.region !== o.region)
-      .map((r) => ({ region: r.region, ssm: r.ssm, elasticache: elastiCacheClient(r.endpoints) })),
+    peers,
     controller: o.controller,
     clock: o.clock,
     tickMs: o.tickMs,
@@ -117,7 +131,7 @@ export function regionalInstance(o: RegionalInstanceOptions): RegionalInstance {
   const instanceId = pacerInstanceId(o.shard, o.instance);
   const publisherId = publisherIdOf(o.region, instanceId, 'p');
   const lease = new ShardLease({
-    client: home.dynamodb,
+    client: dynamodb,
     tableName: home.tableName('leases'),
     shard: o.shard,
     instanceId,
@@ -135,6 +149,7 @@ export function regionalInstance(o: RegionalInstanceOptions): RegionalInstance {
     close() {
       wiring.pacer.close();
       redis.disconnect();
+      for (const c of [dynamodb, ssm, ...peers.flatMap((p) => [p.ssm, p.elasticache])]) c.destroy();
     },
   };
 }

@@ -60,6 +60,43 @@ describe('deployment settings (cdk.json context)', () => {
     expect(east?.description.settings.pacer).toMatchObject({ shards: 24, instancesPerShard: 2 });
   });
 
+  it('reads the stage, alarm subscriptions, stream sizes and pacer deployment settings', () => {
+    const d = deploymentSettings(
+      lookup({
+        ...base,
+        'paceline:stage': 'staging',
+        'paceline:alarms': {
+          subscriptions: [
+            { kind: 'email', endpoint: 'ops@example.com' },
+            { kind: 'sms', endpoint: '+14155550100' },
+            { kind: 'https', endpoint: 'https://hooks.example.com/paceline' },
+            { kind: 'sqs', endpoint: 'arn:aws:sqs:us-east-1:123456789012:alarms' },
+            { kind: 'lambda', endpoint: 'arn:aws:lambda:us-west-2:123456789012:function:page' },
+          ],
+        },
+        'paceline:defaults': {
+          pacer: { memoryMb: 2048, reservedConcurrency: 200 },
+          streams: { actions: { shards: 8, parallelizationFactor: 4 } },
+        },
+      }),
+    );
+    expect(d.stage).toBe('staging');
+    expect(d.alarmSubscriptions.map((s) => s.kind)).toEqual(['email', 'sms', 'https', 'sqs', 'lambda']);
+    const east = d.regions[0]?.description;
+    expect(east?.names.base).toBe('staging-paceline');
+    expect(east?.streams.actions.shardCount).toBe(8);
+    expect(east?.streams.spend.shardCount).toBe(2);
+    expect(east?.functions.ingestActions.source.parallelizationFactor).toBe(4);
+    expect(east?.functions.trackSpend.source.parallelizationFactor).toBe(1);
+    expect(east?.functions.pacer).toMatchObject({ memoryMb: 2048, reservedConcurrency: 200 });
+    // Without them: the default names, no subscription, the described sizes.
+    const plain = deploymentSettings(lookup(base));
+    expect(plain.stage).toBeUndefined();
+    expect(plain.alarmSubscriptions).toEqual([]);
+    expect(plain.regions[0]?.description.names.base).toBe('paceline');
+    expect(plain.regions[0]?.description.functions.pacer).not.toHaveProperty('reservedConcurrency');
+  });
+
   it('accepts a plain list of regions for a single region', () => {
     const d = deploymentSettings(
       lookup({ 'paceline:account': '123456789012', 'paceline:regions': ['eu-west-1'] }),
@@ -76,9 +113,52 @@ describe('deployment settings (cdk.json context)', () => {
     ],
     [{ 'paceline:primaryRegion': 'eu-west-1' }, 'paceline:primaryRegion'],
     [{ 'paceline:defaults': { cache: { shards: 'three' } } }, 'paceline:defaults.cache.shards'],
-    [{ 'paceline:defaults': { cache: { nodeType: 'r7g' } } }, 'paceline:regions.us-east-1'],
-    [{ 'paceline:defaults': { pacer: { shards: 0 } } }, 'paceline:regions.us-east-1'],
-    [{ 'paceline:defaults': { pacer: { tickMs: 7000 } } }, 'paceline:regions.us-east-1'],
+    // A value out of range is named where it was given: the defaults, the region, a -c shorthand.
+    [{ 'paceline:defaults': { cache: { nodeType: 'r7g' } } }, 'paceline:defaults.cache.nodeType'],
+    [{ 'paceline:defaults': { pacer: { shards: 0 } } }, 'paceline:defaults.pacer.shards'],
+    [{ 'paceline:defaults': { pacer: { tickMs: 7000 } } }, 'paceline:defaults.pacer.tickMs'],
+    [
+      { 'paceline:regions': { 'us-east-1': { network: { cidr: '10.20.0.0/16' }, pacer: { shards: 300 } } } },
+      'paceline:regions.us-east-1.pacer.shards',
+    ],
+    [{ 'paceline:pacerShards': '0' }, 'paceline:pacerShards'],
+    [{ 'paceline:pacerShards': '100000' }, 'paceline:pacerShards'],
+    [{ 'paceline:defaults': { pacer: { memoryMb: 64 } } }, 'paceline:defaults.pacer.memoryMb'],
+    [
+      { 'paceline:defaults': { pacer: { reservedConcurrency: 71 } } },
+      'paceline:defaults.pacer.reservedConcurrency',
+    ],
+    [
+      { 'paceline:defaults': { streams: { actions: { shards: 0 } } } },
+      'paceline:defaults.streams.actions.shards',
+    ],
+    [
+      { 'paceline:defaults': { streams: { spend: { shards: 100000 } } } },
+      'paceline:defaults.streams.spend.shards',
+    ],
+    [
+      { 'paceline:defaults': { streams: { spend: { parallelizationFactor: 11 } } } },
+      'paceline:defaults.streams.spend.parallelizationFactor',
+    ],
+    [{ 'paceline:defaults': { streams: { clicks: { shards: 1 } } } }, 'paceline:defaults.streams.clicks'],
+    [{ 'paceline:stage': 'my stage' }, 'paceline:stage'],
+    [{ 'paceline:stage': 'Staging' }, 'paceline:stage'],
+    [{ 'paceline:stage': 'a-very-long-stage' }, 'paceline:stage'],
+    [{ 'paceline:stage': 'my-paceline' }, 'paceline:stage'],
+    [{ 'paceline:stage': 'awsome' }, 'paceline:stage'],
+    [
+      { 'paceline:alarms': { subscriptions: [{ kind: 'pager', endpoint: 'x' }] } },
+      'paceline:alarms.subscriptions[0].kind',
+    ],
+    [
+      { 'paceline:alarms': { subscriptions: [{ kind: 'sms', endpoint: '555-0100' }] } },
+      'paceline:alarms.subscriptions[0].endpoint',
+    ],
+    [
+      { 'paceline:alarms': { subscriptions: [{ kind: 'https', endpoint: 'http://example.com' }] } },
+      'paceline:alarms.subscriptions[0].endpoint',
+    ],
+    [{ 'paceline:alarms': { subscriptions: 'ops@example.com' } }, 'paceline:alarms.subscriptions'],
     [
       { 'paceline:defaults': { streams: { capacityMode: 'ON_DEMAND' } } },
       'paceline:defaults.streams.capacityMode',

@@ -1,0 +1,76 @@
+/**
+ * `paceline spend status`: the command around cli/spend.ts (which it loads only once the target
+ * is chosen: a refused command never loads the AWS SDK).
+ */
+import { parseArgs } from 'node:util';
+import { parseDay } from '../../shared/budget/time-zone.js';
+import { CliUsageError, EXIT } from '../common.js';
+import type { CliIo, Command } from './command.js';
+import { describeTargets, resolveTargets, type TargetNeeds } from './target.js';
+
+const USAGE = `usage: paceline spend status [--account A] [--campaign C] [--day YYYY-MM-DD] [--json] [--regions …] [--aws]
+  Per region and plan-day (account, campaign and arm plans; today in each account's time zone unless
+  --day): the region's share (soft split) and allocation (hard cap) with several regions, confirmed,
+  in flight, leased to ad servers' guards, remaining (allocation or budget − all three) and the
+  target E(t) now — the pacer's published curve when fresh, else the linear fail-safe curve; then,
+  with several regions, one combined row per plan-day (Σ over regions, allocated, remaining of the
+  budget, over). Amounts in currency units; --json prints one object with integer micros:
+  {"regions":[{"region":"us-east-1","plans":[{"accountId":"acme","campaignId":"spring","plan":"campaign","day":"2026-11-23","budgetMicros":…,"shareMicros":…,"allocationMicros":…,"confirmedMicros":…,"inFlightMicros":…,"leasedMicros":…,"remainingMicros":…,"targetMicros":…,"targetSource":"published",…}]}],
+   "combined":[{"accountId":"acme","campaignId":"spring","plan":"campaign","day":"2026-11-23","budgetMicros":…,"regions":["us-east-1","us-west-2"],"confirmedMicros":…,"inFlightMicros":…,"leasedMicros":…,"allocatedMicros":…,"remainingMicros":…,"overMicros":…}]}
+  Target: the local regions of a running \`npm start\` (or a pasted Client env); --aws for AWS.`;
+
+/** `paceline spend <status>`: registered in cli/paceline.ts's command table. */
+export const spendCommand: Command = {
+  usage: USAGE,
+  async run(argv: readonly string[], io: CliIo): Promise<number> {
+    const { values, positionals } = parseArgs({
+      args: [...argv],
+      options: {
+        json: { type: 'boolean' },
+        aws: { type: 'boolean' },
+        regions: { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+        account: { type: 'string' },
+        campaign: { type: 'string' },
+        day: { type: 'string' },
+      },
+      allowPositionals: true,
+      strict: true,
+    });
+    if (values.help) {
+      io.out(USAGE);
+      return EXIT.ok;
+    }
+    if (positionals.join(' ') !== 'status') {
+      throw new CliUsageError(
+        `unknown spend command "${positionals.join(' ')}": use "paceline spend status".`,
+      );
+    }
+    if (values.day !== undefined) {
+      try {
+        parseDay(values.day);
+      } catch (error) {
+        throw new CliUsageError(`--day ${values.day}: ${(error as Error).message}`);
+      }
+    }
+    const needs: TargetNeeds = { services: ['dynamodb', 'ssm'], redis: true };
+    const targets = resolveTargets(values, io.env, io.repoRoot, { needs, scope: 'all' });
+    (values.json ? io.err : io.out)(await describeTargets(targets, needs));
+    const { combinedStatus, formatSpendStatus, readSpendStatus } = await import('../spend.js');
+    const regions = await readSpendStatus(
+      targets,
+      {
+        ...(values.account === undefined ? {} : { accountId: values.account }),
+        ...(values.campaign === undefined ? {} : { campaignId: values.campaign }),
+        ...(values.day === undefined ? {} : { day: values.day }),
+      },
+      io.now(),
+    );
+    io.out(
+      values.json
+        ? JSON.stringify({ regions, combined: combinedStatus(regions) })
+        : formatSpendStatus(regions),
+    );
+    return EXIT.ok;
+  },
+};
