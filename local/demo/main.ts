@@ -120,10 +120,11 @@ export function formatStats(s: Readonly<DemoStats>, elapsedSec: number): string 
 
 /**
  * The first-minutes line: no-budget answers in the first minutes to campaigns under 5 % of their
- * budget (0 expected: floors and fast first allocations, docs/pacing.md "Many regions").
+ * budget, and how many of them the region's allocation caused (0 expected: floors and fast first
+ * allocations, docs/pacing.md "Many regions"; the rest are E(t) caps of campaigns created now).
  */
 export function formatEarlyLine(s: Readonly<DemoStats>): string {
-  return `first ${EARLY_WINDOW_MS / 60_000} min: ${s.earlyNoBudget} no-budget answers to campaigns under 5 % of their budget`;
+  return `first ${EARLY_WINDOW_MS / 60_000} min: ${s.earlyNoBudget} no-budget answers to campaigns under 5 % of their budget, ${s.earlyAllocationNoBudget} of them the allocation's`;
 }
 
 /** Runs the demo; resolves with the exit code. */

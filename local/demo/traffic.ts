@@ -81,9 +81,16 @@ export interface DemoStats {
   putErrors: number;
   /**
    * No-budget answers in the first {@link EARLY_WINDOW_MS} to a campaign that had spent less than
-   * 5 % of its budget (with several regions: what floors and fast first allocations prevent).
+   * 5 % of its budget, whatever refused them (an even campaign created now is capped by its E(t),
+   * which starts at its creation, in one region as in several).
    */
   earlyNoBudget: number;
+  /**
+   * Of those, the answers the region's allocation caused: a refusing plan's last lease was cut
+   * short by the allocation, not by E(t) (with several regions: what floors and fast first
+   * allocations prevent; 0 expected).
+   */
+  earlyAllocationNoBudget: number;
 }
 
 /** The demo's "first minutes": the window of {@link DemoStats.earlyNoBudget}. */
@@ -200,6 +207,7 @@ export async function startDemoTraffic(options: DemoTrafficOptions): Promise<Dem
       spentMicros: 0,
       putErrors: 0,
       earlyNoBudget: 0,
+      earlyAllocationNoBudget: 0,
     };
     const startedAt = clock.now();
     // Each campaign's booked spend against its campaign plan's budget (the early no-budget count).
@@ -223,14 +231,17 @@ export async function startDemoTraffic(options: DemoTrafficOptions): Promise<Dem
     const request = (now: number) => {
       stats.requests++;
       const c = pickCampaign(campaigns, random);
+      const refusalsBefore = guard.stats.allocationRefusals;
       const paced = paceBid(reader, guard, c, random);
       if (!paced.bid) {
         if (paced.reason === 'throttled') stats.throttled++;
         else {
           stats.noBudget++;
           const budget = budgetOf.get(c.campaignId) ?? 0;
-          if (now - startedAt < EARLY_WINDOW_MS && (spentBy.get(c.campaignId) ?? 0) < 0.05 * budget)
+          if (now - startedAt < EARLY_WINDOW_MS && (spentBy.get(c.campaignId) ?? 0) < 0.05 * budget) {
             stats.earlyNoBudget++;
+            if (guard.stats.allocationRefusals > refusalsBefore) stats.earlyAllocationNoBudget++;
+          }
         }
         return;
       }

@@ -120,6 +120,11 @@ export interface GuardStats {
    * the region asked for more than the allocation authority gave it.
    */
   allocationHolds: number;
+  /**
+   * `no-budget` answers where a refusing plan's last lease had been cut short by the region's
+   * allocation (not by E(t), not a lease still on its way): what several regions cost a bid.
+   */
+  allocationRefusals: number;
 }
 
 class PlanDay {
@@ -137,6 +142,8 @@ class PlanDay {
   busy = false;
   /** A bid did not fit the float: the next lease call asks for F whatever the float. */
   short = false;
+  /** The last lease call that asked for a float got less because of the allocation (`held`). */
+  allocationHeld = false;
   backoffUntil = 0;
   lastSettle: number;
   retiring = false;
@@ -194,7 +201,13 @@ interface CampaignEntry {
 
 /** The budget guard (one per ad-server process; not shared across processes). */
 export class BudgetGuard {
-  readonly stats: GuardStats = { leaseCalls: 0, inits: 0, rejoins: 0, allocationHolds: 0 };
+  readonly stats: GuardStats = {
+    leaseCalls: 0,
+    inits: 0,
+    rejoins: 0,
+    allocationHolds: 0,
+    allocationRefusals: 0,
+  };
   private readonly inFlight: InFlightConfig;
   private readonly curve: TargetCurve;
   private readonly floatFraction: number;
@@ -285,15 +298,20 @@ export class BudgetGuard {
     if (bid.armId !== undefined) states = entry.byArm.get(bid.armId) ?? this.armStates(entry, bid.armId, now);
     const price = bid.priceMicros;
     let ok = true;
+    let byAllocation = false;
     for (let i = 0; i < states.length; i++) {
       const s = states[i] as PlanDay;
       if (s.available(now) < price) {
         ok = false;
+        byAllocation ||= s.allocationHeld;
         s.short = true;
         this.refill(s, now);
       }
     }
-    if (!ok) return 'no-budget';
+    if (!ok) {
+      if (byAllocation) this.stats.allocationRefusals++;
+      return 'no-budget';
+    }
     for (let i = 0; i < states.length; i++) {
       const s = states[i] as PlanDay;
       s.consume(price, now);
@@ -503,6 +521,7 @@ export class BudgetGuard {
     const [grant, epoch, , , leaseSlot, slotMs, , held] = reply;
     s.epoch = epoch;
     if (held === 1) this.stats.allocationHolds++;
+    if (want > 0) s.allocationHeld = held === 1;
     if (slotMs !== s.slotMs) {
       throw new RangeError(
         `Plan-day ${s.keys.state} uses ${slotMs} ms slots but this guard is configured for ${s.slotMs} ms: ` +

@@ -229,6 +229,7 @@ describe('demo command line', () => {
         spentMicros: 2_500_000,
         putErrors: 0,
         earlyNoBudget: 0,
+        earlyAllocationNoBudget: 0,
       },
       5,
     );
@@ -252,7 +253,10 @@ describe('demo command line', () => {
         spentMicros: 0,
         putErrors: 0,
         earlyNoBudget: 2,
+        earlyAllocationNoBudget: 1,
       }),
-    ).toBe('first 3 min: 2 no-budget answers to campaigns under 5 % of their budget');
+    ).toBe(
+      "first 3 min: 2 no-budget answers to campaigns under 5 % of their budget, 1 of them the allocation's",
+    );
   });
 });
