@@ -84,7 +84,15 @@ export type AllocationRead = 'strict' | 'off';
 function allocOf(hash: Readonly<Record<string, string>>, mode: AllocationRead): AllocationFields | undefined {
   if (mode === 'off' && hash.a === undefined) return undefined;
   const n = (v: string | undefined) => (v === undefined ? undefined : Number(v));
-  return { a: n(hash.a), ae: n(hash.ae), ag: n(hash.ag), ar: n(hash.ar), ax: n(hash.ax), ac: n(hash.ac) };
+  return {
+    a: n(hash.a),
+    ae: n(hash.ae),
+    ag: n(hash.ag),
+    ar: n(hash.ar),
+    ax: n(hash.ax),
+    ac: n(hash.ac),
+    aw: n(hash.aw),
+  };
 }
 
 function toSnapshot(
@@ -119,8 +127,8 @@ class SpendVisitor implements HashVisitor<PlanSpendSnapshot> {
   private slots = new Float64Array(32);
   private values = new Float64Array(32);
   private kinds = new Uint8Array(32);
-  // The allocation fields a, ae, ag, ar, ax, ac (NaN: absent).
-  private readonly alloc = new Float64Array(6);
+  // The allocation fields a, ae, ag, ar, ax, ac, aw (NaN: absent).
+  private readonly alloc = new Float64Array(7);
 
   constructor(
     private readonly nowMs: number,
@@ -195,14 +203,14 @@ class SpendVisitor implements HashVisitor<PlanSpendSnapshot> {
   }
 }
 
-/** Second bytes of `ae`, `ag`, `ar`, `ax`, `ac` (slots 1–5 of the allocation fields). */
-const ALLOC_SECOND = [0x65, 0x67, 0x72, 0x78, 0x63];
+/** Second bytes of `ae`, `ag`, `ar`, `ax`, `ac`, `aw` (slots 1–6 of the allocation fields). */
+const ALLOC_SECOND = [0x65, 0x67, 0x72, 0x78, 0x63, 0x77];
 
-/** The allocation fields `a ae ag ar ax ac` in this order. */
-const ALLOC_FIELDS = ['a', 'ae', 'ag', 'ar', 'ax', 'ac'] as const;
+/** The allocation fields `a ae ag ar ax ac aw` in this order. */
+const ALLOC_FIELDS = ['a', 'ae', 'ag', 'ar', 'ax', 'ac', 'aw'] as const;
 
 /**
- * The allocation fields from `values[at..at+6)` (NaN = absent), or undefined when the read does
+ * The allocation fields from `values[at..at+7)` (NaN = absent), or undefined when the read does
  * not report them (off and no cap stored).
  */
 function allocFromArray(
@@ -216,7 +224,7 @@ function allocFromArray(
   };
   const a = v(0);
   if (mode === 'off' && a === undefined) return undefined;
-  return { a, ae: v(1), ag: v(2), ar: v(3), ax: v(4), ac: v(5) };
+  return { a, ae: v(1), ag: v(2), ar: v(3), ax: v(4), ac: v(5), aw: v(6) };
 }
 
 /** The fields the sums read asks for first: HMGET reply positions 0–6, then the dead slots'. */

@@ -91,6 +91,8 @@ export interface AllocationFields {
   readonly ax?: number;
   /** When the allocation last held a lease back (epoch ms): demand censored since. */
   readonly ac?: number;
+  /** What that held-back lease asked for (a guard's float), micros. */
+  readonly aw?: number;
 }
 
 /**

@@ -7,7 +7,8 @@
  * - `u` set while nothing ever leased from the plan-day since the pacer first wrote it (its
  *   committed spend is then exactly 0, so an idle region can give its floor back);
  * - `ac`, written by the lease script: when the allocation (not E) last held a lease back, so the
- *   pacer knows the region's spend since then does not show its demand.
+ *   pacer knows the region's spend since then does not show its demand; `aw`, what that lease
+ *   asked for (a guard's float), so the region's allocation makes room for one.
  *
  * One script (`spendAlloc`) merges a target into them and, optionally, lowers the cap. The merge
  * never lowers `ag` or `ae` and compares (`ax`, `ar`) as a pair (`syncAllocation` in
@@ -79,7 +80,7 @@ return {a, ag, ar, ax, ae, released}
 `;
 
 // An emptied hash disappears (Redis drops empty hashes): a state the pacer alone created is gone.
-const CLEAR_LUA = `return redis.call('HDEL', KEYS[1], 'a', 'ae', 'ag', 'ar', 'ax', 'ac', 'u')`;
+const CLEAR_LUA = `return redis.call('HDEL', KEYS[1], 'a', 'ae', 'ag', 'ar', 'ax', 'ac', 'aw', 'u')`;
 
 const ALLOC_SCRIPT = rawScript('spendAlloc', ALLOC_LUA, 1);
 const CLEAR_SCRIPT = rawScript('spendAllocClear', CLEAR_LUA, 1);

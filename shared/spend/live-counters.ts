@@ -227,9 +227,10 @@ local grace = tonumber(meta[4] or '0')
 if want > 0 and now >= grace then
   if allowance >= want then grant = want elseif allowance >= minGrant and allowance > 0 then grant = allowance end
   -- The allocation, not E, held this lease back: the region's spend no longer shows its demand
-  -- (the pacer's demand estimate leaves this interval out).
+  -- (the pacer's demand estimate leaves this interval out), and its allocation must make room
+  -- for at least the float asked for (aw).
   if grant < want and capped then
-    redis.call('HSET', h, 'ac', now)
+    redis.call('HSET', h, 'ac', now, 'aw', want)
     held = 1
   end
 end

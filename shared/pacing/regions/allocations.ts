@@ -330,7 +330,7 @@ export interface AllocationTarget {
 export function syncAllocation(
   current: AllocationFields,
   target: AllocationTarget,
-): Required<Omit<AllocationFields, 'ac'>> {
+): Required<Omit<AllocationFields, 'ac' | 'aw'>> {
   const ag = Math.max(current.ag ?? 0, target.ag);
   let ax = current.ax ?? 0;
   let ar = current.ar ?? 0;
@@ -379,8 +379,9 @@ export interface RegionDecision {
 /**
  * One region tick for one plan-day: the cap from the authority entry (floor and default ack
  * before one is visible), the headroom it expects to need within the horizon — what its own
- * published curve lets it reach, at most its measured demand, at least its keep — and a release
- * when it holds more than headroom × (1 + hysteresis). Pure.
+ * published curve lets it reach, at most its measured demand, at least its keep and at least the
+ * float a guard asked for when the allocation last held it back within the horizon — and a
+ * release when it holds more than headroom × (1 + hysteresis). Pure.
  */
 export function regionStep(input: RegionInput, config: AllocationConfig): RegionDecision {
   const { region, entry, fields } = input;
@@ -425,7 +426,18 @@ export function regionStep(input: RegionInput, config: AllocationConfig): Region
     input.demandMicrosPerSec === undefined
       ? Number.POSITIVE_INFINITY
       : Math.max(0, input.demandMicrosPerSec) * (config.horizonMs / 1000);
-  const headroom = Math.max(keepOf(budget, region, config), Math.floor(Math.min(paced, demand)));
+  // A guard the allocation held back within the horizon asked for a float (aw): the headroom lets
+  // one such float through, else a small plan — whose pace over the horizon is below one float —
+  // could never bid in this region however much of its budget is free.
+  const heldWant =
+    fields.ac !== undefined && fields.aw !== undefined && input.nowMs - fields.ac <= config.horizonMs
+      ? fields.aw
+      : 0;
+  const headroom = Math.max(
+    keepOf(budget, region, config),
+    Math.floor(Math.min(paced, demand)),
+    Math.min(heldWant, budget),
+  );
   const want = Math.min(budget, spent + headroom);
   // Holding more than the headroom (plus hysteresis) above the spend, or above a cut budget —
   // not while its guards may still lease the floor without a stored cap (a reset then would let

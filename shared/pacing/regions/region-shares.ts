@@ -364,7 +364,11 @@ export class RegionShares implements RegionSharing {
     let m = this.memory.get(key);
     if (!m) {
       m = {
-        demand: new DemandWindow(this.config.demandWindowTicks),
+        demand: new DemandWindow(
+          this.config.demandWindowTicks,
+          this.config.demandWindowMaxTicks,
+          this.config.demandSparseSpendTicks,
+        ),
         published: new PublishedMinimum(this.config.maxReplicationLagMs + this.options.tickMs),
       };
       this.memory.set(key, m);

@@ -46,6 +46,15 @@ export interface ShareConfig {
   readonly maxReplicationLagMs: number;
   /** Ticks in the demand window (a vanished region's demand is 0 after this many). @default 3 */
   readonly demandWindowTicks: number;
+  /**
+   * A sparse plan-day (fewer than half of its ticks carry spend: a few impressions an hour) reads
+   * its demand over a window reaching back to {@link demandSparseSpendTicks} ticks with spend, at
+   * most this many ticks: in 3 ticks it would read 0 or one impression's price, and an equal
+   * split of its budget, whatever the traffic. @default 60 (10 minutes of 10 s ticks)
+   */
+  readonly demandWindowMaxTicks: number;
+  /** Ticks with spend a sparse plan-day's window reaches back to. @default 3 */
+  readonly demandSparseSpendTicks: number;
 }
 
 /** The defaults of {@link ShareConfig}. */
@@ -55,6 +64,8 @@ export const defaultShareConfig: ShareConfig = {
   lowerQuantum: 0.002,
   maxReplicationLagMs: 5_000,
   demandWindowTicks: 3,
+  demandWindowMaxTicks: 60,
+  demandSparseSpendTicks: 3,
 };
 
 /** Thrown for a share setting out of range. */
@@ -79,6 +90,16 @@ export function shareConfig(overrides: Partial<ShareConfig> = {}): ShareConfig {
   check(
     'demandWindowTicks',
     Number.isInteger(c.demandWindowTicks) && c.demandWindowTicks >= 1,
+    'an integer ≥ 1',
+  );
+  check(
+    'demandWindowMaxTicks',
+    Number.isInteger(c.demandWindowMaxTicks) && c.demandWindowMaxTicks >= c.demandWindowTicks,
+    'an integer ≥ demandWindowTicks',
+  );
+  check(
+    'demandSparseSpendTicks',
+    Number.isInteger(c.demandSparseSpendTicks) && c.demandSparseSpendTicks >= 1,
     'an integer ≥ 1',
   );
   return c;
@@ -165,11 +186,24 @@ interface DemandSample {
  * `windowTicks` intervals (what it would spend at throttle 1 and multiplier 1, the controller's
  * own estimator applied to a short window), micros per second. Spend paced down by a small share
  * still shows the region's traffic, so the split follows traffic, not the previous split.
+ *
+ * A sparse plan-day — fewer than half of the intervals before its latest run of spendless ones
+ * carry spend (a few impressions an hour: a $1 budget) — reads over a longer window, back to
+ * `sparseSpendTicks` intervals with spend, at most `maxTicks`: three ticks of it hold nothing or
+ * one impression. A dense one keeps the short window, so when its traffic vanishes (a run of
+ * spendless intervals after dense ones) its demand reads 0 within `windowTicks`.
  */
 export class DemandWindow {
   private readonly samples: DemandSample[] = [];
+  private readonly maxTicks: number;
 
-  constructor(private readonly windowTicks: number) {}
+  constructor(
+    private readonly windowTicks: number,
+    maxTicks = windowTicks,
+    private readonly sparseSpendTicks = 1,
+  ) {
+    this.maxTicks = Math.max(windowTicks, maxTicks);
+  }
 
   /**
    * Adds this tick's spend and the gain published for the coming interval. `heldBackAtMs`: when
@@ -181,29 +215,56 @@ export class DemandWindow {
     if (last && atMs <= last.atMs) return;
     const censored = last !== undefined && heldBackAtMs !== undefined && heldBackAtMs > last.atMs;
     this.samples.push({ atMs, spentMicros, gain: Math.max(0, gain), censored });
-    while (this.samples.length > this.windowTicks + 1) this.samples.shift();
+    while (this.samples.length > this.maxTicks + 1) this.samples.shift();
   }
 
   /** The estimate; undefined before two samples, or when every interval was held back. */
   demandMicrosPerSec(): number | undefined {
     if (this.samples.length < 2) return undefined;
-    let spend = 0;
-    let exposure = 0;
-    let counted = 0;
-    for (let i = 1; i < this.samples.length; i++) {
+    // Intervals newest first (uncensored: spend capped by the allocation shows the cap, not the
+    // traffic — a region stalled at its cap would read 0 and never ask for more).
+    const intervals: { spend: number; exposure: number }[] = [];
+    for (let i = this.samples.length - 1; i >= 1; i--) {
       const a = this.samples[i - 1] as DemandSample;
       const b = this.samples[i] as DemandSample;
-      // Spend capped by the allocation shows the cap, not the traffic (a region stalled at its
-      // cap would read 0 and never ask for more).
       if (b.censored) continue;
-      counted++;
-      spend += Math.max(0, b.spentMicros - a.spentMicros);
-      // A gain of 0 (nothing bid) says nothing about demand: floor it so a region whose share was
-      // cut to nothing still reports the traffic it sees once it may bid again.
-      exposure += Math.max(a.gain, 1e-4) * ((b.atMs - a.atMs) / 1000);
+      intervals.push({
+        spend: Math.max(0, b.spentMicros - a.spentMicros),
+        // A gain of 0 (nothing bid) says nothing about demand: floor it so a region whose share
+        // was cut to nothing still reports the traffic it sees once it may bid again.
+        exposure: Math.max(a.gain, 1e-4) * ((b.atMs - a.atMs) / 1000),
+      });
     }
-    if (counted === 0) return undefined;
+    if (intervals.length === 0) return undefined;
+    let use = Math.min(this.windowTicks, intervals.length);
+    if (this.sparse(intervals)) {
+      let withSpend = 0;
+      use = 0;
+      while (use < intervals.length && (use < this.windowTicks || withSpend < this.sparseSpendTicks)) {
+        if ((intervals[use] as { spend: number }).spend > 0) withSpend++;
+        use++;
+      }
+    }
+    let spend = 0;
+    let exposure = 0;
+    for (let i = 0; i < use; i++) {
+      const x = intervals[i] as { spend: number; exposure: number };
+      spend += x.spend;
+      exposure += x.exposure;
+    }
     return exposure > 0 ? spend / exposure : 0;
+  }
+
+  /** Fewer than half of the intervals before the latest spendless run carry spend. */
+  private sparse(newestFirst: readonly { spend: number }[]): boolean {
+    if (this.maxTicks <= this.windowTicks) return false;
+    let i = 0;
+    while (i < newestFirst.length && (newestFirst[i] as { spend: number }).spend === 0) i++;
+    let withSpend = 0;
+    for (let k = i; k < newestFirst.length; k++)
+      if ((newestFirst[k] as { spend: number }).spend > 0) withSpend++;
+    const n = newestFirst.length - i;
+    return n > 0 && withSpend * 2 < n;
   }
 }
 

@@ -75,8 +75,9 @@ for (const mode of ['standalone', 'cluster'] as const) {
         expect((await lease(expired, leaseArgs(NOW, 1_000_000, 3_000, true, [], [2_000, NOW - 1])))[0]).toBe(
           0,
         );
-        // the allocation held those leases back: the pacer's demand estimate is told (ac)
-        expect(await r.redis.hget(expired, 'ac')).toBe(String(NOW));
+        // the allocation held those leases back: the pacer's demand estimate is told (ac), and
+        // what the lease asked for (aw: the float its allocation must make room for)
+        expect(await r.redis.hmget(expired, 'ac', 'aw')).toEqual([String(NOW), '3000']);
         // deltas still settle (they start after the strict flag)
         const settled = await planDay({ a: 10_000, ae: NOW + 1_000 });
         const slot = Math.floor(NOW / Q);
@@ -187,7 +188,7 @@ for (const mode of ['standalone', 'cluster'] as const) {
     });
 
     it('the pacer spend read returns the allocation fields (sums and whole-hash paths)', async () => {
-      const key = await planDay({ c: 700, a: 9, ae: 8, ag: 20, ar: 7, ax: 4 });
+      const key = await planDay({ c: 700, a: 9, ae: 8, ag: 20, ar: 7, ax: 4, ac: 3, aw: 6 });
       const withSums = await planDay({
         c: 700,
         sk: Math.floor((NOW - T) / Q),
@@ -198,6 +199,8 @@ for (const mode of ['standalone', 'cluster'] as const) {
         ag: 20,
         ar: 7,
         ax: 4,
+        ac: 3,
+        aw: 6,
       });
       const plain = await planDay({ c: 5 });
       for (const source of [
@@ -205,7 +208,7 @@ for (const mode of ['standalone', 'cluster'] as const) {
         rawSpendSource(r.redis, { allocations: 'strict', sums: false }),
       ]) {
         const [whole, sums, none] = await source.read([key, withSums, plain], NOW);
-        const alloc = { a: 9, ae: 8, ag: 20, ar: 7, ax: 4 };
+        const alloc = { a: 9, ae: 8, ag: 20, ar: 7, ax: 4, ac: 3, aw: 6 };
         expect(whole).toMatchObject({ confirmedMicros: 700, alloc });
         expect(sums).toMatchObject({ confirmedMicros: 700, alloc });
         expect(none?.alloc).toEqual({

@@ -276,6 +276,24 @@ describe('regionStep', () => {
     expect(idle.want).toBe(keepOf(BUDGET, B2, config));
   });
 
+  it('makes room for the float a guard was held back for within the horizon, and only then', () => {
+    // A small plan: its curve reaches 3,000 µ$ above its spend within the horizon, a guard asked
+    // for a float of 6,500 µ$ and the allocation held it back 30 s ago.
+    const small = {
+      ...region,
+      budgetMicros: 1_000_000,
+      spentMicros: 200_000,
+      expectedAtHorizonMicros: 203_000,
+      demandMicrosPerSec: 100,
+    };
+    expect(regionStep(small, config).want).toBe(203_000);
+    const held = regionStep({ ...small, fields: { ac: NOW - 30_000, aw: 6_500 } }, config);
+    expect(held.want).toBe(206_500);
+    // held back longer ago than the horizon: the float is not waited for any more
+    const old = regionStep({ ...small, fields: { ac: NOW - config.horizonMs - 1, aw: 6_500 } }, config);
+    expect(old.want).toBe(203_000);
+  });
+
   it('releases what it holds beyond headroom × (1 + hysteresis), never for less', () => {
     const fields = { ag: 250_000, ar: 0, ax: 0, ae: NOW + 60_000, a: 250_000 };
     const idle = regionStep({ ...region, fields, demandMicrosPerSec: 0 }, config);
