@@ -364,11 +364,7 @@ export class RegionShares implements RegionSharing {
     let m = this.memory.get(key);
     if (!m) {
       m = {
-        demand: new DemandWindow(
-          this.config.demandWindowTicks,
-          this.config.demandWindowMaxTicks,
-          this.config.demandSparseSpendTicks,
-        ),
+        demand: new DemandWindow(this.config.demandWindowTicks, this.config.demandWindowMaxTicks),
         published: new PublishedMinimum(this.config.maxReplicationLagMs + this.options.tickMs),
       };
       this.memory.set(key, m);

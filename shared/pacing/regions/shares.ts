@@ -47,14 +47,11 @@ export interface ShareConfig {
   /** Ticks in the demand window (a vanished region's demand is 0 after this many). @default 3 */
   readonly demandWindowTicks: number;
   /**
-   * A sparse plan-day (fewer than half of its ticks carry spend: a few impressions an hour) reads
-   * its demand over a window reaching back to {@link demandSparseSpendTicks} ticks with spend, at
-   * most this many ticks: in 3 ticks it would read 0 or one impression's price, and an equal
-   * split of its budget, whatever the traffic. @default 60 (10 minutes of 10 s ticks)
+   * A sparse plan-day (fewer than half of its ticks carry spend: a few impressions a minute or
+   * less) reads its demand over this many ticks: in 3 ticks it would read 0 or one impression's
+   * price, and its budget would be split at random. @default 60 (10 minutes of 10 s ticks)
    */
   readonly demandWindowMaxTicks: number;
-  /** Ticks with spend a sparse plan-day's window reaches back to. @default 3 */
-  readonly demandSparseSpendTicks: number;
 }
 
 /** The defaults of {@link ShareConfig}. */
@@ -65,7 +62,6 @@ export const defaultShareConfig: ShareConfig = {
   maxReplicationLagMs: 5_000,
   demandWindowTicks: 3,
   demandWindowMaxTicks: 60,
-  demandSparseSpendTicks: 3,
 };
 
 /** Thrown for a share setting out of range. */
@@ -97,11 +93,7 @@ export function shareConfig(overrides: Partial<ShareConfig> = {}): ShareConfig {
     Number.isInteger(c.demandWindowMaxTicks) && c.demandWindowMaxTicks >= c.demandWindowTicks,
     'an integer ≥ demandWindowTicks',
   );
-  check(
-    'demandSparseSpendTicks',
-    Number.isInteger(c.demandSparseSpendTicks) && c.demandSparseSpendTicks >= 1,
-    'an integer ≥ 1',
-  );
+
   return c;
 }
 
@@ -188,10 +180,10 @@ interface DemandSample {
  * still shows the region's traffic, so the split follows traffic, not the previous split.
  *
  * A sparse plan-day — fewer than half of the intervals before its latest run of spendless ones
- * carry spend (a few impressions an hour: a $1 budget) — reads over a longer window, back to
- * `sparseSpendTicks` intervals with spend, at most `maxTicks`: three ticks of it hold nothing or
- * one impression. A dense one keeps the short window, so when its traffic vanishes (a run of
- * spendless intervals after dense ones) its demand reads 0 within `windowTicks`.
+ * carry spend (a few impressions a minute or less: a $1 or $5 budget) — reads over the last
+ * `maxTicks` intervals: three ticks of it hold nothing or one impression. A dense one keeps the
+ * short window, so when its traffic vanishes (a run of spendless intervals after dense ones) its
+ * demand reads 0 within `windowTicks`.
  */
 export class DemandWindow {
   private readonly samples: DemandSample[] = [];
@@ -200,7 +192,6 @@ export class DemandWindow {
   constructor(
     private readonly windowTicks: number,
     maxTicks = windowTicks,
-    private readonly sparseSpendTicks = 1,
   ) {
     this.maxTicks = Math.max(windowTicks, maxTicks);
   }
@@ -236,15 +227,7 @@ export class DemandWindow {
       });
     }
     if (intervals.length === 0) return undefined;
-    let use = Math.min(this.windowTicks, intervals.length);
-    if (this.sparse(intervals)) {
-      let withSpend = 0;
-      use = 0;
-      while (use < intervals.length && (use < this.windowTicks || withSpend < this.sparseSpendTicks)) {
-        if ((intervals[use] as { spend: number }).spend > 0) withSpend++;
-        use++;
-      }
-    }
+    const use = this.sparse(intervals) ? intervals.length : Math.min(this.windowTicks, intervals.length);
     let spend = 0;
     let exposure = 0;
     for (let i = 0; i < use; i++) {

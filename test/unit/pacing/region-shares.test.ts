@@ -139,7 +139,7 @@ describe('DemandWindow and PublishedMinimum', () => {
 
   it('reads a sparse plan over a longer window; a dense one that stops still reads 0 within 3 ticks', () => {
     // One impression of 1,500 µ$ every 6 ticks (60 s) at gain 1: 25 µ$/s.
-    const sparse = new DemandWindow(3, 60, 3);
+    const sparse = new DemandWindow(3, 60);
     const short = new DemandWindow(3);
     let spent = 0;
     const readings: number[] = [];
@@ -160,7 +160,7 @@ describe('DemandWindow and PublishedMinimum', () => {
       expect(r).toBeLessThanOrEqual(35);
     }
     // A dense plan (spend every tick) keeps the short window: 0 three ticks after it stops.
-    const dense = new DemandWindow(3, 60, 3);
+    const dense = new DemandWindow(3, 60);
     spent = 0;
     for (let i = 0; i <= 30; i++) {
       spent += 5_000;
