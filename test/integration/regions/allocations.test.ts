@@ -7,10 +7,15 @@
  * only after its ack + skew + lease-ahead + T, and the others then spend it. Manual clock:
  * independent of machine speed.
  */
+
+import { writeFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
+import { localRegionsFile, STATE_DIR_ENV } from '../../../cli/paceline/target.js';
+import { main as paceline } from '../../../cli/paceline.js';
 import { combinedStatus, formatSpendStatus, spendStatus } from '../../../cli/spend.js';
 import { dayWindow } from '../../../shared/budget/time-zone.js';
 import { allocationConfig, reclaimDelayMs } from '../../../shared/pacing/regions/allocation-config.js';
+import { tempDir } from '../../support/tmp.js';
 import {
   CAMPAIGN,
   campaignStateKey,
@@ -45,6 +50,42 @@ async function regionStatus(r: FullSpeedResult) {
   }
   return out;
 }
+/** `paceline spend status --json --campaign fast-c` over every region of the run. */
+async function statusJson(r: FullSpeedResult) {
+  const stateDir = tempDir('paceline-status-');
+  const regions = Object.entries(r.context.two.regions).map(([region, x]) => ({
+    region,
+    clientEnv: x.clientEnv,
+  }));
+  writeFileSync(localRegionsFile(stateDir), JSON.stringify({ pid: process.pid, regions }));
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await paceline(['spend', 'status', '--json', '--campaign', CAMPAIGN], {
+    out: (l) => out.push(l),
+    err: (l) => err.push(l),
+    env: { [STATE_DIR_ENV]: stateDir },
+    now: () => r.context.clock.now(),
+    repoRoot: '/nonexistent',
+  });
+  expect(code, err.join('\n')).toBe(0);
+  return JSON.parse(out.join('')) as {
+    regions: {
+      region: string;
+      plans: { campaignId?: string; plan: string; allocationMicros: number | null }[];
+    }[];
+    combined: {
+      campaignId?: string;
+      plan: string;
+      regions: string[];
+      budgetMicros: number;
+      confirmedMicros: number;
+      allocatedMicros: number | null;
+      remainingMicros: number;
+      overMicros: number;
+    }[];
+  };
+}
+
 afterEach(async () => {
   await stopRun(run);
   run = undefined;
@@ -97,6 +138,25 @@ describe('one $5 budget at full speed across regions', () => {
     expect(table).toMatch(/share \(soft\)\s+allocation \(cap\)/);
     expect(table).toMatch(/all regions \(combined\)/);
     expect(table).toMatch(/fast-c\s+campaign\s+\S+\s+5\.00\s+4\.\d\d\s.*\(2 regions\)/);
+    // The real command over both running regions (as `npm start`'s regions file lists them):
+    // `--json` carries one combined row per plan-day beside the regions' rows.
+    const json = await statusJson(run);
+    const row = json.combined.find((c) => c.campaignId === CAMPAIGN && c.plan === 'campaign');
+    expect(json.regions.map((r) => r.region)).toEqual([REGION_A, REGION_B]);
+    expect(row).toMatchObject({
+      regions: [REGION_A, REGION_B],
+      budgetMicros: BUDGET,
+      confirmedMicros: run.combined,
+      allocatedMicros: combined?.allocatedMicros,
+      remainingMicros: combined?.remainingMicros,
+      overMicros: 0,
+    });
+    for (const r of json.regions)
+      expect(r.plans.find((p) => p.campaignId === CAMPAIGN && p.plan === 'campaign')?.allocationMicros).toBe(
+        status
+          .find((x) => x.region === r.region)
+          ?.plans.find((p) => p.campaignId === CAMPAIGN && p.plan === 'campaign')?.allocationMicros,
+      );
     await stopRun(run);
     run = await fullSpeedRun({
       names: [REGION_A, REGION_B],
