@@ -134,16 +134,39 @@ export async function runRegions(options: RegionsRunOptions): Promise<StrategyRu
   const campaignsOfAccount = (a: string) =>
     scenario.campaigns.filter((c) => c.accountId === a).map((c) => c.id);
   const regions: SimRegion[] = [];
-  const confirmedOf = async (region: string, plan: ResolvedPlan, day: string) => {
-    const r = regions[names.indexOf(region)];
-    if (!r) return 0;
-    const ids = plan.level === 'account' ? campaignsOfAccount(plan.accountId) : [plan.campaignId as string];
-    let total = 0;
-    for (const id of ids)
-      for (const e of await r.ledger.entries(id, day, plan.level === 'arm' ? plan.armId : undefined))
-        total += e.clearingPriceMicros;
-    return total;
+  /** When a write region `from` made at `atMs` reaches region `to`'s replica (lag, then cuts). */
+  const arrivalAt = (from: string, to: string, atMs: number): number => {
+    let at = atMs + (specs[names.indexOf(from)]?.replicationLagMs ?? 0);
+    const cuts = [
+      ...(specs[names.indexOf(from)]?.unreachable ?? []),
+      ...(specs[names.indexOf(to)]?.unreachable ?? []),
+    ];
+    for (let moved = true; moved; ) {
+      moved = false;
+      for (const c of cuts)
+        if (at >= c.fromMs && at < c.toMs) {
+          at = c.toMs;
+          moved = true;
+        }
+    }
+    return at;
   };
+  /** What `region` confirmed of a plan-day in `asker`'s replica of the ledger (its reclaims). */
+  const confirmedOf =
+    (asker: string) =>
+    async (region: string, plan: ResolvedPlan, day: string): Promise<number> => {
+      const r = regions[names.indexOf(region)];
+      if (!r) return 0;
+      const now = clock.now();
+      const ids = plan.level === 'account' ? campaignsOfAccount(plan.accountId) : [plan.campaignId as string];
+      let total = 0;
+      for (const id of ids)
+        for (const e of await r.ledger.entries(id, day, plan.level === 'arm' ? plan.armId : undefined)) {
+          const booked = r.bookedAt.get(e.bidId) ?? 0;
+          if (region === asker || arrivalAt(region, asker, booked) <= now) total += e.clearingPriceMicros;
+        }
+      return total;
+    };
   specs.forEach((spec, i) => {
     regions.push(
       new SimRegion({
@@ -158,7 +181,7 @@ export async function runRegions(options: RegionsRunOptions): Promise<StrategyRu
         guards: scenario.guards,
         minFloatMicros: minFloat(scenario),
         campaignsOfAccount,
-        confirmedOf,
+        confirmedOf: confirmedOf(spec.name),
         onError: (line) => errors.push(line),
       }),
     );

@@ -72,7 +72,10 @@ export interface SimRegionOptions {
   readonly minFloatMicros: number;
   /** The campaigns of an account (an account plan's spend is theirs). */
   readonly campaignsOfAccount: (accountId: string) => string[];
-  /** What a region confirmed of a plan-day (the replicated ledger: the home's reclaims). */
+  /**
+   * What a region confirmed of a plan-day, as this region's replica of the ledger holds it (the
+   * home's reclaims).
+   */
   readonly confirmedOf: (region: string, plan: ResolvedPlan, day: string) => Promise<number>;
   readonly onError: (line: string) => void;
 }
@@ -80,7 +83,9 @@ export interface SimRegionOptions {
 /** One simulated region (module comment). */
 export class SimRegion {
   /** The region's wins (its items of the replicated ledger: its rebuilds read only these). */
-  readonly ledger: LedgerStore = memoryLedger();
+  readonly ledger: LedgerStore;
+  /** When each of its wins was booked (bid id → epoch ms): when it can reach another replica. */
+  readonly bookedAt = new Map<string, number>();
   readonly tracker: SpendTracker;
   readonly reconciler: Reconciler;
   /** The scorer's reader of what this region's pacer published (every minute). */
@@ -93,6 +98,15 @@ export class SimRegion {
 
   constructor(private readonly o: SimRegionOptions) {
     const inFlight = defaultInFlight;
+    const ledger = memoryLedger();
+    this.ledger = {
+      ...ledger,
+      record: async (entry) => {
+        const r = await ledger.record(entry);
+        if (r.created) this.bookedAt.set(entry.bidId, o.clock.now());
+        return r;
+      },
+    };
     this.reconciler = new Reconciler({
       redis: o.redis,
       ledger: this.ledger,
