@@ -95,12 +95,15 @@ export class RegionalStack extends Stack {
   readonly pacerShards: PacerShards[];
   /** Where this stack's ARNs point (for shared/region/access.ts). */
   readonly accessContext: AccessContext;
+  /** Every region of the deployment, in its order (the first is every plan's allocation home). */
+  readonly deploymentRegions: readonly string[];
 
   constructor(scope: Construct, id: string, props: RegionalStackProps) {
     super(scope, id, props);
     const { deployment, deployed } = props;
     const d = deployed.description;
     this.description = d;
+    this.deploymentRegions = deployment.regions.map((r) => r.region);
     const names = d.names;
     this.names = names;
     const peerRegions = deployment.regions.filter((r) => r.region !== deployed.region);
@@ -336,6 +339,7 @@ export class RegionalStack extends Stack {
         environment: functionEnvironment(spec, {
           region: this.region,
           names: d.names,
+          deploymentRegions: this.deploymentRegions,
           tableName: (k) => this.tables[k].tableName,
           streamName: (k) => this.streams[k].streamName,
           bucketName: (k) => this.buckets[k].bucketName,

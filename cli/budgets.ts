@@ -17,6 +17,7 @@
  *   plan list    --account A [--campaign C]
  *   reconcile    --campaign C [--day YYYY-MM-DD] [--force]   (needs REDIS_NODES/REDIS_MODE, SPEND_LEDGER_TABLE)
  *   reshard      --shards N   (re-tags every item for N pacer shards: step 2 of the re-shard procedure, docs/pacing.md)
+ *   rehome       --plan c:C:campaign --region R   (moves a plan's allocation authority, cli/rehome.ts)
  */
 import { parseArgs } from 'node:util';
 import { dynamoDbClient, ssmClient } from '../shared/aws/clients.js';
@@ -44,6 +45,7 @@ import { defaultInFlight, Reconciler } from '../shared/spend/reconcile.js';
 import { systemClock } from '../shared/time/clock.js';
 import { CliUsageError, EXIT, type ExitCodeOf, isUnreachable, joinNegativeValues, runCli } from './common.js';
 import { NO_SSM, redisOf, type TargetNeeds, targetOf } from './paceline/target.js';
+import { rehome } from './rehome.js';
 import { BUDGETS_USAGE } from './usage.js';
 
 export { CliUsageError } from './common.js';
@@ -67,6 +69,8 @@ const options = {
   force: { type: 'boolean', default: false },
   aws: { type: 'boolean', default: false },
   shards: { type: 'string' },
+  plan: { type: 'string' },
+  region: { type: 'string' },
 } as const;
 
 function need(value: string | undefined, flag: string): string {
@@ -158,6 +162,7 @@ export async function main(
   argv: string[],
   env: NodeJS.ProcessEnv = process.env,
   log: (line: string) => void = () => {},
+  now: () => number = Date.now,
 ): Promise<unknown> {
   const { values, positionals } = parseArgs({
     args: joinNegativeValues(argv, options),
@@ -167,7 +172,8 @@ export async function main(
   });
   const [what, verb] = positionals;
   const known = ['account put', 'account list', 'campaign put', 'campaign list', 'plan put', 'plan list'];
-  const single = (what === 'reconcile' || what === 'reshard') && positionals.length === 1;
+  const single =
+    (what === 'reconcile' || what === 'reshard' || what === 'rehome') && positionals.length === 1;
   if (!single && !known.includes(positionals.join(' '))) {
     throw new CliUsageError(`Unknown command "${positionals.join(' ')}".\n${BUDGETS_USAGE}`);
   }
@@ -239,6 +245,17 @@ export async function main(
     }
     if (what === 'plan' && verb === 'list')
       return await repo.listPlans(need(values.account, 'account'), values.campaign);
+    if (what === 'rehome') {
+      return await rehome({
+        plan: values.plan,
+        region: values.region,
+        env,
+        repo,
+        dynamodb,
+        tableName: resourceName(regionResources.tables.budgets, env),
+        now: now(),
+      });
+    }
     if (what === 'reshard') {
       const n = Number(need(values.shards, 'shards'));
       if (!Number.isSafeInteger(n) || n < 1)

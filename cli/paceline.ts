@@ -51,7 +51,7 @@ export const commands: Record<string, RegisteredCommand> = {
     load: async () => (await import('./paceline/leader-override.js')).leaderOverrideCommand,
   },
   budgets: {
-    summary: 'accounts, campaigns and budget plans (put/list), reshard — as npm run budgets',
+    summary: 'accounts, campaigns and budget plans (put/list), reshard, rehome — as npm run budgets',
     load: async () => (await import('./paceline/delegate.js')).budgetsCommand,
   },
   reconcile: {
@@ -63,7 +63,8 @@ export const commands: Record<string, RegisteredCommand> = {
     load: async () => (await import('./paceline/delegate.js')).deadLettersCommand,
   },
   spend: {
-    summary: 'spend status: per plan-day confirmed, in-flight, leased, remaining and the target E(t) now',
+    summary:
+      'spend status: per region and plan-day share, allocation, confirmed, in-flight, leased, remaining, E(t) now; combined rows',
     load: async () => (await import('./paceline/spend-command.js')).spendCommand,
   },
   failover: {

@@ -37,7 +37,20 @@ export interface PlanDayStatus {
   readonly confirmedMicros: number;
   readonly inFlightMicros: number;
   readonly leasedMicros: number;
-  /** budget − confirmed − in flight − leased, never below 0. */
+  /**
+   * Several regions: this region's share of the budget (what its pacer aims at: the published
+   * plan's budget while fresh), null when nothing fresh is published. A soft split.
+   */
+  readonly shareMicros: number | null;
+  /** This region's allocation, the hard cap its guards lease within (`a`); null when none. */
+  readonly allocationMicros: number | null;
+  /** Its guards lease until this instant (`ae`, epoch ms); null when no allocation. */
+  readonly allocationUntilMs: number | null;
+  /**
+   * (the allocation when there is one, else the budget) − confirmed − in flight − leased, never
+   * below 0: what this region may still spend. The budget's remainder across regions is in the
+   * combined rows.
+   */
   readonly remainingMicros: number;
   /** E(t) at `atMs`, never above the budget. */
   readonly targetMicros: number;
@@ -114,6 +127,9 @@ export async function spendStatus(options: SpendStatusOptions): Promise<PlanDayS
     const confirmed = initialised ? live.confirmedMicros : 0;
     const inFlight = initialised ? live.inFlightMicros : 0;
     const leased = initialised ? live.leasedMicros : 0;
+    const [a, ae] = await redis.hmget(key, 'a', 'ae');
+    const allocation = a === null ? null : Number(a);
+    const cap = allocation ?? plan.dailyBudgetMicros;
     out.push({
       accountId: plan.accountId,
       ...(plan.level === 'account' ? {} : { campaignId: plan.campaignId as string }),
@@ -125,7 +141,10 @@ export async function spendStatus(options: SpendStatusOptions): Promise<PlanDayS
       confirmedMicros: confirmed,
       inFlightMicros: inFlight,
       leasedMicros: leased,
-      remainingMicros: Math.max(0, plan.dailyBudgetMicros - confirmed - inFlight - leased),
+      shareMicros: reader.freshPlan(plan, window)?.budgetMicros ?? null,
+      allocationMicros: allocation,
+      allocationUntilMs: ae === null ? null : Number(ae),
+      remainingMicros: Math.max(0, cap - confirmed - inFlight - leased),
       targetMicros: curve.expectedMicros(plan, window, nowMs),
       targetSource: reader.freshPlan(plan, window) ? 'published' : 'linear',
       atMs: nowMs,
@@ -137,6 +156,93 @@ export async function spendStatus(options: SpendStatusOptions): Promise<PlanDayS
       (a.campaignId ?? '').localeCompare(b.campaignId ?? '') ||
       a.plan.localeCompare(b.plan),
   );
+}
+
+/** One plan-day across every region read (what the budget itself has left). */
+export interface CombinedPlanDay {
+  readonly accountId: string;
+  readonly campaignId?: string;
+  readonly plan: string;
+  readonly day: string;
+  readonly budgetMicros: number;
+  /** Regions the figures add up. */
+  readonly regions: readonly string[];
+  readonly confirmedMicros: number;
+  readonly inFlightMicros: number;
+  readonly leasedMicros: number;
+  /** Σ the regions' allocations; null when no region has one (one region, allocations off). */
+  readonly allocatedMicros: number | null;
+  /** budget − Σ (confirmed + in flight + leased), never below 0. */
+  readonly remainingMicros: number;
+  /** Σ (confirmed + in flight + leased) − budget when above it, else 0. */
+  readonly overMicros: number;
+}
+
+/** The combined row of every plan-day the regions report (by account, campaign, plan, day). */
+export function combinedStatus(
+  regions: readonly { region: string; plans: readonly PlanDayStatus[] }[],
+): CombinedPlanDay[] {
+  const rows = new Map<string, { first: PlanDayStatus; parts: { region: string; p: PlanDayStatus }[] }>();
+  for (const r of regions) {
+    for (const p of r.plans) {
+      const key = `${p.accountId}|${p.campaignId ?? ''}|${p.plan}|${p.day}`;
+      const row = rows.get(key) ?? { first: p, parts: [] };
+      row.parts.push({ region: r.region, p });
+      rows.set(key, row);
+    }
+  }
+  return [...rows.values()].map(({ first, parts }) => {
+    let confirmed = 0;
+    let inFlight = 0;
+    let leased = 0;
+    let allocated: number | null = null;
+    for (const { p } of parts) {
+      confirmed += p.confirmedMicros;
+      inFlight += p.inFlightMicros;
+      leased += p.leasedMicros;
+      if (p.allocationMicros !== null) allocated = (allocated ?? 0) + p.allocationMicros;
+    }
+    const committed = confirmed + inFlight + leased;
+    return {
+      accountId: first.accountId,
+      ...(first.campaignId === undefined ? {} : { campaignId: first.campaignId }),
+      plan: first.plan,
+      day: first.day,
+      budgetMicros: first.budgetMicros,
+      regions: parts.map((x) => x.region),
+      confirmedMicros: confirmed,
+      inFlightMicros: inFlight,
+      leasedMicros: leased,
+      allocatedMicros: allocated,
+      remainingMicros: Math.max(0, first.budgetMicros - committed),
+      overMicros: Math.max(0, committed - first.budgetMicros),
+    };
+  });
+}
+
+/** The combined table (one row per plan-day across regions). */
+function combinedLines(rows: readonly CombinedPlanDay[]): string[] {
+  const lines = [
+    'all regions (combined)',
+    '  account        campaign       plan         day         budget     confirmed  in-flight  leased     allocated  remaining  over',
+  ];
+  for (const c of rows) {
+    const cells = [
+      c.accountId.padEnd(13),
+      (c.campaignId ?? '-').padEnd(13),
+      c.plan.padEnd(11),
+      c.day.padEnd(10),
+      dollars(c.budgetMicros).padStart(10),
+      dollars(c.confirmedMicros).padStart(10),
+      dollars(c.inFlightMicros).padStart(9),
+      dollars(c.leasedMicros).padStart(9),
+      (c.allocatedMicros === null ? '-' : dollars(c.allocatedMicros)).padStart(10),
+      dollars(c.remainingMicros).padStart(10),
+      `${dollars(c.overMicros).padStart(5)}  (${c.regions.length} region${c.regions.length === 1 ? '' : 's'})`,
+    ];
+    lines.push(`  ${cells.join('  ')}`);
+  }
+  return lines;
 }
 
 const dollars = (micros: number) => (micros / 1e6).toFixed(2);
@@ -153,8 +259,9 @@ export function formatSpendStatus(
       continue;
     }
     lines.push(
-      '  account        campaign       plan         day         budget     confirmed  in-flight  leased     remaining  target E(t)',
+      '  account        campaign       plan         day         budget     share (soft)  allocation (cap)  confirmed  in-flight  leased     remaining  target E(t)',
     );
+    const opt = (m: number | null) => (m === null ? '-' : dollars(m));
     for (const p of r.plans) {
       const cells = [
         p.accountId.padEnd(13),
@@ -162,6 +269,8 @@ export function formatSpendStatus(
         p.plan.padEnd(11),
         p.day.padEnd(10),
         dollars(p.budgetMicros).padStart(10),
+        opt(p.shareMicros).padStart(12),
+        opt(p.allocationMicros).padStart(16),
         dollars(p.confirmedMicros).padStart(10),
         dollars(p.inFlightMicros).padStart(9),
         dollars(p.leasedMicros).padStart(9),
@@ -171,6 +280,7 @@ export function formatSpendStatus(
       lines.push(`  ${cells.join('  ')}`);
     }
   }
+  if (regions.length > 1) lines.push(...combinedLines(combinedStatus(regions)));
   return lines.join('\n');
 }
 

@@ -10,6 +10,9 @@ export const streamFunctions = Object.values(
 ).filter((f) => f.source);
 const sources = streamFunctions;
 
+/** The usage lines of `budgets rehome` (part of `budgets --help`). */
+export const REHOME_USAGE = `  rehome       --plan <c:C:campaign | c:C:arm:X | a:A:account> --region <region>   (move the plan's allocation authority; docs/pacing.md)`;
+
 export const BUDGETS_USAGE = `usage: budgets <account|campaign|plan> <put|list> [options] [--json] [--aws] | budgets reconcile --campaign C [--day D] [--force]
   account put  --id A --name N --tz <IANA zone> [--currency USD] [--mode create|update|upsert]
   account list
@@ -20,6 +23,7 @@ export const BUDGETS_USAGE = `usage: budgets <account|campaign|plan> <put|list> 
   plan list    --account A [--campaign C]
   reconcile    --campaign C [--day YYYY-MM-DD] [--force]
   reshard      --shards N   (re-tag every item for N pacer shards; docs/pacing.md, "Changing N")
+${REHOME_USAGE}
   amounts: --daily-budget 1000 or 1000.50 (plain decimal, ≤ 6 decimals), --daily-budget-micros 1000500000 (plain integer)
   a daily budget of 0 is allowed: the plan spends nothing that day (its bids answer no-budget); to stop a
   campaign, set it --status paused instead

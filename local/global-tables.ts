@@ -80,6 +80,8 @@ interface Pending {
   readonly image: Record<string, AttributeValue> | undefined;
   readonly stamp: Stamp;
   readonly from: string;
+  /** Replicas still to receive it (undefined: every other replica). */
+  readonly to?: readonly string[];
 }
 
 const WRITE_OPS = new Set(['PutItem', 'UpdateItem', 'DeleteItem', 'BatchWriteItem']);
@@ -149,9 +151,30 @@ export class GlobalTablesStandIn {
     this.paused = false;
   }
 
-  /** Images accepted but not yet delivered. */
+  /**
+   * Cuts one region off (a region lost, or its link down): images from it and to it are held,
+   * everything else keeps replicating; {@link reconnect} delivers what was held, in stamp order.
+   */
+  isolate(region: string): void {
+    this.isolated.add(region);
+  }
+
+  /** Ends {@link isolate}: the held images become due now. */
+  reconnect(region: string): void {
+    this.isolated.delete(region);
+    const now = this.clock.now();
+    const held = this.held;
+    this.held = [];
+    for (const p of held) this.enqueue({ ...p, dueAtMs: Math.min(p.dueAtMs, now) });
+  }
+
+  private readonly isolated = new Set<string>();
+  /** Images held for isolated regions (each with the replicas still to receive it). */
+  private held: Pending[] = [];
+
+  /** Images accepted but not yet delivered (held ones included). */
   get pending(): number {
-    return this.queue.length;
+    return this.queue.length + this.held.length;
   }
 
   /** Delivers every image whose lag has passed (in due order). */
@@ -182,8 +205,13 @@ export class GlobalTablesStandIn {
     const now = this.clock.now();
     while (this.queue.length > 0 && (all || (this.queue[0] as Pending).dueAtMs <= now)) {
       const p = this.queue.shift() as Pending;
+      const hold: string[] = [];
       for (const r of this.replicas.values()) {
-        if (r.region === p.from) continue;
+        if (r.region === p.from || (p.to && !p.to.includes(r.region))) continue;
+        if (this.isolated.has(p.from) || this.isolated.has(r.region)) {
+          hold.push(r.region);
+          continue;
+        }
         const id = `${p.table}|${JSON.stringify(p.key)}`;
         // A local write of this item under way in r is stamped once it is read back: wait for it,
         // so the stamps below decide between the two writes (and not their arrival at dynalite).
@@ -201,6 +229,7 @@ export class GlobalTablesStandIn {
           this.stats.errors++;
         }
       }
+      if (hold.length > 0) this.held.push({ ...p, to: hold });
     }
   }
 

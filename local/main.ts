@@ -391,6 +391,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<RegionRunti
         region: r,
         redisMode: options.redisMode,
         description,
+        deploymentRegions: options.regions,
         iam,
         ...(link ? { globalTables: link } : {}),
         ...(options.basePort ? { ports: regionPorts(options.basePort, index, options.redisMode) } : {}),

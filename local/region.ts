@@ -13,6 +13,7 @@ import {
   dynamoDbClient,
   endpointsToEnv,
   kinesisClient,
+  REGIONS_ENV,
   ssmClient,
 } from '../shared/aws/clients.js';
 import { s3Client } from '../shared/aws/ops-clients.js';
@@ -130,6 +131,11 @@ export interface LocalRegionOptions {
    * stand-in's proxy for this region). @default none — a single region
    */
   readonly globalTables?: GlobalTablesStandIn;
+  /**
+   * Every region of the local deployment, in order (`PACELINE_REGIONS` in the client environment:
+   * with more than one, clients lease within their region's allocation). @default this region alone
+   */
+  readonly deploymentRegions?: readonly string[];
   /**
    * The local IAM layer (docs/local-region.md, "IAM"): every call a function or the ad-server
    * client makes is checked against the policy the stack synthesizes for it. `'off'` lets every
@@ -288,6 +294,10 @@ export async function startLocalRegion(options: LocalRegionOptions = {}): Promis
       [redisEnv.mode]: redis.mode,
       [redisEnv.tls]: 'false',
       [pacerEnv.shards]: String(description.settings.pacer.shards),
+      // Several regions share every budget: clients derive their allocation mode from this.
+      ...(options.deploymentRegions && options.deploymentRegions.length > 1
+        ? { [REGIONS_ENV]: options.deploymentRegions.join(',') }
+        : {}),
     };
     const tableName = (key: TableKey) => physicalName(regionResources.tables[key].suffix);
     const streamName = (key: StreamKey) => physicalName(regionResources.streams[key].suffix);

@@ -12,6 +12,7 @@ import { killServersOnSignal, type RunningRedis, startRedis } from '../local/emu
 import { connectRedis, type RedisClient } from '../shared/redis/connect.js';
 import { ManualClock } from '../shared/time/clock.js';
 import { renderHtml } from './html.js';
+import { type RegionProbe, runRegions } from './regions/engine.js';
 import { campaignRows, fillableOf, type SimJson, simJson } from './report.js';
 import { runStrategy, type StrategyRun } from './runner.js';
 import { parseScenario, type Scenario, ScenarioError } from './scenario.js';
@@ -97,11 +98,32 @@ export interface SimulateOptions {
   readonly seed?: number;
   readonly series?: boolean;
   readonly onProgress?: (line: string) => void;
-  /** An existing Redis to use (flushed before each strategy); else a redis-server is started. */
+  /**
+   * An existing Redis to use (flushed before each strategy); else a redis-server is started. Not
+   * used with several regions: each gets a redis-server of its own.
+   */
   readonly redis?: RedisClient;
+  /** Several regions: called every simulated minute of each run (tests: invariants across caches). */
+  readonly onMinute?: (
+    strategy: StrategyName,
+    nowMs: number,
+    regions: readonly RegionProbe[],
+  ) => Promise<void> | void;
 }
 
-/** Runs the strategies of a scenario (ASAP included) one after another on one Redis, each from empty. */
+/** Starts a local redis-server and connects to it (the simulator's target). */
+async function localRedis(): Promise<{ server: RunningRedis; redis: RedisClient }> {
+  const server = await startRedis();
+  const port = Number(server.nodes[0]?.split(':')[1]);
+  const redis = connectRedis({ mode: 'standalone', nodes: [{ host: '127.0.0.1', port }], tls: false });
+  return { server, redis };
+}
+
+/**
+ * Runs the strategies of a scenario (ASAP included) one after another, each from empty Redis: one
+ * redis-server, or with several regions one per region (each region's cache; `options.redis` is
+ * then not used).
+ */
 export async function simulate(
   scenario: Scenario,
   options: SimulateOptions,
@@ -109,36 +131,49 @@ export async function simulate(
   const strategies: StrategyName[] = [...options.strategies];
   if (!strategies.includes('asap')) strategies.push('asap');
   const order = STRATEGIES.filter((s) => strategies.includes(s));
-  let server: RunningRedis | undefined;
-  let redis = options.redis;
-  if (!redis) {
-    server = await startRedis();
-    const port = Number(server.nodes[0]?.split(':')[1]);
-    redis = connectRedis({ mode: 'standalone', nodes: [{ host: '127.0.0.1', port }], tls: false });
-    options.onProgress?.(`redis-server ${server.nodes[0]} (local, started for this run)`);
+  const started: { server: RunningRedis; redis: RedisClient }[] = [];
+  const servers = scenario.regions?.length ?? (options.redis ? 0 : 1);
+  for (let i = 0; i < servers; i++) {
+    const local = await localRedis();
+    started.push(local);
+    const name = scenario.regions?.[i]?.name;
+    options.onProgress?.(
+      `redis-server ${local.server.nodes[0]} (local, started for this run${name ? `: region ${name}` : ''})`,
+    );
   }
+  const redis = scenario.regions
+    ? started.map((s) => s.redis)
+    : [options.redis ?? (started[0]?.redis as RedisClient)];
   const seed = options.seed ?? scenario.seed;
   try {
     const runs: StrategyRun[] = [];
     for (const strategy of order) {
-      await redis.flushall();
+      for (const r of redis) await r.flushall();
+      const common = {
+        clock: new ManualClock(scenario.startMs),
+        scenario,
+        strategy,
+        seed,
+        ...(options.series ? { series: true } : {}),
+        ...(options.onProgress ? { onProgress: options.onProgress } : {}),
+      };
       runs.push(
-        await runStrategy({
-          redis,
-          clock: new ManualClock(scenario.startMs),
-          scenario,
-          strategy,
-          seed,
-          ...(options.series ? { series: true } : {}),
-          ...(options.onProgress ? { onProgress: options.onProgress } : {}),
-        }),
+        scenario.regions
+          ? await runRegions({
+              ...common,
+              redis,
+              ...(options.onMinute
+                ? { onMinute: (now, probes) => options.onMinute?.(strategy, now, probes) }
+                : {}),
+            })
+          : await runStrategy({ ...common, redis: redis[0] as RedisClient }),
       );
     }
     return { runs, json: simJson(scenario.name, seed, runs) };
   } finally {
-    if (server) {
-      redis.disconnect();
-      await server.stop();
+    for (const s of started) {
+      s.redis.disconnect();
+      await s.server.stop();
     }
   }
 }
@@ -185,6 +220,29 @@ function printTable(json: SimJson, runs: readonly StrategyRun[]): void {
         String(s.costPerImpression),
       ].join(' '),
     );
+  }
+  for (const [name, s] of Object.entries(json.strategies)) {
+    if (!s.regions) continue;
+    console.log(`\nper region (${name}; the rows above are the combined figures):`);
+    console.log(
+      'region        requests   spend share  maxDev(fill, own curve)  alloc holds  alloc no-budget  authority age max  lost min  granted $  reclaimed $',
+    );
+    for (const [region, r] of Object.entries(s.regions)) {
+      console.log(
+        [
+          region.padEnd(13),
+          String(r.requests).padEnd(10),
+          pct(r.spendShare).padEnd(12),
+          pct(r.deviationMaxFillable).padEnd(24),
+          String(r.allocationHolds).padEnd(12),
+          String(r.allocationRefusals).padEnd(16),
+          `${r.authorityAgeMaxSeconds} s`.padEnd(18),
+          String(r.lostMinutes).padEnd(9),
+          (r.grantedMicros / 1e6).toFixed(2).padEnd(10),
+          (r.reclaimedMicros / 1e6).toFixed(2),
+        ].join(' '),
+      );
+    }
   }
   console.log(
     `\n${json.requests} requests in ${json.wallSeconds} s wall (${json.auctionsPerSec}/s), CPU ${json.cpuSeconds} s node + ${json.redisCpuSeconds} s redis-server`,

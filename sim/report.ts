@@ -12,6 +12,7 @@
  * (utilisation ≥ {@link FILLED}): only there can a pacer be asked to spend the budget, and only
  * there is the deviation from the curve a pacing error rather than a market too small.
  */
+import { type RegionSummary, regionRows } from './regions/report.js';
 import type { PlanDayResult, StrategyRun } from './runner.js';
 import type { StrategyName } from './strategies.js';
 
@@ -138,7 +139,16 @@ export interface SimJson {
   readonly wallSeconds: number;
   readonly cpuSeconds: number;
   readonly redisCpuSeconds: number;
-  readonly strategies: Partial<Record<StrategyName, StrategySummary & { readonly faults?: object }>>;
+  /**
+   * Per strategy: the summary (with several regions, of the combined plan-days: Σ over regions)
+   * and, with several regions, one row per region.
+   */
+  readonly strategies: Partial<
+    Record<
+      StrategyName,
+      StrategySummary & { readonly faults?: object; readonly regions?: Record<string, RegionSummary> }
+    >
+  >;
 }
 
 /** Builds the final JSON from the runs (ASAP's run defines the fillable set). */
@@ -158,7 +168,11 @@ export function simJson(scenario: string, seed: number, runs: readonly StrategyR
             },
           }
         : {};
-    strategies[run.strategy] = { ...summarise(run, fillable), ...faults };
+    strategies[run.strategy] = {
+      ...summarise(run, fillable),
+      ...faults,
+      ...(run.regions ? { regions: regionRows(run, fillable) } : {}),
+    };
   }
   const wall = runs.reduce((a, r) => a + r.wallMs, 0) / 1000;
   const requests = runs.reduce((a, r) => a + r.requests, 0);

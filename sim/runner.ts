@@ -131,6 +131,35 @@ export interface StrategyRun {
   readonly redisCpuMs: number;
   /** Time per phase (only with {@link RunOptions.phases}). */
   readonly phases?: PhaseTimes;
+  /** Several regions (`sim/regions/`): each region's part; `plans` are then the combined figures. */
+  readonly regions?: readonly RegionRun[];
+}
+
+/** One region's part of a multi-region run (`sim/regions/engine.ts`). */
+export interface RegionRun {
+  readonly region: string;
+  /**
+   * The region's own spend per plan-day (its wins); `maxDeviation` / `rmsDeviation` against the
+   * curve its own pacer published, over the plan's whole budget, minutes it was up.
+   */
+  readonly plans: PlanDayResult[];
+  /** Requests routed to the region, and its ad servers' bids. */
+  readonly requests: number;
+  readonly bids: number;
+  readonly leaseCalls: number;
+  /** Lease calls its allocation (not E) cut short, and no-budget answers that caused. */
+  readonly allocationHolds: number;
+  readonly allocationRefusals: number;
+  readonly ticks: number;
+  readonly publishedTicks: number;
+  /** As the home: micros granted and reclaimed over the run, reclaims made. */
+  readonly grantedMicros: number;
+  readonly reclaimedMicros: number;
+  readonly reclaims: number;
+  /** Oldest authority entry this region followed, ms (the AllocationAuthorityAge alarm's figure). */
+  readonly authorityAgeMaxMs: number;
+  /** Minutes the region was lost. */
+  readonly lostMinutes: number;
 }
 
 /** Options of {@link runStrategy}. */
@@ -361,7 +390,7 @@ export function minuteRequests(
 }
 
 /** The (deterministic) 32-bit mix of a request number and a campaign's salt: eligibility draws. */
-function mix(a: number, b: number): number {
+export function mix(a: number, b: number): number {
   let h = Math.imul(a ^ 0x9e3779b9, 0x85ebca6b) ^ b;
   h = Math.imul(h ^ (h >>> 16), 0xc2b2ae35);
   h ^= h >>> 13;
@@ -1255,7 +1284,7 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
 }
 
 /** A win or loss notice of a bid, as the exchange sends it (built without spreads: hot path). */
-function noticeEvent(
+export function noticeEvent(
   kind: 'win' | 'loss',
   bidId: string,
   campaignId: string,

@@ -61,6 +61,37 @@ export function qualityTable(lines: readonly SimJson[]): string {
   return out.join('\n');
 }
 
+/**
+ * The multi-region table: per scenario with regions, Paceline's combined row (Σ over regions: the
+ * acceptance figures) and one row per region.
+ */
+export function regionsTable(lines: readonly SimJson[]): string {
+  const out = [
+    '| scenario | rows | min util. fillable | max overspend | max deviation (fillable) | spend share | allocation holds | allocation no-budget | authority age max | lost | granted $ | reclaimed $ |',
+    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |',
+  ];
+  for (const j of lines) {
+    const p = j.strategies.paceline;
+    if (!p?.regions) continue;
+    out.push(
+      `| ${j.scenario} | combined | ${pct(p.utilisationMinFillable)} (${p.fillableCampaignDays}) | ${pct(p.overspendMax, 2)} | ${pct(
+        p.deviationMax,
+        2,
+      )} | 100 % | | | | | | |`,
+    );
+    for (const [region, r] of Object.entries(p.regions)) {
+      out.push(
+        `| | ${region} | | | ${pct(r.deviationMaxFillable, 2)} (own curve) | ${pct(r.spendShare)} | ${r.allocationHolds} | ${
+          r.allocationRefusals
+        } | ${r.authorityAgeMaxSeconds} s | ${r.lostMinutes} min | ${(r.grantedMicros / 1e6).toFixed(2)} | ${(
+          r.reclaimedMicros / 1e6
+        ).toFixed(2)} |`,
+      );
+    }
+  }
+  return out.join('\n');
+}
+
 if (process.argv[1]?.endsWith('table.ts')) {
   const file = process.argv[2];
   if (!file) {
@@ -71,5 +102,7 @@ if (process.argv[1]?.endsWith('table.ts')) {
     .split('\n')
     .filter((l) => l.startsWith('{"scenario"'))
     .map((l) => JSON.parse(l) as SimJson);
-  console.log(qualityTable(mergeRuns(lines)));
+  const merged = mergeRuns(lines);
+  console.log(qualityTable(merged));
+  if (merged.some((j) => j.strategies.paceline?.regions)) console.log(`\n${regionsTable(merged)}`);
 }

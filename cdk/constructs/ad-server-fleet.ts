@@ -114,6 +114,7 @@ export class AdServerFleetAccess extends Construct {
       // The client library reads the shard count under the default names' parameters: a stage's
       // fleet gets it in its environment instead.
       ...(d.names.stage === undefined ? {} : { pacerShards: d.settings.pacer.shards }),
+      deploymentRegions: paceline.deploymentRegions,
     });
     for (const [name, value] of Object.entries(this.clientEnv))
       new CfnOutput(this, `ClientEnv${name.replace(/_/g, '')}`, {

@@ -12,6 +12,7 @@ type DelegatedMain = (
   argv: string[],
   env: NodeJS.ProcessEnv,
   log: (line: string) => void,
+  now: () => number,
 ) => Promise<unknown>;
 
 /** The delegated CLI: its main and its error → exit code map (loaded once the target is chosen). */
@@ -55,6 +56,7 @@ function delegate(options: {
           [...(options.prefix ?? []), ...rest, ...(aws ? ['--aws'] : [])],
           env,
           (line) => io.err(line),
+          io.now,
         );
         printResult(io, values.json, result);
         return EXIT.ok;

@@ -9,11 +9,14 @@ import type { CliIo, Command } from './command.js';
 import { describeTargets, resolveTargets, type TargetNeeds } from './target.js';
 
 const USAGE = `usage: paceline spend status [--account A] [--campaign C] [--day YYYY-MM-DD] [--json] [--regions …] [--aws]
-  Per plan-day (account, campaign and arm plans; today in each account's time zone unless --day):
-  confirmed, in flight, leased to ad servers' guards, remaining (budget − all three) and the target
-  E(t) now — the pacer's published curve when fresh, else the linear fail-safe curve. Amounts in
-  currency units; --json prints one object with integer micros:
-  {"regions":[{"region":"us-east-1","plans":[{"accountId":"acme","campaignId":"spring","plan":"campaign","day":"2026-11-23","budgetMicros":…,"confirmedMicros":…,"inFlightMicros":…,"leasedMicros":…,"remainingMicros":…,"targetMicros":…,"targetSource":"published",…}]}]}
+  Per region and plan-day (account, campaign and arm plans; today in each account's time zone unless
+  --day): the region's share (soft split) and allocation (hard cap) with several regions, confirmed,
+  in flight, leased to ad servers' guards, remaining (allocation or budget − all three) and the
+  target E(t) now — the pacer's published curve when fresh, else the linear fail-safe curve; then,
+  with several regions, one combined row per plan-day (Σ over regions, allocated, remaining of the
+  budget, over). Amounts in currency units; --json prints one object with integer micros:
+  {"regions":[{"region":"us-east-1","plans":[{"accountId":"acme","campaignId":"spring","plan":"campaign","day":"2026-11-23","budgetMicros":…,"shareMicros":…,"allocationMicros":…,"confirmedMicros":…,"inFlightMicros":…,"leasedMicros":…,"remainingMicros":…,"targetMicros":…,"targetSource":"published",…}]}],
+   "combined":[{"accountId":"acme","campaignId":"spring","plan":"campaign","day":"2026-11-23","budgetMicros":…,"regions":["us-east-1","us-west-2"],"confirmedMicros":…,"inFlightMicros":…,"leasedMicros":…,"allocatedMicros":…,"remainingMicros":…,"overMicros":…}]}
   Target: the local regions of a running \`npm start\` (or a pasted Client env); --aws for AWS.`;
 
 /** `paceline spend <status>`: registered in cli/paceline.ts's command table. */
@@ -53,7 +56,7 @@ export const spendCommand: Command = {
     const needs: TargetNeeds = { services: ['dynamodb', 'ssm'], redis: true };
     const targets = resolveTargets(values, io.env, io.repoRoot, { needs, scope: 'all' });
     (values.json ? io.err : io.out)(await describeTargets(targets, needs));
-    const { formatSpendStatus, readSpendStatus } = await import('../spend.js');
+    const { combinedStatus, formatSpendStatus, readSpendStatus } = await import('../spend.js');
     const regions = await readSpendStatus(
       targets,
       {
@@ -63,7 +66,11 @@ export const spendCommand: Command = {
       },
       io.now(),
     );
-    io.out(values.json ? JSON.stringify({ regions }) : formatSpendStatus(regions));
+    io.out(
+      values.json
+        ? JSON.stringify({ regions, combined: combinedStatus(regions) })
+        : formatSpendStatus(regions),
+    );
     return EXIT.ok;
   },
 };

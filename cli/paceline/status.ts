@@ -137,6 +137,33 @@ function cell(v: string | number | null): string {
   return v === null ? '-' : String(v);
 }
 
+/**
+ * The shard table of a region: the region's own lease holder (who would publish if the switch
+ * named this region) beside the region whose pacer made the last claim in this cache and its
+ * publisher id — after a failover they differ, and the publishing region says so.
+ */
+function shardLines(r: RegionStatus): string[] {
+  const lines = [
+    '  shard  lease holder  epoch  last tick      age      override    publishing region  publisher',
+  ];
+  for (const s of r.shards) {
+    const age =
+      s.ageMs === null
+        ? '-'
+        : s.ageMs < 60_000
+          ? `${(s.ageMs / 1000).toFixed(1)} s`
+          : `${Math.round(s.ageMs / 60_000)} min`;
+    const from =
+      s.publishingRegion === null
+        ? '-'
+        : `${s.publishingRegion}${s.publishingRegion === r.region ? '' : ' (peer)'}`;
+    lines.push(
+      `  ${cell(s.shard).padEnd(5)}  ${cell(s.leader).padEnd(12)}  ${cell(s.epoch).padEnd(5)}  ${cell(s.lastTick).padEnd(13)}  ${age.padEnd(7)}  ${cell(s.override).padEnd(10)}  ${from.padEnd(17)}  ${cell(s.publisher)}`,
+    );
+  }
+  return lines;
+}
+
 /** The human-readable table. */
 export function formatStatus(report: StatusReport): string {
   const lines: string[] = [];
@@ -145,18 +172,7 @@ export function formatStatus(report: StatusReport): string {
     lines.push(
       `${r.region}  publisher: ${p.publisherRegion ?? '(parameter missing)'} (${p.state}, version ${cell(p.version)})`,
     );
-    lines.push('  shard  leader       epoch  last tick      age      override    publisher');
-    for (const s of r.shards) {
-      const age =
-        s.ageMs === null
-          ? '-'
-          : s.ageMs < 60_000
-            ? `${(s.ageMs / 1000).toFixed(1)} s`
-            : `${Math.round(s.ageMs / 60_000)} min`;
-      lines.push(
-        `  ${cell(s.shard).padEnd(5)}  ${cell(s.leader).padEnd(11)}  ${cell(s.epoch).padEnd(5)}  ${cell(s.lastTick).padEnd(13)}  ${age.padEnd(7)}  ${cell(s.override).padEnd(10)}  ${cell(s.publisher)}`,
-      );
-    }
+    lines.push(...shardLines(r));
     for (const st of r.streams)
       lines.push(
         `  stream ${st.stream}: iterator age ${st.iteratorAgeMs === null ? '-' : `${st.iteratorAgeMs} ms`} (${st.note})`,

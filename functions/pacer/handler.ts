@@ -34,9 +34,11 @@ import { ShardLease } from '../../shared/pacing/lease.js';
 import { recordTick, recordTrailingSkips } from '../../shared/pacing/metrics.js';
 import type { TickOutcome } from '../../shared/pacing/pacer.js';
 import { ProcessTicks } from '../../shared/pacing/process-ticks.js';
+import { allocationSettingsFromEnv } from '../../shared/pacing/regions/allocation-config.js';
 import type { RegionalShardPacer } from '../../shared/pacing/regions/cross-region.js';
 import { regionalShardPacer } from '../../shared/pacing/regions/wiring.js';
 import { pacerConfigFromEnv, parsePacerInput } from '../../shared/pacing/settings.js';
+import { publisherIdOf } from '../../shared/pacing/status.js';
 import { connectRedis, redisConfigFromEnv } from '../../shared/redis/connect.js';
 import { parameterEnv, redisEnv, regionResources } from '../../shared/region/resources.js';
 import { systemClock } from '../../shared/time/clock.js';
@@ -57,6 +59,8 @@ const ssm = ssmClient(endpoints, timeouts);
 const leasesTable = requireEnv(regionResources.tables.leases.envVar);
 const budgetsTable = requireEnv(regionResources.tables.budgets.envVar);
 const regionSpendTable = requireEnv(regionResources.tables.regionSpend.envVar);
+// A lost region's confirmed spend (its wins in the replicated ledger), for allocation reclaims.
+const spendLedgerTable = requireEnv(regionResources.tables.spendLedger.envVar);
 // The deployment's names, from the environment the stack derived from its description: the
 // parameter root (a peer region's prefix is `<root><peer>/`) and the caches' group id and IAM user.
 const parameterRoot = requireEnv(parameterEnv.root);
@@ -68,6 +72,8 @@ const peers = peerEndpointsFromEnv(config.region).map((e) => ({
   ssm: ssmClient(e, timeouts),
   elasticache: elastiCacheClient(e, timeouts),
 }));
+// Strict multi-region budgets (docs/pacing.md, "Many regions"): the regions in order, the mode.
+const allocationSettings = allocationSettingsFromEnv(config.region);
 const redis = connectRedis(redisConfigFromEnv());
 redis.on('error', (error: Error) => logger.warn('redis connection error', { error: error.message }));
 const controller = createPacingController() as PacingController<unknown, unknown>;
@@ -106,6 +112,9 @@ function warmState(shard: number): ShardWarmState {
       clock,
       tickMs: config.tickMs,
       budgetsFullReloadMs: config.budgetsFullReloadMs,
+      regions: allocationSettings.regions,
+      spendLedgerTable,
+      allocations: { mode: allocationSettings.mode },
       parameterRoot,
       cache: { replicationGroupId: cacheGroupId, ...(cacheIamUser ? { iamUserId: cacheIamUser } : {}) },
       redisSilenceMs: config.redisSilenceMs,
@@ -168,7 +177,7 @@ export const handler = async (event: unknown, context?: Context) => {
   leases.set(input.shard, lease);
   const who = {
     instanceId: input.instanceId,
-    publisherId: `${input.instanceId}/${processNonce}`,
+    publisherId: publisherIdOf(config.region, input.instanceId, processNonce),
     lease,
     control,
   };
@@ -188,6 +197,10 @@ export const handler = async (event: unknown, context?: Context) => {
         const r = await pacer.runTick(tick, who);
         for (const p of r.peers) {
           if (p.role !== 'not-ours') logger.info('peer cache', { shard: input.shard, ...summarizePeer(p) });
+        }
+        const a = r.authority;
+        if (a && (a.reclaims.length > 0 || a.error || !a.written)) {
+          logger.info('allocation authority', { shard: input.shard, ...a });
         }
         return r.own;
       },

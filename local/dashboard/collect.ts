@@ -12,7 +12,8 @@ import { dynamoDbClient, endpointsFromEnv, ssmClient } from '../../shared/aws/cl
 import { BudgetRepository } from '../../shared/budget/repository.js';
 import { resolvePacerShards } from '../../shared/pacing/control.js';
 import { campaignParamsKey, shardClaimKey } from '../../shared/pacing/keys.js';
-import { readShardStatuses } from '../../shared/pacing/status.js';
+import { allocationSettingsFromEnv } from '../../shared/pacing/regions/allocation-config.js';
+import { type PublishSwitch, readPublishSwitch, readShardStatuses } from '../../shared/pacing/status.js';
 import { connectRedis, type RedisClient, redisConfigFromEnv } from '../../shared/redis/connect.js';
 import { regionResources, resourceName } from '../../shared/region/resources.js';
 import { planDayKeys } from '../../shared/spend/keys.js';
@@ -58,6 +59,7 @@ export class RegionCollector {
   private readonly leasesTable: string;
   private shards: number | undefined;
   private campaigns: CampaignRef[] = [];
+  private readonly deploymentRegions: readonly string[];
   private campaignsReadAt = Number.NEGATIVE_INFINITY;
 
   constructor(private readonly options: CollectorOptions) {
@@ -78,6 +80,8 @@ export class RegionCollector {
       tableName: resourceName(regionResources.tables.budgets, options.env),
     });
     this.deadLetterTable = resourceName(regionResources.tables.deadLetters, options.env);
+    // Several regions (PACELINE_REGIONS): the plans' allocation authority is shown.
+    this.deploymentRegions = allocationSettingsFromEnv(options.region, options.env).regions;
     this.leasesTable = resourceName(regionResources.tables.leases, options.env);
   }
 
@@ -93,7 +97,7 @@ export class RegionCollector {
       }
     };
     const shards = await part('pacer shard count', undefined, () => this.shardCount());
-    const [campaigns, shardReadings, deadLetters] = await Promise.all([
+    const [campaigns, shardReadings, deadLetters, publishSwitch] = await Promise.all([
       shards === undefined
         ? Promise.resolve([])
         : part('campaigns', [] as CampaignReading[], () => this.readCampaigns(shards, nowMs)),
@@ -101,12 +105,16 @@ export class RegionCollector {
         ? Promise.resolve([])
         : part('pacer shards', [] as ShardReading[], () => this.readShards(shards, nowMs)),
       part('dead letters', {} as Record<string, number>, () => this.readDeadLetters()),
+      part('publish switch', null as PublishSwitch | null, () =>
+        readPublishSwitch(this.ssm, this.options.region),
+      ),
     ]);
     return {
       region: this.options.region,
       atMs: nowMs,
       campaigns,
       shards: shardReadings,
+      publishSwitch,
       deadLetters,
       errors,
     };
@@ -129,6 +137,8 @@ export class RegionCollector {
           campaignId: plan.campaignId,
           budgetMicros: plan.dailyBudgetMicros,
           timeZone: account.timeZone,
+          ...(plan.allocHome === undefined ? {} : { allocHome: plan.allocHome }),
+          ...(plan.allocFence === undefined ? {} : { allocFence: plan.allocFence }),
         });
       }
     }
@@ -145,7 +155,14 @@ export class RegionCollector {
         const published = await this.redis.hgetall(campaignParamsKey(ref.accountId, ref.campaignId, shards));
         const day = spendDay(ref, readPublished(published).plan, nowMs);
         const spendKey = planDayKeys({ scope: `c:${ref.campaignId}`, planId: 'campaign' }, day).state;
-        return campaignReading(ref, published, await this.redis.hgetall(spendKey), nowMs, { pt, pat, rp });
+        return campaignReading(
+          ref,
+          published,
+          await this.redis.hgetall(spendKey),
+          nowMs,
+          { pt, pat, rp },
+          this.deploymentRegions,
+        );
       }),
     );
   }
@@ -160,15 +177,18 @@ export class RegionCollector {
       redis: this.redis,
       nowMs,
     });
-    return statuses.map(({ shard, leader, epoch, lastTick, ageMs, override, publisher }) => ({
-      shard,
-      leader,
-      epoch,
-      lastTick,
-      ageMs,
-      override,
-      publisher,
-    }));
+    return statuses.map(
+      ({ shard, leader, epoch, lastTick, ageMs, override, publisher, publishingRegion }) => ({
+        shard,
+        leader,
+        epoch,
+        lastTick,
+        ageMs,
+        override,
+        publisher,
+        publishingRegion,
+      }),
+    );
   }
 
   /** Count of quarantined records per source (Query with Select COUNT, paged). */

@@ -12,7 +12,7 @@ import {
   PacingDecodeError,
   type PublishedPlan,
 } from '../../shared/pacing/codec.js';
-import type { ShardStatus } from '../../shared/pacing/status.js';
+import type { PublishSwitch, ShardStatus } from '../../shared/pacing/status.js';
 import { evaluateCurve } from '../../shared/pacing/types.js';
 import { planDaySnapshot } from '../../shared/spend/live-counters.js';
 
@@ -24,6 +24,9 @@ export interface CampaignRef {
   readonly budgetMicros: number;
   /** The account's time zone (decides the budget day before anything is published). */
   readonly timeZone: string;
+  /** The plan's allocation authority (several regions; absent: the deployment's first region). */
+  readonly allocHome?: string;
+  readonly allocFence?: number;
 }
 
 /**
@@ -43,8 +46,19 @@ export type PublishState = 'published' | 'missing' | 'malformed';
 export interface CampaignReading {
   readonly campaignId: string;
   readonly accountId: string;
-  /** Budget of the published plan, else of the budgets table, micros. */
+  /** The campaign plan's daily budget (budgets table), micros: the whole budget, every region. */
   readonly budgetMicros: number;
+  /**
+   * This region's share of it, as its pacer published it (the soft split its E(t) ends at; the
+   * whole budget with one region); null when nothing current is published.
+   */
+  readonly shareMicros: number | null;
+  /** This region's allocation (the hard cap its guards lease within); null when none. */
+  readonly allocationMicros: number | null;
+  /** Its guards may lease until then (epoch ms); null when no allocation. */
+  readonly allocationUntilMs: number | null;
+  /** The plan's allocation authority and fence (several regions); null with one region. */
+  readonly authority: { readonly home: string; readonly fence: number } | null;
   /** Budget day the figures belong to (`YYYY-MM-DD`, advertiser-local). */
   readonly day: string;
   /** Confirmed spend from the live counters; null when the plan-day is not initialised. */
@@ -108,15 +122,24 @@ export function campaignReading(
   spendHash: Readonly<Record<string, string>>,
   nowMs: number,
   shardClaim?: Readonly<Record<string, string | null | undefined>>,
+  deploymentRegions: readonly string[] = [],
 ): CampaignReading {
   const { plan, publishedAtMs, error } = readPublished(publishedHash, shardClaim);
   const day = spendDay(ref, plan, nowMs);
   const live = spendHash.r === undefined ? undefined : planDaySnapshot(spendHash, nowMs);
   const current = plan !== undefined && plan.day === day;
+  const num = (v: string | undefined) => (v === undefined ? null : Number(v));
   return {
     campaignId: ref.campaignId,
     accountId: ref.accountId,
-    budgetMicros: current ? plan.budgetMicros : ref.budgetMicros,
+    budgetMicros: ref.budgetMicros,
+    shareMicros: current ? plan.budgetMicros : null,
+    allocationMicros: num(spendHash.a),
+    allocationUntilMs: num(spendHash.ae),
+    authority:
+      deploymentRegions.length > 1
+        ? { home: ref.allocHome ?? (deploymentRegions[0] as string), fence: ref.allocFence ?? 0 }
+        : null,
     day,
     spentMicros: live ? live.confirmedMicros : null,
     inFlightMicros: live ? live.inFlightMicros : null,
@@ -132,7 +155,7 @@ export function campaignReading(
 /** A pacer shard as the dashboard shows it (the `paceline status` fields it charts or lists). */
 export type ShardReading = Pick<
   ShardStatus,
-  'shard' | 'leader' | 'epoch' | 'lastTick' | 'ageMs' | 'override' | 'publisher'
+  'shard' | 'leader' | 'epoch' | 'lastTick' | 'ageMs' | 'override' | 'publisher' | 'publishingRegion'
 >;
 
 /** Everything read from one region in one poll. */
@@ -142,6 +165,8 @@ export interface RegionSample {
   readonly atMs: number;
   readonly campaigns: readonly CampaignReading[];
   readonly shards: readonly ShardReading[];
+  /** The region's publish switch: which region's pacer publishes into its cache, since when. */
+  readonly publishSwitch: PublishSwitch | null;
   /** Quarantined records per source (function name). */
   readonly deadLetters: Readonly<Record<string, number>>;
   /** Parts that could not be read this round (`redis: …`), shown on the page; never thrown. */

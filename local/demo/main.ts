@@ -9,7 +9,7 @@ import { parseArgs } from 'node:util';
 import { EXIT } from '../../cli/common.js';
 import { quietSdkNodeWarning } from '../../shared/aws/endpoints.js';
 import { DemoTargetError, demoTargetFromEnv, describeDemoTarget } from './target.js';
-import { type DemoStats, startDemoTraffic } from './traffic.js';
+import { type DemoStats, EARLY_WINDOW_MS, startDemoTraffic } from './traffic.js';
 
 /** What the command line chose. */
 export interface DemoArgs {
@@ -118,6 +118,15 @@ export function formatStats(s: Readonly<DemoStats>, elapsedSec: number): string 
   );
 }
 
+/**
+ * The first-minutes line: no-budget answers in the first minutes to campaigns under 5 % of their
+ * budget, and how many of them the region's allocation caused (0 expected: floors and fast first
+ * allocations, docs/pacing.md "Many regions"; the rest are E(t) caps of campaigns created now).
+ */
+export function formatEarlyLine(s: Readonly<DemoStats>): string {
+  return `first ${EARLY_WINDOW_MS / 60_000} min: ${s.earlyNoBudget} no-budget answers to campaigns under 5 % of their budget, ${s.earlyAllocationNoBudget} of them the allocation's`;
+}
+
 /** Runs the demo; resolves with the exit code. */
 export async function runDemo(
   argv: readonly string[],
@@ -177,8 +186,15 @@ export async function runDemo(
     () => out.log(formatStats(traffic.stats, (Date.now() - started) / 1000)),
     args.reportEverySec * 1000,
   );
+  let earlyReported = false;
+  const early = setTimeout(() => {
+    earlyReported = true;
+    out.log(formatEarlyLine(traffic.stats));
+  }, EARLY_WINDOW_MS);
   await stopRequested;
   clearInterval(report);
+  clearTimeout(early);
+  if (!earlyReported) out.log(`${formatEarlyLine(traffic.stats)} (stopped before the window ended)`);
   out.log('Stopping: sending the pending notices, flushing the streams…');
   await traffic.stop();
   out.log(`Stopped. ${formatStats(traffic.stats, (Date.now() - started) / 1000)}`);

@@ -8,6 +8,7 @@
  *
  * Used by `npm run demo` (local/demo/main.ts) and by the dashboard's browser test.
  */
+
 import { randomUUID } from 'node:crypto';
 import { dynamoDbClient, kinesisClient, ssmClient } from '../../shared/aws/clients.js';
 import { BudgetRepository } from '../../shared/budget/repository.js';
@@ -15,6 +16,10 @@ import { KinesisProducer, type KinesisPutError } from '../../shared/kinesis/prod
 import { paceBid } from '../../shared/pacing/ad-server.js';
 import { resolvePacerShards } from '../../shared/pacing/control.js';
 import { PacingReader, publishedCurve } from '../../shared/pacing/reader.js';
+import {
+  allocationSettingsFromEnv,
+  guardAllocations,
+} from '../../shared/pacing/regions/allocation-config.js';
 import { TICK_MS } from '../../shared/pacing/types.js';
 import { prng, type Random } from '../../shared/random/prng.js';
 import { connectRedis } from '../../shared/redis/connect.js';
@@ -74,7 +79,22 @@ export interface DemoStats {
   spentMicros: number;
   /** Records that could not be put on a stream. */
   putErrors: number;
+  /**
+   * No-budget answers in the first {@link EARLY_WINDOW_MS} to a campaign that had spent less than
+   * 5 % of its budget, whatever refused them (an even campaign created now is capped by its E(t),
+   * which starts at its creation, in one region as in several).
+   */
+  earlyNoBudget: number;
+  /**
+   * Of those, the answers the region's allocation caused: a refusing plan's last lease was cut
+   * short by the allocation, not by E(t) (with several regions: what floors and fast first
+   * allocations prevent; 0 expected).
+   */
+  earlyAllocationNoBudget: number;
 }
+
+/** The demo's "first minutes": the window of {@link DemoStats.earlyNoBudget}. */
+export const EARLY_WINDOW_MS = 180_000;
 
 /** A running demo. */
 export interface DemoTraffic {
@@ -145,6 +165,8 @@ export async function startDemoTraffic(options: DemoTrafficOptions): Promise<Dem
       inFlight,
       campaignsOfAccount: (a) => repo.listCampaignIds(a),
     });
+    // Several local regions: lease within the region's allocation, as ad servers there would.
+    const deployment = allocationSettingsFromEnv(target.region, target.env);
     const guard = new BudgetGuard({
       redis,
       clock,
@@ -152,6 +174,7 @@ export async function startDemoTraffic(options: DemoTrafficOptions): Promise<Dem
       initPlanDay: (plan, day) => reconciler.reconcile(plan, day),
       curve: publishedCurve(reader),
       onError,
+      allocations: guardAllocations(deployment.mode, deployment.regions, target.region),
     });
     for (const c of campaigns) {
       const budgets = await repo.getCampaignBudgets(c.campaignId);
@@ -183,7 +206,17 @@ export async function startDemoTraffic(options: DemoTrafficOptions): Promise<Dem
       poison: 0,
       spentMicros: 0,
       putErrors: 0,
+      earlyNoBudget: 0,
+      earlyAllocationNoBudget: 0,
     };
+    const startedAt = clock.now();
+    // Each campaign's booked spend against its campaign plan's budget (the early no-budget count).
+    const spentBy = new Map<string, number>();
+    const budgetOf = new Map<string, number>();
+    for (const c of campaigns) {
+      const plan = (await repo.getCampaignBudgets(c.campaignId))?.common.find((p) => p.level === 'campaign');
+      if (plan) budgetOf.set(c.campaignId, plan.dailyBudgetMicros);
+    }
     const put = (r: DemoRecord) =>
       producers[r.stream].enqueue(
         { data: r.data, partitionKey: r.partitionKey },
@@ -198,10 +231,18 @@ export async function startDemoTraffic(options: DemoTrafficOptions): Promise<Dem
     const request = (now: number) => {
       stats.requests++;
       const c = pickCampaign(campaigns, random);
+      const refusalsBefore = guard.stats.allocationRefusals;
       const paced = paceBid(reader, guard, c, random);
       if (!paced.bid) {
         if (paced.reason === 'throttled') stats.throttled++;
-        else stats.noBudget++;
+        else {
+          stats.noBudget++;
+          const budget = budgetOf.get(c.campaignId) ?? 0;
+          if (now - startedAt < EARLY_WINDOW_MS && (spentBy.get(c.campaignId) ?? 0) < 0.05 * budget) {
+            stats.earlyNoBudget++;
+            if (guard.stats.allocationRefusals > refusalsBefore) stats.earlyAllocationNoBudget++;
+          }
+        }
         return;
       }
       stats.bids++;
@@ -222,6 +263,7 @@ export async function startDemoTraffic(options: DemoTrafficOptions): Promise<Dem
           stats.wins++;
           stats.impressions++;
           stats.spentMicros += outcome.clearingPriceMicros;
+          spentBy.set(c.campaignId, (spentBy.get(c.campaignId) ?? 0) + outcome.clearingPriceMicros);
           put(spendRecord({ ...base, type: 'win', at, clearingPriceMicros: outcome.clearingPriceMicros }));
           put(actionRecord(c, 'impression', userId, at, random));
           if (outcome.clicked) {

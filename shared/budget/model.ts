@@ -41,6 +41,17 @@ export interface BudgetPlan {
   /** Daily cap, integer micros. */
   readonly dailyBudgetMicros: number;
   readonly pacingMode: PacingMode;
+  /**
+   * Several regions (docs/pacing.md, "Many regions"): the region holding the plan's allocation
+   * authority (absent: the deployment's first region), its fence (0 until the first rehome) and
+   * the instant before which a new home grants nothing (epoch ms). Written only by
+   * `budgets rehome`; a plan write keeps them.
+   */
+  readonly allocHome?: string;
+  readonly allocFence?: number;
+  readonly allocSettleUntil?: number;
+  /** When the plan was first written (epoch ms; absent on plans written before it was kept). */
+  readonly createdAt?: number;
 }
 
 /** A plan as the guard and the tracker use it: its identity plus its account's time zone. */
@@ -187,6 +198,10 @@ class PlanRecord implements ResolvedPlan {
   readonly armId?: string;
   readonly dailyBudgetMicros: number;
   readonly pacingMode: PacingMode;
+  readonly allocHome?: string;
+  readonly allocFence?: number;
+  readonly allocSettleUntil?: number;
+  readonly createdAt?: number;
 
   constructor(
     p: BudgetPlan,
@@ -201,7 +216,16 @@ class PlanRecord implements ResolvedPlan {
     this.armId = p.armId;
     this.dailyBudgetMicros = p.dailyBudgetMicros;
     this.pacingMode = p.pacingMode;
+    this.allocHome = typeof p.allocHome === 'string' ? p.allocHome : undefined;
+    this.allocFence = numberOrUndefined(p.allocFence);
+    this.allocSettleUntil = numberOrUndefined(p.allocSettleUntil);
+    this.createdAt = numberOrUndefined(p.createdAt);
   }
+}
+
+/** A stored number (the document client gives numbers), else undefined. */
+function numberOrUndefined(v: unknown): number | undefined {
+  return typeof v === 'number' && Number.isFinite(v) ? v : undefined;
 }
 
 /**

@@ -95,11 +95,15 @@ export type Versioned<T> = T & { readonly version: number; readonly updatedAt: n
 
 const accountKey = (accountId: string) => ({ pk: `ACCOUNT#${accountId}`, sk: 'ACCOUNT' });
 const campaignKey = (campaignId: string) => ({ pk: `CAMPAIGN#${campaignId}`, sk: 'CAMPAIGN' });
-function planKey(p: Pick<BudgetPlan, 'level' | 'accountId' | 'campaignId' | 'armId'>) {
+/** The key of a plan item. */
+export function planKey(p: Pick<BudgetPlan, 'level' | 'accountId' | 'campaignId' | 'armId'>) {
   return p.level === 'account'
     ? { pk: `ACCOUNT#${p.accountId}`, sk: 'PLAN#account' }
     : { pk: `CAMPAIGN#${p.campaignId}`, sk: `PLAN#${planIdOf(p)}` };
 }
+
+/** Plan attributes a plan write keeps: the allocation authority's (rehome) and the creation time. */
+const PLAN_KEPT_FIELDS = ['allocHome', 'allocFence', 'allocSettleUntil', 'createdAt'] as const;
 
 /** Budget model on DynamoDB. */
 export class BudgetRepository {
@@ -194,12 +198,15 @@ export class BudgetRepository {
         );
       }
     }
+    // The allocation fields belong to `rehome` (a plan write keeps them); createdAt is the first write's.
+    const { allocHome: _h, allocFence: _f, allocSettleUntil: _s, createdAt: _c, ...fields } = plan;
     return this.write(
       planKey(plan),
-      { type: 'plan', ...plan, pacerShard },
+      { type: 'plan', ...fields, pacerShard },
       mode,
       now,
       `plan ${planIdOf(plan)}`,
+      PLAN_KEPT_FIELDS,
     );
   }
 
@@ -396,6 +403,7 @@ export class BudgetRepository {
     mode: WriteMode,
     now: number,
     what: string,
+    kept: readonly string[] = [],
   ): Promise<Versioned<T>> {
     const current = await this.doc.send(
       new GetCommand({ TableName: this.tableName, Key: key, ConsistentRead: true }),
@@ -408,7 +416,11 @@ export class BudgetRepository {
       throw new BudgetNotFoundError(`${what} does not exist: use create (or upsert).`);
     }
     const version = (currentVersion ?? 0) + 1;
-    const item = { ...body, ...key, version, updatedAt: now };
+    // Attributes another writer owns survive a rewrite of the item.
+    const keep: Record<string, unknown> = {};
+    for (const k of kept) if (current.Item?.[k] !== undefined) keep[k] = current.Item[k];
+    if (kept.includes('createdAt') && keep.createdAt === undefined) keep.createdAt = now;
+    const item = { ...body, ...keep, ...key, version, updatedAt: now };
     try {
       await this.doc.send(
         new PutCommand({
@@ -440,7 +452,7 @@ function canonicalZoneOrAsGiven(timeZone: unknown): string {
 }
 
 /** Drops the key, type and index attributes of a stored item (the item's shape is ours: we wrote it). */
-function strip<T>(item: Record<string, unknown>): T {
+export function strip<T>(item: Record<string, unknown>): T {
   const { pk: _pk, sk: _sk, type: _type, pacerShard: _shard, ...rest } = item;
   return rest as unknown as T;
 }

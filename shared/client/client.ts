@@ -23,6 +23,7 @@ import { KinesisProducer, type KinesisPutError } from '../kinesis/producer.js';
 import { paceBid } from '../pacing/ad-server.js';
 import { resolvePacerShards } from '../pacing/control.js';
 import { PacingReader, type PacingStatus, publishedCurve } from '../pacing/reader.js';
+import { guardAllocations } from '../pacing/regions/allocation-config.js';
 import { connectRedis, type RedisClient, type RedisConfig } from '../redis/connect.js';
 import { encodeSpendEvent, type SpendEvent } from '../spend/events.js';
 import { BudgetGuard } from '../spend/guard.js';
@@ -228,6 +229,11 @@ export async function createPacelineClient(config: PacelineClientConfig): Promis
     curve: publishedCurve(pacing),
     initPlanDay: (plan, day) => reconciler.reconcile(plan, day),
     onError: report,
+    allocations: guardAllocations(
+      config.allocations ?? 'off',
+      config.regions ?? [config.endpoints.region],
+      config.endpoints.region,
+    ),
   });
   const actions = new ActionStore({ ...config.actions, redis, clock });
   const producer = (streamName: string) =>

@@ -11,6 +11,7 @@ import { InvalidEnvError, intEnv, optionalEnv } from '../config/env.js';
 import type { ActionStoreOptions } from '../counting/store.js';
 import type { KinesisProducerOptions } from '../kinesis/producer.js';
 import type { PacingReaderOptions } from '../pacing/reader.js';
+import { allocationSettingsFromEnv } from '../pacing/regions/allocation-config.js';
 import type { RedisClient, RedisConfig } from '../redis/connect.js';
 import { redisConfigFromEnv } from '../redis/connect.js';
 import { pacerEnv, regionResources, resourceName } from '../region/resources.js';
@@ -70,6 +71,18 @@ export interface PacelineClientConfig {
   readonly resources?: Partial<ClientResources>;
   /** In-flight lifetime and slot width: must equal track-spend's. @default defaultInFlight (10 min, 1 min) */
   readonly inFlight?: InFlightConfig;
+  /**
+   * Several regions share every budget: `strict` leases only within the region's allocation
+   * (docs/pacing.md, "Many regions"). `configFromEnv` derives it from `PACELINE_REGIONS` (strict
+   * with more than one region) unless `PACELINE_ALLOCATIONS` says otherwise. @default 'off'
+   */
+  readonly allocations?: 'strict' | 'off';
+  /**
+   * Every region of the deployment, in order (`PACELINE_REGIONS`): with strict allocations the
+   * guard leases its region's floor from a plan-day's first instant, before the pacer wrote an
+   * allocation. @default this region alone
+   */
+  readonly regions?: readonly string[];
   /** @default systemClock */
   readonly clock?: Clock;
   /** Random numbers in [0, 1) for throttling (inject for reproducible tests). @default Math.random */
@@ -150,6 +163,7 @@ export function configFromEnv(
     throw new InvalidEnvError(pacerEnv.shards, String(env[pacerEnv.shards]), 'a whole number ≥ 1');
   }
   const endpoints = endpointsFromEnv(env);
+  const { mode, regions } = allocationSettingsFromEnv(endpoints.region, env);
   const accessKeyId = optionalEnv(clientCredentialsEnv.accessKeyId, undefined, env);
   const secretAccessKey = optionalEnv(clientCredentialsEnv.secretAccessKey, undefined, env);
   return {
@@ -158,6 +172,8 @@ export function configFromEnv(
         ? { ...endpoints, credentials: { accessKeyId, secretAccessKey } }
         : endpoints,
     redis: redisConfigFromEnv(env),
+    allocations: mode,
+    regions,
     ...(shards > 0 ? { pacerShards: shards } : {}),
     resources: resourcesFromEnv(env),
     inFlight,

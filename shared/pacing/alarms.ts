@@ -10,10 +10,15 @@
  *   does not trip it);
  * - stale parameters: the newest publish of the shard is older than 3 ticks for 2 minutes
  *   (missing data breaches: nobody running means nobody publishing);
- * - tick overrun: ticks longer than the tick length, function-wide, 3 or more in 5 minutes.
+ * - tick overrun: ticks longer than the tick length, function-wide, 3 or more in 5 minutes;
+ * - allocation authority age (several regions): the oldest allocation authority entry a region's
+ *   pacer follows is older than half the allocation lease for 2 minutes — the plans' home region
+ *   is unreachable; the regions stop at their lease (underspend, never overspend): rehome
+ *   (`paceline budgets rehome`). Missing data (one region, no allocations) is fine.
  */
 import type { PacerSettings } from '../region/resources.js';
 import { pacerMetricNames } from './metrics.js';
+import { defaultAllocationSettings } from './regions/allocation-config.js';
 
 /** One alarm, independent of CDK. */
 export interface AlarmSpec {
@@ -91,6 +96,20 @@ export function pacerAlarmSpecs(settings: PacerSettings, service = 'pacer'): Ala
     threshold: 3,
     evaluationPeriods: 1,
     datapointsToAlarm: 1,
+    treatMissingData: 'notBreaching',
+  });
+  out.push({
+    id: 'AllocationAuthorityAge',
+    description:
+      'allocations: a region follows an allocation authority older than half its lease for 2 minutes — the home region is unreachable; regions stop at their lease: rehome the plans (paceline budgets rehome)',
+    metricName: pacerMetricNames.allocationAuthorityAge,
+    dimensions: { service },
+    statistic: 'Maximum',
+    periodSeconds: 60,
+    comparison: 'GreaterThanThreshold',
+    threshold: defaultAllocationSettings.ackLeaseMs / 2 / 1000,
+    evaluationPeriods: 2,
+    datapointsToAlarm: 2,
     treatMissingData: 'notBreaching',
   });
   return out;

@@ -22,6 +22,8 @@ export const pacerMetricNames = {
   invalidParams: 'ParamsInvalid',
   budgetRefreshFailures: 'BudgetRefreshFailures',
   controlStale: 'ControlParametersStale',
+  /** Age of the oldest allocation authority entry a region follows, seconds (several regions). */
+  allocationAuthorityAge: 'AllocationAuthorityAgeSeconds',
 } as const;
 
 /**
@@ -51,6 +53,9 @@ export function recordTick(
   metrics.publishStoredMetrics();
   // Function-wide (dimension service only): the tick-overrun alarm watches all shards at once.
   metrics.addMetric(n.tickOverrun, MetricUnit.Count, outcome.durationMs > tickMs ? 1 : 0);
+  const authorityAgeMs = outcome.sharing?.allocation?.authorityAgeMs;
+  if (authorityAgeMs !== undefined)
+    metrics.addMetric(n.allocationAuthorityAge, MetricUnit.Seconds, authorityAgeMs / 1000);
   metrics.publishStoredMetrics();
   metrics.addDimensions({ shard, instance: outcome.instanceId });
   metrics.addMetric(n.tickDuration, MetricUnit.Milliseconds, outcome.durationMs);

@@ -33,7 +33,7 @@ import type { Fence } from './fence.js';
 import { planField } from './keys.js';
 import type { LeaseView } from './lease.js';
 import { type CampaignWrite, type ClaimOutcome, type PublishOutcome, ShardPublisher } from './publisher.js';
-import type { RegionSharing } from './regions/region-shares.js';
+import type { RegionSharing, SharingRecord } from './regions/region-shares.js';
 import type { SpendSource } from './spend-source.js';
 import { StateReloader, type StoredTexts } from './state-reload.js';
 import { type CurvePoints, evaluateCurve, type PlanPacingParams, type PlanSpendSnapshot } from './types.js';
@@ -152,8 +152,16 @@ export interface TickOutcome {
   };
   /** Why nothing was computed (no budgets yet: a cold process while DynamoDB is unreachable). */
   readonly skippedReason?: string;
-  /** Region shares: the peers' summaries read and this region's written (when publishing). */
-  readonly sharing?: { readonly loaded: boolean; readonly written?: boolean; readonly error?: string };
+  /**
+   * Region shares: the peers' summaries read and this region's written (when publishing), and the
+   * allocation step that ran before the write (several regions).
+   */
+  readonly sharing?: {
+    readonly loaded: boolean;
+    readonly written?: boolean;
+    readonly error?: string;
+    readonly allocation?: SharingRecord['allocation'];
+  };
   /** Age of the shard's last claim at the end of the tick, ms (stale-parameter alarm). */
   readonly paramsAgeMs?: number;
   /**
@@ -596,11 +604,10 @@ export class ShardPacer {
     let sharingOutcome: TickOutcome['sharing'];
     if (sharing && loaded) {
       const landed = publishing && publish?.rejectedBatches === 0;
-      const gains = results.map((r) => r.params.throttle * r.params.bidMultiplier);
       const written = await sharing.record(
         plans,
         spend,
-        gains,
+        results.map((r) => r.params),
         nowMs,
         tick,
         landed ? { writer: who.publisherId } : undefined,
@@ -610,6 +617,7 @@ export class ShardPacer {
         loaded: loaded.ok,
         ...(landed ? { written: written.ok } : {}),
         ...(error ? { error } : {}),
+        ...(written.allocation ? { allocation: written.allocation } : {}),
       };
     }
     const fencedWritesRejected = (claim && !claim.accepted ? 1 : 0) + (publish?.rejectedBatches ?? 0);

@@ -10,7 +10,7 @@ import { pipelineByNode, type RedisClient } from '../redis/connect.js';
 import { type HashVisitor, hmgetCommand, parseIntBytes, RawHashReader } from '../redis/raw-hgetall.js';
 import { planDaySnapshot } from '../spend/live-counters.js';
 import { defaultInFlight, type InFlightConfig } from '../spend/reconcile.js';
-import type { PlanSpendSnapshot } from './types.js';
+import type { AllocationFields, PlanSpendSnapshot } from './types.js';
 
 /** Reads plan-day spend snapshots. */
 export interface SpendSource {
@@ -77,15 +77,39 @@ export function pipelinedSpendSource(
   };
 }
 
-function toSnapshot(hash: Record<string, string>, nowMs: number): PlanSpendSnapshot {
-  if (hash.r === undefined) return NO_SPEND;
-  const s = planDaySnapshot(hash, nowMs);
+/** Which allocation fields a read returns: all of them (strict), or only a stale cap (off). */
+export type AllocationRead = 'strict' | 'off';
+
+/** The allocation fields of a whole hash (HGETALL object), or undefined when not to report. */
+function allocOf(hash: Readonly<Record<string, string>>, mode: AllocationRead): AllocationFields | undefined {
+  if (mode === 'off' && hash.a === undefined) return undefined;
+  const n = (v: string | undefined) => (v === undefined ? undefined : Number(v));
   return {
+    a: n(hash.a),
+    ae: n(hash.ae),
+    ag: n(hash.ag),
+    ar: n(hash.ar),
+    ax: n(hash.ax),
+    ac: n(hash.ac),
+    aw: n(hash.aw),
+  };
+}
+
+function toSnapshot(
+  hash: Record<string, string>,
+  nowMs: number,
+  mode: AllocationRead = 'off',
+): PlanSpendSnapshot {
+  const alloc = allocOf(hash, mode);
+  if (hash.r === undefined) return alloc ? { ...NO_SPEND, alloc } : NO_SPEND;
+  const s = planDaySnapshot(hash, nowMs);
+  const snapshot = {
     initialised: true,
     confirmedMicros: s.confirmedMicros,
     inFlightMicros: s.inFlightMicros,
     leasedMicros: s.leasedMicros,
   };
+  return alloc ? { ...snapshot, alloc } : snapshot;
 }
 
 /**
@@ -103,8 +127,13 @@ class SpendVisitor implements HashVisitor<PlanSpendSnapshot> {
   private slots = new Float64Array(32);
   private values = new Float64Array(32);
   private kinds = new Uint8Array(32);
+  // The allocation fields a, ae, ag, ar, ax, ac, aw (NaN: absent).
+  private readonly alloc = new Float64Array(7);
 
-  constructor(private readonly nowMs: number) {}
+  constructor(
+    private readonly nowMs: number,
+    private readonly mode: AllocationRead = 'off',
+  ) {}
 
   begin(exists: boolean): void {
     this.exists = exists;
@@ -113,12 +142,16 @@ class SpendVisitor implements HashVisitor<PlanSpendSnapshot> {
     this.q = Number.NaN;
     this.t = Number.NaN;
     this.n = 0;
+    this.alloc.fill(Number.NaN);
   }
 
   field(buf: Buffer, fs: number, fe: number, vs: number, ve: number): void {
     const len = fe - fs;
     const b0 = buf[fs];
-    if (len === 1) {
+    if (b0 === 0x61 /* a */ && len <= 2) {
+      const i = len === 1 ? 0 : ALLOC_SECOND.indexOf(buf[fs + 1] as number) + 1;
+      if (i > 0 || len === 1) this.alloc[i] = parseIntBytes(buf, vs, ve);
+    } else if (len === 1) {
       if (b0 === 0x72 /* r */) this.initialised = true;
       else if (b0 === 0x63 /* c */) this.c = parseIntBytes(buf, vs, ve);
       else if (b0 === 0x71 /* q */) this.q = parseIntBytes(buf, vs, ve);
@@ -146,7 +179,8 @@ class SpendVisitor implements HashVisitor<PlanSpendSnapshot> {
   }
 
   end(): PlanSpendSnapshot {
-    if (!this.exists || !this.initialised) return NO_SPEND;
+    const alloc = allocFromArray(this.alloc, 0, this.mode);
+    if (!this.exists || !this.initialised) return alloc ? { ...NO_SPEND, alloc } : NO_SPEND;
     const kmin = Math.floor((this.nowMs - this.t) / this.q);
     let leased = 0;
     let inFlight = 0;
@@ -155,17 +189,42 @@ class SpendVisitor implements HashVisitor<PlanSpendSnapshot> {
       if (this.kinds[i] === 0x6c) leased += this.values[i] as number;
       else inFlight += this.values[i] as number;
     }
-    return {
+    const snapshot = {
       initialised: true,
       confirmedMicros: this.c,
       leasedMicros: Math.max(0, leased),
       inFlightMicros: Math.max(0, inFlight),
     };
+    return alloc ? { ...snapshot, alloc } : snapshot;
   }
 
   fromObject(hash: Readonly<Record<string, string>>): PlanSpendSnapshot {
-    return toSnapshot(hash, this.nowMs);
+    return toSnapshot(hash as Record<string, string>, this.nowMs, this.mode);
   }
+}
+
+/** Second bytes of `ae`, `ag`, `ar`, `ax`, `ac`, `aw` (slots 1–6 of the allocation fields). */
+const ALLOC_SECOND = [0x65, 0x67, 0x72, 0x78, 0x63, 0x77];
+
+/** The allocation fields `a ae ag ar ax ac aw` in this order. */
+const ALLOC_FIELDS = ['a', 'ae', 'ag', 'ar', 'ax', 'ac', 'aw'] as const;
+
+/**
+ * The allocation fields from `values[at..at+7)` (NaN = absent), or undefined when the read does
+ * not report them (off and no cap stored).
+ */
+function allocFromArray(
+  values: Float64Array,
+  at: number,
+  mode: AllocationRead,
+): AllocationFields | undefined {
+  const v = (i: number) => {
+    const x = values[at + i] as number;
+    return Number.isNaN(x) ? undefined : x;
+  };
+  const a = v(0);
+  if (mode === 'off' && a === undefined) return undefined;
+  return { a, ae: v(1), ag: v(2), ar: v(3), ax: v(4), ac: v(5), aw: v(6) };
 }
 
 /** The fields the sums read asks for first: HMGET reply positions 0–6, then the dead slots'. */
@@ -194,9 +253,14 @@ class SumsVisitor implements HashVisitor<PlanSpendSnapshot | undefined> {
     private readonly ttlMs: number,
     private readonly kmin: number,
     private readonly back: number,
+    private readonly mode: AllocationRead,
   ) {
-    this.values = new Float64Array(SUMS_FIELDS.length + 2 * back);
+    this.allocAt = SUMS_FIELDS.length + 2 * back;
+    this.values = new Float64Array(this.allocAt + (mode === 'strict' ? ALLOC_FIELDS.length : 1));
   }
+
+  /** Where the allocation fields start in the HMGET reply (after the dead slots' fields). */
+  private readonly allocAt: number;
 
   begin(): void {
     this.initialised = false;
@@ -208,13 +272,19 @@ class SumsVisitor implements HashVisitor<PlanSpendSnapshot | undefined> {
 
   item(index: number, buf: Buffer, start: number, end: number): void {
     if (index === 0) this.initialised = start >= 0;
+    // An allocation field: NaN when absent.
+    else if (index >= this.allocAt)
+      this.values[index] = start < 0 ? Number.NaN : parseIntBytes(buf, start, end);
     // A nil counts 0 in a slot's sum and as absent for a sums field (−0: see `end`).
     else this.values[index] = start < 0 ? -0 : parseIntBytes(buf, start, end);
   }
 
   end(): PlanSpendSnapshot | undefined {
-    if (!this.initialised) return NO_SPEND;
     const v = this.values;
+    let alloc: AllocationFields | undefined;
+    if (this.mode === 'strict') alloc = allocFromArray(v, this.allocAt, 'strict');
+    else if (!Number.isNaN(v[this.allocAt] as number)) alloc = { a: v[this.allocAt] as number };
+    if (!this.initialised) return alloc ? { ...NO_SPEND, alloc } : NO_SPEND;
     if (v[2] !== this.slotMs || v[3] !== this.ttlMs) return undefined;
     const sk = v[4] as number;
     let leased = v[5] as number;
@@ -237,16 +307,17 @@ class SumsVisitor implements HashVisitor<PlanSpendSnapshot | undefined> {
         inFlight -= f;
       }
     }
-    return {
+    const snapshot = {
       initialised: true,
       confirmedMicros: confirmed + 0,
       leasedMicros: Math.max(0, leased),
       inFlightMicros: Math.max(0, inFlight),
     };
+    return alloc ? { ...snapshot, alloc } : snapshot;
   }
 
   fromObject(hash: Readonly<Record<string, string>>): PlanSpendSnapshot {
-    return toSnapshot(hash, this.nowMs);
+    return toSnapshot(hash as Record<string, string>, this.nowMs, this.mode);
   }
 }
 
@@ -268,6 +339,12 @@ export interface RawSpendSourceOptions {
    * last lease call is older than that is read whole. @default 2
    */
   readonly slotsBack?: number;
+  /**
+   * `strict` (several regions): every snapshot carries the allocation fields `a ae ag ar ax ac`
+   * (6 more HMGET fields). `off`: only a stored cap `a` is asked for (one field), reported when
+   * present so the pacer can remove it. @default 'off'
+   */
+  readonly allocations?: AllocationRead;
   /**
    * Longest silence of a node while the read waits for replies, ms (RawHashReader's `timeoutMs`:
    * progress, not duration); the pacer function passes its `PACER_REDIS_SILENCE_MS`.
@@ -304,15 +381,18 @@ export function rawSpendSource(
   const wholeReader = options.sums === false ? undefined : new RawHashReader({ client: redis, ...timeout });
   const { slotMs, ttlMs } = options.inFlight ?? defaultInFlight;
   const back = Math.max(0, Math.floor(options.slotsBack ?? 2));
+  const mode = options.allocations ?? 'off';
   const readParts = (stateKeys: readonly string[], nowMs: number, partSize: number) => {
     if (wholeReader === undefined) {
       stats.whole += stateKeys.length;
-      return reader.readParts(stateKeys, new SpendVisitor(nowMs), partSize);
+      return reader.readParts(stateKeys, new SpendVisitor(nowMs, mode), partSize);
     }
     const kmin = Math.floor((nowMs - ttlMs) / slotMs);
     const fields: string[] = [...SUMS_FIELDS];
     for (let k = kmin - back; k < kmin; k++) fields.push(`l:${k}`, `f:${k}`);
-    const visitor = new SumsVisitor(nowMs, slotMs, ttlMs, kmin, back);
+    if (mode === 'strict') fields.push(...ALLOC_FIELDS);
+    else fields.push('a');
+    const visitor = new SumsVisitor(nowMs, slotMs, ttlMs, kmin, back, mode);
     const size = Math.max(1, Math.floor(partSize));
     const parts = reader.readParts(stateKeys, visitor, size, hmgetCommand(fields));
     return parts.map((part, k) => {
@@ -325,7 +405,7 @@ export function rawSpendSource(
           const from = k * size;
           const whole = await wholeReader.read(
             missing.map((j) => stateKeys[from + j] as string),
-            new SpendVisitor(nowMs),
+            new SpendVisitor(nowMs, mode),
           );
           for (let m = 0; m < missing.length; m++) got[missing[m] as number] = whole[m];
         }

@@ -5,10 +5,10 @@
  * pipeline per Redis node.
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { GetParametersCommand, type SSMClient } from '@aws-sdk/client-ssm';
+import { GetParameterCommand, GetParametersCommand, type SSMClient } from '@aws-sdk/client-ssm';
 import { BatchGetCommand, DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { pipelineByNode, type RedisClient } from '../redis/connect.js';
-import { leaderOverridePath, parameterPrefix } from '../region/resources.js';
+import { leaderOverridePath, parameterPrefix, regionResources } from '../region/resources.js';
 import { shardKeys } from './keys.js';
 import { leaseKey } from './lease.js';
 
@@ -25,11 +25,65 @@ export interface ShardStatus {
   readonly ageMs: number | null;
   /** `auto` or the instance named by the override; null when the parameter is missing. */
   readonly override: string | null;
-  /** Publisher id of the last claim (`<instance>/<process>`). */
+  /** Publisher id of the last claim (`<region>/<instance>/<process>`: {@link parsePublisherId}). */
   readonly publisher: string | null;
+  /** The region whose pacer made the last claim (from the publisher id); null when unknown. */
+  readonly publishingRegion: string | null;
   /** Lease holder even if expired, and how long until it expires (negative: expired). */
   readonly leaseHolder: string | null;
   readonly leaseExpiresInMs: number | null;
+}
+
+/**
+ * A pacer process's publisher id: `<region>/<instance>/<process>` — the region whose pacer
+ * publishes (after a failover, another region's), the instance (`s<shard>-i<k>`) and the process
+ * (`<pid>-<nonce>`). Recorded with every claim (audit stream, claim hash).
+ */
+export function publisherIdOf(region: string, instanceId: string, processNonce: string): string {
+  return `${region}/${instanceId}/${processNonce}`;
+}
+
+/**
+ * The parts of a publisher id; ids written before they carried a region (`<instance>/<process>`)
+ * have no region.
+ */
+export function parsePublisherId(id: string): { region?: string; instanceId: string; process: string } {
+  const parts = id.split('/');
+  if (parts.length >= 3) {
+    return { region: parts[0] as string, instanceId: parts[1] as string, process: parts.slice(2).join('/') };
+  }
+  return { instanceId: parts[0] ?? '', process: parts.slice(1).join('/') };
+}
+
+/** A region's cross-region publish switch (SSM `publisher-region`, docs/pacing.md). */
+export interface PublishSwitch {
+  /** The region whose cache this is. */
+  readonly region: string;
+  /** The region whose pacer publishes into it; null when the parameter is missing. */
+  readonly publisherRegion: string | null;
+  /** The parameter's version (the fence's generation g). */
+  readonly version: number | null;
+  /** When it was last set (epoch ms); null when unknown. */
+  readonly sinceMs: number | null;
+}
+
+/** Reads a region's publish switch (one GetParameter). */
+export async function readPublishSwitch(ssm: SSMClient, region: string): Promise<PublishSwitch> {
+  const name = `${parameterPrefix(region)}${regionResources.parameters.publisherRegion.path}`;
+  try {
+    const out = await ssm.send(new GetParameterCommand({ Name: name }));
+    const p = out.Parameter;
+    return {
+      region,
+      publisherRegion: p?.Value ?? null,
+      version: p?.Version ?? null,
+      sinceMs: p?.LastModifiedDate ? p.LastModifiedDate.getTime() : null,
+    };
+  } catch (error) {
+    if ((error as Error).name === 'ParameterNotFound')
+      return { region, publisherRegion: null, version: null, sinceMs: null };
+    throw error;
+  }
 }
 
 /** What {@link readShardStatuses} reads from. */
@@ -63,6 +117,7 @@ export async function readShardStatuses(s: StatusSources): Promise<ShardStatus[]
       ageMs: claim ? Math.max(0, s.nowMs - claim.at) : null,
       override: overrides.get(shard) ?? null,
       publisher: claim?.publisher ?? null,
+      publishingRegion: claim ? (parsePublisherId(claim.publisher).region ?? null) : null,
       leaseHolder: lease && lease.holder !== '' ? lease.holder : null,
       leaseExpiresInMs: lease && lease.holder !== '' ? expiresIn : null,
     };

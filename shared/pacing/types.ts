@@ -70,6 +70,29 @@ export interface PlanSpendSnapshot {
   readonly inFlightMicros: number;
   /** Floats leased to guards and not yet spent. */
   readonly leasedMicros: number;
+  /**
+   * The allocation fields of the state hash (several regions, docs/spend.md "Allocations"):
+   * read when allocations are strict; otherwise present only when a cap is stored (stale).
+   */
+  readonly alloc?: AllocationFields;
+}
+
+/** The allocation fields of a plan-day state hash; absent fields are undefined. */
+export interface AllocationFields {
+  /** The cap the lease script enforces: ag − ar − ax. */
+  readonly a?: number;
+  /** Grants stop after this instant (epoch ms). */
+  readonly ae?: number;
+  /** Cumulative grant applied. */
+  readonly ag?: number;
+  /** Cumulative released. */
+  readonly ar?: number;
+  /** Cumulative reclaimed applied. */
+  readonly ax?: number;
+  /** When the allocation last held a lease back (epoch ms): demand censored since. */
+  readonly ac?: number;
+  /** What that held-back lease asked for (a guard's float), micros. */
+  readonly aw?: number;
 }
 
 /**

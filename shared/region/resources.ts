@@ -5,6 +5,7 @@
  *
  * Nothing here touches AWS: it is data plus pure functions over it.
  */
+import { REGIONS_ENV } from '../aws/endpoints.js';
 import { invocationWindowMs } from '../pacing/invocation.js';
 import { defaultNames, InvalidStageError, type ResourceNames, stageNames } from './names.js';
 
@@ -540,7 +541,7 @@ function pacerFunction(s: PacerSettings) {
     // 90 s in AWS), plus 15 s for its last tick to finish (docs/pacing.md, "Cadence").
     timeoutSeconds: Math.ceil((invocationWindowMs(s.tickMs, s.minuteMs) + 15_000) / 1000),
     schedule: { rateMinutes: 1, instances },
-    tables: { budgets: 'read', leases: 'readwrite', regionSpend: 'readwrite' },
+    tables: { budgets: 'read', leases: 'readwrite', regionSpend: 'readwrite', spendLedger: 'read' },
     writesStreams: [],
     usesRedis: true,
     settings: {
@@ -889,6 +890,12 @@ export interface EnvironmentInputs {
   };
   /** The deployment's names (parameter root, cache id). @default the default names */
   readonly names?: ResourceNames;
+  /**
+   * Every region of the deployment, in its order (the first is every plan's allocation home).
+   * With more than one, the pacer learns its peers and paces in strict allocations from it.
+   * @default this region alone
+   */
+  readonly deploymentRegions?: readonly string[];
 }
 
 /** Environment variables carrying the deployment's SSM parameter names into a function. */
@@ -920,6 +927,9 @@ export function functionEnvironment(spec: FunctionSpec, inputs: EnvironmentInput
   if (spec.readsParameters) {
     env[parameterEnv.prefix] = names.parameterPrefix(inputs.region);
     env[parameterEnv.root] = names.parameterRoot;
+    // The pacer: its peers (their publish switches and caches) and its allocations.
+    if (inputs.deploymentRegions && inputs.deploymentRegions.length > 1)
+      env[REGIONS_ENV] = inputs.deploymentRegions.join(',');
   }
   if (spec.usesRedis) {
     if (!inputs.redis) throw new Error(`Function ${spec.name} uses Redis but no Redis endpoint was given.`);
@@ -947,12 +957,18 @@ export interface ClientEnvironmentInputs {
   };
   /** The pacer shard count, when the fleet should not read it from SSM. @default read from SSM */
   readonly pacerShards?: number;
+  /**
+   * Every region of the deployment, in its order: with more than one, the client's guards lease
+   * within their region's allocation (strict), from a plan-day's first instant. @default one region
+   */
+  readonly deploymentRegions?: readonly string[];
 }
 
 /**
  * The environment the ad-server client library (`configFromEnv` of `paceline/client`) needs in a
  * region, derived from what the description says the client uses: the region, Redis (and its IAM
- * user), the tables and streams it reads and writes by name, and `PACER_SHARDS` when given.
+ * user), the tables and streams it reads and writes by name, `PACER_SHARDS` when given, and the
+ * deployment's regions when there are several (`PACELINE_REGIONS`: strict allocations).
  */
 export function clientEnvironment(
   description: Pick<RegionDescription, 'adServer'>,
@@ -970,5 +986,7 @@ export function clientEnvironment(
     env[redisEnv.cacheName] = inputs.redis.iam.cacheName;
   }
   if (inputs.pacerShards !== undefined) env[pacerEnv.shards] = String(inputs.pacerShards);
+  if (inputs.deploymentRegions && inputs.deploymentRegions.length > 1)
+    env[REGIONS_ENV] = inputs.deploymentRegions.join(',');
   return env;
 }

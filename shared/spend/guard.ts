@@ -21,6 +21,7 @@
 import { type CampaignBudgets, plansForBid, type ResolvedPlan } from '../budget/model.js';
 import { defaultCurve, type TargetCurve } from '../budget/pacing.js';
 import { type DayWindow, dayWindow } from '../budget/time-zone.js';
+import { type AllocationConfig, defaultAllocation } from '../pacing/regions/allocation-config.js';
 import type { RedisClient } from '../redis/connect.js';
 import type { Clock } from '../time/clock.js';
 import { firstLiveSlot, type PlanDayKeys, planDayKeys } from './keys.js';
@@ -82,6 +83,16 @@ export interface BudgetGuardOptions {
   readonly memoryRetentionMs?: number;
   /** Called with background lease/settle failures (the guard then says no-budget and retries). */
   readonly onError?: (error: unknown) => void;
+  /**
+   * Several regions share the budgets (docs/pacing.md, "Many regions"): strict leases only within
+   * the region's allocation. Before the pacer wrote one (a plan-day's state without `a`), with the
+   * deployment's allocation settings and this guard's region, the region's floor while its default
+   * lease lasts (bids from a plan-day's first instant); with `'strict'` alone, nothing. An
+   * allocation the pacer wrote caps the lease either way. Derive it from the deployment's regions
+   * (`allocationSettingsFromEnv`): strict with more than one.
+   * @default 'off'
+   */
+  readonly allocations?: 'strict' | 'off' | { readonly config: AllocationConfig; readonly region: string };
 }
 
 interface Lease {
@@ -104,6 +115,16 @@ export interface GuardStats {
   inits: number;
   /** Re-registrations of in-flight amounts after an epoch change (reset / forced reconcile). */
   rejoins: number;
+  /**
+   * Lease calls the region's allocation (several regions), not the expected spend E, held back:
+   * the region asked for more than the allocation authority gave it.
+   */
+  allocationHolds: number;
+  /**
+   * `no-budget` answers where a refusing plan's last lease had been cut short by the region's
+   * allocation (not by E(t), not a lease still on its way): what several regions cost a bid.
+   */
+  allocationRefusals: number;
 }
 
 class PlanDay {
@@ -121,6 +142,8 @@ class PlanDay {
   busy = false;
   /** A bid did not fit the float: the next lease call asks for F whatever the float. */
   short = false;
+  /** The last lease call that asked for a float got less because of the allocation (`held`). */
+  allocationHeld = false;
   backoffUntil = 0;
   lastSettle: number;
   retiring = false;
@@ -178,7 +201,13 @@ interface CampaignEntry {
 
 /** The budget guard (one per ad-server process; not shared across processes). */
 export class BudgetGuard {
-  readonly stats: GuardStats = { leaseCalls: 0, inits: 0, rejoins: 0 };
+  readonly stats: GuardStats = {
+    leaseCalls: 0,
+    inits: 0,
+    rejoins: 0,
+    allocationHolds: 0,
+    allocationRefusals: 0,
+  };
   private readonly inFlight: InFlightConfig;
   private readonly curve: TargetCurve;
   private readonly floatFraction: number;
@@ -190,6 +219,8 @@ export class BudgetGuard {
   private readonly prefetchBelow: number;
   private readonly memoryRetentionMs: number;
   private readonly scripts: SpendScripts;
+  private readonly strict: string;
+  private readonly defaults: { readonly config: AllocationConfig; readonly region: string } | undefined;
   private readonly campaigns = new Map<string, CampaignEntry>();
   private readonly planDays = new Map<string, PlanDay>();
   private readonly inProgress = new Set<Promise<void>>();
@@ -216,6 +247,20 @@ export class BudgetGuard {
     this.backoffMs = options.noAllowanceBackoffMs ?? Math.max(1, Math.floor(this.inFlight.slotMs / 10));
     this.memoryRetentionMs = options.memoryRetentionMs ?? DEFAULT_MEMORY_RETENTION_MS;
     this.scripts = spendScripts(options.redis, options.scriptTransport);
+    const a = options.allocations ?? 'off';
+    const mode = typeof a === 'string' ? a : a.config.mode;
+    if (mode !== 'strict' && mode !== 'off')
+      throw new RangeError(`allocations is ${String(mode)}: give strict (several regions) or off.`);
+    this.strict = mode === 'strict' ? '1' : '0';
+    this.defaults = typeof a === 'string' || mode === 'off' ? undefined : a;
+  }
+
+  /** The floor and its lease a strict guard leases within while no allocation is stored. */
+  private defaultAllocation(s: PlanDay, now: number): [number, number] {
+    if (!this.defaults) return [0, 0];
+    const { config, region } = this.defaults;
+    const d = defaultAllocation(s.plan.dailyBudgetMicros, region, config, s.day, s.plan.createdAt, now);
+    return [d.cap, d.untilMs];
   }
 
   /** Float left when the next one is fetched, micros. */
@@ -253,15 +298,20 @@ export class BudgetGuard {
     if (bid.armId !== undefined) states = entry.byArm.get(bid.armId) ?? this.armStates(entry, bid.armId, now);
     const price = bid.priceMicros;
     let ok = true;
+    let byAllocation = false;
     for (let i = 0; i < states.length; i++) {
       const s = states[i] as PlanDay;
       if (s.available(now) < price) {
         ok = false;
+        byAllocation ||= s.allocationHeld;
         s.short = true;
         this.refill(s, now);
       }
     }
-    if (!ok) return 'no-budget';
+    if (!ok) {
+      if (byAllocation) this.stats.allocationRefusals++;
+      return 'no-budget';
+    }
     for (let i = 0; i < states.length; i++) {
       const s = states[i] as PlanDay;
       s.consume(price, now);
@@ -468,8 +518,10 @@ export class BudgetGuard {
       restore();
       throw error;
     }
-    const [grant, epoch, , , leaseSlot, slotMs] = reply;
+    const [grant, epoch, , , leaseSlot, slotMs, , held] = reply;
     s.epoch = epoch;
+    if (held === 1) this.stats.allocationHolds++;
+    if (want > 0) s.allocationHeld = held === 1;
     if (slotMs !== s.slotMs) {
       throw new RangeError(
         `Plan-day ${s.keys.state} uses ${slotMs} ms slots but this guard is configured for ${s.slotMs} ms: ` +
@@ -522,6 +574,8 @@ export class BudgetGuard {
       this.weightPermille,
       keepFor(s.day.endMs, now, this.memoryRetentionMs),
       this.leaseAheadMs,
+      this.strict,
+      ...this.defaultAllocation(s, now),
       ...deltas,
     ]);
   }

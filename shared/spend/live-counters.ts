@@ -41,14 +41,16 @@ declare module 'ioredis' {
     ): Result<number, Context>;
     /**
      * KEYS: state. ARGV: now, epoch, expectedMicros, requestMicros, minGrantMicros,
-     * weightPermille, keepMs, leaseAheadMs, then field/delta pairs (`l:<k>`/`f:<k>`).
-     * Reply: [grant, epoch, confirmed, committed, leaseSlot, slotMs, ttlMs]; grant −1 = needs init,
-     * −2 = epoch changed (caller must rejoin).
+     * weightPermille, keepMs, leaseAheadMs, strict (`1`: no grant beyond the allocation `a`),
+     * defaultCap, defaultUntilMs (strict, while no `a` is stored: the region's floor until its
+     * default lease ends, else nothing), then field/delta pairs (`l:<k>`/`f:<k>`).
+     * Reply: [grant, epoch, confirmed, committed, leaseSlot, slotMs, ttlMs, held]; grant −1 = needs
+     * init, −2 = epoch changed (caller must rejoin); held 1 = the allocation, not E, held it back.
      */
     spendLease(
       state: string,
       ...args: (string | number)[]
-    ): Result<[number, string, number, number, number, number, number], Context>;
+    ): Result<[number, string, number, number, number, number, number, number], Context>;
     /**
      * KEYS: state, notices, staging. ARGV: epoch, confirmedMicros, slotMs, ttlMs, keepMs,
      * graceUntilMs (no leases granted before it; 0 = none).
@@ -153,10 +155,10 @@ const MAX_SLOT_STEPS = 16;
 
 const LEASE_LUA = `${SUM_LIVE}
 local h = KEYS[1]
-local meta = redis.call('HMGET', h, 'r', 'q', 't', 'g', 'c', 'sk', 'sl', 'sf')
+local meta = redis.call('HMGET', h, 'r', 'q', 't', 'g', 'c', 'sk', 'sl', 'sf', 'a', 'ae')
 local r = meta[1]
-if not r then return {-1, '', 0, 0, 0, 0, 0} end
-if ARGV[2] ~= '' and ARGV[2] ~= r then return {-2, r, 0, 0, 0, 0, 0} end
+if not r then return {-1, '', 0, 0, 0, 0, 0, 0} end
+if ARGV[2] ~= '' and ARGV[2] ~= r then return {-2, r, 0, 0, 0, 0, 0, 0} end
 local now, q, t = tonumber(ARGV[1]), tonumber(meta[2]), tonumber(meta[3])
 local kmin = math.floor((now - t) / q)
 -- Running sums (docs/spend.md, "Running sums"): sl / sf = the l: / f: fields of slots >= sk, and
@@ -190,7 +192,7 @@ else
   c, L, F = sumLive(h, kmin)
   sk = kmin
 end
-for i = 9, #ARGV, 2 do
+for i = 12, #ARGV, 2 do
   local f = ARGV[i]
   if tonumber(string.sub(f, 3)) >= sk then
     redis.call('HINCRBY', h, f, ARGV[i + 1])
@@ -201,13 +203,36 @@ local Lc, Fc = L, F
 if Lc < 0 then Lc = 0 end
 if Fc < 0 then Fc = 0 end
 local committed = c + Lc + math.floor(Fc * tonumber(ARGV[6]) / 1000)
-local allowance = tonumber(ARGV[3]) - committed
+-- Several regions (docs/spend.md, "Allocations"): the region's allocation a caps E while its
+-- authority's lease ae lasts; a strict guard grants nothing without one (a reset lost it: the
+-- pacer writes it again within a tick). Without a and not strict: one region, E alone.
+local cap = tonumber(ARGV[3])
+local alloc = tonumber(meta[9])
+local capped = false
+if alloc then
+  if now > tonumber(meta[10] or '0') then cap = -1 capped = true elseif alloc < cap then cap = alloc capped = true end
+elseif ARGV[9] == '1' then
+  -- No allocation written yet (a new plan-day, or a reset the pacer repairs within a tick): the
+  -- region's floor while its default lease lasts, else nothing.
+  local dcap = tonumber(ARGV[10])
+  if now > tonumber(ARGV[11]) then cap = -1 elseif dcap < cap then cap = dcap end
+  capped = true
+end
+local allowance = cap - committed
 local want, minGrant = tonumber(ARGV[4]), tonumber(ARGV[5])
 local grant = 0
+local held = 0
 -- rejoin grace after a mid-day rebuild: guards re-register their in-flight first, no grants
 local grace = tonumber(meta[4] or '0')
 if want > 0 and now >= grace then
   if allowance >= want then grant = want elseif allowance >= minGrant and allowance > 0 then grant = allowance end
+  -- The allocation, not E, held this lease back: the region's spend no longer shows its demand
+  -- (the pacer's demand estimate leaves this interval out), and its allocation must make room
+  -- for at least the float asked for (aw).
+  if grant < want and capped then
+    redis.call('HSET', h, 'ac', now, 'aw', want)
+    held = 1
+  end
 end
 -- a lease lives in the slot of (now + leaseAhead): it stays counted until every bid made from
 -- it (at most leaseAhead after the grant) is T old, even if the guard never settles.
@@ -218,7 +243,7 @@ if grant > 0 then
 end
 redis.call('HSET', h, 'sk', sk, 'sl', L, 'sf', F)
 redis.call('PEXPIRE', h, ARGV[7])
-return {grant, r, c, committed + grant, ks, q, t}
+return {grant, r, c, committed + grant, ks, q, t, held}
 `;
 
 const INIT_LUA = `
@@ -227,9 +252,14 @@ if redis.call('HEXISTS', h, 'r') == 1 then
   redis.call('DEL', s)
   return 0
 end
+-- The allocation fields belong to the pacer, not to the spend state: they survive the rebuild.
+local keep = redis.call('HMGET', h, 'a', 'ae', 'ag', 'ar', 'ax')
 redis.call('DEL', h, n)
 if redis.call('EXISTS', s) == 1 then redis.call('RENAME', s, n) end
 redis.call('HSET', h, 'r', ARGV[1], 'c', ARGV[2], 'q', ARGV[3], 't', ARGV[4], 'g', ARGV[6], 'nc', redis.call('HLEN', n))
+if keep[1] then
+  redis.call('HSET', h, 'a', keep[1], 'ae', keep[2] or '0', 'ag', keep[3] or '0', 'ar', keep[4] or '0', 'ax', keep[5] or '0')
+end
 redis.call('PEXPIRE', h, ARGV[5])
 if redis.call('EXISTS', n) == 1 then redis.call('PEXPIRE', n, ARGV[5]) end
 return 1
@@ -242,8 +272,8 @@ export function defineSpendCommands(redis: RedisClient): void {
   redis.defineCommand('spendInit', { numberOfKeys: 3, lua: INIT_LUA });
 }
 
-/** The lease script's reply: [grant, epoch, confirmed, committed, leaseSlot, slotMs, ttlMs]. */
-export type LeaseReply = [number, string, number, number, number, number, number];
+/** The lease script's reply: [grant, epoch, confirmed, committed, leaseSlot, slotMs, ttlMs, held]. */
+export type LeaseReply = [number, string, number, number, number, number, number, number];
 
 /**
  * How the hot callers reach the lease and apply scripts: the same Lua, the same replies, either
@@ -274,6 +304,7 @@ function leaseReply(reply: readonly unknown[]): LeaseReply {
     Number(reply[4]),
     Number(reply[5]),
     Number(reply[6]),
+    Number(reply[7] ?? 0),
   ];
 }
 

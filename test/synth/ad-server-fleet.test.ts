@@ -80,6 +80,7 @@ describe('example: an ad-server fleet in its own VPC', () => {
         tableName: () => 't',
         streamName: () => 's',
         redis: { nodes: 'n', mode: 'cluster', tls: true, iam: { userId: 'u', cacheName: 'c' } },
+        deploymentRegions: paceline.deploymentRegions,
       }),
     );
     expect(Object.keys(fleet.access.clientEnv).sort()).toEqual(expected.sort());
@@ -94,5 +95,8 @@ describe('example: an ad-server fleet in its own VPC', () => {
     expect(fleet.access.clientEnv.REDIS_IAM_USER).toBe('paceline-app');
     // The default stage's fleet reads the shard count from SSM (its policy allows exactly that).
     expect(fleet.access.clientEnv.PACER_SHARDS).toBeUndefined();
+    // The deployment's regions: with several, the client's guards lease within their allocation.
+    if (paceline.deploymentRegions.length > 1)
+      expect(fleet.access.clientEnv.PACELINE_REGIONS).toBe(paceline.deploymentRegions.join(','));
   });
 });

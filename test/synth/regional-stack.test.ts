@@ -457,6 +457,20 @@ describe('pacer in the stack (derived from the region description)', () => {
         }),
       },
     });
+    // Several regions: every pacer knows them all, in the deployment's order (its peers; the
+    // first is every plan's allocation home), and paces in strict allocations.
+    expect(deployment.regions.length).toBeGreaterThan(1);
+    for (const [i, stack] of stacks.entries()) {
+      expect(stack.deploymentRegions).toEqual(deployment.regions.map((r) => r.region));
+      (templates[i] as Template).hasResourceProperties('AWS::Lambda::Function', {
+        FunctionName: 'paceline-pacer',
+        Environment: {
+          Variables: Match.objectLike({
+            PACELINE_REGIONS: deployment.regions.map((r) => r.region).join(','),
+          }),
+        },
+      });
+    }
     t.hasResourceProperties('AWS::DynamoDB::GlobalTable', {
       TableName: 'paceline-budgets',
       GlobalSecondaryIndexes: [

@@ -31,7 +31,7 @@ function seriesStyle(name, colorIndex) {
     case 'target':
       return {
         chart: `spend:${id}`,
-        label: 'target E(t)',
+        label: 'target E(t) (region share)',
         color: COLORS[4],
         dash: [6, 4],
         scale: dollars,
@@ -90,13 +90,23 @@ function regionSection(region) {
     grid.append(card);
     charts.set(`${region}/${key}`, newChart(canvas, key));
   }
+  const publishing = el('div', { class: 'card' });
+  publishing.append(
+    el('h3', {}, 'Publish switch'),
+    el('p', { id: `switch-${region}`, class: 'switch' }, '–'),
+    el(
+      'p',
+      { class: 'note' },
+      'Which region’s pacer publishes into this region’s cache (SSM publisher-region; its version is the fence’s generation). `paceline failover` / `failback` move it.',
+    ),
+  );
   // The tables span the whole row: beside a chart, 9 columns of campaign ids, dollars and ages
   // did not fit a 1400 px window (the multiplier and params columns were cut off).
   const leaders = el('div', { class: 'card wide' });
   leaders.append(el('h3', {}, 'Leader per shard'), el('table', { id: `shards-${region}` }));
   const campaigns = el('div', { class: 'card wide' });
   campaigns.append(el('h3', {}, 'Top campaigns now'), el('table', { id: `campaigns-${region}` }));
-  grid.append(leaders, campaigns);
+  grid.append(publishing, leaders, campaigns);
   section.append(grid, el('div', { class: 'errors', id: `errors-${region}` }));
   document.getElementById('regions').append(section);
   return section;
@@ -122,7 +132,7 @@ function spendChart(region, campaign) {
     el(
       'p',
       { class: 'note' },
-      'Solid: confirmed spend (live counters). Dashed: E(t) published for the campaign plan.',
+      'Solid: confirmed spend (live counters). Dashed: E(t) published for the campaign plan — it ends at this region’s share of the budget.',
     ),
   );
   document.getElementById(`spend-${region}`).append(card);
@@ -184,11 +194,34 @@ function cell(v) {
   return v === null || v === undefined ? '–' : String(v);
 }
 
+/** The publish switch of a region: who publishes into its cache, its version, since when. */
+function renderSwitch(sample) {
+  const p = sample.publishSwitch;
+  const node = document.getElementById(`switch-${sample.region}`);
+  if (!p || p.publisherRegion === null) {
+    node.textContent = 'publisher-region parameter missing';
+    return;
+  }
+  const who = p.publisherRegion === p.region ? 'its own pacer' : `${p.publisherRegion}’s pacer (failed over)`;
+  const since = p.sinceMs === null ? '' : ` · since ${fmtTime(p.sinceMs)} UTC`;
+  node.textContent = `cache of ${p.region} ← published by ${who} · version ${cell(p.version)}${since}`;
+}
+
 function renderTables(sample) {
+  renderSwitch(sample);
   const shards = document.getElementById(`shards-${sample.region}`);
   shards.replaceChildren();
   const head = el('tr');
-  for (const h of ['shard', 'leader', 'epoch', 'last tick', 'age', 'override', 'publisher'])
+  for (const h of [
+    'shard',
+    'lease holder',
+    'epoch',
+    'last tick',
+    'age',
+    'override',
+    'publishing region',
+    'publisher',
+  ])
     head.append(el('th', {}, h));
   shards.append(head);
   for (const s of sample.shards) {
@@ -197,16 +230,23 @@ function renderTables(sample) {
     tr.append(el('td', s.leader === null ? { class: 'none' } : {}, s.leader === null ? 'none' : s.leader));
     tr.append(el('td', {}, cell(s.epoch)), el('td', {}, cell(s.lastTick)));
     tr.append(el('td', {}, s.ageMs === null ? '–' : `${(s.ageMs / 1000).toFixed(1)} s`));
-    tr.append(el('td', {}, cell(s.override)), el('td', {}, cell(s.publisher)));
+    tr.append(el('td', {}, cell(s.override)), el('td', {}, cell(s.publishingRegion)));
+    tr.append(el('td', {}, cell(s.publisher)));
     shards.append(tr);
   }
   const campaigns = document.getElementById(`campaigns-${sample.region}`);
   campaigns.replaceChildren();
   const ch = el('tr');
+  // The plan's budget, this region's share of it (what its pacer aims at: soft) and its
+  // allocation (what its guards may lease: hard), labelled apart.
   for (const h of [
     'campaign',
     'day',
-    'budget $',
+    'budget $ (plan)',
+    'share $ (region, soft)',
+    'allocation $ (region, cap)',
+    'allocated until',
+    'authority',
     'spent $',
     'target $',
     'in flight $',
@@ -223,6 +263,10 @@ function renderTables(sample) {
       c.campaignId,
       c.day,
       money(c.budgetMicros),
+      money(c.shareMicros),
+      money(c.allocationMicros),
+      c.allocationUntilMs === null ? '–' : fmtTime(c.allocationUntilMs),
+      c.authority === null ? '–' : `${c.authority.home} (fence ${c.authority.fence})`,
       money(c.spentMicros),
       money(c.targetMicros),
       money(c.inFlightMicros),

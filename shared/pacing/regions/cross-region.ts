@@ -23,9 +23,11 @@ import {
 } from '@aws-sdk/client-elasticache';
 import { connectRedis, type RedisClient, type RedisConfig } from '../../redis/connect.js';
 import { cacheReplicationGroupId } from '../../region/resources.js';
-import type { Clock } from '../../time/clock.js';
+import { type Clock, systemClock } from '../../time/clock.js';
 import type { LeaseView } from '../lease.js';
 import type { ControlHandle, LeaseHandle, ShardPacer, TickOutcome } from '../pacer.js';
+import type { AllocationAuthority, AuthorityTickOutcome } from './allocation-authority.js';
+import type { RegionSpendView } from './region-spend-items.js';
 
 /** Thrown when a peer region's cache cannot be found or described. */
 export class PeerCacheDiscoveryError extends Error {
@@ -152,6 +154,16 @@ export interface PeerTarget {
   readonly pacer: (redis: RedisClient) => ShardPacer;
 }
 
+/**
+ * The home step of strict allocations (`allocation-authority.ts`), run once per tick by the
+ * shard's lease holder after the own cache's tick (whose load read the table this tick).
+ */
+export interface AuthorityTarget {
+  readonly authority: AllocationAuthority;
+  /** The table as the own cache's tick read it. */
+  view(): RegionSpendView;
+}
+
 /** Options of {@link RegionalShardPacer}. */
 export interface RegionalShardPacerOptions {
   /** This region's name. */
@@ -160,6 +172,9 @@ export interface RegionalShardPacerOptions {
   readonly own: ShardPacer;
   readonly peers: readonly PeerTarget[];
   readonly caches: PeerCaches;
+  /** Strict allocations: this region's home step. @default none */
+  readonly authority?: AuthorityTarget;
+  readonly clock?: Clock;
 }
 
 /** What a peer cache did this tick. */
@@ -188,7 +203,7 @@ export class RegionalShardPacer {
   async runTick(
     tick: number,
     who: RegionalTickIdentity,
-  ): Promise<{ own: TickOutcome; peers: PeerTickOutcome[] }> {
+  ): Promise<{ own: TickOutcome; peers: PeerTickOutcome[]; authority?: AuthorityTickOutcome }> {
     // One lease renewal per tick, whatever the number of caches.
     let view: Promise<LeaseView> | undefined;
     const lease: LeaseHandle = {
@@ -205,7 +220,18 @@ export class RegionalShardPacer {
       this.options.own.runTick(tick, { ...who, lease }),
       Promise.all(this.options.peers.map((p) => this.peerTick(p, tick, who, lease))),
     ]);
-    return { own, peers };
+    const target = this.options.authority;
+    const now = (this.options.clock ?? systemClock).now();
+    // The lease holder alone allocates, whether or not this region's cache is failed over.
+    if (!target || own.sharing?.loaded !== true || !who.lease.heldAt(now)) return { own, peers };
+    const authority = await target.authority.step({
+      nowMs: now,
+      tick,
+      view: target.view(),
+      epoch: who.lease.epoch,
+      writer: who.publisherId,
+    });
+    return { own, peers, authority };
   }
 
   private async peerTick(

@@ -3,20 +3,32 @@
  * into the `region-spend` global table, computes this cache region's share of every plan-day
  * (`shares.ts`), and — when this pacer published the tick — writes the cache region's own
  * summary. The pacer passes the shares to the controller as `budgetMicros`, so the published E(t),
- * and with it every guard of the region (`publishedCurve`), caps at the share.
+ * and with it every guard of the region (`publishedCurve`), aims at the share.
  *
- * Item per (shard, cache region): pk `<N>:<shard>`, sk = the region whose cache (and live
- * counters) the summary describes; `plans` = JSON `{"<scope>:<planId>|<day>": [spentMicros,
- * demandMicrosPerSec]}`, `tick`, `atMs`, `writer` (publisher id). Only the pacer publishing into a
- * region's cache writes that region's item (the fence makes it one per tick), so global tables'
+ * With strict allocations (several regions) the share is the soft split and the allocation the
+ * hard cap: before writing the summary, the publisher runs the region's allocation step
+ * (`region-allocations.ts`, which writes the caps into Redis first) and writes its mailbox entries
+ * with the summary; while some region's demand is not measured yet, the share aims at everything
+ * left (`optimistic`). Items and parts: `region-spend-items.ts`. Only the pacer publishing into a
+ * region's cache writes that region's items (the fence makes it one per tick), so global tables'
  * last-writer-wins never merges two regions' figures.
  */
-import { ConditionalCheckFailedException, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { DynamoDBDocumentClient, PutCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { ResolvedPlan } from '../../budget/model.js';
 import type { DayWindow } from '../../budget/time-zone.js';
 import { pacerShardKey } from '../shard.js';
-import type { PlanSpendSnapshot } from '../types.js';
+import { evaluateCurve, type PlanPacingParams, type PlanSpendSnapshot } from '../types.js';
+import type { AllocationTickOutcome, RegionAllocations } from './region-allocations.js';
+import {
+  EMPTY_VIEW,
+  ownerOfSk,
+  partSk,
+  type RegionSpendStore,
+  type RegionSpendView,
+  splitParts,
+  viewOf,
+} from './region-spend-items.js';
+import { dynamoRegionSpendStore } from './region-spend-store.js';
 import {
   DemandWindow,
   type PeerFigures,
@@ -33,6 +45,16 @@ export interface SharedPlanDay {
   readonly field: string;
   readonly plan: ResolvedPlan;
   readonly day: DayWindow;
+  /** The plan-day's live-spend state key. */
+  readonly spendKey: string;
+}
+
+/** What {@link RegionSharing.record} did. */
+export interface SharingRecord {
+  readonly ok: boolean;
+  readonly error?: string;
+  /** The allocation step, when this pacer published (strict: caps written, mailbox reported). */
+  readonly allocation?: Omit<AllocationTickOutcome, 'mailboxes'>;
 }
 
 /** The hook the shard pacer calls (absent: single region, every plan gets its whole budget). */
@@ -43,23 +65,25 @@ export interface RegionSharing {
   budgets(plans: readonly SharedPlanDay[], spend: readonly PlanSpendSnapshot[], nowMs: number): number[];
   /**
    * After the controller step: feeds the demand estimate (every instance, to stay warm) and, when
-   * `publish`, writes the cache region's summary. Never throws.
+   * `publish`, runs the allocation step and writes the cache region's summary. Never throws.
    */
   record(
     plans: readonly SharedPlanDay[],
     spend: readonly PlanSpendSnapshot[],
-    gains: readonly number[],
+    params: readonly PlanPacingParams[],
     nowMs: number,
     tick: number,
     publish: { readonly writer: string } | undefined,
-  ): Promise<{ ok: boolean; error?: string }>;
+  ): Promise<SharingRecord>;
 }
 
 /** Options of {@link RegionShares}. */
 export interface RegionSharesOptions {
-  readonly dynamodb: DynamoDBClient;
+  /** The table (default: DynamoDB `tableName` through `dynamodb`). */
+  readonly store?: RegionSpendStore;
+  readonly dynamodb?: DynamoDBClient;
   /** The `region-spend` table (its replica in the pacer's own region). */
-  readonly tableName: string;
+  readonly tableName?: string;
   readonly shard: number;
   readonly shards: number;
   /** The region whose cache this pacer computes for (its own, or a peer after a failover). */
@@ -67,6 +91,12 @@ export interface RegionSharesOptions {
   readonly tickMs: number;
   /** @default defaultShareConfig */
   readonly config?: Partial<ShareConfig>;
+  /** The cache region's allocation step (strict: caps and mailbox; off: stale caps removed). */
+  readonly allocations?: RegionAllocations;
+  /** Every region of the deployment (strict: a region with no figure yet is not measured). */
+  readonly regions?: readonly string[];
+  /** Strict: a peer whose item is older than this weighs no demand (it is not pacing). */
+  readonly stalePeerMs?: number;
 }
 
 interface PlanDayMemory {
@@ -78,57 +108,82 @@ interface PlanDayMemory {
 
 /** Region shares of one shard for one cache region, backed by the `region-spend` global table. */
 export class RegionShares implements RegionSharing {
-  private readonly doc: DynamoDBDocumentClient;
+  private readonly store: RegionSpendStore;
   private readonly config: ShareConfig;
   private readonly pk: string;
   /** Peers' figures per plan-day key, from the last successful load. */
   private peers = new Map<string, PeerFigures[]>();
+  /** Plan-day keys some peer has not measured a demand for yet. */
+  private peersUnmeasured = new Set<string>();
   /** This cache region's own item as last read (a new process's demand before it has samples). */
-  private ownStored = new Map<string, [number, number]>();
+  private ownStored = new Map<string, { spent: number; demand: number; measured: boolean }>();
   private readonly memory = new Map<string, PlanDayMemory>();
+  /** Parts of the own item last written (a shrink deletes the parts beyond). */
+  private ownParts: number | undefined;
   /** Ages of the peers' items at the last load (ms), for status and tests. */
   peerAgesMs = new Map<string, number>();
+  /** The table as the last load read it (the allocation authority reads it too). */
+  view: RegionSpendView = EMPTY_VIEW;
 
   constructor(private readonly options: RegionSharesOptions) {
-    this.doc = DynamoDBDocumentClient.from(options.dynamodb);
+    if (options.store) this.store = options.store;
+    else {
+      if (!options.dynamodb || !options.tableName)
+        throw new Error('RegionShares needs a store, or dynamodb and tableName.');
+      this.store = dynamoRegionSpendStore(options.dynamodb, options.tableName);
+    }
     this.config = shareConfig(options.config);
     this.pk = pacerShardKey(options.shard, options.shards);
   }
 
+  /** The pk of the shard's items. */
+  get partitionKey(): string {
+    return this.pk;
+  }
+
+  private get strict(): boolean {
+    return this.options.allocations?.mode === 'strict';
+  }
+
   async load(nowMs: number): Promise<{ ok: boolean; error?: string }> {
     try {
+      const items = await this.store.query(this.pk);
+      const view = viewOf(items);
       const peers = new Map<string, PeerFigures[]>();
-      const own = new Map<string, [number, number]>();
+      const unmeasured = new Set<string>();
+      const own = new Map<string, { spent: number; demand: number; measured: boolean }>();
       const ages = new Map<string, number>();
-      let start: Record<string, unknown> | undefined;
-      do {
-        const out = await this.doc.send(
-          new QueryCommand({
-            TableName: this.options.tableName,
-            KeyConditionExpression: 'pk = :pk',
-            ExpressionAttributeValues: { ':pk': this.pk },
-            ConsistentRead: true,
-            ...(start ? { ExclusiveStartKey: start } : {}),
-          }),
-        );
-        for (const item of out.Items ?? []) {
-          const region = String(item.sk);
-          const plans = parsePlans(item.plans);
-          ages.set(region, nowMs - Number(item.atMs ?? 0));
-          for (const [key, [spent, demand]] of plans) {
-            if (region === this.options.cacheRegion) own.set(key, [spent, demand]);
-            else {
-              const list = peers.get(key) ?? [];
-              peers.set(key, list);
-              list.push({ region, spentMicros: spent, demandMicrosPerSec: demand });
-            }
+      for (const [region, record] of view.regions) {
+        ages.set(region, nowMs - record.atMs);
+        for (const [key, f] of record.plans) {
+          if (region === this.options.cacheRegion) {
+            own.set(key, { spent: f.spentMicros, demand: f.demandMicrosPerSec, measured: f.measured });
+            continue;
           }
+          const list = peers.get(key) ?? [];
+          peers.set(key, list);
+          // Strict: a peer that stopped reporting is not pacing (its lease runs out, its
+          // allocation comes back): its spend counts, its last demand figure no longer weighs.
+          const stale =
+            this.strict && nowMs - record.atMs > (this.options.stalePeerMs ?? Number.POSITIVE_INFINITY);
+          list.push({
+            region,
+            spentMicros: f.spentMicros,
+            demandMicrosPerSec: stale ? 0 : f.demandMicrosPerSec,
+          });
+          if (!f.measured && !stale) unmeasured.add(key);
         }
-        start = out.LastEvaluatedKey;
-      } while (start);
+      }
+      this.view = view;
       this.peers = peers;
+      this.peersUnmeasured = unmeasured;
       this.ownStored = own;
       this.peerAgesMs = ages;
+      const ownParts = items.filter((i) => {
+        const owner = ownerOfSk(String(i.sk));
+        return owner.kind === 'region' && owner.name === this.options.cacheRegion;
+      }).length;
+      this.ownParts ??= ownParts > 0 ? ownParts : undefined;
       return { ok: true };
     } catch (error) {
       return { ok: false, error: (error as Error).message };
@@ -137,6 +192,7 @@ export class RegionShares implements RegionSharing {
 
   budgets(plans: readonly SharedPlanDay[], spend: readonly PlanSpendSnapshot[], nowMs: number): number[] {
     const out: number[] = new Array(plans.length);
+    const others = Math.max(0, (this.options.regions?.length ?? 1) - 1);
     for (let i = 0; i < plans.length; i++) {
       const p = plans[i] as SharedPlanDay;
       const key = planDayKey(p);
@@ -145,17 +201,25 @@ export class RegionShares implements RegionSharing {
       const ownSpent = spentOf(s);
       // The smallest own figure a peer may hold: those this process published within the window
       // and the one in the table now (a predecessor's, after a leader change).
-      const stored = this.ownStored.get(key)?.[1];
+      const stored = this.ownStored.get(key);
+      const storedDemand = stored?.measured === false ? undefined : stored?.demand;
       const mine = m.published.min(nowMs) ?? m.demand.demandMicrosPerSec();
-      const ownDemand = Math.min(mine ?? Number.POSITIVE_INFINITY, stored ?? Number.POSITIVE_INFINITY);
+      const ownDemand = Math.min(mine ?? Number.POSITIVE_INFINITY, storedDemand ?? Number.POSITIVE_INFINITY);
+      const peers = this.peers.get(key) ?? [];
+      // Strict: the allocation caps, so until every region measured its demand the share aims at
+      // everything left rather than an equal split.
+      const optimistic =
+        this.strict &&
+        (!Number.isFinite(ownDemand) || this.peersUnmeasured.has(key) || peers.length < others);
       const decision = regionShare(
         {
           budgetMicros: p.plan.dailyBudgetMicros,
           dayLengthMs: p.day.endMs - p.day.startMs,
           ownSpentMicros: ownSpent,
           ownDemandMicrosPerSec: Number.isFinite(ownDemand) ? ownDemand : 0,
-          peers: this.peers.get(key) ?? [],
+          peers,
           ...(m.share === undefined ? {} : { previousMicros: m.share }),
+          ...(optimistic ? { optimistic } : {}),
         },
         this.config,
       );
@@ -174,50 +238,125 @@ export class RegionShares implements RegionSharing {
   async record(
     plans: readonly SharedPlanDay[],
     spend: readonly PlanSpendSnapshot[],
-    gains: readonly number[],
+    params: readonly PlanPacingParams[],
     nowMs: number,
     tick: number,
     publish: { readonly writer: string } | undefined,
-  ): Promise<{ ok: boolean; error?: string }> {
-    const summary: Record<string, [number, number]> = {};
+  ): Promise<SharingRecord> {
+    const members: [string, string][] = [];
+    const unmeasured: string[] = [];
+    const demands: (number | undefined)[] = new Array(plans.length);
     for (let i = 0; i < plans.length; i++) {
       const p = plans[i] as SharedPlanDay;
       const key = planDayKey(p);
       const m = this.memoryOf(key);
       const spent = spentOf(spend[i] as PlanSpendSnapshot);
-      m.demand.observe(nowMs, spent, gains[i] ?? 1);
+      const q = params[i] as PlanPacingParams | undefined;
+      const heldBack = this.strict ? (spend[i] as PlanSpendSnapshot).alloc?.ac : undefined;
+      m.demand.observe(nowMs, spent, q ? q.throttle * q.bidMultiplier : 1, heldBack);
       const estimate = m.demand.demandMicrosPerSec();
+      const stored = this.ownStored.get(key);
       // Three decimals are plenty for a weight and keep the item small.
-      const demand = Math.round((estimate ?? this.ownStored.get(key)?.[1] ?? 0) * 1000) / 1000;
-      summary[key] = [spent, demand];
+      const demand = Math.round((estimate ?? stored?.demand ?? 0) * 1000) / 1000;
+      const measured = estimate !== undefined || stored?.measured === true;
+      demands[i] = measured ? demand : undefined;
+      if (!measured) unmeasured.push(key);
+      members.push([key, `${JSON.stringify(key)}:[${spent},${demand}]`]);
       // Only a measured figure enters the minimum: a process without samples yet republishes what
       // the table holds (or 0 at the very start, when every region weighs the same).
       if (publish && estimate !== undefined) m.published.publish(nowMs, demand);
     }
     this.forgetEndedDays(plans);
     if (!publish) return { ok: true };
+    let allocation: AllocationTickOutcome | undefined;
+    if (this.options.allocations) {
+      allocation = await this.options.allocations.apply({
+        plans,
+        spend,
+        expectedAt: (i, atMs) => {
+          const q = params[i] as PlanPacingParams | undefined;
+          return q ? evaluateCurve(q.curve, atMs) : 0;
+        },
+        demands,
+        nowMs,
+        view: this.view,
+      });
+    }
+    const { mailboxes: written, ...allocationSummary } = allocation ?? { mailboxes: undefined };
+    const mailboxes = this.strict ? written : undefined;
     try {
-      await this.doc.send(
-        new PutCommand({
-          TableName: this.options.tableName,
-          Item: {
-            pk: this.pk,
-            sk: this.options.cacheRegion,
-            plans: JSON.stringify(summary),
-            tick,
-            atMs: nowMs,
-            writer: publish.writer,
-          },
-          // Ticks only move forward in one replica (a late duplicate never overwrites a newer tick).
-          ConditionExpression: 'attribute_not_exists(pk) OR #t < :t',
-          ExpressionAttributeNames: { '#t': 'tick' },
-          ExpressionAttributeValues: { ':t': tick },
-        }),
+      await this.writeParts(
+        members,
+        mailboxes,
+        new Set(this.strict ? unmeasured : []),
+        nowMs,
+        tick,
+        publish.writer,
       );
-      return { ok: true };
+      return {
+        ok: allocation?.error === undefined,
+        ...(allocation?.error ? { error: allocation.error } : {}),
+        ...(allocation ? { allocation: allocationSummary as SharingRecord['allocation'] } : {}),
+      };
     } catch (error) {
-      if (error instanceof ConditionalCheckFailedException) return { ok: true };
-      return { ok: false, error: (error as Error).message };
+      return {
+        ok: false,
+        error: (error as Error).message,
+        ...(allocation ? { allocation: allocationSummary as SharingRecord['allocation'] } : {}),
+      };
+    }
+  }
+
+  /** Writes the cache region's item(s): the summary, the mailbox, split in parts by plan hash. */
+  private async writeParts(
+    members: readonly [string, string][],
+    mailboxes: ReadonlyMap<string, readonly unknown[]> | undefined,
+    unmeasured: ReadonlySet<string>,
+    nowMs: number,
+    tick: number,
+    writer: string,
+  ): Promise<void> {
+    const region = this.options.cacheRegion;
+    const mailboxJson = members.map(([key]) => {
+      const mb = mailboxes?.get(key);
+      return mb ? `${JSON.stringify(key)}:${JSON.stringify(mb)}` : undefined;
+    });
+    const parts = splitParts(
+      members.map(([key, json], i) => [key, json.length + (mailboxJson[i]?.length ?? 0)] as const),
+    );
+    const n = parts.length;
+    await Promise.all(
+      parts.map((indexes, part) => {
+        const plans: string[] = [];
+        const alloc: string[] = [];
+        const um: string[] = [];
+        for (const i of indexes) {
+          const [key, json] = members[i] as [string, string];
+          plans.push(json);
+          const mb = mailboxJson[i];
+          if (mb !== undefined) alloc.push(mb);
+          if (unmeasured.has(key)) um.push(key);
+        }
+        return this.store.put({
+          pk: this.pk,
+          sk: partSk(region, part, n),
+          plans: `{${plans.join(',')}}`,
+          ...(mailboxes ? { alloc: `{${alloc.join(',')}}` } : {}),
+          ...(um.length > 0 ? { um: JSON.stringify(um) } : {}),
+          tick,
+          atMs: nowMs,
+          writer,
+          parts: n,
+        });
+      }),
+    );
+    // Parts beyond a shrunk count would be read as lagging entries: delete them.
+    const before = this.ownParts ?? n;
+    this.ownParts = n;
+    if (before > n) {
+      const stale = before === 1 ? [region] : Array.from({ length: before }, (_, p) => `${region}#${p}`);
+      const keep = new Set(parts.map((_, p) => partSk(region, p, n)));
+      await Promise.all(stale.filter((sk) => !keep.has(sk)).map((sk) => this.store.delete(this.pk, sk)));
     }
   }
 
@@ -225,7 +364,7 @@ export class RegionShares implements RegionSharing {
     let m = this.memory.get(key);
     if (!m) {
       m = {
-        demand: new DemandWindow(this.config.demandWindowTicks),
+        demand: new DemandWindow(this.config.demandWindowTicks, this.config.demandWindowMaxTicks),
         published: new PublishedMinimum(this.config.maxReplicationLagMs + this.options.tickMs),
       };
       this.memory.set(key, m);
@@ -249,25 +388,4 @@ export function planDayKey(p: Pick<SharedPlanDay, 'field' | 'day'>): string {
 /** What a region has committed of a plan-day: confirmed + in flight + leased floats. */
 export function spentOf(s: PlanSpendSnapshot): number {
   return s.confirmedMicros + s.inFlightMicros + s.leasedMicros;
-}
-
-/** Parses a summary's `plans`; a malformed entry is skipped (it cannot be guessed at). */
-function parsePlans(raw: unknown): Map<string, [number, number]> {
-  const out = new Map<string, [number, number]>();
-  if (typeof raw !== 'string') return out;
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(raw);
-  } catch {
-    return out;
-  }
-  if (!parsed || typeof parsed !== 'object') return out;
-  for (const [key, v] of Object.entries(parsed as Record<string, unknown>)) {
-    if (!Array.isArray(v) || v.length !== 2) continue;
-    const [spent, demand] = v as [unknown, unknown];
-    if (typeof spent !== 'number' || typeof demand !== 'number') continue;
-    if (!Number.isFinite(spent) || !Number.isFinite(demand) || spent < 0 || demand < 0) continue;
-    out.set(key, [spent, demand]);
-  }
-  return out;
 }

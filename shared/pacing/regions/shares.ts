@@ -46,6 +46,12 @@ export interface ShareConfig {
   readonly maxReplicationLagMs: number;
   /** Ticks in the demand window (a vanished region's demand is 0 after this many). @default 3 */
   readonly demandWindowTicks: number;
+  /**
+   * A sparse plan-day (fewer than half of its ticks carry spend: a few impressions a minute or
+   * less) reads its demand over this many ticks: in 3 ticks it would read 0 or one impression's
+   * price, and its budget would be split at random. @default 60 (10 minutes of 10 s ticks)
+   */
+  readonly demandWindowMaxTicks: number;
 }
 
 /** The defaults of {@link ShareConfig}. */
@@ -55,6 +61,7 @@ export const defaultShareConfig: ShareConfig = {
   lowerQuantum: 0.002,
   maxReplicationLagMs: 5_000,
   demandWindowTicks: 3,
+  demandWindowMaxTicks: 60,
 };
 
 /** Thrown for a share setting out of range. */
@@ -81,6 +88,12 @@ export function shareConfig(overrides: Partial<ShareConfig> = {}): ShareConfig {
     Number.isInteger(c.demandWindowTicks) && c.demandWindowTicks >= 1,
     'an integer ≥ 1',
   );
+  check(
+    'demandWindowMaxTicks',
+    Number.isInteger(c.demandWindowMaxTicks) && c.demandWindowMaxTicks >= c.demandWindowTicks,
+    'an integer ≥ demandWindowTicks',
+  );
+
   return c;
 }
 
@@ -103,6 +116,12 @@ export interface ShareInput {
   readonly peers: readonly PeerFigures[];
   /** The share in force (last tick's), for the quantisation. */
   readonly previousMicros?: number;
+  /**
+   * Strict allocations only (the allocation, not the share, is the hard cap): while some
+   * region's demand is not measured yet, this region aims at everything left (weight 1) instead
+   * of an equal split that would halve a busy region's target at a plan-day's start.
+   */
+  readonly optimistic?: boolean;
 }
 
 /** What {@link regionShare} decided. */
@@ -129,7 +148,7 @@ export function regionShare(input: ShareInput, config: ShareConfig = defaultShar
     total += Math.max(0, p.demandMicrosPerSec) + floor;
   }
   const remaining = Math.max(0, B - spent);
-  const weight = total > 0 ? ownWeight / total : 1;
+  const weight = input.optimistic ? 1 : total > 0 ? ownWeight / total : 1;
   const raw = Math.min(B, Math.floor(own + weight * remaining));
   const prev = input.previousMicros;
   if (prev !== undefined && prev >= own && prev <= B) {
@@ -150,6 +169,8 @@ interface DemandSample {
   readonly spentMicros: number;
   /** throttle × bid multiplier in force from this sample until the next (e^u of the controller). */
   readonly gain: number;
+  /** The interval ending here was held back by the region's allocation: it says nothing of demand. */
+  readonly censored: boolean;
 }
 
 /**
@@ -157,34 +178,76 @@ interface DemandSample {
  * `windowTicks` intervals (what it would spend at throttle 1 and multiplier 1, the controller's
  * own estimator applied to a short window), micros per second. Spend paced down by a small share
  * still shows the region's traffic, so the split follows traffic, not the previous split.
+ *
+ * A sparse plan-day — fewer than half of the intervals before its latest run of spendless ones
+ * carry spend (a few impressions a minute or less: a $1 or $5 budget) — reads over the last
+ * `maxTicks` intervals: three ticks of it hold nothing or one impression. A dense one keeps the
+ * short window, so when its traffic vanishes (a run of spendless intervals after dense ones) its
+ * demand reads 0 within `windowTicks`.
  */
 export class DemandWindow {
   private readonly samples: DemandSample[] = [];
+  private readonly maxTicks: number;
 
-  constructor(private readonly windowTicks: number) {}
-
-  /** Adds this tick's spend and the gain published for the coming interval. */
-  observe(atMs: number, spentMicros: number, gain: number): void {
-    const last = this.samples.at(-1);
-    if (last && atMs <= last.atMs) return;
-    this.samples.push({ atMs, spentMicros, gain: Math.max(0, gain) });
-    while (this.samples.length > this.windowTicks + 1) this.samples.shift();
+  constructor(
+    private readonly windowTicks: number,
+    maxTicks = windowTicks,
+  ) {
+    this.maxTicks = Math.max(windowTicks, maxTicks);
   }
 
-  /** The estimate; undefined before two samples. */
+  /**
+   * Adds this tick's spend and the gain published for the coming interval. `heldBackAtMs`: when
+   * the region's allocation last held a lease back (strict allocations); an interval it falls in
+   * is left out of the estimate.
+   */
+  observe(atMs: number, spentMicros: number, gain: number, heldBackAtMs?: number): void {
+    const last = this.samples.at(-1);
+    if (last && atMs <= last.atMs) return;
+    const censored = last !== undefined && heldBackAtMs !== undefined && heldBackAtMs > last.atMs;
+    this.samples.push({ atMs, spentMicros, gain: Math.max(0, gain), censored });
+    while (this.samples.length > this.maxTicks + 1) this.samples.shift();
+  }
+
+  /** The estimate; undefined before two samples, or when every interval was held back. */
   demandMicrosPerSec(): number | undefined {
     if (this.samples.length < 2) return undefined;
-    let spend = 0;
-    let exposure = 0;
-    for (let i = 1; i < this.samples.length; i++) {
+    // Intervals newest first (uncensored: spend capped by the allocation shows the cap, not the
+    // traffic — a region stalled at its cap would read 0 and never ask for more).
+    const intervals: { spend: number; exposure: number }[] = [];
+    for (let i = this.samples.length - 1; i >= 1; i--) {
       const a = this.samples[i - 1] as DemandSample;
       const b = this.samples[i] as DemandSample;
-      spend += Math.max(0, b.spentMicros - a.spentMicros);
-      // A gain of 0 (nothing bid) says nothing about demand: floor it so a region whose share was
-      // cut to nothing still reports the traffic it sees once it may bid again.
-      exposure += Math.max(a.gain, 1e-4) * ((b.atMs - a.atMs) / 1000);
+      if (b.censored) continue;
+      intervals.push({
+        spend: Math.max(0, b.spentMicros - a.spentMicros),
+        // A gain of 0 (nothing bid) says nothing about demand: floor it so a region whose share
+        // was cut to nothing still reports the traffic it sees once it may bid again.
+        exposure: Math.max(a.gain, 1e-4) * ((b.atMs - a.atMs) / 1000),
+      });
+    }
+    if (intervals.length === 0) return undefined;
+    const use = this.sparse(intervals) ? intervals.length : Math.min(this.windowTicks, intervals.length);
+    let spend = 0;
+    let exposure = 0;
+    for (let i = 0; i < use; i++) {
+      const x = intervals[i] as { spend: number; exposure: number };
+      spend += x.spend;
+      exposure += x.exposure;
     }
     return exposure > 0 ? spend / exposure : 0;
+  }
+
+  /** Fewer than half of the intervals before the latest spendless run carry spend. */
+  private sparse(newestFirst: readonly { spend: number }[]): boolean {
+    if (this.maxTicks <= this.windowTicks) return false;
+    let i = 0;
+    while (i < newestFirst.length && (newestFirst[i] as { spend: number }).spend === 0) i++;
+    let withSpend = 0;
+    for (let k = i; k < newestFirst.length; k++)
+      if ((newestFirst[k] as { spend: number }).spend > 0) withSpend++;
+    const n = newestFirst.length - i;
+    return n > 0 && withSpend * 2 < n;
   }
 }
 

@@ -16,8 +16,13 @@ import type { PacingController } from '../controller/api.js';
 import { ShardPacer, type ShardPacerOptions } from '../pacer.js';
 import { pacerShardKey } from '../shard.js';
 import { rawSpendSource, type SpendSource } from '../spend-source.js';
+import { AllocationAuthority, type AllocationAuthorityOptions } from './allocation-authority.js';
+import { type AllocationConfig, allocationConfig } from './allocation-config.js';
 import { PeerCaches, RegionalShardPacer } from './cross-region.js';
+import { ledgerConfirmedOf } from './ledger-confirmed.js';
+import { RegionAllocations } from './region-allocations.js';
 import { RegionShares } from './region-shares.js';
+import { dynamoRegionSpendStore } from './region-spend-store.js';
 import type { ShareConfig } from './shares.js';
 
 /** A peer region's API clients (SSM for its switch, ElastiCache for its cache endpoint). */
@@ -53,6 +58,20 @@ export interface RegionalShardPacerDeps {
   readonly pacerOptions?: Pick<ShardPacerOptions, 'logMaxLen' | 'maxArgsPerBatch' | 'beforePublish'>;
   /** Full reload period of the budgets caches, ms. @default ShardBudgets' */
   readonly budgetsFullReloadMs?: number;
+  /**
+   * Every region of the deployment in `PACELINE_REGIONS` order (the first is the default home of
+   * every plan's allocation authority). @default this region alone (allocations off)
+   */
+  readonly regions?: readonly string[];
+  /** Allocation settings (docs/pacing.md, "Many regions"). @default strict with > 1 region */
+  readonly allocations?: Partial<Omit<AllocationConfig, 'regions'>>;
+  /**
+   * The spend-ledger table (this region's replica of the global table): what a lost region
+   * confirmed, for the reclaim of its allocation. Without it (or `confirmedOf`) nothing is reclaimed.
+   */
+  readonly spendLedgerTable?: string;
+  /** A region's confirmed spend of a plan-day (default: from `spendLedgerTable`). */
+  readonly confirmedOf?: AllocationAuthorityOptions['confirmedOf'];
   /** The deployment's SSM parameter root (`PARAMETER_ROOT`). @default the default names' */
   readonly parameterRoot?: string;
   /**
@@ -74,6 +93,10 @@ export interface RegionalShardPacerWiring {
   readonly control: PacerControl;
   /** The own cache's shares (status, tests). */
   readonly shares: RegionShares;
+  /** The allocation settings in force. */
+  readonly allocations: AllocationConfig;
+  /** This region's home step (strict allocations). */
+  readonly authority?: AllocationAuthority;
 }
 
 /** Builds {@link RegionalShardPacer} for one shard in one process. */
@@ -85,36 +108,71 @@ export function regionalShardPacer(d: RegionalShardPacerDeps): RegionalShardPace
       clock: d.clock,
       ...(d.budgetsFullReloadMs === undefined ? {} : { fullReloadMs: d.budgetsFullReloadMs }),
     });
-  const shares = (cacheRegion: string) =>
+  const allocations = allocationConfig(d.regions ?? [d.region], d.allocations);
+  const store = dynamoRegionSpendStore(d.dynamodb, d.regionSpendTable);
+  const shares = (cacheRegion: string, redis: RedisClient) =>
     new RegionShares({
-      dynamodb: d.dynamodb,
-      tableName: d.regionSpendTable,
+      store,
       shard: d.shard,
       shards: d.shards,
       cacheRegion,
       tickMs: d.tickMs,
+      regions: allocations.regions,
+      stalePeerMs: allocations.ackFreshMs,
+      allocations: new RegionAllocations({ redis, cacheRegion, config: allocations }),
       ...(d.shareConfig ? { config: d.shareConfig } : {}),
     });
-  const ownShares = shares(d.region);
-  const pacer = (redis: RedisClient, spend: SpendSource, sharing: RegionShares) =>
+  const ownShares = shares(d.region, d.redis);
+  const spendOf = (redis: RedisClient) =>
+    rawSpendSource(redis, {
+      allocations: allocations.mode,
+      ...(d.redisSilenceMs === undefined ? {} : { timeoutMs: d.redisSilenceMs }),
+    });
+  const pacer = (redis: RedisClient, spend: SpendSource, sharing: RegionShares, own = budgets()) =>
     new ShardPacer({
       shard: d.shard,
       region: d.region,
       redis,
       controller: d.controller,
-      budgets: budgets(),
+      budgets: own,
       spend,
       sharing,
       clock: d.clock,
       tickMs: d.tickMs,
       ...d.pacerOptions,
     });
-  const spendOf = (redis: RedisClient) =>
-    rawSpendSource(redis, d.redisSilenceMs === undefined ? {} : { timeoutMs: d.redisSilenceMs });
+  const ownBudgets = budgets();
+  const confirmedOf =
+    d.confirmedOf ??
+    (d.spendLedgerTable === undefined
+      ? undefined
+      : ledgerConfirmedOf({
+          client: d.dynamodb,
+          tableName: d.spendLedgerTable,
+          // An account's campaigns are all in its shard: the shard's budgets list them.
+          campaignsOfAccount: (accountId) =>
+            ownBudgets
+              .campaigns()
+              .filter((b) => b.account.accountId === accountId)
+              .map((b) => b.campaign.campaignId),
+        }));
+  const authority =
+    allocations.mode === 'strict'
+      ? new AllocationAuthority({
+          store,
+          region: d.region,
+          pk: ownShares.partitionKey,
+          config: allocations,
+          budgets: ownBudgets,
+          ...(confirmedOf ? { confirmedOf } : {}),
+        })
+      : undefined;
   const byRegion = new Map(d.peers.map((p) => [p.region, p]));
   const regional = new RegionalShardPacer({
     region: d.region,
-    own: pacer(d.redis, d.spend ?? spendOf(d.redis), ownShares),
+    own: pacer(d.redis, d.spend ?? spendOf(d.redis), ownShares, ownBudgets),
+    clock: d.clock,
+    ...(authority ? { authority: { authority, view: () => ownShares.view } } : {}),
     caches: new PeerCaches({
       clock: d.clock,
       ...(d.cache
@@ -139,7 +197,7 @@ export function regionalShardPacer(d: RegionalShardPacerDeps): RegionalShardPace
         switchRegion: { region: p.region, ssm: p.ssm },
         ...(d.parameterRoot ? { parameterRoot: d.parameterRoot } : {}),
       }),
-      pacer: (redis: RedisClient) => pacer(redis, spendOf(redis), shares(p.region)),
+      pacer: (redis: RedisClient) => pacer(redis, spendOf(redis), shares(p.region, redis)),
     })),
   });
   return {
@@ -152,5 +210,7 @@ export function regionalShardPacer(d: RegionalShardPacerDeps): RegionalShardPace
       ...(d.parameterRoot ? { parameterRoot: d.parameterRoot } : {}),
     }),
     shares: ownShares,
+    allocations,
+    ...(authority ? { authority } : {}),
   };
 }

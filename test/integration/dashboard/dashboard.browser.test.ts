@@ -1,9 +1,13 @@
 /**
- * The live dashboard in a real browser (Debian's chromium through playwright-core), against a
- * running local region: the `npm start` runtime (pacer, track-spend, ingest-actions as OS
- * processes, on a scaled-down minute), the dashboard server on its stores, and the demo's
- * traffic driver (`startDemoTraffic`, what `npm run demo` runs). The page must show curves with
- * data points that change over time; a screenshot is saved under `test-output/dashboard/`.
+ * The live dashboard in a real browser (Debian's chromium through playwright-core), against two
+ * running local regions: the `npm start` runtime (pacer, track-spend, ingest-actions as OS
+ * processes, on a scaled-down minute; strict allocations, as with several regions), the
+ * dashboard server on their stores, and the demo's traffic driver (`startDemoTraffic`, what
+ * `npm run demo` runs) in the first region. The page must show curves with data points that
+ * change over time, each region's publish switch, the plan's budget, the region's share and its
+ * allocation labelled apart, and the allocation authority; in its first minutes the demo answers
+ * no "no budget" its region's allocation caused to a campaign under 5 % of its budget. A screenshot is saved under
+ * `test-output/dashboard/`.
  */
 import { existsSync, mkdirSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -31,9 +35,11 @@ const CHROMIUM_ARGS = [
   '--disable-quic',
 ];
 const REGION = 'us-east-1';
+const PEER = 'us-west-2';
 const OUTPUT = join(repoRoot, 'test-output', 'dashboard');
 
 let runtime: RegionRuntime | undefined;
+let peer: RegionRuntime | undefined;
 let traffic: DemoTraffic | undefined;
 let dashboard: Dashboard | undefined;
 let browser: Browser | undefined;
@@ -44,8 +50,8 @@ beforeAll(async () => {
       `${CHROMIUM} not found: apt-get install -y chromium (.ci/run does), or set CHROMIUM_PATH.`,
     );
   }
-  [runtime] = (await startRuntime({
-    regions: [REGION],
+  [runtime, peer] = (await startRuntime({
+    regions: [REGION, PEER],
     redisMode: 'standalone',
     stateDir: tempDir('paceline-dashboard-'),
     functions: ['pacer', 'trackSpend', 'ingestActions'],
@@ -55,8 +61,8 @@ beforeAll(async () => {
     pacer: { shards: 2, instancesPerShard: 1, tickMs: 2_000, leaseTtlMs: 5_000 },
     functionOutput: 'ignore',
     extraEnv: { pacer: { POWERTOOLS_METRICS_DISABLED: 'true' } },
-  })) as [RegionRuntime];
-  await runtime.bundled;
+  })) as [RegionRuntime, RegionRuntime];
+  await Promise.all([runtime.bundled, peer.bundled]);
   const env = runtime.region.clientEnv;
   traffic = await startDemoTraffic({
     target: demoTargetFromEnv(env),
@@ -67,7 +73,14 @@ beforeAll(async () => {
     tickMs: 2_000,
     seed: 10,
   });
-  dashboard = await startDashboard({ regions: [{ region: REGION, env }], port: 0, intervalMs: 1_000 });
+  dashboard = await startDashboard({
+    regions: [
+      { region: REGION, env },
+      { region: PEER, env: peer.region.clientEnv },
+    ],
+    port: 0,
+    intervalMs: 1_000,
+  });
   browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS });
 }, 300_000);
 
@@ -76,6 +89,7 @@ afterAll(async () => {
   await dashboard?.stop();
   await traffic?.stop();
   await runtime?.stop();
+  await peer?.stop();
 });
 
 /**
@@ -181,11 +195,58 @@ describe('live dashboard in chromium', () => {
       return leaders.length === 2 && leaders.every((l) => l !== 'none') ? true : undefined;
     });
 
+    // The publish switch of each region: its own pacer publishes into its cache, version 1.
+    for (const region of [REGION, PEER]) {
+      const text = await page.textContent(`#switch-${region}`);
+      expect(text, region).toMatch(
+        new RegExp(
+          `^cache of ${region} ← published by its own pacer · version 1 · since \\d\\d:\\d\\d:\\d\\d UTC$`,
+        ),
+      );
+    }
+    // The plan's budget, the region's share and its allocation are labelled apart; the authority
+    // of every plan is the first region (fence 0); the allocation is written by the pacer.
+    const headers = await page.$$eval(`#campaigns-${REGION} th`, (ths) => ths.map((t) => t.textContent));
+    expect(headers).toEqual(
+      expect.arrayContaining([
+        'budget $ (plan)',
+        'share $ (region, soft)',
+        'allocation $ (region, cap)',
+        'authority',
+      ]),
+    );
+    const column = async (name: string) => {
+      const index = headers.indexOf(name) + 1;
+      return page.$$eval(`#campaigns-${REGION} tr td:nth-child(${index})`, (tds) =>
+        tds.map((t) => t.textContent),
+      );
+    };
+    await waitFor('allocations in the campaign table', 120_000, async () => {
+      const allocations = await column('allocation $ (region, cap)');
+      return allocations.length > 0 && allocations.every((a) => /^\d+\.\d\d$/.test(a ?? ''))
+        ? true
+        : undefined;
+    });
+    expect(new Set(await column('authority'))).toEqual(new Set([`${REGION} (fence 0)`]));
+    const shardHeaders = await page.$$eval(`#shards-${REGION} th`, (ths) => ths.map((t) => t.textContent));
+    expect(shardHeaders).toEqual(expect.arrayContaining(['lease holder', 'publishing region']));
+    const publishing = await page.$$eval(`#shards-${REGION} tr td:nth-child(7)`, (tds) =>
+      tds.map((t) => t.textContent),
+    );
+    expect(new Set(publishing)).toEqual(new Set([REGION]));
+
     mkdirSync(OUTPUT, { recursive: true });
     await page.screenshot({ path: join(OUTPUT, `${REGION}.png`), fullPage: true });
     expect(existsSync(join(OUTPUT, `${REGION}.png`))).toBe(true);
     expect(pageErrors).toEqual([]);
     expect((traffic as DemoTraffic).stats.wins).toBeGreaterThan(0);
+    // The demo's first minutes with two regions: no campaign under 5 % of its budget was refused
+    // because of its region's allocation (the floor and the first grants cover it). Refusals by
+    // E(t) — an even campaign created now starts its curve at its creation — are counted apart.
+    const stats = (traffic as DemoTraffic).stats;
+    console.log(JSON.stringify({ demo: stats }));
+    expect(stats.requests).toBeGreaterThan(0);
+    expect(stats.earlyAllocationNoBudget).toBe(0);
   }, 600_000);
 
   it('at 1400 px every column of the tables is on screen, none clipped', async () => {

@@ -25,6 +25,7 @@ import type { ScheduleTiming } from '../../../local/scheduler.js';
 import { repoRoot } from '../../../local/worker/process-invoker.js';
 import { BudgetRepository } from '../../../shared/budget/repository.js';
 import { type AuditEntry, readAuditLog } from '../../../shared/pacing/publisher.js';
+import { parsePublisherId } from '../../../shared/pacing/status.js';
 import { connectRedis, type RedisClient, redisConfigFromEnv } from '../../../shared/redis/connect.js';
 import { AUTO_LEADER } from '../../../shared/region/resources.js';
 import { tempDir } from '../../support/tmp.js';
@@ -81,7 +82,7 @@ afterEach(async () => {
   runtime = undefined;
 });
 
-const pidOf = (publisher: string) => Number(publisher.split('/')[1]?.split('-')[0]);
+const pidOf = (publisher: string) => Number(parsePublisherId(publisher).process.split('-')[0]);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** Server time of an audit entry (the stream id's milliseconds, Redis's clock). */
 const at = (e: AuditEntry) => Number(e.id.split('-')[0]);
@@ -244,7 +245,7 @@ describe('pacing service under the process-per-instance runtime', () => {
     // (docs/pacing.md, "Cadence") — a known cost, not what this test measures.
     const { rt, redis: client } = await start({}, {}, { mode: 'eventbridge', missRate: 0 });
     const leader = await steadyLeader(client);
-    const holder = leader.publisher.split('/')[0] as string;
+    const holder = parsePublisherId(leader.publisher).instanceId;
     const named = ['s1-i0', 's1-i1', 's1-i2'].find((i) => i !== holder) as string;
     await rt.region.dynamoEmulator.suspend();
     const setAt = Date.now();
@@ -253,7 +254,7 @@ describe('pacing service under the process-per-instance runtime', () => {
       await setOverride(rt.region.ssm, rt.region.region, SHARD, named);
       firstNamed = await waitFor('the named instance publishing', 30_000, async () =>
         (await readAuditLog(client, SHARD)).find(
-          (e) => e.kind === 'claim' && e.accepted && e.publisher.startsWith(`${named}/`),
+          (e) => e.kind === 'claim' && e.accepted && parsePublisherId(e.publisher).instanceId === named,
         ),
       );
       console.log(

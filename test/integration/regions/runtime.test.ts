@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../../../cli/paceline.js';
 import { type RegionRuntime, startRuntime } from '../../../local/main.js';
 import { readAuditLog } from '../../../shared/pacing/publisher.js';
+import { parsePublisherId } from '../../../shared/pacing/status.js';
 import { connectRedis, type RedisClient, redisConfigFromEnv } from '../../../shared/redis/connect.js';
 import { tempDir } from '../../support/tmp.js';
 
@@ -65,7 +66,7 @@ describe('npm start: the cross-region switch end to end', () => {
     // a process of us-west-2's pacer.
     const westPids = new Set((runtimes[1] as RegionRuntime).invokers.get('pacer')?.pids ?? []);
     const claims = (await readAuditLog(redisA, 0)).filter((e) => e.kind === 'claim' && e.accepted);
-    const pid = Number(claims.at(-1)?.publisher.split('/')[1]?.split('-')[0]);
+    const pid = Number(parsePublisherId(claims.at(-1)?.publisher ?? '').process.split('-')[0]);
     expect(westPids.has(pid)).toBe(true);
     const back = await cli([
       'failback',
@@ -79,6 +80,8 @@ describe('npm start: the cross-region switch end to end', () => {
     expect(JSON.parse(back.out[0] as string)).toMatchObject({ changed: true, confirmedShards: 1, shards: 1 });
     const eastPids = new Set((runtimes[0] as RegionRuntime).invokers.get('pacer')?.pids ?? []);
     const after = (await readAuditLog(redisA, 0)).filter((e) => e.kind === 'claim' && e.accepted);
-    expect(eastPids.has(Number(after.at(-1)?.publisher.split('/')[1]?.split('-')[0]))).toBe(true);
+    const last = parsePublisherId(after.at(-1)?.publisher ?? '');
+    expect(last.region).toBe('us-east-1');
+    expect(eastPids.has(Number(last.process.split('-')[0]))).toBe(true);
   }, 240_000);
 });

@@ -1,5 +1,5 @@
 /**
- * Two local regions in one test process: each with its own redis-server, dynalite (behind the
+ * Local regions in one test process: each with its own redis-server, dynalite (behind the
  * global-tables stand-in), SSM and ElastiCache endpoints; pacer instances wired exactly as the
  * pacer function wires them (`regionalShardPacer`), driven tick by tick on a manual clock.
  */
@@ -11,18 +11,19 @@ import { type AwsEndpoints, dynamoDbClient, ssmClient } from '../../../shared/aw
 import { elastiCacheClient } from '../../../shared/aws/ops-clients.js';
 import type { PacingController } from '../../../shared/pacing/controller/api.js';
 import { ShardLease } from '../../../shared/pacing/lease.js';
-import type { TickOutcome } from '../../../shared/pacing/pacer.js';
-import type { PeerTickOutcome } from '../../../shared/pacing/regions/cross-region.js';
+import type { AllocationConfig } from '../../../shared/pacing/regions/allocation-config.js';
 import type { ShareConfig } from '../../../shared/pacing/regions/shares.js';
 import { type RegionalShardPacerWiring, regionalShardPacer } from '../../../shared/pacing/regions/wiring.js';
+import { publisherIdOf } from '../../../shared/pacing/status.js';
 import { connectRedis, type RedisClient, redisConfigFromEnv } from '../../../shared/redis/connect.js';
 import { pacerInstanceId, parameterPrefix } from '../../../shared/region/resources.js';
 import type { ManualClock } from '../../../shared/time/clock.js';
 
 export const REGION_A = 'us-east-1';
 export const REGION_B = 'us-west-2';
+export const REGION_C = 'eu-west-1';
 
-/** Two linked local regions. */
+/** Linked local regions. */
 export interface TwoRegions {
   readonly link: GlobalTablesStandIn;
   readonly regions: Readonly<Record<string, LocalRegion>>;
@@ -31,22 +32,30 @@ export interface TwoRegions {
   stop(): Promise<void>;
 }
 
+/** Starts regions A and B with global tables replicated at `lagMs` on `clock`. */
+export function startTwoRegions(clock: ManualClock, lagMs: number): Promise<TwoRegions> {
+  return startRegions(clock, lagMs, [REGION_A, REGION_B]);
+}
+
 /**
- * Starts regions A and B with global tables replicated at `lagMs` on `clock`, under one IAM layer
- * with the policies synthesized for both (a pacer calls its peer's endpoints with its own key).
+ * Starts `names` (the deployment's regions, in order: the first is every plan's default
+ * allocation home) with global tables replicated at `lagMs` on `clock`, under one IAM layer with
+ * the policies synthesized for all of them (a pacer calls its peers' endpoints with its own key).
  */
-export async function startTwoRegions(clock: ManualClock, lagMs: number): Promise<TwoRegions> {
+export async function startRegions(
+  clock: ManualClock,
+  lagMs: number,
+  names: readonly string[],
+): Promise<TwoRegions> {
   const link = new GlobalTablesStandIn({ clock, lagMs });
-  const iam = await localIam([REGION_A, REGION_B], localDescription());
-  const [a, b] = await Promise.all([
-    startLocalRegion({ region: REGION_A, globalTables: link, iam }),
-    startLocalRegion({ region: REGION_B, globalTables: link, iam }),
-  ]);
-  const regions = { [REGION_A]: a, [REGION_B]: b };
-  const redis = {
-    [REGION_A]: connectRedis(redisConfigFromEnv(a.clientEnv)),
-    [REGION_B]: connectRedis(redisConfigFromEnv(b.clientEnv)),
-  };
+  const iam = await localIam(names, localDescription());
+  const started = await Promise.all(
+    names.map((region) => startLocalRegion({ region, globalTables: link, deploymentRegions: names, iam })),
+  );
+  const regions = Object.fromEntries(started.map((r) => [r.region, r]));
+  const redis = Object.fromEntries(
+    started.map((r) => [r.region, connectRedis(redisConfigFromEnv(r.clientEnv))]),
+  );
   return {
     link,
     regions,
@@ -54,7 +63,7 @@ export async function startTwoRegions(clock: ManualClock, lagMs: number): Promis
     async stop() {
       for (const r of Object.values(redis)) r.disconnect();
       await link.stop();
-      await Promise.all([a.stop(), b.stop()]);
+      await Promise.all(started.map((r) => r.stop()));
     },
   };
 }
@@ -65,7 +74,7 @@ export interface RegionalInstance {
   readonly instanceId: string;
   readonly publisherId: string;
   readonly wiring: RegionalShardPacerWiring;
-  tick(tick: number): Promise<{ own: TickOutcome; peers: PeerTickOutcome[] }>;
+  tick(tick: number): ReturnType<RegionalShardPacerWiring['pacer']['runTick']>;
   close(): void;
 }
 
@@ -80,6 +89,8 @@ export interface RegionalInstanceOptions {
   readonly tickMs: number;
   readonly leaseTtlMs?: number;
   readonly shareConfig?: Partial<ShareConfig>;
+  /** Allocation settings (docs/pacing.md, "Many regions"). @default strict with > 1 region */
+  readonly allocations?: Partial<Omit<AllocationConfig, 'regions'>>;
 }
 
 /**
@@ -111,10 +122,14 @@ export function regionalInstance(o: RegionalInstanceOptions): RegionalInstance {
     controller: o.controller,
     clock: o.clock,
     tickMs: o.tickMs,
+    // As the pacer function: every region of the deployment (PACELINE_REGIONS), the ledger.
+    regions: Object.keys(o.two.regions),
+    spendLedgerTable: home.tableName('spendLedger'),
+    ...(o.allocations ? { allocations: o.allocations } : {}),
     ...(o.shareConfig ? { shareConfig: o.shareConfig } : {}),
   });
   const instanceId = pacerInstanceId(o.shard, o.instance);
-  const publisherId = `${o.region}/${instanceId}/p`;
+  const publisherId = publisherIdOf(o.region, instanceId, 'p');
   const lease = new ShardLease({
     client: dynamodb,
     tableName: home.tableName('leases'),

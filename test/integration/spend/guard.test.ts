@@ -347,4 +347,36 @@ describe('budget guard', () => {
     );
     expect(otherPlan.timeZone).toBe(otherTz);
   });
+  it('tells a refusal the allocation caused from one E(t) caused (several regions)', async () => {
+    const tz = 'America/Los_Angeles';
+    const clock = new ManualClock(Date.parse('2026-11-21T20:00:00Z')); // 12:00 local: E = B / 2
+    const mk = () =>
+      budgetsOf(tz, ({ a, c }) => [
+        { level: 'campaign', accountId: a, campaignId: c, dailyBudgetMicros: 10_000_000, pacingMode: 'even' },
+      ]);
+    const capped = mk();
+    const paced = mk();
+    const { guard, errors } = guardOf(clock, { allocations: 'strict' });
+    guard.setBudgets(capped);
+    guard.setBudgets(paced);
+    const day = dayWindow(clock.now(), tz).day;
+    // The region holds 200,000 µ$ of the first plan (E ≈ 5,000,000 µ$ would allow far more) and the
+    // whole budget of the second (its E caps it).
+    const write = (b: CampaignBudgets, a: number) =>
+      redis.hset(planDayKeys(b.common[0]!, day).state, { a, ae: clock.now() + 60_000 });
+    await write(capped, 200_000);
+    await write(paced, 10_000_000);
+    const bid = (b: CampaignBudgets) => ({ campaignId: b.campaign.campaignId, priceMicros: 1_000 });
+    const spentCapped = await bidUntilRefused(guard, bid(capped));
+    expect(spentCapped).toBeLessThanOrEqual(200_000);
+    expect(guard.stats.allocationHolds).toBeGreaterThan(0);
+    expect(guard.stats.allocationRefusals).toBeGreaterThan(0);
+    const refusals = guard.stats.allocationRefusals;
+    const spentPaced = await bidUntilRefused(guard, bid(paced));
+    expect(spentPaced).toBeGreaterThan(200_000);
+    // refused by E(t), not by the allocation: not counted
+    expect(guard.stats.allocationRefusals).toBe(refusals);
+    expect(errors).toEqual([]);
+    await guard.close();
+  });
 });

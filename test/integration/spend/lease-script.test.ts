@@ -47,7 +47,7 @@ describe('lease script: live slots', () => {
         }
       }
       await r.redis.hset(key, fields);
-      const reply = await scripts.lease(key, [now, 'e1', 10 ** 12, 0, 1, 1000, 60_000, 0]);
+      const reply = await scripts.lease(key, [now, 'e1', 10 ** 12, 0, 1, 1000, 60_000, 0, '0', 0, 0]);
       const committed = 1000 + Math.max(0, L) + Math.max(0, F);
       expect(reply[0]).toBe(0);
       expect(reply[2]).toBe(1000);

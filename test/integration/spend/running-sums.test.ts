@@ -139,7 +139,7 @@ describe('lease script: running sums', () => {
           }
           const expected = Math.floor(random() * 200_000);
           const want = random() < 0.8 ? 5000 : 0;
-          const args: (string | number)[] = [now, 'e1', expected, want, 1000, 1000, 86_400_000, 0];
+          const args: (string | number)[] = [now, 'e1', expected, want, 1000, 1000, 86_400_000, 0, '0', 0, 0];
           for (const [f, d] of deltas) args.push(f, d);
           const reply = await scripts.lease(key, args);
           const want4 = model.lease(now, deltas, expected, want, 1000);

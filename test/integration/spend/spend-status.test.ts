@@ -168,13 +168,29 @@ describe('paceline spend status', () => {
     expect(run.stderr.split('\n')[0]).toMatch(/^Target: local us-east-1/);
     expect(run.stdout.trim().split('\n')).toHaveLength(1);
     const report = JSON.parse(run.stdout) as {
-      regions: { region: string; plans: { plan: string; confirmedMicros: number }[] }[];
+      regions: {
+        region: string;
+        plans: { plan: string; confirmedMicros: number; allocationMicros: null }[];
+      }[];
+      combined: { plan: string; confirmedMicros: number; regions: string[]; allocatedMicros: null }[];
     };
-    expect(report.regions[0]?.plans.find((p) => p.plan === 'campaign')?.confirmedMicros).toBe(1_600);
+    const campaignRow = report.regions[0]?.plans.find((p) => p.plan === 'campaign');
+    expect(campaignRow?.confirmedMicros).toBe(1_600);
+    // One region: no allocation; the combined row is the region's.
+    expect(campaignRow?.allocationMicros).toBeNull();
+    expect(report.combined.find((c) => c.plan === 'campaign')).toMatchObject({
+      confirmedMicros: 1_600,
+      regions: ['us-east-1'],
+      allocatedMicros: null,
+    });
     const human = await cli(['spend', 'status', '--campaign', pacedCampaign as string]);
     expect(human.code).toBe(0);
-    expect(human.stdout).toMatch(/budget\s+confirmed\s+in-flight\s+leased\s+remaining\s+target E\(t\)/);
-    expect(human.stdout).toMatch(/campaign\s+\d{4}-\d\d-\d\d\s+100\.00\s+0\.00\s.*\((published|linear)\)/);
+    expect(human.stdout).toMatch(
+      /budget\s+share \(soft\)\s+allocation \(cap\)\s+confirmed\s+in-flight\s+leased\s+remaining\s+target E\(t\)/,
+    );
+    expect(human.stdout).toMatch(
+      /campaign\s+\d{4}-\d\d-\d\d\s+100\.00\s+\S+\s+-\s+0\.00\s.*\((published|linear)\)/,
+    );
   }, 120_000);
 
   it('refuses bad input with one line and exit code 2', async () => {

@@ -67,7 +67,11 @@ describe('campaignReading', () => {
     const r = campaignReading(ref, published(), spend(40_000_000, { [slot]: 3_000 }), NOON);
     expect(r).toMatchObject({
       day: DAY.day,
-      budgetMicros: 96_000_000,
+      // the plan's budget beside this region's published share of it (labelled apart)
+      budgetMicros: 100_000_000,
+      shareMicros: 96_000_000,
+      allocationMicros: null,
+      authority: null,
       spentMicros: 40_000_000,
       inFlightMicros: 3_000,
       targetMicros: 48_000_000, // half the day of a linear 96 M curve
@@ -76,6 +80,25 @@ describe('campaignReading', () => {
       publishedAgeMs: 4_000,
       publish: 'published',
     });
+  });
+
+  it('with several regions: the allocation from the spend hash and the plan’s authority', () => {
+    const hash = { ...spend(1_000), a: '30000000', ae: String(NOON + 60_000) };
+    const r = campaignReading(ref, published(), hash, NOON, undefined, ['us-east-1', 'us-west-2']);
+    expect(r).toMatchObject({
+      allocationMicros: 30_000_000,
+      allocationUntilMs: NOON + 60_000,
+      authority: { home: 'us-east-1', fence: 0 },
+    });
+    const moved = campaignReading(
+      { ...ref, allocHome: 'us-west-2', allocFence: 1 },
+      published(),
+      hash,
+      NOON,
+      undefined,
+      ['us-east-1', 'us-west-2'],
+    );
+    expect(moved.authority).toEqual({ home: 'us-west-2', fence: 1 });
   });
 
   it('ages a hash by its shard’s last completed publish (contract v2), not its last write', () => {
@@ -149,6 +172,10 @@ function sample(atMs: number, spent: number | null, extra: Partial<RegionSample>
         campaignId: 'c1',
         accountId: 'a1',
         budgetMicros: 1,
+        shareMicros: 1,
+        allocationMicros: null,
+        allocationUntilMs: null,
+        authority: null,
         day: DAY.day,
         spentMicros: spent,
         inFlightMicros: 0,
@@ -160,8 +187,18 @@ function sample(atMs: number, spent: number | null, extra: Partial<RegionSample>
       },
     ],
     shards: [
-      { shard: 0, leader: 's0-i0', epoch: 1, lastTick: 1, ageMs: 1_500, override: 'auto', publisher: 'p' },
+      {
+        shard: 0,
+        leader: 's0-i0',
+        epoch: 1,
+        lastTick: 1,
+        ageMs: 1_500,
+        override: 'auto',
+        publisher: 'r1/s0-i0/p',
+        publishingRegion: 'r1',
+      },
     ],
+    publishSwitch: { region: 'r1', publisherRegion: 'r1', version: 1, sinceMs: 0 },
     deadLetters: { 'track-spend': 2 },
     errors: [],
     ...extra,

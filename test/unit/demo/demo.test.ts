@@ -4,7 +4,13 @@
  * local region or nothing, and the command line is checked.
  */
 import { describe, expect, it } from 'vitest';
-import { DEMO_HELP, DemoUsageError, formatStats, parseDemoArgs } from '../../../local/demo/main.js';
+import {
+  DEMO_HELP,
+  DemoUsageError,
+  formatEarlyLine,
+  formatStats,
+  parseDemoArgs,
+} from '../../../local/demo/main.js';
 import {
   actionRecord,
   auctionOutcome,
@@ -222,11 +228,35 @@ describe('demo command line', () => {
         poison: 1,
         spentMicros: 2_500_000,
         putErrors: 0,
+        earlyNoBudget: 0,
+        earlyAllocationNoBudget: 0,
       },
       5,
     );
     expect(line).toBe(
       '5 s: 10 requests, 6 bids (3 throttled, 1 no budget), 2 wins $2.50, 4 losses, 0 clicks, 1 poison',
+    );
+  });
+
+  it('reports the first minutes on one line', () => {
+    expect(
+      formatEarlyLine({
+        requests: 0,
+        bids: 0,
+        throttled: 0,
+        noBudget: 7,
+        wins: 0,
+        losses: 0,
+        impressions: 0,
+        clicks: 0,
+        poison: 0,
+        spentMicros: 0,
+        putErrors: 0,
+        earlyNoBudget: 2,
+        earlyAllocationNoBudget: 1,
+      }),
+    ).toBe(
+      "first 3 min: 2 no-budget answers to campaigns under 5 % of their budget, 1 of them the allocation's",
     );
   });
 });

@@ -150,6 +150,23 @@ describe('access derived from the description', () => {
       REDIS_IAM_USER: 'u',
       REDIS_CACHE_NAME: 'c',
     });
+    // Several regions: the client's guards lease within their allocation from the first instant.
+    const several = clientEnvironment(regionResources, {
+      region: 'us-west-2',
+      tableName: (k) => `T-${k}`,
+      streamName: (k) => `S-${k}`,
+      redis: { nodes: 'h:6380', mode: 'cluster', tls: true },
+      deploymentRegions: ['us-east-1', 'us-west-2'],
+    });
+    expect(several.PACELINE_REGIONS).toBe('us-east-1,us-west-2');
+    const alone = clientEnvironment(regionResources, {
+      region: 'us-west-2',
+      tableName: (k) => `T-${k}`,
+      streamName: (k) => `S-${k}`,
+      redis: { nodes: 'h:6380', mode: 'cluster', tls: true },
+      deploymentRegions: ['us-west-2'],
+    });
+    expect(alone.PACELINE_REGIONS).toBeUndefined();
   });
 });
 

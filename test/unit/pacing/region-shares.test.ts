@@ -137,6 +137,40 @@ describe('DemandWindow and PublishedMinimum', () => {
     expect(w.demandMicrosPerSec()).toBe(0);
   });
 
+  it('reads a sparse plan over a longer window; a dense one that stops still reads 0 within 3 ticks', () => {
+    // One impression of 1,500 µ$ every 6 ticks (60 s) at gain 1: 25 µ$/s.
+    const sparse = new DemandWindow(3, 60);
+    const short = new DemandWindow(3);
+    let spent = 0;
+    const readings: number[] = [];
+    const shortReadings: number[] = [];
+    for (let i = 0; i <= 120; i++) {
+      if (i > 0 && i % 6 === 0) spent += 1_500;
+      sparse.observe(i * 10_000, spent, 1);
+      short.observe(i * 10_000, spent, 1);
+      if (i >= 60) {
+        readings.push(sparse.demandMicrosPerSec() as number);
+        shortReadings.push(short.demandMicrosPerSec() as number);
+      }
+    }
+    // Three ticks read 0 or one impression over 30 s (0 or 50 µ$/s); the long window reads the rate.
+    expect(new Set(shortReadings.map((x) => Math.round(x)))).toEqual(new Set([0, 50]));
+    for (const r of readings) {
+      expect(r).toBeGreaterThanOrEqual(15);
+      expect(r).toBeLessThanOrEqual(35);
+    }
+    // A dense plan (spend every tick) keeps the short window: 0 three ticks after it stops.
+    const dense = new DemandWindow(3, 60);
+    spent = 0;
+    for (let i = 0; i <= 30; i++) {
+      spent += 5_000;
+      dense.observe(i * 10_000, spent, 1);
+    }
+    expect(dense.demandMicrosPerSec()).toBeCloseTo(500, 6);
+    for (let i = 31; i <= 33; i++) dense.observe(i * 10_000, spent, 1);
+    expect(dense.demandMicrosPerSec()).toBe(0);
+  });
+
   it('keeps the minimum of what peers may still hold: a figure stays until a later one is a window old', () => {
     const m = new PublishedMinimum(15_000);
     m.publish(0, 100);

@@ -63,9 +63,15 @@ describe('pacer configuration', () => {
 });
 
 describe('alarm specs', () => {
-  it('gives every shard its three alarms and the function one overrun alarm', () => {
+  it('gives every shard its three alarms, the function one overrun and one allocation authority alarm', () => {
     const specs = pacerAlarmSpecs(defaultPacerSettings);
-    expect(specs).toHaveLength(24 * 3 + 1);
+    expect(specs).toHaveLength(24 * 3 + 2);
+    expect(specs.find((s) => s.id === 'AllocationAuthorityAge')).toMatchObject({
+      metricName: 'AllocationAuthorityAgeSeconds',
+      statistic: 'Maximum',
+      threshold: 60,
+      treatMissingData: 'notBreaching',
+    });
     expect(new Set(specs.map((s) => s.id)).size).toBe(specs.length);
     expect(specs.find((s) => s.id === 'PacerStaleParams-5')).toMatchObject({
       threshold: 30_000,

@@ -6,7 +6,7 @@
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import { describe, expect, it, vi } from 'vitest';
 import { type ResolvedPlan, resolvePlan } from '../../../shared/budget/model.js';
-import { recordTick, spendTargetMetricNames } from '../../../shared/pacing/metrics.js';
+import { pacerMetricNames, recordTick, spendTargetMetricNames } from '../../../shared/pacing/metrics.js';
 import { type TickOutcome, topCampaignPoints } from '../../../shared/pacing/pacer.js';
 import type { PlanPacingParams, PlanSpendSnapshot } from '../../../shared/pacing/types.js';
 
@@ -101,5 +101,46 @@ describe('top campaigns of a tick', () => {
       ['big', 1200, 1500],
       ['small', 10, 11],
     ]);
+  });
+  it('emits the allocation authority age function-wide when the tick followed an authority', () => {
+    const emitted = (allocation: unknown): Record<string, unknown>[] => {
+      const lines: string[] = [];
+      const spy = vi.spyOn(process.stdout, 'write').mockImplementation((chunk: unknown) => {
+        lines.push(...String(chunk).split('\n').filter(Boolean));
+        return true;
+      });
+      try {
+        const metrics = new Metrics({ namespace: 'Paceline', serviceName: 'pacer' });
+        const outcome = {
+          shard: 3,
+          instanceId: 's3-i0',
+          isLeader: true,
+          durationMs: 120,
+          campaignsPaced: 0,
+          lease: { event: 'renewed' },
+          fencedWritesRejected: 0,
+          invalidParams: 0,
+          budgets: { ok: true, changed: 0 },
+          controlFresh: true,
+          topCampaigns: [],
+          ...(allocation ? { sharing: { allocation } } : {}),
+        } as unknown as TickOutcome;
+        recordTick(metrics, outcome, 0, 10_000);
+      } finally {
+        spy.mockRestore();
+      }
+      return lines
+        .filter((l) => l.startsWith('{'))
+        .map((l) => JSON.parse(l) as Record<string, unknown>)
+        .filter((r) => pacerMetricNames.allocationAuthorityAge in r);
+    };
+    const records = emitted({ authorityAgeMs: 95_000 });
+    expect(records).toHaveLength(1);
+    // the alarm's dimensions: service only (no shard, no instance)
+    expect(records[0]).toMatchObject({ [pacerMetricNames.allocationAuthorityAge]: 95, service: 'pacer' });
+    expect(records[0]).not.toHaveProperty('shard');
+    // one region (no allocation outcome) or no authority followed: nothing (missing data is fine)
+    expect(emitted(undefined)).toEqual([]);
+    expect(emitted({ writes: 0 })).toEqual([]);
   });
 });

@@ -9,6 +9,7 @@ import { dayWindowOf } from '../../../shared/budget/time-zone.js';
 import { evaluateCurve } from '../../../shared/pacing/types.js';
 import { renderHtml } from '../../../sim/html.js';
 import { main } from '../../../sim/main.js';
+import { type ScenarioRegion, trafficAt } from '../../../sim/regions/scenario.js';
 import { parseScenario, ScenarioError } from '../../../sim/scenario.js';
 import { slotsCurve } from '../../../sim/strategies.js';
 
@@ -21,6 +22,24 @@ const minimal = () => ({
   traffic: { requestsPerDay: 1000 },
   accounts: [{ id: 'a', campaigns: [{ id: 'c', dailyBudget: 1 }] }],
 });
+
+type Json = Record<string, unknown>;
+
+/** An instant of the minimal scenario's day (2026-03-03, New York), `h` hours after midnight. */
+const AT = (h: number) =>
+  new Date(Date.parse('2026-03-03T00:00:00-05:00') + h * 3_600_000).toISOString().replace('.000Z', 'Z');
+
+/** Two regions: 90/10 flipping at noon, the second lagging 5 s and lost 14:00–14:30. */
+const twoRegions = (): Json[] => [
+  { name: 'us-east-1', traffic: 0.9, shifts: [{ at: '2026-03-03T12:00:00-05:00', traffic: 0.1 }] },
+  {
+    name: 'us-west-2',
+    traffic: 0.1,
+    shifts: [{ at: '2026-03-03T12:00:00-05:00', traffic: 0.9 }],
+    replicationLagSeconds: 5,
+    faults: [{ kind: 'region-lost', from: '2026-03-03T14:00:00-05:00', to: '2026-03-03T14:30:00-05:00' }],
+  },
+];
 
 function errorOf(mutate: (s: Record<string, unknown>) => void): ScenarioError {
   const s = minimal() as Record<string, unknown>;
@@ -35,7 +54,7 @@ function errorOf(mutate: (s: Record<string, unknown>) => void): ScenarioError {
 }
 
 describe('scenario format', () => {
-  it('parses every shipped scenario (eight of them, the issue’s list)', () => {
+  it('parses every shipped scenario (eight of one region, three of several)', () => {
     const files = readdirSync(DIR).filter((f) => f.endsWith('.json'));
     expect(files.sort()).toEqual(
       [
@@ -44,6 +63,9 @@ describe('scenario format', () => {
         'fault-day',
         'mid-day-budget-cut',
         'normal-day',
+        'regions-flip',
+        'regions-home-unreachable',
+        'regions-lost',
         'tiny-budgets',
         'traffic-spike',
         'unspendable-budgets',
@@ -208,6 +230,107 @@ describe('scenario format', () => {
     ['not an object', (s: Record<string, unknown>) => (s.market = 5), /^market: must be a JSON object/],
   ])('refuses %s, naming the field', (_what, mutate, message) => {
     expect(errorOf(mutate).message).toMatch(message);
+  });
+
+  it('several regions: shares over time, lag, faults', () => {
+    const s = parseScenario({ ...minimal(), historyDays: 0, regions: twoRegions() });
+    const [a, b] = s.regions ?? [];
+    expect(a).toMatchObject({ name: 'us-east-1', traffic: 0.9, replicationLagMs: 1_000, lost: [] });
+    expect(b?.shifts).toEqual([{ atMs: Date.parse('2026-03-03T12:00:00-05:00'), traffic: 0.9 }]);
+    expect(b?.replicationLagMs).toBe(5_000);
+    expect(b?.lost).toEqual([
+      { fromMs: Date.parse('2026-03-03T14:00:00-05:00'), toMs: Date.parse('2026-03-03T14:30:00-05:00') },
+    ]);
+    expect(trafficAt(b as ScenarioRegion, Date.parse('2026-03-03T11:59:59-05:00'))).toBe(0.1);
+    expect(trafficAt(b as ScenarioRegion, Date.parse('2026-03-03T12:00:00-05:00'))).toBe(0.9);
+    // without the field: one region, the single-region engine
+    expect(parseScenario(minimal()).regions).toBeUndefined();
+  });
+
+  it.each([
+    ['one region only', (r: Json[]) => r.splice(1), /^regions: give 2–5 regions \(got 1\)/],
+    [
+      'a bad region name',
+      (r: Json[]) => ((r[0] as Json).name = 'east'),
+      /^regions\[0\]\.name: "east" is not a region name/,
+    ],
+    [
+      'a region twice',
+      (r: Json[]) => ((r[1] as Json).name = 'us-east-1'),
+      /^regions\[1\]\.name: region us-east-1 is listed twice/,
+    ],
+    ['a share above 1', (r: Json[]) => ((r[0] as Json).traffic = 1.5), /^regions\[0\]\.traffic: must be ≤ 1/],
+    [
+      'shares not summing to 1 after a shift',
+      (r: Json[]) => ((r[0] as Json).shifts = []),
+      /^regions: traffic shares sum to 1\.8 at 2026-03-03T17:00:00\.000Z: make them sum to 1/,
+    ],
+    [
+      'a shift outside the days',
+      (r: Json[]) => ((r[1] as Json).shifts = [{ at: '2027-01-01T00:00:00Z', traffic: 0.9 }]),
+      /^regions\[1\]\.shifts\[0\]\.at: must lie inside the scenario’s days/,
+    ],
+    [
+      'a negative lag',
+      (r: Json[]) => ((r[1] as Json).replicationLagSeconds = -1),
+      /^regions\[1\]\.replicationLagSeconds: must be ≥ 0/,
+    ],
+    [
+      'an unknown region fault',
+      (r: Json[]) => ((r[1] as Json).faults = [{ kind: 'region-flooded', from: AT(10), to: AT(11) }]),
+      /^regions\[1\]\.faults\[0\]\.kind: unknown region fault "region-flooded": use region-lost or home-region-unreachable/,
+    ],
+    [
+      'the home cut off on a region that is not the home',
+      (r: Json[]) =>
+        ((r[1] as Json).faults = [{ kind: 'home-region-unreachable', from: AT(10), to: AT(11) }]),
+      /^regions\[1\]\.faults\[0\]\.kind: home-region-unreachable applies to the home region: regions\[0\]/,
+    ],
+    [
+      'a fault that ends before it starts',
+      (r: Json[]) => ((r[1] as Json).faults = [{ kind: 'region-lost', from: AT(11), to: AT(10) }]),
+      /^regions\[1\]\.faults\[0\]\.to: must be after `from`/,
+    ],
+    [
+      'overlapping faults of a region',
+      (r: Json[]) =>
+        ((r[1] as Json).faults = [
+          { kind: 'region-lost', from: AT(10), to: AT(12) },
+          { kind: 'region-lost', from: AT(11), to: AT(13) },
+        ]),
+      /^regions\[1\]\.faults\[1\]: overlaps another fault of this region: merge them/,
+    ],
+    [
+      'every region lost at once',
+      (r: Json[]) => {
+        (r[0] as Json).faults = [{ kind: 'region-lost', from: AT(14), to: AT(15) }];
+        (r[1] as Json).faults = [{ kind: 'region-lost', from: AT(14), to: AT(14.5) }];
+      },
+      /^regions: every region is lost at 2026-03-03T19:00:00\.000Z: keep one region up/,
+    ],
+    [
+      'an unknown field',
+      (r: Json[]) => ((r[0] as Json).lag = 1),
+      /^regions\[0\]\.lag: unknown field; allowed here: name, traffic/,
+    ],
+  ])('refuses %s in regions, naming the field', (_what, mutate, message) => {
+    const regions = twoRegions();
+    mutate(regions);
+    expect(errorOf((s) => Object.assign(s, { historyDays: 0, regions })).message).toMatch(message);
+  });
+
+  it('refuses the single-region faults beside regions', () => {
+    expect(
+      errorOf((s) =>
+        Object.assign(s, {
+          historyDays: 0,
+          regions: twoRegions(),
+          faults: [{ kind: 'leader-killed', at: AT(9) }],
+        }),
+      ).message,
+    ).toMatch(
+      /^faults: the single-region faults are not simulated with several regions: give region faults in regions\[\]\.faults/,
+    );
   });
 
   it('slots baseline: equal steps at each hour slot (25 on a fall-back day), ending at the budget', () => {

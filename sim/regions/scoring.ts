@@ -1,0 +1,178 @@
+/**
+ * Scoring of a multi-region run, per plan-day: combined (Σ over regions) and per region.
+ *
+ * - combined spend = what every region's tracker booked for bids of that advertiser day;
+ * - the combined curve at a minute = Σ over regions of the curve the region's pacer published
+ *   (its share of the budget, what its guards enforce), a region not publishing (lost, or not
+ *   yet after its return) counting what it has spent: it aims at nothing more;
+ * - combined deviation = |combined spend − combined curve| / budget; a region's deviation =
+ *   |its spend − its published curve| / budget, over the minutes it published.
+ */
+import type { ResolvedPlan } from '../../shared/budget/model.js';
+import type { DayWindow } from '../../shared/budget/time-zone.js';
+import type { PacingReader } from '../../shared/pacing/reader.js';
+import { evaluateCurve } from '../../shared/pacing/types.js';
+import type { PlanDayResult } from '../runner.js';
+
+const MINUTE = 60_000;
+
+/** One plan-day's figures, combined and per region. */
+export interface DayTrack {
+  budget: number;
+  spent: number;
+  charged: number;
+  impressions: number;
+  clicks: number;
+  maxDev: number;
+  sumSq: number;
+  samples: number;
+  maxOver: number;
+  alive: number;
+  readonly regionSpent: Float64Array;
+  readonly regionCharged: Float64Array;
+  readonly regionImpressions: Float64Array;
+  readonly regionClicks: Float64Array;
+  readonly regionMaxDev: Float64Array;
+  readonly regionSumSq: Float64Array;
+  readonly regionSamples: Float64Array;
+  series: [number, number, number][] | undefined;
+}
+
+/** A plan's days. */
+export interface PlanTrack {
+  plan: ResolvedPlan;
+  readonly key: string;
+  readonly days: Map<string, DayTrack>;
+}
+
+/** The plan tracks of a run. */
+export class Tracks {
+  readonly byKey = new Map<string, PlanTrack>();
+
+  constructor(
+    private readonly regions: number,
+    private readonly series: boolean,
+  ) {}
+
+  /** Registers (or updates) the plans of a campaign's budgets. */
+  track(plans: readonly ResolvedPlan[]): PlanTrack[] {
+    return plans.map((p) => {
+      const key = `${p.scope}/${p.planId}`;
+      let t = this.byKey.get(key);
+      if (t) t.plan = p;
+      else {
+        t = { plan: p, key, days: new Map() };
+        this.byKey.set(key, t);
+      }
+      return t;
+    });
+  }
+
+  /** The day's figures of a plan (created at first use). */
+  day(t: PlanTrack, day: string): DayTrack {
+    let d = t.days.get(day);
+    if (!d) {
+      const n = this.regions;
+      d = {
+        budget: t.plan.dailyBudgetMicros,
+        spent: 0,
+        charged: 0,
+        impressions: 0,
+        clicks: 0,
+        maxDev: 0,
+        sumSq: 0,
+        samples: 0,
+        maxOver: Number.NEGATIVE_INFINITY,
+        alive: 0,
+        regionSpent: new Float64Array(n),
+        regionCharged: new Float64Array(n),
+        regionImpressions: new Float64Array(n),
+        regionClicks: new Float64Array(n),
+        regionMaxDev: new Float64Array(n),
+        regionSumSq: new Float64Array(n),
+        regionSamples: new Float64Array(n),
+        series: this.series ? [] : undefined,
+      };
+      t.days.set(day, d);
+    }
+    return d;
+  }
+
+  /**
+   * The minute's sample of every plan-day: `monitors[i]` is region i's reader of its published
+   * parameters, undefined while the region is not up.
+   */
+  sample(
+    now: number,
+    windowOf: (timeZone: string, atMs: number) => DayWindow,
+    monitors: readonly (PacingReader | undefined)[],
+  ): void {
+    for (const t of this.byKey.values()) {
+      const day = windowOf(t.plan.timeZone, now);
+      const d = this.day(t, day.day);
+      const budget = t.plan.dailyBudgetMicros;
+      d.budget = budget;
+      let e = 0;
+      for (let i = 0; i < monitors.length; i++) {
+        const spent = d.regionSpent[i] as number;
+        const p = monitors[i]?.freshPlan(t.plan, day);
+        if (!p) {
+          e += spent;
+          continue;
+        }
+        const ei = Math.min(evaluateCurve(p.curve, now), budget);
+        e += ei;
+        const dev = (spent - ei) / budget;
+        d.regionMaxDev[i] = Math.max(d.regionMaxDev[i] as number, Math.abs(dev));
+        (d.regionSumSq as Float64Array)[i] = (d.regionSumSq[i] as number) + dev * dev;
+        (d.regionSamples as Float64Array)[i] = (d.regionSamples[i] as number) + 1;
+      }
+      e = Math.min(e, budget);
+      const dev = (d.spent - e) / budget;
+      d.maxDev = Math.max(d.maxDev, Math.abs(dev));
+      d.sumSq += dev * dev;
+      d.samples++;
+      d.maxOver = Math.max(d.maxOver, d.spent - budget);
+      if (e - d.spent > 0) d.alive++;
+      if (d.series && now % (10 * MINUTE) === 0) d.series.push([now, d.spent, e]);
+    }
+  }
+
+  /** The combined results (`region` undefined) or one region's. */
+  results(
+    scored: ReadonlySet<string>,
+    counters: (t: PlanTrack, day: string) => number,
+    region?: number,
+  ): PlanDayResult[] {
+    const out: PlanDayResult[] = [];
+    for (const t of this.byKey.values()) {
+      for (const [day, d] of t.days) {
+        if (d.samples === 0 && d.spent === 0) continue;
+        const r = region;
+        const samples = r === undefined ? d.samples : (d.regionSamples[r] as number);
+        const sumSq = r === undefined ? d.sumSq : (d.regionSumSq[r] as number);
+        const spent = r === undefined ? d.spent : (d.regionSpent[r] as number);
+        out.push({
+          plan: t.key,
+          level: t.plan.level,
+          campaignId: t.plan.campaignId,
+          day,
+          scored: scored.has(day),
+          budgetMicros: d.budget,
+          spentMicros: spent,
+          countersMicros: counters(t, day),
+          chargedMicros: r === undefined ? d.charged : (d.regionCharged[r] as number),
+          impressions: r === undefined ? d.impressions : (d.regionImpressions[r] as number),
+          clicks: r === undefined ? d.clicks : (d.regionClicks[r] as number),
+          maxDeviation: r === undefined ? d.maxDev : (d.regionMaxDev[r] as number),
+          rmsDeviation: samples > 0 ? Math.sqrt(sumSq / samples) : 0,
+          maxOverCapMicros: r === undefined ? d.maxOver : spent - d.budget,
+          minutesAlive: d.alive,
+          ...(d.series && r === undefined ? { series: d.series } : {}),
+        });
+      }
+    }
+    out.sort((a, b) => a.plan.localeCompare(b.plan) || a.day.localeCompare(b.day));
+    return out;
+  }
+}
