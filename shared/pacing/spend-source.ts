@@ -268,6 +268,12 @@ export interface RawSpendSourceOptions {
    * last lease call is older than that is read whole. @default 2
    */
   readonly slotsBack?: number;
+  /**
+   * A read during which Redis sends nothing for this long fails (RawHashReader's `timeoutMs`).
+   * The simulator raises it: on its simulated clock a slow machine is not a hung node.
+   * @default RawHashReader's
+   */
+  readonly readTimeoutMs?: number;
 }
 
 /** Counters of a {@link rawSpendSource} (tests, benchmarks). */
@@ -290,11 +296,12 @@ export function rawSpendSource(
   redis: RedisClient,
   options: RawSpendSourceOptions = {},
 ): SpendSource & { close(): void; readonly stats: RawSpendSourceStats } {
-  const reader = new RawHashReader({ client: redis });
+  const timeout = options.readTimeoutMs === undefined ? {} : { timeoutMs: options.readTimeoutMs };
+  const reader = new RawHashReader({ client: redis, ...timeout });
   const stats: RawSpendSourceStats = { sums: 0, whole: 0 };
   // With the sums: the hashes they cannot answer, read whole on their own connection, so they need
   // not wait for the rest of the sums read.
-  const wholeReader = options.sums === false ? undefined : new RawHashReader({ client: redis });
+  const wholeReader = options.sums === false ? undefined : new RawHashReader({ client: redis, ...timeout });
   const { slotMs, ttlMs } = options.inFlight ?? defaultInFlight;
   const back = Math.max(0, Math.floor(options.slotsBack ?? 2));
   const readParts = (stateKeys: readonly string[], nowMs: number, partSize: number) => {

@@ -35,7 +35,7 @@ function errorOf(mutate: (s: Record<string, unknown>) => void): ScenarioError {
 }
 
 describe('scenario format', () => {
-  it('parses every shipped scenario (eight of them, the issue’s list)', () => {
+  it('parses every shipped scenario (the eight hand-written ones and four generated portfolios)', () => {
     const files = readdirSync(DIR).filter((f) => f.endsWith('.json'));
     expect(files.sort()).toEqual(
       [
@@ -44,6 +44,10 @@ describe('scenario format', () => {
         'fault-day',
         'mid-day-budget-cut',
         'normal-day',
+        'portfolio-evening-new',
+        'portfolio-first-day',
+        'portfolio-first-price',
+        'portfolio-no-loss-notices',
         'tiny-budgets',
         'traffic-spike',
         'unspendable-budgets',
