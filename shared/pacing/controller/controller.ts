@@ -32,11 +32,13 @@ import {
   decodeForecast,
   EMPTY_FORECAST,
   encodeForecast,
+  isPriorOnly,
   quantiseLevel,
   type SlotObservation,
   type TrafficForecast,
   withObservation,
 } from './forecast.js';
+import { ForecastPriors, isForecast, priorForecast } from './prior.js';
 import {
   BLANK_STATE,
   type ControllerState,
@@ -89,6 +91,15 @@ function pendingOf(s: ControllerState): SlotObservation | undefined {
     level: s.pendLevel,
     cover: s.pendCover,
   };
+}
+
+/**
+ * True when `f` or the state's pending observation holds an observation with demand of a day
+ * before `day`: folded into a prior-only forecast, it makes it the plan's own (forecast.ts).
+ */
+function ownObservations(f: TrafficForecast, pending: SlotObservation | undefined, day: string): boolean {
+  if (pending && pending.day < day && pending.level > 1) return true;
+  return f.obsDay !== '' && f.obsDay < day && f.obs.some((q) => q > 1);
 }
 
 /** Thrown for a tick input that cannot be paced; the message names the field and the fix. */
@@ -150,6 +161,27 @@ export function createPacingController(overrides: Partial<PacingControllerConfig
         ? flatCurve(from, slots.endMs, s.budgetMicros)
         : buildCurve(slots, profile.weights, from, s.anchorMicros, s.budgetMicros);
     return { forecast: f, slots, curve, profile };
+  }
+
+  /**
+   * `f` with the hour-of-day levels of a prior (prior.ts): the looked-up one, else the built-in
+   * shape with a daily demand of budget × e^(−initialPressure); undefined when there is none.
+   * The plan's buffered observations are kept.
+   */
+  function seedPrior(f: TrafficForecast, looked: unknown, budget: number): TrafficForecast | undefined {
+    const levels = isForecast(looked)
+      ? looked.hourOfDay
+      : cfg.builtInShape
+        ? priorForecast(cfg.builtInShape, budget * Math.exp(-cfg.initialPressure)).hourOfDay
+        : undefined;
+    if (!levels?.some((q) => q > 1)) return undefined;
+    return {
+      hourOfWeek: EMPTY_FORECAST.hourOfWeek,
+      hourOfDay: levels,
+      obsDay: f.obsDay,
+      obs: f.obs,
+      cover: f.cover,
+    };
   }
 
   /** Pressure to start a plan-day with: from the forecast's demand level if it has one. */
@@ -287,7 +319,20 @@ export function createPacingController(overrides: Partial<PacingControllerConfig
         }
         pending = closed ?? older;
       }
-      const profile = mode === 'even' ? dayProfile(f, pending, tz, slots, cfg) : undefined;
+      let profile = mode === 'even' ? dayProfile(f, pending, tz, slots, cfg) : undefined;
+      if (
+        profile &&
+        (profile.demand === undefined || (isPriorOnly(f) && !ownObservations(f, pending, day.day)))
+      ) {
+        // No level of its own (a new plan, or one that has learned nothing yet): every plan-day
+        // starts from a prior — the shape and level other plans learned, else the built-in shape
+        // at the level the initial pressure implies — stored as the plan's forecast.
+        const seeded = seedPrior(f, input.prior?.(plan, nowMs), budget);
+        if (seeded) {
+          f = seeded;
+          profile = dayProfile(f, pending, tz, slots, cfg);
+        }
+      }
       s = new StateRecord(BLANK_STATE) as Draft;
       s.day = day.day;
       s.mode = mode;
@@ -389,14 +434,31 @@ export function createPacingController(overrides: Partial<PacingControllerConfig
       // the guards typically hold (smoothed: a grant is a jump of a whole float), stays below E.
       // Over the end ramp that allowance goes too, so the guards' floats are spent before midnight.
       const floats = s.leasedAvg * Math.min(1, remainMs / cfg.endRampMs);
-      let e = (setpoint - committed - floats) / (rate * horizon);
-      e = Math.max(-cfg.errorClamp, Math.min(cfg.errorClamp, e));
+      const raw = (setpoint - committed - floats) / (rate * horizon);
+      // Behind: clamped at +errorClamp. Ahead: the proportional term goes down to −aheadClamp (a
+      // plan far ahead stops almost at once). The integral takes at most −errorClamp, and nothing
+      // while the plan is further ahead than that but E(t) gained on its spend over the last
+      // interval: the pressure already closes the gap, and being ahead after a burst says little
+      // about the pressure the plan needs once E(t) has caught up.
+      const e = Math.max(-cfg.aheadClamp, Math.min(cfg.errorClamp, raw));
+      const closing = sameDay && committed - prev.lastCommitted < expected - prev.lastExpected;
+      const eI = e >= -cfg.errorClamp ? e : closing ? 0 : -cfg.errorClamp;
       const i0 = s.integral / PRESSURE_SCALE;
       // A spent budget says nothing about the market: hold the integral (no wind-down either),
       // so tomorrow can start from it.
       const spent = budget - committed <= 0.001 * budget;
       const dt = spent ? 0 : Math.min(dtSec * 1000, cfg.maxGapMs);
-      let i = i0 + (cfg.ki * e * dt) / cfg.horizonMs;
+      let i = i0 + (cfg.ki * eI * dt) / cfg.horizonMs;
+      // At the guards' cap at this tick and the one before (outside the end ramp): the demand
+      // above the cap does not show in the error, so step the integral down until it does. At the
+      // cap means within the band of E on either side; further ahead the error itself is negative
+      // and the integral and the proportional term already act on it.
+      if (sameDay && dt > 0 && remainMs > cfg.endRampMs) {
+        const band = 0.5 * marginMicros + prev.leasedAvg;
+        const atCap = (gap: number) => gap < band && gap > -band;
+        if (atCap(expected - committed) && atCap(prev.lastExpected - prev.lastCommitted))
+          i -= (cfg.capStep * dt) / cfg.tickMs;
+      }
       i = Math.max(uMin, Math.min(0, i));
       const u = i + cfg.kp * e;
       // Conditional integration: while the output is pinned at a limit and the error pushes
@@ -429,6 +491,7 @@ export function createPacingController(overrides: Partial<PacingControllerConfig
     name: 'paceline',
     config: cfg,
     step,
+    createPriorBook: () => new ForecastPriors(),
     encodeState,
     decodeState,
     encodeForecast,

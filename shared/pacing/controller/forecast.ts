@@ -125,9 +125,14 @@ class DayWeek implements WeekView {
 }
 
 /**
- * Folds one day's observations into `week` and `hod` (in place). The single implementation of the
- * smoothing arithmetic: materialising a forecast and computing a day profile must agree to the
- * bit, or two leaders would build different curves.
+ * Folds one day's observations into `week` and `hod` (in place); true when any slot was observed.
+ * The single implementation of the smoothing arithmetic: materialising a forecast and computing a
+ * day profile must agree to the bit, or two leaders would build different curves.
+ *
+ * `prior`: the hour-of-day levels are a prior (prior.ts), not the plan's own: before folding they
+ * are rescaled to the plan's level — by the coverage-weighted geometric mean of observed ÷ prior
+ * over the observed hours with demand — so the prior gives the shape and the plan its own level
+ * (the ×/÷ 4 outlier limit below would otherwise hold the level near the prior's for days).
  */
 function foldDay(
   day: string,
@@ -137,8 +142,11 @@ function foldDay(
   cfg: PacingControllerConfig,
   week: WeekView,
   hod: number[],
-): void {
+  prior = false,
+): boolean {
   const slots = slotsOfDay(timeZone, day);
+  let observedAny = false;
+  if (prior) rescalePrior(slots, obs, cover, hod);
   for (let k = 0; k < slots.hours.length && k < OBS_SLOTS; k++) {
     const observed = levelOf(obs[k] as number);
     if (observed === undefined) continue;
@@ -154,7 +162,43 @@ function foldDay(
     const b = (slots.weekdays[k] as number) * 24 + h;
     if (week.wants(b)) week.set(b, smooth(week.get(b), rate, cfg.alphaWeek * weight));
     hod[h] = smooth(hod[h] as number, rate, cfg.alphaDay * weight);
+    observedAny = true;
   }
+  return observedAny;
+}
+
+/** Rescales prior hour-of-day levels (in place) to the level of a day's observations. */
+function rescalePrior(
+  slots: ReturnType<typeof slotsOfDay>,
+  obs: readonly number[],
+  cover: readonly number[],
+  hod: number[],
+): void {
+  let logSum = 0;
+  let weightSum = 0;
+  for (let k = 0; k < slots.hours.length && k < OBS_SLOTS; k++) {
+    const observed = levelOf(obs[k] as number);
+    const prior = levelOf(hod[slots.hours[k] as number] as number);
+    if (!(observed !== undefined && observed > 0 && prior !== undefined && prior > 0)) continue;
+    const w = Math.min(1, (cover[k] as number) / COVER_UNITS);
+    logSum += w * Math.log(observed / prior);
+    weightSum += w;
+  }
+  if (!(weightSum > 0)) return;
+  const factor = Math.exp(logSum / weightSum);
+  for (let h = 0; h < 24; h++) {
+    const v = levelOf(hod[h] as number);
+    if (v !== undefined) hod[h] = quantiseLevel(v * factor);
+  }
+}
+
+/** A forecast whose levels are a prior only: hour-of-day levels, none of hour-of-week (prior.ts). */
+export function isPriorOnly(f: TrafficForecast): boolean {
+  let day = false;
+  for (const q of f.hourOfDay) if (q > 0) day = true;
+  if (!day) return false;
+  for (const q of f.hourOfWeek) if (q > 0) return false;
+  return true;
 }
 
 /** Folds the observations of `f.obsDay` into the profiles (pure; `f` when there is nothing to fold). */
@@ -166,7 +210,7 @@ export function foldObservations(
   if (f.obsDay === '') return f;
   const week = [...f.hourOfWeek];
   const day = [...f.hourOfDay];
-  foldDay(f.obsDay, f.obs, f.cover, timeZone, cfg, new FullWeek(week), day);
+  foldDay(f.obsDay, f.obs, f.cover, timeZone, cfg, new FullWeek(week), day, isPriorOnly(f));
   return {
     hourOfWeek: week,
     hourOfDay: day,
@@ -248,14 +292,17 @@ export function dayProfile(
   let bufDay = f.obsDay;
   let bufObs = f.obs;
   let bufCover = f.cover;
+  // Whether the levels are still a prior only, as each fold of the materialised forecast would
+  // find it (a fold that observed a slot sets hour-of-week levels).
+  let prior = isPriorOnly(f);
   if (pending && pending.day < slots.day && pending.slot >= 0 && pending.slot < OBS_SLOTS) {
     // As withObservation(f, pending) would do it.
     if (bufDay !== '' && pending.day < bufDay) {
       const one = single(f, pending);
-      foldDay(pending.day, one.obs, one.cover, timeZone, cfg, view, hod);
+      if (foldDay(pending.day, one.obs, one.cover, timeZone, cfg, view, hod, prior)) prior = false;
     } else {
       if (bufDay !== '' && bufDay !== pending.day) {
-        foldDay(bufDay, bufObs, bufCover, timeZone, cfg, view, hod);
+        if (foldDay(bufDay, bufObs, bufCover, timeZone, cfg, view, hod, prior)) prior = false;
         bufObs = EMPTY_FORECAST.obs;
         bufCover = EMPTY_FORECAST.cover;
       }
@@ -268,7 +315,7 @@ export function dayProfile(
       bufCover = cover;
     }
   }
-  if (bufDay !== '' && bufDay < slots.day) foldDay(bufDay, bufObs, bufCover, timeZone, cfg, view, hod);
+  if (bufDay !== '' && bufDay < slots.day) foldDay(bufDay, bufObs, bufCover, timeZone, cfg, view, hod, prior);
   const n = slots.hours.length;
   const levels: (number | undefined)[] = new Array(n);
   let hash = 0x811c9dc5;
@@ -289,18 +336,22 @@ export function dayProfile(
       known++;
     }
   }
-  const mean = known > 0 ? sum / known : 1;
+  // Known levels that are all zero (a plan that saw no demand in the hours it could observe) say
+  // nothing about the shape: the day is planned as if nothing were known (weights by slot length).
+  // With a zero mean every weight would be zero, and a curve of zero weights cannot grow.
+  const usable = known > 0 && sum > 0;
+  const mean = usable ? sum / known : 1;
   const weights: number[] = new Array(n);
   const demand: number[] = new Array(n);
   for (let k = 0; k < n; k++) {
     const hours = ((slots.knots[k + 1] as number) - (slots.knots[k] as number)) / 3_600_000;
     // Unknown hours get the mean; no hour is planned below shapeFloor × mean (a wrong zero would
     // shut the plan out of an hour that turns out to have traffic).
-    const v = levels[k] ?? mean;
+    const v = usable ? (levels[k] ?? mean) : mean;
     demand[k] = v * hours;
     weights[k] = Math.max(v, cfg.shapeFloor * mean) * hours;
   }
-  return { slots, weights, demand: known > 0 && sum > 0 ? demand : undefined, hash: (hash >>> 8) & 0xffffff };
+  return { slots, weights, demand: usable ? demand : undefined, hash: (hash >>> 8) & 0xffffff };
 }
 
 // ---- encoding -------------------------------------------------------------------------------
