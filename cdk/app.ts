@@ -14,8 +14,21 @@ import { deploymentSettings } from '../shared/region/deployment.js';
 import { ControlTowerGuard } from './guard.js';
 import { RegionalStack } from './regional-stack.js';
 
-/** Builds the app; exported for the synth tests. */
-export function buildApp(app = new App()): { app: App; stacks: RegionalStack[] } {
+/** Options of {@link buildApp}. */
+export interface BuildAppOptions {
+  /**
+   * Register the policy-validation plugins (cdk-nag) that run at synth. Only tools that read the
+   * synthesized template and never deploy it turn them off (the local IAM layer: they cost
+   * seconds per synth). @default true
+   */
+  readonly validate?: boolean;
+}
+
+/** Builds the app; exported for the synth tests and the local IAM layer (local/iam/synth.ts). */
+export function buildApp(
+  app = new App(),
+  options: BuildAppOptions = {},
+): { app: App; stacks: RegionalStack[] } {
   const deployment = deploymentSettings((key) => app.node.tryGetContext(key));
   const stacks = deployment.regions.map(
     (deployed) =>
@@ -26,7 +39,8 @@ export function buildApp(app = new App()): { app: App; stacks: RegionalStack[] }
         deployed,
       }),
   );
-  Validations.of(app).addPlugins(new AwsSolutionsChecks(app), new ControlTowerGuard());
+  if (options.validate !== false)
+    Validations.of(app).addPlugins(new AwsSolutionsChecks(app), new ControlTowerGuard());
   return { app, stacks };
 }
 

@@ -35,30 +35,19 @@ import {
 import { dayWindow, InvalidDayError, InvalidTimeZoneError, parseDay } from '../shared/budget/time-zone.js';
 import { InvalidEnvError, intEnv, MissingEnvError } from '../shared/config/env.js';
 import { ControlParameterMissingError, resolvePacerShards } from '../shared/pacing/control.js';
-import { connectRedis, redisConfigFromEnv } from '../shared/redis/connect.js';
+import { connectRedis, type RedisConfig } from '../shared/redis/connect.js';
 import { regionResources, resourceName } from '../shared/region/resources.js';
 import { planDayKeys } from '../shared/spend/keys.js';
 import { SpendLedger } from '../shared/spend/ledger.js';
 import { readPlanDay } from '../shared/spend/live-counters.js';
 import { defaultInFlight, Reconciler } from '../shared/spend/reconcile.js';
 import { systemClock } from '../shared/time/clock.js';
-import { CliUsageError, EXIT, type ExitCodeOf, runCli, targetOf } from './common.js';
+import { CliUsageError, EXIT, type ExitCodeOf, isUnreachable, joinNegativeValues, runCli } from './common.js';
+import { NO_SSM, redisOf, type TargetNeeds, targetOf } from './paceline/target.js';
+import { BUDGETS_USAGE } from './usage.js';
 
 export { CliUsageError } from './common.js';
-
-export const BUDGETS_USAGE = `usage: budgets <account|campaign|plan> <put|list> [options] [--json] [--aws] | budgets reconcile --campaign C [--day D] [--force]
-  account put  --id A --name N --tz <IANA zone> [--currency USD] [--mode create|update|upsert]
-  account list
-  campaign put --id C --account A --name N [--status active|paused] [--mode …]
-  campaign list --account A
-  plan put     --level account|campaign|arm --account A [--campaign C] [--arm X]
-               (--daily-budget <dollars> | --daily-budget-micros <int>) [--pacing even|asap] [--mode …]
-  plan list    --account A [--campaign C]
-  reconcile    --campaign C [--day YYYY-MM-DD] [--force]
-  reshard      --shards N   (re-tag every item for N pacer shards; docs/pacing.md, "Changing N")
-  amounts: --daily-budget 1000 or 1000.50 (plain decimal, ≤ 6 decimals), --daily-budget-micros 1000500000 (plain integer)
-  --aws: act on AWS when no local endpoint variable (AWS_ENDPOINT_URL_DYNAMODB, …) is set
-  exit codes: 0 ok, 1 unexpected error, 2 usage or invalid input, 3 not found, 4 conflict`;
+export { BUDGETS_USAGE } from './usage.js';
 
 const options = {
   id: { type: 'string' },
@@ -99,6 +88,10 @@ function writeMode(value: string): WriteMode {
  */
 export function dollarsToMicros(value: string): number {
   const m = /^(0|[1-9]\d{0,7})(?:\.(\d{1,6}))?$/.exec(value);
+  if (value.startsWith('-'))
+    throw new CliUsageError(
+      `--daily-budget ${JSON.stringify(value)}: a budget cannot be negative; give dollars such as 1000 or 1000.50 (0 spends nothing).`,
+    );
   if (!m)
     throw new CliUsageError(
       `--daily-budget ${JSON.stringify(value)}: give dollars as a plain decimal such as 1000 or 1000.50 (up to 6 decimals).`,
@@ -108,6 +101,10 @@ export function dollarsToMicros(value: string): number {
 
 /** A plain non-negative decimal integer (`0`, `250000000`); nothing `Number()` would also accept. */
 export function parseMicros(flag: string, value: string): number {
+  if (value.startsWith('-'))
+    throw new CliUsageError(
+      `--${flag} ${JSON.stringify(value)}: cannot be negative; give plain digits, e.g. 250000000 for $250.`,
+    );
   if (!/^(0|[1-9]\d{0,15})$/.test(value) || !Number.isSafeInteger(Number(value))) {
     throw new CliUsageError(
       `--${flag} ${JSON.stringify(value)}: give integer micros as plain digits, e.g. 250000000 for $250.`,
@@ -151,30 +148,49 @@ function planIds(values: { level?: string; campaign?: string; arm?: string }) {
   };
 }
 
+/** What a plan with a daily budget of 0 does (said with the result: 0 is not "paused"). */
+export const ZERO_BUDGET_NOTE =
+  'daily budget 0: this plan spends nothing until it is raised (bids under it answer no-budget); ' +
+  'to stop a campaign, use campaign put --status paused';
+
 /** Runs one command; returns what to print. `log` receives the target line. */
 export async function main(
   argv: string[],
   env: NodeJS.ProcessEnv = process.env,
   log: (line: string) => void = () => {},
 ): Promise<unknown> {
-  const { values, positionals } = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
+  const { values, positionals } = parseArgs({
+    args: joinNegativeValues(argv, options),
+    options,
+    allowPositionals: true,
+    strict: true,
+  });
   const [what, verb] = positionals;
   const known = ['account put', 'account list', 'campaign put', 'campaign list', 'plan put', 'plan list'];
   const single = (what === 'reconcile' || what === 'reshard') && positionals.length === 1;
   if (!single && !known.includes(positionals.join(' '))) {
     throw new CliUsageError(`Unknown command "${positionals.join(' ')}".\n${BUDGETS_USAGE}`);
   }
-  const target = targetOf(env, values.aws);
-  log(`target ${target.text}, table ${resourceName(regionResources.tables.budgets, env)}`);
+  // What this command reaches: the budgets table; SSM for the pacer shard count of a write
+  // (unless PACER_SHARDS says it); Redis and the ledger for reconcile.
+  const needs: TargetNeeds = {
+    services: verb === 'put' && !env.PACER_SHARDS ? ['dynamodb', 'ssm'] : ['dynamodb'],
+    redis: what === 'reconcile',
+  };
+  const { target, text } = await targetOf(env, values.aws, needs, [
+    `table ${resourceName(regionResources.tables.budgets, env)}`,
+  ]);
+  log(text);
   const endpoints = target.endpoints;
   const dynamodb = dynamoDbClient(endpoints);
   let pacerShards: number | undefined;
   if (verb === 'put') {
-    const ssm = ssmClient(endpoints);
+    // Without SSM in the target, PACER_SHARDS is set and resolvePacerShards never calls it.
+    const ssm = needs.services.includes('ssm') ? ssmClient(endpoints) : undefined;
     try {
-      pacerShards = await resolvePacerShards(env, ssm, endpoints.region);
+      pacerShards = await resolvePacerShards(env, ssm ?? NO_SSM, endpoints.region);
     } finally {
-      ssm.destroy();
+      ssm?.destroy();
     }
   }
   const repo = new BudgetRepository({
@@ -210,7 +226,7 @@ export async function main(
     if (what === 'campaign' && verb === 'list')
       return await repo.listCampaignIds(need(values.account, 'account'));
     if (what === 'plan' && verb === 'put') {
-      return await repo.putPlan(
+      const plan = await repo.putPlan(
         {
           ...planIds(values),
           accountId: need(values.account, 'account'),
@@ -219,6 +235,7 @@ export async function main(
         },
         mode,
       );
+      return plan.dailyBudgetMicros === 0 ? { ...plan, note: ZERO_BUDGET_NOTE } : plan;
     }
     if (what === 'plan' && verb === 'list')
       return await repo.listPlans(need(values.account, 'account'), values.campaign);
@@ -237,6 +254,7 @@ export async function main(
         values.force,
         env,
         endpoints.region,
+        redisOf(target),
       );
     throw new CliUsageError(`Unknown command "${positionals.join(' ')}".\n${BUDGETS_USAGE}`);
   } finally {
@@ -252,6 +270,7 @@ async function reconcile(
   force: boolean,
   env: NodeJS.ProcessEnv,
   region: string,
+  redisConfig: RedisConfig,
 ): Promise<unknown> {
   if (day !== undefined) parseDay(day);
   const budgets = await repo.getCampaignBudgets(campaignId);
@@ -263,7 +282,7 @@ async function reconcile(
       `--day ${day} has not begun in ${budgets.account.timeZone} (today there is ${today}): nothing to reconcile.`,
     );
   }
-  const redis = connectRedis(redisConfigFromEnv(env));
+  const redis = connectRedis(redisConfig);
   redis.on('error', () => {});
   try {
     // The target region's live counters are rebuilt from (and compared with) its own wins only.
@@ -328,6 +347,8 @@ async function reconcile(
 
 /** Exit codes of the budgets errors (documented in --help). */
 export const budgetsExitCode: ExitCodeOf = (error) => {
+  // The shard count could not be read because SSM was not reachable: a store, not the input.
+  if (error instanceof ControlParameterMissingError && isUnreachable(error.cause)) return EXIT.unreachable;
   if (
     error instanceof BudgetValidationError ||
     error instanceof InvalidTimeZoneError ||

@@ -6,7 +6,7 @@
  * stack trace; `--debug` adds it) with the exit codes of {@link EXIT}.
  */
 import { fileURLToPath } from 'node:url';
-import { type AwsEndpoints, endpointsFromEnv } from '../shared/aws/clients.js';
+import { quietSdkNodeWarning } from '../shared/aws/endpoints.js';
 
 /** Exit codes shared by the CLIs (documented in their `--help`). */
 export const EXIT = {
@@ -49,6 +49,11 @@ export class CliUsageError extends Error {
   override readonly name: string = 'CliUsageError';
 }
 
+/** A referenced account, campaign or plan does not exist (exit {@link EXIT.notFound}). */
+export class CliNotFoundError extends Error {
+  override readonly name = 'CliNotFoundError';
+}
+
 /** Some items of a bulk operation failed; the result is still printed. */
 export class PartialFailureError extends Error {
   override readonly name = 'PartialFailureError';
@@ -60,25 +65,26 @@ export class PartialFailureError extends Error {
   }
 }
 
-type Env = Readonly<Record<string, string | undefined>>;
-
-/** Where a CLI's AWS clients go: every endpoint variable, or AWS itself (only with `--aws`). */
-export function targetOf(
-  env: Env,
-  aws: boolean,
-): { readonly endpoints: AwsEndpoints; readonly text: string } {
-  const endpoints = endpointsFromEnv(env);
-  const local = [endpoints.dynamodb, endpoints.kinesis, endpoints.ssm, endpoints.s3, endpoints.sqs].filter(
-    Boolean,
-  );
-  if (local.length > 0) {
-    const parts = Object.entries(endpoints)
-      .filter(([k, v]) => k !== 'region' && v)
-      .map(([k, v]) => `${k} ${v}`);
-    return { endpoints, text: `local region ${endpoints.region} (${parts.join(', ')})` };
+/**
+ * `parseArgs` refuses an option value that starts with a dash (`--daily-budget -5`: "argument is
+ * ambiguous"); the value's own check says better what is wrong with it. Joins each string option
+ * with a following negative number (`-5`, `-0.5`, `-.5`) into `--name=value`.
+ */
+export function joinNegativeValues(
+  argv: readonly string[],
+  options: Readonly<Record<string, { readonly type: 'string' | 'boolean' }>>,
+): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i] as string;
+    const next = argv[i + 1];
+    const name = a.startsWith('--') ? a.slice(2) : undefined;
+    if (name && options[name]?.type === 'string' && next !== undefined && /^-[\d.]/.test(next)) {
+      out.push(`${a}=${next}`);
+      i++;
+    } else out.push(a);
   }
-  if (!awsChosen(aws, env)) throw new CliUsageError(NO_TARGET_HELP);
-  return { endpoints, text: `AWS region ${endpoints.region} (default credential chain)` };
+  return out;
 }
 
 /** Renders a result for people: one line per list item, `key: value` lines for an object. */
@@ -125,8 +131,51 @@ export function isParseArgsError(error: unknown): boolean {
 }
 
 /**
- * Runs a CLI's `main` as a process: prints the result (human, or JSON with `--json`) and exits
- * with the documented code; errors are one line on stderr.
+ * Line output to a process stream that is complete however slowly it is read: each line is
+ * handed to the stream, and {@link LineWriter.flushed} resolves once the OS took every line so
+ * far. A reader that went away (`| head -c 100`: EPIPE) ends the output quietly: nobody reads the
+ * rest, and there is no stack trace.
+ */
+export interface LineWriter {
+  line(text: string): void;
+  flushed(): Promise<void>;
+}
+
+const quietOnEpipe = new WeakSet<NodeJS.WriteStream>();
+
+/** A {@link LineWriter} on `stream` (process.stdout or process.stderr). */
+export function lineWriter(stream: NodeJS.WriteStream): LineWriter {
+  if (!quietOnEpipe.has(stream)) {
+    quietOnEpipe.add(stream);
+    stream.on('error', (error: NodeJS.ErrnoException) => {
+      if (error.code !== 'EPIPE') throw error;
+    });
+  }
+  let last: Promise<void> = Promise.resolve();
+  return {
+    line(text) {
+      if (stream.destroyed) return;
+      last = new Promise((resolve) => stream.write(`${text}\n`, () => resolve()));
+    },
+    flushed: () => last,
+  };
+}
+
+/**
+ * Ends a CLI process with `code` once its output is out: sets `process.exitCode` and returns, so
+ * Node exits when nothing is left to do — never `process.exit()` under a pipe that still holds
+ * output. A handle left open by mistake (a client not closed) cannot keep the process alive: an
+ * unref'd timer exits 2 s later, after the output was flushed.
+ */
+export async function endCli(code: number, ...writers: readonly LineWriter[]): Promise<void> {
+  await Promise.all(writers.map((w) => w.flushed()));
+  process.exitCode = code;
+  setTimeout(() => process.exit(code), 2_000).unref();
+}
+
+/**
+ * Runs a CLI's `main` as a process: prints the result (human, or JSON with `--json`) and ends
+ * with the documented code once the output is flushed; errors are one line on stderr.
  */
 export function runCli(options: {
   readonly name: string;
@@ -137,27 +186,34 @@ export function runCli(options: {
   readonly exitCodeOf: ExitCodeOf;
 }): void {
   const { name, argv } = options;
+  quietSdkNodeWarning();
+  const stdout = lineWriter(process.stdout);
+  const stderr = lineWriter(process.stderr);
   if (argv.some((a) => a === '--help' || a === '-h')) {
-    console.log(`${options.usage}\n${EXIT_HELP}`);
+    stdout.line(`${options.usage}\n${EXIT_HELP}`);
+    void endCli(EXIT.ok, stdout);
     return;
   }
   const json = argv.includes('--json');
   const debug = argv.includes('--debug') || Boolean(process.env.NODE_DEBUG?.includes('cli'));
   const print = (result: unknown) =>
-    console.log(json ? JSON.stringify(result, null, 2) : formatHuman(result));
+    stdout.line(json ? JSON.stringify(result, null, 2) : formatHuman(result));
   options
     .main(
       argv.filter((a) => a !== '--json' && a !== '--debug'),
       process.env,
-      (line) => console.error(`${name}: ${line}`),
+      (line) => stderr.line(`${name}: ${line}`),
     )
     .then(
-      (result) => print(result),
+      (result) => {
+        print(result);
+        return EXIT.ok;
+      },
       (error: unknown) => {
         if (error instanceof PartialFailureError) {
           print(error.result);
-          console.error(`${name}: ${error.message}`);
-          process.exit(EXIT.partial);
+          stderr.line(`${name}: ${error.message}`);
+          return EXIT.partial;
         }
         const known =
           error instanceof CliUsageError || isParseArgsError(error)
@@ -172,11 +228,12 @@ export function runCli(options: {
           known === EXIT.usage
             ? `${String(text).split('\n')[0]} (--help for usage)`
             : String(text).replace(/\s*\n\s*/g, ' ');
-        console.error(`${name}: ${line}`);
-        if (debug) console.error(error);
-        process.exit(known ?? EXIT.failure);
+        stderr.line(`${name}: ${line}`);
+        if (debug) stderr.line(String((error as Error)?.stack ?? error));
+        return known ?? EXIT.failure;
       },
-    );
+    )
+    .then((code) => endCli(code, stdout, stderr));
 }
 
 /**

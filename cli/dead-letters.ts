@@ -16,7 +16,9 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { GetQueueUrlCommand } from '@aws-sdk/client-sqs';
-import { dynamoDbClient, kinesisClient, s3Client, sqsClient } from '../shared/aws/clients.js';
+import type { AwsService } from '../shared/aws/clients.js';
+import { dynamoDbClient, kinesisClient } from '../shared/aws/clients.js';
+import { s3Client, sqsClient } from '../shared/aws/ops-clients.js';
 import { KinesisProducer } from '../shared/kinesis/producer.js';
 import { DeadLetterStore, S3PayloadStore } from '../shared/quarantine/dead-letter-store.js';
 import {
@@ -32,25 +34,19 @@ import {
   regionResources,
   resourceName,
 } from '../shared/region/resources.js';
-import { CliUsageError, PartialFailureError, runCli, targetOf } from './common.js';
+import { CliUsageError, joinNegativeValues, PartialFailureError, runCli } from './common.js';
+import { DEAD_LETTER_REASONS } from './dead-letter-reasons.js';
+import { type TargetNeeds, targetOf } from './paceline/target.js';
+import { DEAD_LETTERS_USAGE, streamFunctions } from './usage.js';
+
+export { DEAD_LETTERS_USAGE } from './usage.js';
 
 /** Wrong command line; the message says what to type. */
 export class DeadLettersUsageError extends CliUsageError {
   override readonly name = 'DeadLettersUsageError';
 }
 
-const sources = Object.values(regionResources.functions as Record<string, FunctionSpec>).filter(
-  (f) => f.source,
-);
-
-export const DEAD_LETTERS_USAGE = `usage: dead-letters <command> --source <${sources.map((f) => f.name).join('|')}> [options] [--json] [--aws]
-  list    [--reason <code>] [--limit N]   quarantined records with their reason (payload base64, or its s3:// reference)
-  replay  [--reason <code>] [--limit N]   put them back on the function's stream, deleting each once it is there
-  list --on-failure [--from local|sqs] [--file F]   batches Lambda gave up on (shard, sequence range, condition)
-  redrive [--from local|sqs] [--file F] [--dry-run]  fetch those records from the stream and put them on it again
-  --from   where on-failure entries are: local = the local runner's file (default when AWS_ENDPOINT_URL_KINESIS is set:
-           .local/<region>/on-failure/<function>.jsonl, or --file), sqs = the function's on-failure queue
-  --aws    act on AWS (the default credential chain) when no local endpoint variable is set`;
+const sources = streamFunctions;
 
 const options = {
   source: { type: 'string' },
@@ -65,22 +61,53 @@ const options = {
 
 const repoRoot = fileURLToPath(new URL('..', import.meta.url));
 
+/** What a dead-letters command reaches, from its parsed arguments. */
+function needsOf(command: string, onFailure: boolean, from: 'local' | 'sqs'): TargetNeeds {
+  let services: AwsService[];
+  if (onFailure) {
+    services = [
+      ...(from === 'sqs' ? (['sqs'] as const) : []),
+      ...(command === 'redrive' ? (['kinesis'] as const) : []),
+    ];
+  } else services = command === 'replay' ? ['dynamodb', 's3', 'kinesis'] : ['dynamodb'];
+  return { services, redis: false };
+}
+
 /** Runs one command; returns what to print. `log` receives the target line. */
 export async function main(
   argv: string[],
   env: NodeJS.ProcessEnv = process.env,
   log: (line: string) => void = () => {},
 ): Promise<unknown> {
-  const { values, positionals } = parseArgs({ args: argv, options, allowPositionals: true, strict: true });
+  const { values, positionals } = parseArgs({
+    args: joinNegativeValues(argv, options),
+    options,
+    allowPositionals: true,
+    strict: true,
+  });
   const command = positionals[0];
   if (positionals.length !== 1 || !['list', 'replay', 'redrive'].includes(command ?? '')) {
     throw new DeadLettersUsageError(`Unknown command "${positionals.join(' ')}".\n${DEAD_LETTERS_USAGE}`);
   }
-  const spec = sources.find((f) => f.name === values.source);
-  if (!spec?.source) {
+  const names = sources.map((f) => f.name);
+  if (values.source === undefined && command !== 'list') {
     throw new DeadLettersUsageError(
-      `--source ${JSON.stringify(values.source ?? '')} must name a stream function: ${sources.map((f) => f.name).join(', ')}.\n${DEAD_LETTERS_USAGE}`,
+      `${command} needs --source <${names.join('|')}> (it writes to that function's stream).`,
     );
+  }
+  if (values.source !== undefined && !names.includes(values.source)) {
+    throw new DeadLettersUsageError(
+      `--source ${JSON.stringify(values.source)} must name a stream function: ${names.join('|')}.`,
+    );
+  }
+  const chosen = sources.filter((f) => values.source === undefined || f.name === values.source);
+  if (values.reason !== undefined) {
+    const known = [...new Set(chosen.flatMap((f) => DEAD_LETTER_REASONS[f.name] ?? []))];
+    if (!known.includes(values.reason)) {
+      throw new DeadLettersUsageError(
+        `--reason ${JSON.stringify(values.reason)} is not a reason code of ${chosen.map((f) => f.name).join(' or ')}: one of ${known.join(', ')}.`,
+      );
+    }
   }
   const limit = values.limit === undefined ? undefined : Number(values.limit);
   if (limit !== undefined && (!/^[1-9]\d*$/.test(values.limit ?? '') || !Number.isSafeInteger(limit))) {
@@ -92,45 +119,72 @@ export async function main(
       '--from, --file and --dry-run apply to `list --on-failure` and `redrive`.',
     );
   }
-  const target = targetOf(env, values.aws);
-  log(`target ${target.text}`);
+  if (onFailure && values.reason !== undefined) {
+    throw new DeadLettersUsageError(
+      '--reason applies to quarantined records (list, replay), not to on-failure batches.',
+    );
+  }
+  const aws = values.aws || env.PACELINE_TARGET === 'aws';
+  const from = values.from ?? (aws ? 'sqs' : 'local');
+  if (from !== 'local' && from !== 'sqs') {
+    throw new DeadLettersUsageError(`--from ${JSON.stringify(from)}: use local or sqs.`);
+  }
+  if (onFailure && from === 'local' && aws) {
+    throw new DeadLettersUsageError(
+      "--from local reads the local runner's files: drop --aws, or use --from sqs.",
+    );
+  }
+  if (onFailure && values.file !== undefined && from !== 'local') {
+    throw new DeadLettersUsageError('--file applies to --from local.');
+  }
+  const needs = needsOf(command as string, onFailure, from);
+  const region = (env.AWS_REGION || env.AWS_DEFAULT_REGION || env.PACELINE_REGION) ?? 'us-east-1';
+  const onFailureFile = (fn: FunctionSpec) =>
+    values.file ?? join(repoRoot, '.local', region, 'on-failure', `${fn.name}.jsonl`);
+  const { target, text } = await targetOf(env, values.aws, needs, [
+    ...(onFailure && from === 'local' ? chosen.map((f) => `on-failure file ${onFailureFile(f)}`) : []),
+  ]);
+  log(text);
   const { endpoints } = target;
-  const streamName = resourceName(regionResources.streams[spec.source.stream], env);
 
   if (onFailure) {
-    const from = values.from ?? (endpoints.kinesis ? 'local' : 'sqs');
-    if (from !== 'local' && from !== 'sqs') {
-      throw new DeadLettersUsageError(`--from ${JSON.stringify(from)}: use local or sqs.`);
-    }
     const sqs = from === 'sqs' ? sqsClient(endpoints) : undefined;
-    const kinesis = kinesisClient(endpoints);
+    const kinesis = command === 'redrive' ? kinesisClient(endpoints) : undefined;
     try {
-      let source: OnFailureSource;
-      if (sqs) {
-        const queue = await sqs.send(new GetQueueUrlCommand({ QueueName: onFailureQueueName(spec.name) }));
-        source = new SqsOnFailureSource(sqs, queue.QueueUrl ?? '', command === 'redrive' ? 900 : 0);
-      } else {
-        source = new JsonLinesOnFailureSource(
-          values.file ?? join(repoRoot, '.local', endpoints.region, 'on-failure', `${spec.name}.jsonl`),
-        );
-      }
-      log(`on-failure entries from ${source.location}`);
+      const sourceOf = async (fn: FunctionSpec): Promise<OnFailureSource> => {
+        if (!sqs) return new JsonLinesOnFailureSource(onFailureFile(fn));
+        const queue = await sqs.send(new GetQueueUrlCommand({ QueueName: onFailureQueueName(fn.name) }));
+        return new SqsOnFailureSource(sqs, queue.QueueUrl ?? '', command === 'redrive' ? 900 : 0);
+      };
       if (command === 'list') {
-        return (await source.entries()).map((e) => ({
-          id: e.id,
-          shardId: e.batch.shardId,
-          startSequenceNumber: e.batch.startSequenceNumber,
-          endSequenceNumber: e.batch.endSequenceNumber,
-          records: e.batch.batchSize,
-          condition: e.condition,
-          at: e.timestamp,
-          ...(e.error ? { error: e.error } : {}),
-        }));
+        const out = [];
+        for (const fn of chosen) {
+          const source = await sourceOf(fn);
+          for (const e of await source.entries()) {
+            out.push({
+              source: fn.name,
+              id: e.id,
+              shardId: e.batch.shardId,
+              startSequenceNumber: e.batch.startSequenceNumber,
+              endSequenceNumber: e.batch.endSequenceNumber,
+              records: e.batch.batchSize,
+              condition: e.condition,
+              at: e.timestamp,
+              ...(e.error ? { error: e.error } : {}),
+            });
+          }
+        }
+        return out;
       }
-      const producer = new KinesisProducer({ client: kinesis, streamName });
+      const spec = chosen[0] as FunctionSpec;
+      const streamName = resourceName(regionResources.streams[spec.source?.stream ?? 'actions'], env);
+      const source = await sourceOf(spec);
+      log(`on-failure entries from ${source.location}`);
+      const client = kinesis as NonNullable<typeof kinesis>;
+      const producer = new KinesisProducer({ client, streamName });
       const result = await redrive({
         source,
-        kinesis,
+        kinesis: client,
         streamName,
         dryRun: values['dry-run'],
         put: async (records) => {
@@ -146,47 +200,65 @@ export async function main(
       }
       return result;
     } finally {
-      kinesis.destroy();
+      kinesis?.destroy();
       sqs?.destroy();
     }
   }
 
   const dynamodb = dynamoDbClient(endpoints);
-  const s3 = s3Client(endpoints);
+  // Listing reads the table only (an offloaded payload is shown by its s3:// reference); a
+  // replay reads payloads back from the bucket.
+  const s3 = command === 'replay' ? s3Client(endpoints) : undefined;
   const store = new DeadLetterStore({
     client: dynamodb,
     tableName: resourceName(regionResources.tables.deadLetters, env),
-    payloads: new S3PayloadStore({
-      client: s3,
-      bucket: resourceName(regionResources.buckets.deadLetterPayloads, env),
-    }),
+    ...(s3
+      ? {
+          payloads: new S3PayloadStore({
+            client: s3,
+            bucket: resourceName(regionResources.buckets.deadLetterPayloads, env),
+          }),
+        }
+      : {}),
   });
-  const selection = {
-    source: spec.name,
+  const selection = (fn: FunctionSpec) => ({
+    source: fn.name,
     ...(values.reason === undefined ? {} : { reasonCode: values.reason }),
     ...(limit === undefined ? {} : { limit }),
-  };
+  });
   try {
-    if (command === 'redrive' || values['on-failure']) throw new Error('unreachable');
     if (command === 'list') {
-      return (await selectDeadLetters(store, selection)).map((l) => ({
-        shardId: l.shardId,
-        sequenceNumber: l.sequenceNumber,
-        partitionKey: l.partitionKey,
-        reasonCode: l.reasonCode,
-        reason: l.reason,
-        arrivedAt: new Date(l.arrivedAt).toISOString(),
-        quarantinedAt: new Date(l.quarantinedAt).toISOString(),
-        bytes: l.dataBytes ?? l.data.length,
-        ...(l.dataRef === undefined
-          ? { data: Buffer.from(l.data).toString('base64') }
-          : { dataRef: l.dataRef }),
-      }));
+      const out = [];
+      for (const fn of chosen) {
+        for (const l of await selectDeadLetters(store, selection(fn))) {
+          out.push({
+            source: fn.name,
+            shardId: l.shardId,
+            sequenceNumber: l.sequenceNumber,
+            partitionKey: l.partitionKey,
+            reasonCode: l.reasonCode,
+            reason: l.reason,
+            arrivedAt: new Date(l.arrivedAt).toISOString(),
+            quarantinedAt: new Date(l.quarantinedAt).toISOString(),
+            bytes: l.dataBytes ?? l.data.length,
+            ...(l.dataRef === undefined
+              ? { data: Buffer.from(l.data).toString('base64') }
+              : { dataRef: l.dataRef }),
+          });
+        }
+      }
+      return limit === undefined ? out : out.slice(0, limit);
     }
+    const spec = chosen[0] as FunctionSpec;
+    const streamName = resourceName(regionResources.streams[spec.source?.stream ?? 'actions'], env);
     const kinesis = kinesisClient(endpoints);
     try {
       const producer = new KinesisProducer({ client: kinesis, streamName });
-      const result = await replayDeadLetters({ ...selection, store, put: (record) => producer.put(record) });
+      const result = await replayDeadLetters({
+        ...selection(spec),
+        store,
+        put: (record) => producer.put(record),
+      });
       await producer.flush();
       const out = {
         replayed: result.replayed,
@@ -200,7 +272,7 @@ export async function main(
     }
   } finally {
     dynamodb.destroy();
-    s3.destroy();
+    s3?.destroy();
   }
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // `npx paceline …`: registers tsx (a devDependency of this repository) and runs the TypeScript CLI.
-// The operator CLI runs from a checkout (docs/client.md, Limits); npm still packs this `bin` file,
-// so an installed tarball says so and exits 2 instead of failing on a missing module.
+// The operator CLI runs from a checkout (docs/client.md, Limits): a copy without the TypeScript
+// sources beside it says so and exits 2 instead of failing on a missing module.
 import { existsSync } from 'node:fs';
 
 const cli = new URL('./paceline.ts', import.meta.url);

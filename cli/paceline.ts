@@ -14,27 +14,66 @@
  */
 import { resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { CliUsageError, EXIT, EXIT_HELP, isParseArgsError, isUnreachable } from './common.js';
+import { quietSdkNodeWarning } from '../shared/aws/endpoints.js';
+import {
+  CliNotFoundError,
+  CliUsageError,
+  EXIT,
+  EXIT_HELP,
+  endCli,
+  isParseArgsError,
+  isUnreachable,
+  lineWriter,
+} from './common.js';
 import type { CliIo, Command } from './paceline/command.js';
-import { budgetsCommand, deadLettersCommand, reconcileCommand } from './paceline/delegate.js';
-import { leaderOverrideCommand } from './paceline/leader-override.js';
-import { statusCommand } from './paceline/status-command.js';
-import { failbackCommand, failoverCommand } from './paceline/switch.js';
-import { spendCommand } from './spend.js';
 
 export { EXIT } from './common.js';
 export type { CliIo, Command } from './paceline/command.js';
 
-/** The registry of commands: one line per command (failover/failback register here too). */
-export const commands: Record<string, Command> = {
-  status: statusCommand,
-  'leader-override': leaderOverrideCommand,
-  budgets: budgetsCommand,
-  reconcile: reconcileCommand,
-  'dead-letters': deadLettersCommand,
-  spend: spendCommand,
-  failover: failoverCommand,
-  failback: failbackCommand,
+/**
+ * A registered command: its one-line summary and its module, loaded only when it runs (the AWS
+ * SDK clients a command imports cost seconds to load; `--help` and a refused target need none).
+ */
+export interface RegisteredCommand {
+  readonly summary: string;
+  load(): Promise<Command>;
+}
+
+/** The registry of commands: one line per command. */
+export const commands: Record<string, RegisteredCommand> = {
+  status: {
+    summary:
+      'per region: pacer shards (leader, epoch, parameter age, override), publish switch, streams, dead letters',
+    load: async () => (await import('./paceline/status-command.js')).statusCommand,
+  },
+  'leader-override': {
+    summary: 'name the instance that publishes for a pacer shard, or hand it back to the lease holder (auto)',
+    load: async () => (await import('./paceline/leader-override.js')).leaderOverrideCommand,
+  },
+  budgets: {
+    summary: 'accounts, campaigns and budget plans (put/list), reshard — as npm run budgets',
+    load: async () => (await import('./paceline/delegate.js')).budgetsCommand,
+  },
+  reconcile: {
+    summary: "rebuild a campaign-day's live spend counters from the ledger",
+    load: async () => (await import('./paceline/delegate.js')).reconcileCommand,
+  },
+  'dead-letters': {
+    summary: 'quarantined records and failed batches: list, replay, redrive — as npm run dead-letters',
+    load: async () => (await import('./paceline/delegate.js')).deadLettersCommand,
+  },
+  spend: {
+    summary: 'spend status: per plan-day confirmed, in-flight, leased, remaining and the target E(t) now',
+    load: async () => (await import('./paceline/spend-command.js')).spendCommand,
+  },
+  failover: {
+    summary: "make region B's pacer publish into region A's cache (--region A --to B)",
+    load: async () => (await import('./paceline/switch.js')).failoverCommand,
+  },
+  failback: {
+    summary: "give region A's cache back to A's own pacer (--region A)",
+    load: async () => (await import('./paceline/switch.js')).failbackCommand,
+  },
 };
 
 const repoRoot = fileURLToPath(new URL('..', import.meta.url));
@@ -62,8 +101,8 @@ export async function main(
     io.out(mainUsage());
     return name === undefined ? EXIT.usage : EXIT.ok;
   }
-  const command = commands[name];
-  if (!command) {
+  const registered = commands[name];
+  if (!registered) {
     io.err(
       `paceline: unknown command "${name}" (commands: ${Object.keys(commands).join(', ')}; paceline --help)`,
     );
@@ -71,6 +110,7 @@ export async function main(
   }
   const debug = rest.includes('--debug');
   try {
+    const command = await registered.load();
     return await command.run(rest, cliIo);
   } catch (error) {
     const message = ((error as Error)?.message ?? String(error)).split('\n')[0];
@@ -78,6 +118,10 @@ export async function main(
     if (error instanceof CliUsageError || isParseArgsError(error)) {
       io.err(`paceline ${name}: ${message} (paceline ${name} --help)`);
       return EXIT.usage;
+    }
+    if (error instanceof CliNotFoundError) {
+      io.err(`paceline ${name}: ${message}`);
+      return EXIT.notFound;
     }
     if (isUnreachable(error)) {
       io.err(`paceline ${name}: could not reach a store: ${message}`);
@@ -88,15 +132,21 @@ export async function main(
   }
 }
 
-/** Runs the CLI for this process (arguments, stdout/stderr, environment) and exits with its code. */
-export async function runFromProcess(): Promise<never> {
+/**
+ * Runs the CLI for this process (arguments, stdout/stderr, environment) and ends with its code
+ * once stdout and stderr are flushed: a JSON result piped into a slow reader arrives whole.
+ */
+export async function runFromProcess(): Promise<void> {
+  quietSdkNodeWarning();
+  const stdout = lineWriter(process.stdout);
+  const stderr = lineWriter(process.stderr);
   const code = await main(process.argv.slice(2), {
-    out: (l) => console.log(l),
-    err: (l) => console.error(l),
+    out: (l) => stdout.line(l),
+    err: (l) => stderr.line(l),
     env: process.env,
     now: () => Date.now(),
   });
-  process.exit(code);
+  await endCli(code, stdout, stderr);
 }
 
 const invokedDirectly =

@@ -7,8 +7,6 @@
  * `spendStatus(...)` is the reusable part (tests call it against a local region); the command
  * resolves targets and prints like every `paceline` command.
  */
-import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { dynamoDbClient, ssmClient } from '../shared/aws/clients.js';
 import type { CampaignBudgets, ResolvedPlan } from '../shared/budget/model.js';
@@ -20,8 +18,8 @@ import { connectRedis, type RedisClient } from '../shared/redis/connect.js';
 import { regionResources, resourceName } from '../shared/region/resources.js';
 import { planDayKeys } from '../shared/spend/keys.js';
 import { readPlanDay } from '../shared/spend/live-counters.js';
-import { CliUsageError, describeTargets, resolveTargets } from './paceline/target.js';
-import type { CliIo, Command } from './paceline.js';
+import { CliNotFoundError, CliUsageError } from './common.js';
+import { type RegionTarget, redisOf } from './paceline/target.js';
 
 /** One plan-day's figures (integer micros). */
 export interface PlanDayStatus {
@@ -76,16 +74,16 @@ export async function spendStatus(options: SpendStatusOptions): Promise<PlanDayS
   const campaigns: CampaignBudgets[] = [];
   if (options.campaignId !== undefined) {
     const b = await repo.getCampaignBudgets(options.campaignId);
-    if (!b) throw new CliUsageError(`Campaign ${options.campaignId} (or its account) does not exist.`);
+    if (!b) throw new CliNotFoundError(`Campaign ${options.campaignId} (or its account) does not exist.`);
     if (options.accountId !== undefined && b.account.accountId !== options.accountId) {
       throw new CliUsageError(`Campaign ${options.campaignId} belongs to account ${b.account.accountId}.`);
     }
     campaigns.push(b);
   } else {
-    const accounts =
-      options.accountId === undefined
-        ? (await repo.listAccounts()).map((a) => a.accountId)
-        : [options.accountId];
+    const known = (await repo.listAccounts()).map((a) => a.accountId);
+    if (options.accountId !== undefined && !known.includes(options.accountId))
+      throw new CliNotFoundError(`Account ${options.accountId} does not exist.`);
+    const accounts = options.accountId === undefined ? known : [options.accountId];
     for (const accountId of accounts) {
       for (const id of await repo.listCampaignIds(accountId)) {
         const b = await repo.getCampaignBudgets(id);
@@ -176,81 +174,37 @@ export function formatSpendStatus(
   return lines.join('\n');
 }
 
-const repoRoot = fileURLToPath(new URL('..', import.meta.url));
-const USAGE = `usage: paceline spend status [--account A] [--campaign C] [--day YYYY-MM-DD] [--json] [--regions …] [--aws]
-  Per plan-day (account, campaign and arm plans; today in each account's time zone unless --day):
-  confirmed, in flight, leased to ad servers' guards, remaining (budget − all three) and the target
-  E(t) now — the pacer's published curve when fresh, else the linear fail-safe curve. Amounts in
-  currency units; --json prints one object with integer micros:
-  {"regions":[{"region":"us-east-1","plans":[{"accountId":"acme","campaignId":"spring","plan":"campaign","day":"2026-11-23","budgetMicros":…,"confirmedMicros":…,"inFlightMicros":…,"leasedMicros":…,"remainingMicros":…,"targetMicros":…,"targetSource":"published",…}]}]}
-  Target: the local regions of a running \`npm start\` (or a pasted Client env); --aws for AWS.`;
-
-/** `paceline spend <status>`: registered in cli/paceline.ts's command table. */
-export const spendCommand: Command = {
-  summary: 'spend status: per plan-day confirmed, in-flight, leased, remaining and the target E(t) now',
-  usage: USAGE,
-  async run(argv: readonly string[], io: CliIo): Promise<number> {
-    const { values, positionals } = parseArgs({
-      args: [...argv],
-      options: {
-        json: { type: 'boolean' },
-        aws: { type: 'boolean' },
-        regions: { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-        account: { type: 'string' },
-        campaign: { type: 'string' },
-        day: { type: 'string' },
-      },
-      allowPositionals: true,
-      strict: true,
+/** Per target region, the plan-days of the selection (what `paceline spend status` prints). */
+export async function readSpendStatus(
+  targets: readonly RegionTarget[],
+  selection: { readonly accountId?: string; readonly campaignId?: string; readonly day?: string },
+  nowMs: number,
+): Promise<{ region: string; plans: PlanDayStatus[] }[]> {
+  const regions = [];
+  for (const t of targets) {
+    const timeouts = { connectionTimeoutMs: 2_000, requestTimeoutMs: 5_000, maxAttempts: 2 };
+    const dynamodb = dynamoDbClient(t.endpoints, timeouts);
+    const ssm = ssmClient(t.endpoints, timeouts);
+    const redis = connectRedis(redisOf(t), {
+      maxRetriesPerRequest: 1,
+      redisOptions: { connectTimeout: 3_000 },
     });
-    if (values.help) {
-      io.out(USAGE);
-      return 0;
-    }
-    if (positionals.join(' ') !== 'status') {
-      throw new CliUsageError(
-        `unknown spend command "${positionals.join(' ')}": use "paceline spend status".`,
-      );
-    }
-    if (values.day !== undefined) {
-      try {
-        parseDay(values.day);
-      } catch (error) {
-        throw new CliUsageError(`--day ${values.day}: ${(error as Error).message}`);
-      }
-    }
-    const targets = resolveTargets(values, io.env, repoRoot);
-    (values.json ? io.err : io.out)(describeTargets(targets));
-    const regions = [];
-    for (const t of targets) {
-      const timeouts = { connectionTimeoutMs: 2_000, requestTimeoutMs: 5_000, maxAttempts: 2 };
-      const dynamodb = dynamoDbClient(t.endpoints, timeouts);
-      const ssm = ssmClient(t.endpoints, timeouts);
-      const redis = connectRedis(t.redis, {
-        maxRetriesPerRequest: 1,
-        redisOptions: { connectTimeout: 3_000 },
+    redis.on('error', () => {});
+    try {
+      const plans = await spendStatus({
+        dynamodb,
+        redis,
+        budgetsTable: resourceName(regionResources.tables.budgets, t.env),
+        shards: await resolvePacerShards(t.env, ssm, t.region),
+        nowMs,
+        ...selection,
       });
-      redis.on('error', () => {});
-      try {
-        const plans = await spendStatus({
-          dynamodb,
-          redis,
-          budgetsTable: resourceName(regionResources.tables.budgets, t.env),
-          shards: await resolvePacerShards(t.env, ssm, t.region),
-          nowMs: io.now(),
-          ...(values.account === undefined ? {} : { accountId: values.account }),
-          ...(values.campaign === undefined ? {} : { campaignId: values.campaign }),
-          ...(values.day === undefined ? {} : { day: values.day }),
-        });
-        regions.push({ region: t.region, plans });
-      } finally {
-        redis.disconnect();
-        dynamodb.destroy();
-        ssm.destroy();
-      }
+      regions.push({ region: t.region, plans });
+    } finally {
+      redis.disconnect();
+      dynamodb.destroy();
+      ssm.destroy();
     }
-    io.out(values.json ? JSON.stringify({ regions }) : formatSpendStatus(regions));
-    return 0;
-  },
-};
+  }
+  return regions;
+}

@@ -33,6 +33,9 @@ export function renderEnvFile(region: string, env: Readonly<Record<string, strin
   const lines = [
     `# Paceline local region ${region}: written by \`npm start\` (pid ${pid}) at ${new Date().toISOString()}.`,
     `# Use: source ${join('.paceline', `${region}.env`)}   (points the AWS SDK/CLI, Redis clients and the paceline CLI at it)`,
+    // The runner gone without rewriting this file (the machine restarted, the runner and its
+    // watchdog both killed): refuse, as the stale marker would.
+    `kill -0 ${pid} 2>/dev/null || { echo "paceline: the local region ${region} is not running (runner pid ${pid} is gone); start it with npm start" >&2; return 1 2>/dev/null || exit 1; }`,
     ...Object.entries({ ...env, [RUNNER_PID_VAR]: String(pid) })
       .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
       .map(([k, v]) => `export ${k}=${quote(v)}`),

@@ -9,6 +9,7 @@
  *   npm start -- [--regions us-east-1,us-west-2] [--redis standalone|cluster] [--prewarm]
  *                [--pacer-shards 4] [--pacer-instances 3] [--handler <function>=<module>]...
  *                [--data-dir DIR] [--base-port 14100] [--logs compact|full] [--state-dir .paceline]
+ *                [--scheduler eventbridge|exact]
  *
  * Writes each region's client environment to `.paceline/<region>.env` (marked stale on stop),
  * each function instance's output to `.paceline/logs/<region>/<function>-<pid>.log`, and
@@ -18,8 +19,13 @@ import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
-import { type LocalRegionsFile, localRegionsFile } from '../cli/paceline/target.js';
-import { REGION_ENDPOINTS_ENV, REGIONS_ENV } from '../shared/aws/clients.js';
+import { type LocalRegionsFile, localRegionsFile, STATE_DIR_ENV } from '../cli/paceline/target.js';
+import {
+  kinesisClient,
+  quietSdkNodeWarning,
+  REGION_ENDPOINTS_ENV,
+  REGIONS_ENV,
+} from '../shared/aws/clients.js';
 import {
   defaultRegions,
   type FunctionKey,
@@ -36,14 +42,29 @@ import { type Dashboard, startDashboard } from './dashboard/server.js';
 import { PortInUseError } from './emulators/net.js';
 import { RedisServerMissingError } from './emulators/redis.js';
 import { formatSupervisionEvent, type SupervisionEvent } from './emulators/supervision.js';
-import { markEnvFileStale, stateFolder, writeEnvFile } from './env-file.js';
+import { onRunnerDeath } from './emulators/watchdog.js';
+import {
+  markEnvFileStale,
+  RUNNER_PID_VAR,
+  renderStaleEnvFile,
+  stateFolder,
+  writeEnvFile,
+} from './env-file.js';
 import { type CheckpointStore, FileCheckpointStore } from './esm/checkpoints.js';
 import { LocalOnFailureDestination } from './esm/on-failure.js';
 import { KinesisPoller } from './esm/poller.js';
 import { GlobalTablesStandIn } from './global-tables.js';
+import type { LocalIam, Refusal } from './iam/gate.js';
+import { type LocalPolicySet, principalCredentials } from './iam/policy.js';
 import { type ConsoleLogMode, formatInvocation, InstanceLogs } from './logs.js';
-import { DEFAULT_BASE_PORT, type LocalRegion, regionPorts, startLocalRegion } from './region.js';
-import { Scheduler, type ScheduleTarget, scheduleTargets } from './scheduler.js';
+import { DEFAULT_BASE_PORT, type LocalRegion, localIam, regionPorts, startLocalRegion } from './region.js';
+import {
+  SCHEDULE_TIMING_MODES,
+  Scheduler,
+  type ScheduleTarget,
+  type ScheduleTiming,
+  scheduleTargets,
+} from './scheduler.js';
 import { bundleModule } from './worker/bundle.js';
 import { ProcessInvoker, repoRoot } from './worker/process-invoker.js';
 
@@ -76,6 +97,12 @@ export interface RuntimeOptions {
    * pacer is told the same length (its `minuteMs`), so it runs its ticks inside it. @default 60_000
    */
   readonly msPerMinute?: number;
+  /**
+   * How scheduled functions are fired: like EventBridge (each rule at its own second, delivery
+   * delay 0–20 s, an occasional duplicate and missed delivery; `local/scheduler.ts`) or exactly on
+   * each minute. @default { mode: 'eventbridge' } with a random seed (printed in the banner)
+   */
+  readonly scheduler?: ScheduleTiming;
   /** Where function instances' stdout/stderr go. @default 'inherit' */
   readonly functionOutput?: 'inherit' | 'ignore';
   /**
@@ -120,6 +147,13 @@ export interface RuntimeOptions {
   readonly alert?: (line: string) => void;
   /** Replication lag of the global tables between the local regions, ms. @default 500 */
   readonly replicationLagMs?: number;
+  /**
+   * The local IAM layer: every call a function or the ad-server client makes is checked against
+   * the policy the stack synthesizes for it (docs/local-region.md, "IAM"); refusals are logged.
+   * `'off'` lets every call through (`npm start -- --iam off`). `edit` changes the synthesized
+   * policies before they are enforced (tests: a grant removed). @default on
+   */
+  readonly iam?: 'off' | { readonly edit?: (set: LocalPolicySet) => LocalPolicySet };
 }
 
 /** The description a runtime provisions and runs, from its options. */
@@ -172,6 +206,7 @@ async function startRegionRuntime(
     dataDir === undefined ? undefined : new FileCheckpointStore(join(dataDir, 'checkpoints', `${fn}.json`));
   const invokers = new Map<FunctionKey, ProcessInvoker>();
   const pollers = new Map<FunctionKey, KinesisPoller>();
+  const readers: { destroy(): void }[] = [];
   const onFailure = new Map<FunctionKey, LocalOnFailureDestination>();
   const targets: ScheduleTarget[] = [];
   const handlerModules = new Map<FunctionKey, string>();
@@ -212,10 +247,16 @@ async function startRegionRuntime(
           file: join(stateDir, name, 'on-failure', `${spec.name}.jsonl`),
         });
         onFailure.set(key, destination);
+        // Lambda reads the stream with the function's execution role: so does the local poller.
+        const streamReader = kinesisClient({
+          ...region.endpoints,
+          credentials: principalCredentials(name, spec.name),
+        });
+        readers.push(streamReader);
         pollers.set(
           key,
           new KinesisPoller({
-            kinesis: region.kinesis,
+            kinesis: streamReader,
             streamName: region.streamName(spec.source.stream),
             source: spec.source,
             invoker,
@@ -231,8 +272,15 @@ async function startRegionRuntime(
     const scheduler = new Scheduler(targets, {
       region: name,
       ...(options.msPerMinute === undefined ? {} : { msPerMinute: options.msPerMinute }),
+      ...(options.scheduler ? { timing: options.scheduler } : {}),
       onResult: (target, _at, result) => {
         if (!result.ok) log(`[${name}] ${target.ruleName}: ${result.errorType}: ${result.errorMessage}`);
+      },
+      // Only the unusual deliveries: they explain a gap or a second invocation in the logs.
+      onFiring: (target, firing) => {
+        const at = new Date(firing.scheduledAt).toISOString().slice(11, 23);
+        if (firing.deliverAt.length === 0) log(`[${name}] ${target.ruleName}: firing of ${at} not delivered`);
+        if (firing.deliverAt.length > 1) log(`[${name}] ${target.ruleName}: firing of ${at} delivered twice`);
       },
     });
     // Bundles are built in the background: the region is ready at once, instances started before
@@ -269,11 +317,13 @@ async function startRegionRuntime(
           ...[...pollers.values()].map((p) => p.stop()),
           ...[...invokers.values()].map((i) => i.close()),
         ]);
+        for (const r of readers) r.destroy();
         await logs?.close();
         await region.stop();
       },
     };
   } catch (error) {
+    for (const r of readers) r.destroy();
     await Promise.all([...invokers.values()].map((i) => i.close()));
     await logs?.close();
     await region.stop();
@@ -319,6 +369,18 @@ export async function startRuntime(options: RuntimeOptions): Promise<RegionRunti
       ? new GlobalTablesStandIn({ lagMs: options.replicationLagMs ?? 500 })
       : undefined;
   const alert = options.alert ?? options.log ?? (() => {});
+  // One IAM layer for every region: a pacer calls its peers' endpoints with its own key.
+  const iam: LocalIam | 'off' =
+    options.iam === 'off'
+      ? 'off'
+      : await localIam(options.regions, description, {
+          ...(options.iam?.edit ? { edit: options.iam.edit } : {}),
+          onRefusal: (r) => alert(formatRefusal(r)),
+          onSynthesize: (regions) =>
+            (options.log ?? (() => {}))(
+              `IAM: synthesizing the stack's policies for ${regions.join(', ')} (once after a change to the stack; cached in .paceline/iam)…`,
+            ),
+        });
   const supervision = new Map<string, SupervisionEvent[]>();
   const regions = await Promise.allSettled(
     options.regions.map((r, index) => {
@@ -329,6 +391,7 @@ export async function startRuntime(options: RuntimeOptions): Promise<RegionRunti
         region: r,
         redisMode: options.redisMode,
         description,
+        iam,
         ...(link ? { globalTables: link } : {}),
         ...(options.basePort ? { ports: regionPorts(options.basePort, index, options.redisMode) } : {}),
         ...(dataDir === undefined ? {} : { dataDir }),
@@ -376,6 +439,20 @@ export async function startRuntime(options: RuntimeOptions): Promise<RegionRunti
   }));
 }
 
+function describeIam(iam: LocalIam | undefined): string {
+  if (!iam) return 'off (--iam off): every call is let through';
+  const s = iam.policies.synthesis;
+  const from = iam.origin?.cached
+    ? `cached from a synthesis of ${(s.synthMs / 1000).toFixed(1)} s`
+    : `synthesized now in ${(s.synthMs / 1000).toFixed(1)} s`;
+  return `enforced: each function and the ad-server client (PACELINE_CLIENT_ACCESS_KEY_ID) is held to its synthesized policy (${from}, ${s.regions.join(', ')}); AWS_ACCESS_KEY_ID=local is the unchecked operator`;
+}
+
+/** One console line for a call the local IAM layer refused. */
+export function formatRefusal(r: Refusal): string {
+  return `[${r.region}] IAM refused ${r.principal}: ${r.action} on ${r.resource} (${r.service})`;
+}
+
 /** The banner: every endpoint a developer or a client needs. */
 export function describeRuntime(runtimes: readonly RegionRuntime[]): string {
   const lines: string[] = [];
@@ -408,6 +485,7 @@ export function describeRuntime(runtimes: readonly RegionRuntime[]): string {
         .map((s) => `${physicalName(s.suffix)} (${s.shardCount} shards)`)
         .join(', ')}`,
     );
+    lines.push(`  Schedules: ${describeTiming(rt.scheduler)}`);
     for (const key of Object.keys(rt.description.functions) as FunctionKey[]) {
       const spec: FunctionSpec = rt.description.functions[key];
       const handlerPath = resolve(repoRoot, rt.handlerModules.get(key) ?? spec.entry);
@@ -434,6 +512,7 @@ export function describeRuntime(runtimes: readonly RegionRuntime[]): string {
       const pids = rt.invokers.get(key)?.pids ?? [];
       if (pids.length > 0) lines.push(`      instances: pid ${pids.join(', ')}`);
     }
+    lines.push(`  IAM:      ${describeIam(r.iam)}`);
     lines.push(
       `  Client env: ${Object.entries(r.clientEnv)
         .map(([k, v]) => `${k}=${v}`)
@@ -441,6 +520,18 @@ export function describeRuntime(runtimes: readonly RegionRuntime[]): string {
     );
   }
   return lines.join('\n');
+}
+
+/** One line on how the region's scheduler times its rules (the seed reproduces a run's timing). */
+export function describeTiming(scheduler: Scheduler): string {
+  const t = scheduler.timing;
+  if (t.mode === 'exact')
+    return 'exact (every rule on the minute, delivered at once, once; --scheduler exact)';
+  const pct = (r: number) => `${Number((r * 100).toFixed(2))} %`;
+  return (
+    `EventBridge-like (seed ${t.seed}): each rule at its own second, delivery delay 0–${t.maxDelayMs / 1000} s, ` +
+    `${pct(t.duplicateRate)} delivered twice, ${pct(t.missRate)} missed; --scheduler exact fires on the minute`
+  );
 }
 
 function parseCli(argv: readonly string[]): CliOptions {
@@ -459,6 +550,8 @@ function parseCli(argv: readonly string[]): CliOptions {
       logs: { type: 'string' },
       'state-dir': { type: 'string' },
       'dashboard-port': { type: 'string' },
+      scheduler: { type: 'string' },
+      iam: { type: 'string' },
       help: { type: 'boolean' },
     },
   });
@@ -471,8 +564,10 @@ function parseCli(argv: readonly string[]): CliOptions {
         '                    [--data-dir DIR]   (keep state across restarts: Redis AOF, DynamoDB, Kinesis, SSM, S3; default in memory)\n' +
         `                    [--base-port N]   (stable ports: region i uses N+10i…N+10i+8; default ${DEFAULT_BASE_PORT}; 0 = free ports)\n` +
         "                    [--logs compact|full]   (console: one line per invocation (default), or every instance's output too)\n" +
-        '                    [--state-dir DIR]   (env files and instance logs; default .paceline)',
-      '                    [--dashboard-port N]   (live dashboard; default 7400, any free port when taken; 0 = any)',
+        '                    [--state-dir DIR]   (env files and instance logs; default .paceline)\n' +
+        '                    [--dashboard-port N]   (live dashboard; default 7400, any free port when taken; 0 = any)\n' +
+        "                    [--scheduler eventbridge|exact]   (schedule timing: EventBridge's (default) or exactly on the minute)",
+      "                    [--iam on|off]   (check every function's and the ad-server client's calls against their synthesized IAM policies; default on)",
     );
     process.exit(0);
   }
@@ -522,7 +617,16 @@ function parseCli(argv: readonly string[]): CliOptions {
   if (logsMode !== 'compact' && logsMode !== 'full') {
     throw new UsageError(`--logs must be 'compact' or 'full', got '${logsMode}'`);
   }
-  const stateDir = resolve(values['state-dir'] ?? stateFolder(repoRoot));
+  const timing = values.scheduler ?? 'eventbridge';
+  if (!(SCHEDULE_TIMING_MODES as readonly string[]).includes(timing)) {
+    throw new UsageError(
+      `--scheduler must be ${SCHEDULE_TIMING_MODES.map((m) => `'${m}'`).join(' or ')}, got '${timing}'`,
+    );
+  }
+  const iamMode = values.iam ?? 'on';
+  if (iamMode !== 'on' && iamMode !== 'off')
+    throw new UsageError(`--iam must be 'on' or 'off', got '${iamMode}'`);
+  const stateDir = resolve(values['state-dir'] ?? (process.env[STATE_DIR_ENV] || stateFolder(repoRoot)));
   const dashboardRaw = values['dashboard-port'];
   if (dashboardRaw !== undefined && (!/^\d+$/.test(dashboardRaw) || Number(dashboardRaw) > 65_535))
     throw new UsageError(`--dashboard-port takes a port number (0 = any free port), got '${dashboardRaw}'`);
@@ -539,13 +643,21 @@ function parseCli(argv: readonly string[]): CliOptions {
     bundle: !values['no-bundle'],
     pacer,
     handlerOverrides,
+    scheduler: { mode: timing as ScheduleTiming['mode'] },
     ...(values['data-dir'] ? { dataDir: resolve(values['data-dir']) } : {}),
     ...(basePort ? { basePort } : {}),
     logs: { dir: join(stateDir, 'logs'), console: logsMode },
+    ...(iamMode === 'off' ? { iam: 'off' as const } : {}),
     envDir: stateDir,
     ...(dashboardRaw === undefined ? {} : { dashboardPort: Number(dashboardRaw) }),
-    log: (line) => console.log(line),
-    alert: (line) => console.error(line),
+    // Once a stop begins only its own lines print: instances it stops and emulators it shuts
+    // down are not failures to report.
+    log: (line) => {
+      if (!stopRequested) console.log(line);
+    },
+    alert: (line) => {
+      if (!stopRequested) console.error(line);
+    },
   };
 }
 
@@ -560,7 +672,16 @@ export class UsageError extends Error {
   override readonly name = 'UsageError';
 }
 
+/** Set when the runner begins to stop (see the `log` and `alert` options of parseCli). */
+let stopRequested = false;
+
+/** Writes a line to stdout; resolves once it is out (the process exits right after). */
+function printLine(line: string): Promise<void> {
+  return new Promise((resolve) => process.stdout.write(`${line}\n`, () => resolve()));
+}
+
 async function runCli(): Promise<void> {
+  quietSdkNodeWarning();
   let options: CliOptions;
   try {
     options = parseCli(process.argv.slice(2));
@@ -571,15 +692,13 @@ async function runCli(): Promise<void> {
   let runtimes: RegionRuntime[] | undefined;
   let dashboard: Dashboard | undefined;
   let stopping: Promise<void> | undefined;
-  const shutdown = (signal: string) => {
-    if (stopping) {
-      console.log(`${signal} again: still stopping…`);
-      return;
-    }
-    console.log(`${signal}: stopping every local region…`);
+  const shutdown = (_reason: string) => {
+    // A Ctrl-C reaches the runner twice (from the terminal, and relayed by npm): one stop.
+    if (stopping) return;
+    stopRequested = true;
     stopping = (async () => {
       // A child that ignores its stop request must not keep the runner (and itself) alive.
-      const watchdog = setTimeout(() => {
+      const timer = setTimeout(() => {
         console.error('Shutdown took over 15 s; killing remaining children.');
         for (const rt of runtimes ?? []) {
           for (const pid of [...rt.region.redis.pids, ...[...rt.invokers.values()].flatMap((i) => i.pids)]) {
@@ -591,9 +710,17 @@ async function runCli(): Promise<void> {
         process.exit(1);
       }, 15_000);
       await dashboard?.stop();
-      await Promise.all((runtimes ?? []).map((rt) => rt.stop()));
-      clearTimeout(watchdog);
-      console.log('Stopped.');
+      // One line per region, once it is down (and nothing else).
+      await Promise.all(
+        (runtimes ?? []).map(async (rt) => {
+          await rt.stop();
+          const state = rt.region.dataDir
+            ? `state kept in ${rt.region.dataDir}`
+            : 'in-memory state discarded';
+          await printLine(`${rt.region.region} stopped (${state})`);
+        }),
+      );
+      clearTimeout(timer);
       process.exit(0);
     })();
   };
@@ -631,6 +758,16 @@ async function runCli(): Promise<void> {
   for (const rt of runtimes) {
     const path = writeEnvFile(options.envDir, rt.region.region, rt.region.clientEnv);
     console.log(`Env file ${rt.region.region}: source ${relativeToCwd(path)}`);
+    // Killed without its exit handlers (kill -9, the OOM killer): the watchdog marks it stale.
+    onRunnerDeath(
+      path,
+      `${RUNNER_PID_VAR}='${process.pid}'`,
+      renderStaleEnvFile(
+        rt.region.region,
+        Object.keys(rt.region.clientEnv),
+        `runner pid ${process.pid} ended without stopping its regions`,
+      ),
+    );
   }
   process.once('exit', () => {
     for (const rt of runtimes ?? []) {
@@ -658,7 +795,7 @@ async function runCli(): Promise<void> {
     console.error(`Dashboard not started: ${(error as Error).message}`);
   }
   // Lets `paceline …` find the running local regions without pasting their env.
-  const regionsFile = localRegionsFile(repoRoot);
+  const regionsFile = localRegionsFile(options.envDir);
   mkdirSync(dirname(regionsFile), { recursive: true });
   writeFileSync(
     regionsFile,
@@ -668,6 +805,7 @@ async function runCli(): Promise<void> {
     } satisfies LocalRegionsFile),
   );
   process.once('exit', () => rmSync(regionsFile, { force: true }));
+  onRunnerDeath(regionsFile, `"pid":${process.pid}`);
   // performance.now() counts from process start, so this includes loading the modules.
   const seconds = (performance.now() / 1000).toFixed(1);
   console.log(

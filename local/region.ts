@@ -13,9 +13,10 @@ import {
   dynamoDbClient,
   endpointsToEnv,
   kinesisClient,
-  s3Client,
   ssmClient,
 } from '../shared/aws/clients.js';
+import { s3Client } from '../shared/aws/ops-clients.js';
+import { clientCredentialsEnv } from '../shared/client/config.js';
 import {
   type BucketKey,
   type FunctionKey,
@@ -43,6 +44,21 @@ import {
 import { type RunningSsm, startSsmServer } from './emulators/ssm-server.js';
 import type { SupervisionListener } from './emulators/supervision.js';
 import type { GlobalTablesStandIn } from './global-tables.js';
+import type { LocalIam } from './iam/gate.js';
+import {
+  AD_SERVER_PRINCIPAL,
+  accessKeyFor,
+  LOCAL_SECRET_ACCESS_KEY,
+  principalCredentials,
+} from './iam/policy.js';
+import type { GatedService } from './iam/requests.js';
+import {
+  credentialsEnv,
+  gateOption,
+  type LocalRegionIamOptions,
+  regionIam,
+  s3AccessKeys,
+} from './iam/setup.js';
 
 /** Fixed ports of a region's emulators (stable endpoints across restarts). */
 export interface RegionPorts {
@@ -114,7 +130,16 @@ export interface LocalRegionOptions {
    * stand-in's proxy for this region). @default none — a single region
    */
   readonly globalTables?: GlobalTablesStandIn;
+  /**
+   * The local IAM layer (docs/local-region.md, "IAM"): every call a function or the ad-server
+   * client makes is checked against the policy the stack synthesizes for it. `'off'` lets every
+   * call through; a {@link LocalIam} is shared with other regions of the same runtime.
+   * @default on, with the policies synthesized for this region alone
+   */
+  readonly iam?: 'off' | LocalIam | LocalRegionIamOptions;
 }
+
+export { type LocalRegionIamOptions, localIam } from './iam/setup.js';
 
 /** The description a local region uses unless told otherwise (4 pacer shards instead of 24). */
 export function localDescription(): RegionDescription {
@@ -153,11 +178,18 @@ export interface LocalRegion {
   tableName(key: TableKey): string;
   streamName(key: StreamKey): string;
   bucketName(key: BucketKey): string;
-  /** The complete environment of a function instance: resources, Redis, endpoints, credentials. */
+  /**
+   * The complete environment of a function instance: resources, Redis, endpoints, and the
+   * function's own credentials (its principal in the local IAM layer).
+   */
   functionEnv(key: FunctionKey): Record<string, string>;
+  /** The IAM layer enforcing this region's endpoints; undefined when off. */
+  readonly iam?: LocalIam;
   /**
    * Environment that points any SDK client and Paceline CLI at this region: the AWS endpoints and
-   * credentials, Redis (`REDIS_NODES`, `REDIS_MODE`) and the pacer shard count (`PACER_SHARDS`).
+   * the operator's credentials (`AWS_ACCESS_KEY_ID=local`), the ad-server client's own key
+   * (`PACELINE_CLIENT_ACCESS_KEY_ID`), Redis (`REDIS_NODES`, `REDIS_MODE`) and the pacer shard
+   * count (`PACER_SHARDS`).
    */
   readonly clientEnv: Record<string, string>;
   stop(): Promise<void>;
@@ -179,6 +211,8 @@ export async function startLocalRegion(options: LocalRegionOptions = {}): Promis
   try {
     // The missing prerequisite is the more fundamental fault: report it before any port clash.
     if (!redisServerAvailable()) throw new RedisServerMissingError();
+    const iam = await regionIam(options.iam, region, description);
+    const guard = (service: GatedService) => gateOption(iam, service, region);
     // A fixed port someone else holds must fail here, clearly: redis-server would exit and the
     // other server would answer our PING.
     if (ports)
@@ -198,16 +232,26 @@ export async function startLocalRegion(options: LocalRegionOptions = {}): Promis
     });
     started.push(redis);
     const [dynamo, kinesis, ssm, s3, elasticache] = (await Promise.all([
-      startDynalite(common(ports?.dynamodb, at('dynamodb'))),
-      startKinesalite({ region, ...common(ports?.kinesis, at('kinesis')) }),
+      startDynalite({ ...common(ports?.dynamodb, at('dynamodb')), ...guard('dynamodb') }),
+      startKinesalite({ region, ...common(ports?.kinesis, at('kinesis')), ...guard('kinesis') }),
       startSsmServer({
         region,
         ...(ports ? { port: ports.ssm } : {}),
         ...(dataDir === undefined ? {} : { file: join(dataDir, 'ssm-parameters.json') }),
         ...(onEvent ? { onEvent } : {}),
+        ...guard('ssm'),
       }),
-      startS3(common(ports?.s3, at('s3'))),
-      startElastiCacheServer({ region, redis, ...(ports ? { port: ports.elasticache } : {}) }),
+      startS3({
+        ...common(ports?.s3, at('s3')),
+        accessKeys: s3AccessKeys(region, description, iam),
+        ...guard('s3'),
+      }),
+      startElastiCacheServer({
+        region,
+        redis,
+        ...(ports ? { port: ports.elasticache } : {}),
+        ...guard('elasticache'),
+      }),
     ])) as [RunningEmulator, RunningEmulator, RunningSsm, RunningEmulator, RunningElastiCache];
     started.push(dynamo, kinesis, ssm, s3, elasticache);
     const dynamodbUrl = options.globalTables
@@ -232,9 +276,13 @@ export async function startLocalRegion(options: LocalRegionOptions = {}): Promis
       ...endpointsToEnv(endpoints),
       // The AWS CLI and older SDKs read AWS_DEFAULT_REGION; Lambda sets both.
       AWS_DEFAULT_REGION: region,
-      // Fixed: the emulators accept any, and s3rver checks signatures against this pair.
+      // The operator's key (CLI, tools: never checked); s3rver checks signatures against it.
       AWS_ACCESS_KEY_ID: 'local',
-      AWS_SECRET_ACCESS_KEY: 'local',
+      AWS_SECRET_ACCESS_KEY: LOCAL_SECRET_ACCESS_KEY,
+      // The ad-server client's own key: configFromEnv prefers it, so the client is held to the
+      // ad-server access policy while the CLI in the same shell keeps the operator's.
+      [clientCredentialsEnv.accessKeyId]: accessKeyFor(region, AD_SERVER_PRINCIPAL),
+      [clientCredentialsEnv.secretAccessKey]: LOCAL_SECRET_ACCESS_KEY,
       PACELINE_REGION: region,
       [redisEnv.nodes]: redis.nodesEnv,
       [redisEnv.mode]: redis.mode,
@@ -257,8 +305,11 @@ export async function startLocalRegion(options: LocalRegionOptions = {}): Promis
       streamName,
       bucketName,
       clientEnv,
+      ...(iam ? { iam } : {}),
       functionEnv: (key) => ({
-        ...clientEnv,
+        ...withoutClientCredentials(clientEnv),
+        // Lambda gives a function its execution role's credentials in these variables.
+        ...credentialsEnv(principalCredentials(region, description.functions[key].name)),
         ...functionEnvironment(description.functions[key], {
           region,
           tableName,
@@ -276,6 +327,13 @@ export async function startLocalRegion(options: LocalRegionOptions = {}): Promis
     await Promise.all(started.map((s) => s.stop().catch(() => {})));
     throw error;
   }
+}
+
+function withoutClientCredentials(env: Readonly<Record<string, string>>): Record<string, string> {
+  const out = { ...env };
+  delete out[clientCredentialsEnv.accessKeyId];
+  delete out[clientCredentialsEnv.secretAccessKey];
+  return out;
 }
 
 /** Creates the region's tables, streams, buckets and initial parameters (idempotent). */

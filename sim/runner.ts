@@ -710,7 +710,7 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
     // The pacer function's own spend reader (shared/pacing/regions/wiring.ts): raw RESP, folded
     // from the reply bytes. Its sockets only read, after the tick's writes are acknowledged on the
     // client's connection, so the run stays deterministic.
-    const spend = rawSpendSource(redis, { readTimeoutMs: SIM_READ_TIMEOUT_MS });
+    const spend = rawSpendSource(redis, { timeoutMs: SIM_READ_TIMEOUT_MS });
     spendSources.push(spend);
     const pacer = new ShardPacer({
       shard: SHARD,

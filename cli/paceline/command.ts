@@ -5,7 +5,7 @@
  */
 import { parseArgs } from 'node:util';
 import { CliUsageError, formatHuman } from '../common.js';
-import { describeTargets, type RegionTarget, resolveTargets } from './target.js';
+import { describeTargets, type RegionTarget, resolveTargets, type TargetNeeds } from './target.js';
 
 /** What a command writes and reads. */
 export interface CliIo {
@@ -13,13 +13,15 @@ export interface CliIo {
   err(line: string): void;
   readonly env: Readonly<Record<string, string | undefined>>;
   readonly now: () => number;
-  /** Repository root (where `npm start` writes `.local/regions.json`). */
+  /** Repository root (`npm start`'s state folder, `.paceline/`, is found from it or PACELINE_STATE_DIR). */
   readonly repoRoot: string;
 }
 
-/** A subcommand: `run` returns the exit code (errors it throws are mapped by cli/paceline.ts). */
+/**
+ * A subcommand: `run` returns the exit code (errors it throws are mapped by cli/paceline.ts). Its
+ * one-line summary is in cli/paceline.ts's registry.
+ */
 export interface Command {
-  readonly summary: string;
   readonly usage: string;
   run(argv: readonly string[], io: CliIo): Promise<number>;
 }
@@ -40,19 +42,23 @@ export const TARGET_USAGE = `  --regions r1,r2   only these regions (default: ev
   --debug           stack traces on errors`;
 
 /**
- * Resolves the targets and prints the target line first: on stdout for people, on stderr with
- * `--json` (stdout stays exactly one JSON object).
+ * Resolves the targets for what the command will reach (`needs`) and prints the target line
+ * first, naming every endpoint: on stdout for people, on stderr with `--json` (stdout stays
+ * exactly one JSON object). `scope: 'all'` for commands over every region.
  */
-export function chooseTargets(
+export async function chooseTargets(
   values: { aws?: boolean | undefined; regions?: string | undefined; json?: boolean | undefined },
   io: CliIo,
-): RegionTarget[] {
+  needs: TargetNeeds,
+  scope: 'all' | 'one' = 'one',
+): Promise<RegionTarget[]> {
   const targets = resolveTargets(
     { ...(values.aws ? { aws: true } : {}), ...(values.regions ? { regions: values.regions } : {}) },
     io.env,
     io.repoRoot,
+    { needs, scope },
   );
-  (values.json ? io.err : io.out)(describeTargets(targets));
+  (values.json ? io.err : io.out)(await describeTargets(targets, needs));
   return targets;
 }
 

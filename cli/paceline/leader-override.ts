@@ -4,9 +4,6 @@
  * hands the shard back to its lease holder (`auto`). Writes the SSM parameter
  * `/paceline/<region>/pacer/leader-override/<N>`; pacers read it every tick.
  */
-import { GetParameterCommand, PutParameterCommand } from '@aws-sdk/client-ssm';
-import { ssmClient } from '../../shared/aws/clients.js';
-import { resolvePacerShards } from '../../shared/pacing/control.js';
 import {
   AUTO_LEADER,
   defaultPacerSettings,
@@ -43,7 +40,6 @@ export function parseInstance(raw: string, shard: number, instancesPerShard: num
 }
 
 export const leaderOverrideCommand: Command = {
-  summary: 'name the instance that publishes for a pacer shard, or hand it back to the lease holder (auto)',
   usage: `usage: paceline leader-override --shard N --instance I|auto [--regions R] [--json] [--aws]
   --shard N        pacer shard (0 … N-1 of the region's shard count)
   --instance I     an instance index (0 …), an instance id (s<N>-i<I>), or auto (the lease holder publishes)
@@ -67,7 +63,11 @@ ${TARGET_USAGE}`,
     if (!/^\d+$/.test(flags.shard))
       throw new CliUsageError(`--shard ${JSON.stringify(flags.shard)}: give a whole number.`);
     const shard = Number(flags.shard);
-    const target = oneTarget(chooseTargets(values, io));
+    const target = oneTarget(await chooseTargets(values, io, { services: ['ssm'], redis: false }));
+    // The SDK loads once the target is chosen: a refused command never loads it.
+    const { GetParameterCommand, PutParameterCommand } = await import('@aws-sdk/client-ssm');
+    const { ssmClient } = await import('../../shared/aws/clients.js');
+    const { resolvePacerShards } = await import('../../shared/pacing/control.js');
     const ssm = ssmClient(target.endpoints, {
       connectionTimeoutMs: 2_000,
       requestTimeoutMs: 5_000,

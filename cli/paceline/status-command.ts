@@ -1,11 +1,8 @@
 /** `paceline status`: the command around cli/paceline/status.ts. */
 import { CliUsageError, EXIT } from '../common.js';
 import { type Command, chooseTargets, commandArgs, TARGET_USAGE } from './command.js';
-import { formatStatus, readStatus } from './status.js';
 
 export const statusCommand: Command = {
-  summary:
-    'per region: pacer shards (leader, epoch, parameter age, override), publish switch, streams, dead letters',
   usage: `usage: paceline status [--json] [--regions us-east-1,us-west-2] [--aws]
   Per region: the cross-region publish switch (publisher-region, its state and parameter version),
   per pacer shard the lease holder and epoch, last published tick and its age and the leader
@@ -20,7 +17,9 @@ ${TARGET_USAGE}`,
     if (!args) return EXIT.ok;
     const { values, rest } = args;
     if (rest.length > 0) throw new CliUsageError(`Unknown argument ${rest[0]}.`);
-    const targets = chooseTargets(values, io);
+    const targets = await chooseTargets(values, io, { services: ['dynamodb', 'ssm'], redis: true }, 'all');
+    // Loaded after the target was chosen: a refused command never loads the AWS SDK.
+    const { formatStatus, readStatus } = await import('./status.js');
     const report = await readStatus(targets, io.now());
     io.out(values.json ? JSON.stringify(report) : formatStatus(report));
     return EXIT.ok;

@@ -16,7 +16,7 @@ import {
   regionResources,
   resourceName,
 } from '../../shared/region/resources.js';
-import type { RegionTarget } from './target.js';
+import { type RegionTarget, redisOf } from './target.js';
 
 /** The cross-region publish switch of a region (SSM `publisher-region`). */
 export interface PublisherSwitch {
@@ -59,7 +59,10 @@ export async function readStatus(targets: readonly RegionTarget[], nowMs: number
     const timeouts = { connectionTimeoutMs: 2_000, requestTimeoutMs: 5_000, maxAttempts: 2 };
     const dynamodb = dynamoDbClient(t.endpoints, timeouts);
     const ssm = ssmClient(t.endpoints, timeouts);
-    const redis = connectRedis(t.redis, { maxRetriesPerRequest: 1, redisOptions: { connectTimeout: 3_000 } });
+    const redis = connectRedis(redisOf(t), {
+      maxRetriesPerRequest: 1,
+      redisOptions: { connectTimeout: 3_000 },
+    });
     redis.on('error', () => {});
     try {
       const shards = await resolvePacerShards(t.env, ssm, t.region);

@@ -11,15 +11,17 @@
 
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { GetParameterCommand, PutParameterCommand } from '@aws-sdk/client-ssm';
-import { ssmClient } from '../../shared/aws/clients.js';
 import { shardKeys } from '../../shared/pacing/keys.js';
 import { connectRedis } from '../../shared/redis/connect.js';
 import { parameterPrefix, regionResources } from '../../shared/region/resources.js';
-import { CliUsageError, describeTargets, type RegionTarget, resolveTargets } from './target.js';
+import { EXIT } from '../common.js';
+import { CliUsageError, describeTargets, type RegionTarget, redisOf, resolveTargets } from './target.js';
 
-/** Exit code when `--wait` saw the switch not taken up in time. */
-export const EXIT_NOT_CONFIRMED = 4;
+/**
+ * Exit code when `--wait` saw the switch not taken up by every shard in time: the switch was
+ * written, some shards may have confirmed it (the output says how many) — a partial outcome.
+ */
+export const EXIT_NOT_CONFIRMED = EXIT.partial;
 
 /** What a switch command prints with `--json`. */
 export interface SwitchResult {
@@ -40,7 +42,6 @@ const REGION_NAME = /^[a-z]{2}(-[a-z]+)+-\d+$/;
 
 /** Minimal shape of a command (cli/paceline.ts's Command). */
 interface SwitchCommand {
-  readonly summary: string;
   readonly usage: string;
   run(argv: readonly string[], io: SwitchIo): Promise<number>;
 }
@@ -78,6 +79,9 @@ function waitArg(value: string | undefined): number {
 
 /** Sets the switch; returns the result (before any wait). */
 async function setSwitch(target: RegionTarget, to: string): Promise<SwitchResult> {
+  // The SDK loads once the target is chosen: a refused command never loads it.
+  const { GetParameterCommand, PutParameterCommand } = await import('@aws-sdk/client-ssm');
+  const { ssmClient } = await import('../../shared/aws/clients.js');
   const ssm = ssmClient(target.endpoints);
   try {
     const name = `${parameterPrefix(target.region)}${regionResources.parameters.publisherRegion.path}`;
@@ -115,7 +119,7 @@ async function waitForGeneration(
   now: () => number,
 ): Promise<{ confirmed: number; shards: number }> {
   const shards = Number(target.env.PACER_SHARDS ?? regionResources.settings.pacer.shards);
-  const redis = connectRedis(target.redis);
+  const redis = connectRedis(redisOf(target));
   redis.on('error', () => {});
   try {
     const deadline = now() + waitMs;
@@ -150,16 +154,14 @@ function switchCommand(kind: 'failover' | 'failback'): SwitchCommand {
   new version is the fence generation that outranks A's pacers). --wait watches A's cache until every
   pacer shard was claimed at that generation. --json prints one object:
   {"region":"us-east-1","publisherRegion":"us-west-2","previous":"us-east-1","generation":3,"changed":true}
-  Exit codes: 0 done, 1 internal error, 2 usage error / no target, 4 not confirmed within --wait, 6 SSM or Redis unreachable.`
+  Exit codes: 0 done, 1 internal error, 2 usage error / no target, 5 written but not confirmed by every shard
+  within --wait (see confirmedShards), 6 SSM or Redis unreachable.`
       : `usage: paceline failback --region A [--wait <s>] [--json] [--aws]
   Gives region A's cache back to A's own pacer: sets /paceline/A/publisher-region to A (a new
   generation: A's claims outrank the peer's from the first tick A's pacers read it). --wait and --json
-  as for failover. Exit codes: 0 done, 1 internal error, 2 usage error / no target, 4 not confirmed, 6 unreachable.`;
+  as for failover. Exit codes: 0 done, 1 internal error, 2 usage error / no target, 5 not confirmed by every
+  shard within --wait, 6 unreachable.`;
   return {
-    summary:
-      kind === 'failover'
-        ? "make region B's pacer publish into region A's cache (--region A --to B)"
-        : "give region A's cache back to A's own pacer (--region A)",
     usage,
     async run(argv, io) {
       const { values } = parseArgs({ args: [...argv], options, strict: true });
@@ -177,8 +179,12 @@ function switchCommand(kind: 'failover' | 'failback'): SwitchCommand {
         );
       }
       const waitMs = waitArg(values.wait);
-      const [target] = resolveTargets({ ...values, regions: region }, io.env, repoRoot) as [RegionTarget];
-      (values.json ? io.err : io.out)(describeTargets([target]));
+      // The switch is an SSM parameter; --wait also watches the region's cache.
+      const needs = { services: ['ssm'] as const, redis: waitMs > 0 };
+      const [target] = resolveTargets({ ...values, regions: region }, io.env, repoRoot, { needs }) as [
+        RegionTarget,
+      ];
+      (values.json ? io.err : io.out)(await describeTargets([target], needs));
       let result = await setSwitch(target, to);
       if (waitMs > 0) {
         const w = await waitForGeneration(target, result.generation, waitMs, io.now);

@@ -1,12 +1,18 @@
 /**
  * pacer: one EventBridge rule per (shard, instance) invokes this every minute with
- * `{shard, instance}`; the invocation runs the ticks of its minute on wall-clock boundaries
- * (shared/pacing/invocation.ts) and returns before the next minute's invocation starts. Wiring
- * only: the domain is shared/pacing (ShardPacer: lease, budgets, controller, fenced publishing).
+ * `{shard, instance}`, at the rule's own second plus a delivery delay; the invocation runs the
+ * ticks of the minute after its start plus an overlap covering that delay, on wall-clock
+ * boundaries (shared/pacing/invocation.ts), so consecutive invocations of an instance overlap
+ * (for about a tick: the older one ends once the newer one has registered its start).
+ * Wiring only: the domain is shared/pacing (ShardPacer: lease, budgets, controller, fenced
+ * publishing).
  *
  * Warm state (budgets cache, controller state, connections) lives in the module, per shard, and
  * survives across invocations of this execution environment — whichever instance of the shard
- * an invocation runs as.
+ * an invocation runs as; the shard's ticks run one at a time and each once in this process
+ * (ProcessTicks). An invocation that still holds its shard's lease when its window ends releases
+ * it: its instance's next invocation (which would have adopted it) did not come in time, and
+ * another instance takes over at its next tick instead of after the lease TTL.
  */
 import { randomUUID } from 'node:crypto';
 import { Logger } from '@aws-lambda-powertools/logger';
@@ -14,19 +20,20 @@ import { Metrics } from '@aws-lambda-powertools/metrics';
 import type { Context } from 'aws-lambda';
 import {
   dynamoDbClient,
-  elastiCacheClient,
   endpointsFromEnv,
   peerEndpointsFromEnv,
   ssmClient,
 } from '../../shared/aws/clients.js';
+import { elastiCacheClient } from '../../shared/aws/ops-clients.js';
 import { intEnv, optionalEnv, requireEnv } from '../../shared/config/env.js';
 import type { PacerControl } from '../../shared/pacing/control.js';
 import type { PacingController } from '../../shared/pacing/controller/api.js';
 import { createPacingController } from '../../shared/pacing/controller/index.js';
-import { runInvocation } from '../../shared/pacing/invocation.js';
+import { type InvocationSummary, runInvocation } from '../../shared/pacing/invocation.js';
 import { ShardLease } from '../../shared/pacing/lease.js';
 import { recordTick, recordTrailingSkips } from '../../shared/pacing/metrics.js';
 import type { TickOutcome } from '../../shared/pacing/pacer.js';
+import { ProcessTicks } from '../../shared/pacing/process-ticks.js';
 import type { RegionalShardPacer } from '../../shared/pacing/regions/cross-region.js';
 import { regionalShardPacer } from '../../shared/pacing/regions/wiring.js';
 import { pacerConfigFromEnv, parsePacerInput } from '../../shared/pacing/settings.js';
@@ -77,6 +84,8 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 interface ShardWarmState {
   readonly pacer: RegionalShardPacer;
   readonly control: PacerControl;
+  /** The shard's ticks in this process: one at a time, each once, whichever invocation runs it. */
+  readonly ticks: ProcessTicks;
 }
 const shards = new Map<number, ShardWarmState>();
 
@@ -99,12 +108,13 @@ function warmState(shard: number): ShardWarmState {
       budgetsFullReloadMs: config.budgetsFullReloadMs,
       parameterRoot,
       cache: { replicationGroupId: cacheGroupId, ...(cacheIamUser ? { iamUserId: cacheIamUser } : {}) },
+      redisSilenceMs: config.redisSilenceMs,
       pacerOptions: {
         logMaxLen: config.auditLogMaxLen,
         ...(pauseBeforePublishMs > 0 ? { beforePublish: () => sleep(pauseBeforePublishMs) } : {}),
       },
     });
-    s = { pacer: wiring.pacer, control: wiring.control };
+    s = { pacer: wiring.pacer, control: wiring.control, ticks: new ProcessTicks() };
     shards.set(shard, s);
   }
   return s;
@@ -144,7 +154,7 @@ process.once('SIGTERM', () => {
 
 export const handler = async (event: unknown, context?: Context) => {
   const input = parsePacerInput(event, config);
-  const { pacer, control } = warmState(input.shard);
+  const { pacer, control, ticks } = warmState(input.shard);
   const lease = new ShardLease({
     client: dynamodb,
     tableName: leasesTable,
@@ -156,19 +166,23 @@ export const handler = async (event: unknown, context?: Context) => {
     clock,
   });
   leases.set(input.shard, lease);
-  {
-    const who = {
-      instanceId: input.instanceId,
-      publisherId: `${input.instanceId}/${processNonce}`,
-      lease,
-      control,
-    };
-    const summary = await runInvocation({
+  const who = {
+    instanceId: input.instanceId,
+    publisherId: `${input.instanceId}/${processNonce}`,
+    lease,
+    control,
+  };
+  let summary: InvocationSummary<TickOutcome>;
+  try {
+    summary = await runInvocation({
       clock,
       sleep,
       tickMs: config.tickMs,
       minuteMs: config.minuteMs,
       ...(context ? { remainingMs: () => context.getRemainingTimeInMillis() } : {}),
+      ticks: { process: ticks, rank: () => (lease.heldAt(clock.now()) ? lease.epoch : 0) },
+      // A newer invocation of this instance has started: it covers the rest of the window.
+      superseded: () => lease.superseded,
       // The own cache's outcome drives metrics; peers' publishing (after a failover) is logged.
       runTick: async (tick) => {
         const r = await pacer.runTick(tick, who);
@@ -182,13 +196,30 @@ export const handler = async (event: unknown, context?: Context) => {
         logger.debug('tick', { shard: input.shard, instance: input.instanceId, ...summarize(outcome) });
       },
     });
-    recordTrailingSkips(metrics, input.shard, input.instanceId, summary.trailingSkipped);
-    return {
-      shard: input.shard,
-      instance: input.instanceId,
-      pid: process.pid,
-      ticksSkipped: summary.ticksSkipped,
-      ticks: summary.outcomes.map(summarize),
-    };
+  } finally {
+    // Still holding at the end of the window: this instance's next invocation did not adopt the
+    // lease in time (a missed or late delivery). Hand it back, so another instance takes over at
+    // its next tick rather than after the TTL (conditional on holder and epoch: a no-op once adopted).
+    if (lease.heldAt(clock.now())) {
+      const epoch = lease.epoch;
+      const released = await lease.release();
+      // An error here: adopted meanwhile (the condition failed) or DynamoDB unreachable (it expires).
+      logger.info('end of window: lease handed back', {
+        shard: input.shard,
+        instance: input.instanceId,
+        epoch,
+        released: released.error === undefined,
+      });
+    }
   }
+  recordTrailingSkips(metrics, input.shard, input.instanceId, summary.trailingSkipped);
+  return {
+    shard: input.shard,
+    instance: input.instanceId,
+    pid: process.pid,
+    ticksSkipped: summary.ticksSkipped,
+    ticksRunElsewhere: summary.ticksRunElsewhere,
+    ticksHandedOver: summary.ticksHandedOver,
+    ticks: summary.outcomes.map(summarize),
+  };
 };

@@ -7,6 +7,7 @@
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { EXIT } from '../../cli/common.js';
+import { quietSdkNodeWarning } from '../../shared/aws/endpoints.js';
 import { DemoTargetError, demoTargetFromEnv, describeDemoTarget } from './target.js';
 import { type DemoStats, startDemoTraffic } from './traffic.js';
 
@@ -188,6 +189,7 @@ export async function runDemo(
 const invokedDirectly =
   process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href;
 if (invokedDirectly) {
+  quietSdkNodeWarning();
   runDemo(process.argv.slice(2), process.env).then(
     (code) => process.exit(code),
     (error: unknown) => {

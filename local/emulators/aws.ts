@@ -44,9 +44,15 @@ export interface EmulatorOptions {
   readonly path?: string;
   /** Supervision reports (died, restarted). @default none (the restart still happens) */
   readonly onEvent?: SupervisionListener;
+  /**
+   * Called with the emulator's http server before it serves a request (the local IAM gate
+   * wraps its request listeners: local/iam/gate.ts). @default none
+   */
+  readonly guard?: (server: Server) => void;
 }
 
 async function start(server: Server, component: string, options: EmulatorOptions): Promise<RunningEmulator> {
+  options.guard?.(server);
   const { url, port } = await listenLoopback(server, options.port);
   const supervision = superviseHttpServer(server, { ...options, component, port });
   // Requests being handled: stopping waits for them, since closing the store under a request
@@ -146,13 +152,19 @@ export function startKinesalite(options: KinesaliteOptions = {}): Promise<Runnin
  * stop). Clients must use path-style addressing (`s3Client` does when given an endpoint). It
  * accepts and ignores the server-side-encryption headers the functions send, which AWS enforces.
  */
-export async function startS3(options: EmulatorOptions = {}): Promise<RunningEmulator> {
+export async function startS3(
+  options: EmulatorOptions & {
+    /** Access key ids (secret `local`) s3rver accepts signatures of, beside `local`. @default none */
+    readonly accessKeys?: readonly string[];
+  } = {},
+): Promise<RunningEmulator> {
   // s3rver checks signatures against its one hard-coded key pair (S3RVER/S3RVER); register the
-  // fixed local credentials every Paceline client uses against the emulators as well.
+  // fixed local credentials every Paceline client uses against the emulators as well (the
+  // operator's and each local principal's).
   const account = createRequire(import.meta.url)('s3rver/lib/models/account.js') as {
     DUMMY_ACCOUNT: { createKeyPair(id: string, secret: string): void };
   };
-  account.DUMMY_ACCOUNT.createKeyPair('local', 'local');
+  for (const id of ['local', ...(options.accessKeys ?? [])]) account.DUMMY_ACCOUNT.createKeyPair(id, 'local');
   const directory = dataPath(options.path) ?? mkdtempSync(join(tmpdir(), 'paceline-s3-'));
   const report = options.onEvent ?? (() => {});
   const component = 's3rver (S3)';
@@ -162,6 +174,8 @@ export async function startS3(options: EmulatorOptions = {}): Promise<RunningEmu
   const listen = async (requested: number) => {
     server = new S3rver({ address: '127.0.0.1', port: requested, directory, silent: true });
     const { port } = await server.run();
+    // Synchronously after listening: no request is served before the gate is in place.
+    if (server.httpServer) options.guard?.(server.httpServer);
     running = true;
     const current = server;
     current.httpServer?.once('close', () => {

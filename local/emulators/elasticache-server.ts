@@ -18,6 +18,8 @@ export interface ElastiCacheServerOptions {
   readonly redis: Pick<RunningRedis, 'mode' | 'nodes'>;
   /** Loopback port. @default a free port */
   readonly port?: number;
+  /** Wraps the server's request handling before it listens (the local IAM gate). @default none */
+  readonly guard?: (server: Server) => void;
 }
 
 /** A running local ElastiCache API endpoint. */
@@ -115,6 +117,7 @@ export async function startElastiCacheServer(options: ElastiCacheServerOptions):
         '</ResponseMetadata></DescribeReplicationGroupsResponse>',
     );
   });
+  options.guard?.(server);
   const { url } = await listenLoopback(server, options.port ?? 0);
   return { url, requests: () => requests, stop: () => closeServer(server) };
 }

@@ -14,6 +14,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { freePort } from './net.js';
 import { restartDelayMs, type SupervisionListener } from './supervision.js';
+import { watchProcess } from './watchdog.js';
 
 /** Raised when `redis-server` is not on PATH; the message says how to install it. */
 export class RedisServerMissingError extends Error {
@@ -103,8 +104,12 @@ async function spawnServer(port: number, args: string[]): Promise<NodeProc> {
 const liveServers = new Set<ChildProcess>();
 
 function launch(args: string[]): ChildProcess {
-  const proc = spawn('redis-server', args, { stdio: 'ignore' });
+  // Its own process group: a Ctrl-C in the terminal reaches the runner, which stops the servers
+  // in order, instead of killing them under it (and being reported as a crash). The watchdog
+  // stops them if the runner dies without doing so (kill -9, the OOM killer).
+  const proc = spawn('redis-server', args, { stdio: 'ignore', detached: true });
   proc.on('error', () => {});
+  watchProcess(proc, 'redis-server');
   liveServers.add(proc);
   proc.once('exit', () => liveServers.delete(proc));
   return proc;
@@ -112,9 +117,10 @@ function launch(args: string[]): ChildProcess {
 
 /**
  * For one-shot tools (`npm run sim`, `npm run bench`): on SIGINT, SIGTERM or SIGHUP, kill every
- * redis-server this process started, then die of the same signal. Without it a tool stopped by
- * `kill` (not Ctrl-C, which signals the whole process group) left its servers running, parented
- * to init. Long-running programs with their own graceful stop (`npm start`) do not use it.
+ * redis-server this process started, then die of the same signal. The servers run in their own
+ * process group, so neither `kill` nor a Ctrl-C reaches them directly; without this they would
+ * be left running, parented to init. Long-running programs with their own graceful stop
+ * (`npm start`) do not use it.
  */
 export function killServersOnSignal(): void {
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
@@ -180,6 +186,12 @@ export interface StartRedisOptions {
    * port). @default no report (the restart still happens)
    */
   readonly onEvent?: SupervisionListener;
+  /**
+   * Fault injection for tests: `DEBUG` (e.g. `DEBUG SLEEP 2`, a node busy for 2 s) allowed from
+   * loopback connections (`--enable-debug-command local`). ElastiCache has no `DEBUG`: never set
+   * by the local region. @default false
+   */
+  readonly debugCommand?: boolean;
 }
 
 /**
@@ -250,10 +262,12 @@ export async function startRedis(options: StartRedisOptions = {}): Promise<Runni
   try {
     for (let i = 0; i < count; i++) {
       const port = options.ports?.[i] ?? (await freePort());
-      const extra =
-        mode === 'cluster'
+      const extra = [
+        ...(mode === 'cluster'
           ? ['--cluster-enabled', 'yes', '--cluster-config-file', join(dir, `nodes-${port}.conf`)]
-          : [];
+          : []),
+        ...(options.debugCommand ? ['--enable-debug-command', 'local'] : []),
+      ];
       const node = await spawnServer(port, serverArgs(port, dir, persistent, extra));
       supervise(node);
       nodes.push(node);

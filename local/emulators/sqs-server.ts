@@ -133,7 +133,13 @@ export class QueueStore {
 }
 
 /** Starts the endpoint on a free loopback port. */
-export async function startSqsServer(options: { readonly clock?: Clock } = {}): Promise<RunningSqs> {
+export async function startSqsServer(
+  options: {
+    readonly clock?: Clock;
+    /** Wraps the server's request handling before it listens (the local IAM gate). @default none */
+    readonly guard?: (server: import('node:http').Server) => void;
+  } = {},
+): Promise<RunningSqs> {
   let base = '';
   const store = new QueueStore(() => base, options.clock);
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
@@ -160,6 +166,7 @@ export async function startSqsServer(options: { readonly clock?: Clock } = {}): 
       res.end(JSON.stringify(body));
     });
   });
+  options.guard?.(server);
   const { url, port } = await listenLoopback(server);
   base = url;
   return { url, port, stop: () => closeServer(server) };

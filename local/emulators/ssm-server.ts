@@ -46,6 +46,8 @@ export interface SsmServerOptions {
   readonly file?: string;
   /** Supervision reports (died, restarted). @default none */
   readonly onEvent?: SupervisionListener;
+  /** Wraps the server's request handling before it listens (the local IAM gate). @default none */
+  readonly guard?: (server: Server) => void;
 }
 
 /** A running local SSM endpoint. */
@@ -247,6 +249,7 @@ export async function startSsmServer(options: SsmServerOptions = {}): Promise<Ru
       }
     }
   });
+  options.guard?.(server);
   const { url, port } = await listenLoopback(server, options.port);
   const supervision = superviseHttpServer(server, {
     component: 'local SSM endpoint',

@@ -10,6 +10,7 @@ import { randomUUID } from 'node:crypto';
 import { availableParallelism } from 'node:os';
 import { isAbsolute, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { watchProcess } from '../emulators/watchdog.js';
 import { failedItemsOf, type InstanceLogs, type InvocationRecord, recordsOf } from '../logs.js';
 import type { InvokeFailure, InvokeResult, Invoker } from './invoker.js';
 import { type InvokeMessage, type WorkerMessage, workerEnv } from './protocol.js';
@@ -87,7 +88,12 @@ class Instance {
           ? ['ignore', 'ignore', 'ignore', 'ipc']
           : ['ignore', 'inherit', 'inherit', 'ipc'],
       serialization: 'json',
+      // Its own process group: a Ctrl-C in the terminal reaches the runner, which stops the
+      // instances in order (no invocation cut short and reported as an error); the watchdog
+      // stops them if the runner dies without doing so.
+      detached: true,
     });
+    watchProcess(this.proc, 'worker-entry');
     this.pid = this.proc.pid ?? -1;
     options.logs?.attach(options.functionName, this.pid, this.proc.stdout, this.proc.stderr);
     this.proc.on('error', () => {});

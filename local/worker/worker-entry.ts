@@ -77,6 +77,8 @@ function call(handler: Handler, event: unknown, context: unknown): Promise<unkno
   return Promise.resolve().then(() => handler(event, context));
 }
 
+// The runner going away ends the instance: no orphaned workers (also while the handler loads).
+process.on('disconnect', () => process.exit(0));
 const handler = await init();
 if (!handler) {
   process.exit(1);
@@ -100,6 +102,4 @@ process.on('message', async (raw: InvokeMessage) => {
     await send({ type: 'error', id: raw.id, ...errorFields(error) });
   }
 });
-// The runner going away ends the instance: no orphaned workers.
-process.on('disconnect', () => process.exit(0));
 await send({ type: 'ready' });

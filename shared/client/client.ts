@@ -91,7 +91,10 @@ export interface PacelineClient {
   readonly guard: BudgetGuard;
   /** The pacing reader (refresh-ahead running). */
   readonly pacing: PacingReader;
-  /** The budgets table (reads; writes are tagged with the region's pacer shard count). */
+  /**
+   * The budgets table, for reads: the ad-server access policy grants no write to it (writes are
+   * the operator's: `npm run budgets`, or a repository with the operator's credentials).
+   */
   readonly budgets: BudgetRepository;
   readonly resources: ClientResources;
   readonly pacerShards: number;

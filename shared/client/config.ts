@@ -22,6 +22,17 @@ import type { ClientMetrics, DecisionRecord } from './metrics.js';
 
 type Env = Readonly<Record<string, string | undefined>>;
 
+/**
+ * The client's own access key against local endpoints (a local region prints and writes the
+ * ad-server principal's key here, so the client is held to the ad-server access policy while the
+ * CLI in the same shell keeps the operator's `AWS_ACCESS_KEY_ID`). Unused in AWS, where the SDK's
+ * credential chain gives the fleet's role.
+ */
+export const clientCredentialsEnv = {
+  accessKeyId: 'PACELINE_CLIENT_ACCESS_KEY_ID',
+  secretAccessKey: 'PACELINE_CLIENT_SECRET_ACCESS_KEY',
+} as const;
+
 /** Names of the region's resources the client uses. */
 export interface ClientResources {
   /** Budgets table (accounts, campaigns, plans). @default from the region description */
@@ -121,7 +132,8 @@ export interface PacelineClientConfig {
 
 /**
  * A client configuration from a region's environment: `AWS_REGION` / `AWS_DEFAULT_REGION` and
- * `AWS_ENDPOINT_URL_*` (endpoints), `REDIS_NODES` / `REDIS_MODE` / `REDIS_TLS`, `PACER_SHARDS` (else read from SSM),
+ * `AWS_ENDPOINT_URL_*` (endpoints; locally called with `PACELINE_CLIENT_ACCESS_KEY_ID` /
+ * `PACELINE_CLIENT_SECRET_ACCESS_KEY` when set, else `AWS_ACCESS_KEY_ID`), `REDIS_NODES` / `REDIS_MODE` / `REDIS_TLS`, `PACER_SHARDS` (else read from SSM),
  * `IN_FLIGHT_TTL_MS` / `IN_FLIGHT_SLOT_MS`, the resources' variables (`BUDGETS_TABLE`,
  * `SPEND_LEDGER_TABLE`, `ACTIONS_STREAM`, `SPEND_STREAM`; default: the region description's
  * names) and `PACELINE_NOTICE_BASE_URL`. `overrides` win over the environment. Throws
@@ -137,8 +149,14 @@ export function configFromEnv(
   if (optionalEnv(pacerEnv.shards, undefined, env) !== undefined && shards < 1) {
     throw new InvalidEnvError(pacerEnv.shards, String(env[pacerEnv.shards]), 'a whole number ≥ 1');
   }
+  const endpoints = endpointsFromEnv(env);
+  const accessKeyId = optionalEnv(clientCredentialsEnv.accessKeyId, undefined, env);
+  const secretAccessKey = optionalEnv(clientCredentialsEnv.secretAccessKey, undefined, env);
   return {
-    endpoints: endpointsFromEnv(env),
+    endpoints:
+      accessKeyId && secretAccessKey
+        ? { ...endpoints, credentials: { accessKeyId, secretAccessKey } }
+        : endpoints,
     redis: redisConfigFromEnv(env),
     ...(shards > 0 ? { pacerShards: shards } : {}),
     resources: resourcesFromEnv(env),

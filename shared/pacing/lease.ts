@@ -16,9 +16,21 @@
  * instance* adopts the lease at once (epoch + 1, no wait for expiry), which also fences out an
  * older invocation of the same instance that is still running (late, or paused and resumed). The
  * older one sees the newer `since` and does not adopt it back.
+ *
+ * Invocations of one instance overlap (each covers a minute plus the delivery-delay overlap:
+ * shared/pacing/invocation.ts), so each also registers its start in the shard's `STARTS` item
+ * (`pk = PACER#<shard>`, `sk = STARTS`, one attribute per instance id: the latest start,
+ * conditional on being later). An older invocation that sees a later start of its own instance
+ * is {@link ShardLease.superseded}: the newer one covers the rest of its window, so it may end.
  */
 import { ConditionalCheckFailedException, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { DynamoDBDocumentClient, GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import {
+  DynamoDBDocumentClient,
+  GetCommand,
+  PutCommand,
+  QueryCommand,
+  UpdateCommand,
+} from '@aws-sdk/lib-dynamodb';
 import type { Clock } from '../time/clock.js';
 
 /** The stored lease of a shard. */
@@ -65,6 +77,11 @@ export function leaseKey(shard: number): { pk: string; sk: string } {
   return { pk: `PACER#${shard}`, sk: 'LEASE' };
 }
 
+/** The DynamoDB key of a shard's invocation starts (the latest start of each instance). */
+export function startsKey(shard: number): { pk: string; sk: string } {
+  return { pk: `PACER#${shard}`, sk: 'STARTS' };
+}
+
 function toRecord(item: Record<string, unknown> | undefined): LeaseRecord | undefined {
   if (!item) return undefined;
   return {
@@ -89,11 +106,34 @@ export async function readLease(
   return toRecord(out.Item);
 }
 
+/** Reads a shard's lease and its instances' latest invocation starts in one consistent query. */
+async function readShard(
+  doc: DynamoDBDocumentClient,
+  tableName: string,
+  shard: number,
+): Promise<{ lease: LeaseRecord | undefined; starts: Record<string, unknown> }> {
+  const out = await doc.send(
+    new QueryCommand({
+      TableName: tableName,
+      KeyConditionExpression: 'pk = :pk',
+      ExpressionAttributeValues: { ':pk': leaseKey(shard).pk },
+      ConsistentRead: true,
+    }),
+  );
+  const items = out.Items ?? [];
+  return {
+    lease: toRecord(items.find((i) => i.sk === leaseKey(shard).sk)),
+    starts: items.find((i) => i.sk === startsKey(shard).sk) ?? {},
+  };
+}
+
 /** One instance's view of, and hold on, its shard's lease. */
 export class ShardLease {
   private readonly doc: DynamoDBDocumentClient;
   private mine: { epoch: number; expiresAtMs: number } | undefined;
   private last: LeaseRecord | undefined;
+  private registered = false;
+  private newerStartMs: number | undefined;
 
   constructor(private readonly options: ShardLeaseOptions) {
     this.doc = DynamoDBDocumentClient.from(options.client);
@@ -114,31 +154,85 @@ export class ShardLease {
     return this.last;
   }
 
-  /** Renews the lease, or tries to take it; never throws for DynamoDB errors (`unavailable`). */
+  /**
+   * A newer invocation of this instance has registered its start (seen at a tick) and this one
+   * does not hold the lease: the newer one covers the rest of this invocation's window, which may
+   * end. (The newer one adopts the lease in the tick it registers, so a superseded holder learns
+   * it at its next renewal.)
+   */
+  get superseded(): boolean {
+    return this.newerStartMs !== undefined && !this.heldAt(this.options.clock.now());
+  }
+
+  /**
+   * Renews the lease, or tries to take it; never throws for DynamoDB errors (`unavailable`). The
+   * first tick also registers this invocation's start (again at the next tick if DynamoDB failed).
+   */
   async tick(): Promise<LeaseView> {
     const now = this.options.clock.now();
+    const registering = this.registered ? undefined : this.register();
     try {
-      if (this.mine) {
-        if (await this.renew(now)) return this.view('renewed', now);
-        this.mine = undefined;
-        this.last = await readLease(this.doc, this.options.tableName, this.options.shard);
-        return this.view('lost', now);
-      }
-      const current = await readLease(this.doc, this.options.tableName, this.options.shard);
-      this.last = current;
-      if (!current) {
-        return (await this.take(now, undefined)) ? this.view('acquired', now) : this.view('follower', now);
-      }
-      const ownInstance = current.holder === this.options.instanceId;
-      if (ownInstance && this.options.invocationStartMs > current.sinceMs) {
-        return (await this.take(now, current)) ? this.view('adopted', now) : this.view('follower', now);
-      }
-      if (current.holder === '' || current.expiresAtMs <= now) {
-        return (await this.take(now, current)) ? this.view('acquired', now) : this.view('follower', now);
-      }
-      return this.view('follower', now);
+      return await this.decide(now);
     } catch (error) {
       return { ...this.view('unavailable', now), error };
+    } finally {
+      await registering;
+    }
+  }
+
+  private async decide(now: number): Promise<LeaseView> {
+    if (this.mine) {
+      if (await this.renew(now)) return this.view('renewed', now);
+      this.mine = undefined;
+      await this.read();
+      return this.view('lost', now);
+    }
+    const current = await this.read();
+    if (!current) {
+      return (await this.take(now, undefined)) ? this.view('acquired', now) : this.view('follower', now);
+    }
+    const ownInstance = current.holder === this.options.instanceId;
+    if (ownInstance && this.options.invocationStartMs > current.sinceMs) {
+      return (await this.take(now, current)) ? this.view('adopted', now) : this.view('follower', now);
+    }
+    if (current.holder === '' || current.expiresAtMs <= now) {
+      return (await this.take(now, current)) ? this.view('acquired', now) : this.view('follower', now);
+    }
+    return this.view('follower', now);
+  }
+
+  /** Reads the lease and the instances' starts; notes a later start of this instance. */
+  private async read(): Promise<LeaseRecord | undefined> {
+    const { lease, starts } = await readShard(this.doc, this.options.tableName, this.options.shard);
+    this.last = lease;
+    const latest = Number(starts[this.options.instanceId] ?? 0);
+    if (latest > this.options.invocationStartMs) this.newerStartMs = latest;
+    return lease;
+  }
+
+  /**
+   * Records this invocation's start as its instance's latest, unless a later one is recorded.
+   * Never throws: a DynamoDB error leaves it for the next tick.
+   */
+  private async register(): Promise<void> {
+    try {
+      await this.doc.send(
+        new UpdateCommand({
+          TableName: this.options.tableName,
+          Key: startsKey(this.options.shard),
+          UpdateExpression: 'SET #i = :start',
+          ConditionExpression: 'attribute_not_exists(#i) OR #i < :start',
+          ExpressionAttributeNames: { '#i': this.options.instanceId },
+          ExpressionAttributeValues: { ':start': this.options.invocationStartMs },
+        }),
+      );
+      this.registered = true;
+    } catch (error) {
+      if (!(error instanceof ConditionalCheckFailedException)) return;
+      // An invocation of this instance that started later (or at the same instant) registered
+      // first: it covers this one's window.
+      this.registered = true;
+      this.newerStartMs = this.options.invocationStartMs;
     }
   }
 

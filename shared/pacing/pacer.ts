@@ -10,8 +10,10 @@
  *    the region's `publisher-region` names this region — with fence (g, o, e);
  * 5. the publisher claims the tick (Lua); a claim that does not continue this process's own last
  *    publish reloads the controller state published by the previous publisher (no jump at a
- *    leader change) and rewrites every campaign hash whole;
- * 6. read every plan-day's live spend (one pipelined read), step the controller for every plan;
+ *    leader change), in parts read beside the spend (shared/pacing/state-reload.ts), and rewrites
+ *    every campaign hash whole;
+ * 6. read every plan-day's live spend (one pipelined read, in parts), step the controller for
+ *    each part as its spend (and, on a takeover, its stored state) arrives;
  * 7. the publisher writes the campaign hashes that changed beyond the deadband or are due for
  *    their bounded republish, changed states and forecasts (fenced Lua batches); the last batch
  *    records the completed publish in the claim hash, which readers take freshness from (v2).
@@ -33,6 +35,7 @@ import type { LeaseView } from './lease.js';
 import { type CampaignWrite, type ClaimOutcome, type PublishOutcome, ShardPublisher } from './publisher.js';
 import type { RegionSharing } from './regions/region-shares.js';
 import type { SpendSource } from './spend-source.js';
+import { StateReloader, type StoredTexts } from './state-reload.js';
 import { type CurvePoints, evaluateCurve, type PlanPacingParams, type PlanSpendSnapshot } from './types.js';
 
 /** The lease as the pacer uses it (ShardLease). */
@@ -89,6 +92,16 @@ export interface ShardPacerOptions {
    * paused leader holds a claim it is about to lose). Tests only. @default none
    */
   readonly beforePublish?: () => Promise<void>;
+  /**
+   * Fault injection: awaited after an accepted claim, before a takeover's reads are written (a
+   * node that stalls as the reload starts). Tests only. @default none
+   */
+  readonly afterClaim?: () => Promise<void>;
+  /**
+   * Longest silence of the node while the takeover's state reads wait for replies, ms (the raw
+   * readers' progress timeout; the pacer function passes `PACER_REDIS_SILENCE_MS`). @default 1000
+   */
+  readonly redisSilenceMs?: number;
 }
 
 /** Who this tick runs as. */
@@ -148,12 +161,18 @@ export interface TickOutcome {
    * tick, when this instance published: the regional dashboard's "spend vs target" series.
    */
   readonly topCampaigns?: readonly CampaignSpendPoint[];
-  /** Where the tick's time went, ms: inputs (SSM, lease, budgets), claim + spend read, controller, publish. */
+  /**
+   * Where the tick's time went, ms: inputs (SSM, lease, budgets), claim + spend read (with the
+   * steps of the parts that arrived meanwhile), controller (what was left after the last part),
+   * publish; on a takeover `reload`, from the claim until every stored state was in (overlapping
+   * the others).
+   */
   readonly phasesMs?: {
     readonly inputs: number;
     readonly claimAndSpend: number;
     readonly step: number;
     readonly publish: number;
+    readonly reload?: number;
   };
 }
 
@@ -173,6 +192,8 @@ interface PlanMemory {
   /** Loaded from Redis, not yet decoded. */
   loadedState?: string;
   loadedForecast?: string;
+  /** The id of the last plan list that held this plan (see {@link PlanList.id}). */
+  listedIn?: number;
 }
 
 interface CampaignMemory {
@@ -201,6 +222,8 @@ interface PlanAtDay {
 
 /** The tick's work list: distinct plans, and per active campaign the indexes of its plans. */
 interface PlanList {
+  /** Unique per list built (its plans' memories carry it: `listedIn`). */
+  readonly id: number;
   readonly generation: number;
   readonly campaigns: number;
   readonly validUntil: number;
@@ -220,6 +243,13 @@ const SNAPSHOT_META = '~meta';
 interface SnapshotMeta {
   readonly takenAtMs: number;
 }
+
+/**
+ * A new publisher mirrors into the snapshot the budget changes it holds from this long before the
+ * snapshot's last update on: older ones reached its predecessor's cache before that update (the
+ * budgets index lags by less: the cache's own incremental queries overlap by as much).
+ */
+const SNAPSHOT_OVERLAP_MS = 60_000;
 
 /** One campaign plan's spend against its published target at a tick (dashboard metrics). */
 export interface CampaignSpendPoint {
@@ -282,6 +312,29 @@ interface PlanResult {
  */
 const SPEND_PART = 300;
 
+/**
+ * Fields per part of a takeover's reads of the plans the tick does not step (other campaigns'
+ * plans of the budgets, plans this process met before): only their stored state is adopted.
+ */
+const REST_PART = 1_000;
+
+/** Campaign hashes per part of a takeover's read of what its predecessor published. */
+const PUBLISHED_PART = 500;
+
+/** A takeover's reload in flight ({@link ShardPacer.beginReload}). */
+interface Reload {
+  /** Part k: the plans [k · SPEND_PART, …) of the tick's list hold what was stored. */
+  readonly parts: Promise<void>[];
+  /** Every other plan holds what was stored (awaited before the publish encodes state). */
+  readonly rest: Promise<void>;
+  /**
+   * Per active campaign, what its hash holds now: `plans`, then `p:` and `e:` of each of its
+   * plans in publishing order (undefined: no such field).
+   */
+  readonly published: Promise<(string | undefined)[][]>;
+  readonly startedAt: number;
+}
+
 /** Writes of a publish in progress (plan, text), committed once it is accepted. */
 interface StagedWrites {
   readonly state: PlanMemory[];
@@ -307,6 +360,13 @@ export class ShardPacer {
   /** Priors for plans without a forecast of their own, from the shard's learned forecasts. */
   private readonly priors: PriorBook | undefined;
   private readonly priorLookup: PriorLookup | undefined;
+  private reloader: StateReloader | undefined;
+  /** The sweep for fields of deleted plans, while it runs. */
+  private sweeping: Promise<void> | undefined;
+  /** Takeover reloads begun (the latest one's parts adopt what they read). */
+  private reloads = 0;
+  /** Plan lists built. */
+  private planLists = 0;
 
   constructor(private readonly options: ShardPacerOptions) {
     this.priors = options.controller.createPriorBook?.();
@@ -394,21 +454,28 @@ export class ShardPacer {
     const campaigns = this.activeCampaigns();
     const planList = this.uniquePlans(campaigns, nowMs);
     const plans = planList.list;
-    const claimStep = async () => {
-      if (!fence) return { claim: undefined, reloaded: false, ageMs: await this.claimAge(publisher) };
+    const claimStep = async (): Promise<{
+      claim?: ClaimOutcome;
+      reload?: Reload;
+      ageMs: number | undefined;
+    }> => {
+      if (!fence) return { ageMs: await this.claimAge(publisher) };
       const claim = await publisher.claim(fence, tick, clock.now());
-      let reloaded = false;
+      let reload: Reload | undefined;
       if (claim.accepted) {
+        await this.options.afterClaim?.();
         const continuous =
           claim.previous?.publisher === who.publisherId &&
           this.lastPublished?.publisherId === who.publisherId &&
           this.lastPublished.tick === claim.previous.tick;
-        if (!continuous) {
-          await this.reloadState(publisher);
-          reloaded = true;
-        }
+        // Not awaited: each part is awaited before it is stepped.
+        if (!continuous) reload = this.beginReload(publisher, planList, campaigns);
       }
-      return { claim, reloaded, ageMs: claim.accepted ? 0 : await this.claimAge(publisher) };
+      return {
+        claim,
+        ...(reload ? { reload } : {}),
+        ageMs: claim.accepted ? 0 : await this.claimAge(publisher),
+      };
     };
     const sharing = this.options.sharing;
     const source = this.options.spend;
@@ -431,12 +498,18 @@ export class ShardPacer {
       spendDone = clock.now();
       for (let k = 0; k < parts.length; k++) {
         const part = await (parts[k] as Promise<PlanSpendSnapshot[]>);
+        // A takeover: the part's stored state first (the reload's parts are aligned with these).
+        if (claimed.reload) await claimed.reload.parts[k];
         spendDone = clock.now();
         const from = k * SPEND_PART;
         const to = from + part.length;
         for (let j = 0; j < part.length; j++) spend[from + j] = part[j] as PlanSpendSnapshot;
         const shares = sharing?.budgets(plans.slice(from, to), part, nowMs);
         invalid += this.stepRange(plans, spend, nowMs, shares, results, from, to);
+        // Lets the event loop turn between parts: the reads' commands still queued in this process
+        // go out and their replies come in while the controller steps (parts that are already in
+        // are awaited in microtasks, which would step them all without a turn while Redis idles).
+        if (k + 1 < parts.length) await new Promise<void>((resolve) => setImmediate(resolve));
       }
     } else {
       [claimed, spend, loaded] = await Promise.all([
@@ -444,6 +517,7 @@ export class ShardPacer {
         source.read(keys, nowMs),
         sharing?.load(nowMs),
       ]);
+      if (claimed.reload) await Promise.all(claimed.reload.parts);
       spendDone = clock.now();
       this.priors?.refresh(nowMs, this.plans.values());
       const shares = sharing?.budgets(plans, spend, nowMs);
@@ -457,17 +531,36 @@ export class ShardPacer {
 
     let publish: PublishOutcome | undefined;
     let publishLagMs: number | undefined;
+    let reloadMs: number | undefined;
+    const reloaded = claimed.reload !== undefined;
+    if (claimed.reload) {
+      // The plans not stepped this tick hold their stored state before any state is encoded.
+      await claimed.reload.rest;
+      reloadMs = clock.now() - claimed.reload.startedAt;
+    }
+    const reading = claimed.reload?.published;
     if (publishing && fence) {
       await this.options.beforePublish?.();
       const { state, forecast } = this.stateWrites();
       let writes: ReturnType<ShardPacer['campaignWrites']> | undefined;
       // The snapshot is kept up to date incrementally by whoever publishes; it is written whole only
-      // when there is none yet (or it was lost with Redis).
-      const fullSnapshot =
-        claimed.reloaded && !(await this.options.redis.hexists(publisher.keys.budgets, SNAPSHOT_META));
+      // when there is none yet (or it was lost with Redis). A new publisher mirrors only the changes
+      // its predecessor may not have: a process that followed for a while holds every change since
+      // it started (followers do not drain them), and mirroring them all wrote the whole snapshot
+      // again at every warm takeover.
+      const since = reloaded ? await this.snapshotTakenAt(publisher) : Number.NEGATIVE_INFINITY;
+      const fullSnapshot = since === undefined;
+      const mirrorFrom = (since ?? Number.NEGATIVE_INFINITY) - SNAPSHOT_OVERLAP_MS;
       const changes = this.options.budgets.drainChanges();
+      // Fields of deleted plans found by a sweep; a plan met again since keeps its own.
+      const pending = this.pendingDeletes;
+      const deletes = {
+        state: pending.state.filter((f) => !this.plans.has(f)),
+        forecast: pending.forecast.filter((f) => !this.plans.has(f)),
+      };
       const budgetSet: string[] = [];
       for (const item of fullSnapshot ? this.options.budgets.exportItems() : changes.upserts) {
+        if (item.updatedAt < mirrorFrom) continue;
         budgetSet.push(budgetItemKey(item), JSON.stringify(item));
       }
       if (fullSnapshot || budgetSet.length > 0 || changes.removals.length > 0) {
@@ -477,13 +570,19 @@ export class ShardPacer {
         fence,
         tick,
         nowMs: clock.now(),
-        // Built while Redis runs the state batches, which the publisher sends first.
-        campaigns: () => {
-          writes = this.campaignWrites(campaigns, planList, results, nowMs, tick);
-          return writes.writes;
-        },
-        state: { set: state, del: this.pendingDeletes.state },
-        forecast: { set: forecast, del: this.pendingDeletes.forecast },
+        // Built while Redis runs the state batches, which the publisher sends first (on a
+        // takeover, once what each hash holds has been read: the read's tail overlaps them too).
+        campaigns: reading
+          ? async () => {
+              writes = this.campaignWrites(campaigns, planList, results, nowMs, tick, await reading);
+              return writes.writes;
+            }
+          : () => {
+              writes = this.campaignWrites(campaigns, planList, results, nowMs, tick);
+              return writes.writes;
+            },
+        state: { set: state, del: deletes.state },
+        forecast: { set: forecast, del: deletes.forecast },
         budgets: { set: budgetSet, del: fullSnapshot ? [] : changes.removals },
         replaceBudgets: fullSnapshot,
         republishMs: (this.republishTicks + 1) * this.options.tickMs,
@@ -492,7 +591,8 @@ export class ShardPacer {
       if (publish.rejectedBatches === 0) {
         writes?.commit();
         this.commitStateWrites();
-        this.pendingDeletes = { state: [], forecast: [] };
+        // A sweep that finished during this publish left its own list for the next one.
+        if (this.pendingDeletes === pending) this.pendingDeletes = { state: [], forecast: [] };
         this.lastPublished = { publisherId: who.publisherId, tick };
       } else {
         // Lost the claim mid-publish: whatever landed, the next publish by this process is whole.
@@ -536,7 +636,7 @@ export class ShardPacer {
       invalidParams: invalid,
       ...(publishLagMs === undefined ? {} : { publishLagMs }),
       ...(paramsAgeMs === undefined ? {} : { paramsAgeMs }),
-      stateReloaded: claimed.reloaded,
+      stateReloaded: reloaded,
       ...(sharingOutcome ? { sharing: sharingOutcome } : {}),
       ...(publishing && publish?.rejectedBatches === 0
         ? {
@@ -553,6 +653,7 @@ export class ShardPacer {
         claimAndSpend: spendDone - inputsDone,
         step: stepDone - spendDone,
         publish: endMs - stepDone,
+        ...(reloadMs === undefined ? {} : { reload: reloadMs }),
       },
     };
   }
@@ -591,6 +692,18 @@ export class ShardPacer {
         error: (error as Error).message,
         ...(fromSnapshot ? { fromSnapshot } : {}),
       };
+    }
+  }
+
+  /** When the budgets snapshot was last updated; undefined when there is none (or it is unreadable). */
+  private async snapshotTakenAt(publisher: ShardPublisher): Promise<number | undefined> {
+    const meta = await this.options.redis.hget(publisher.keys.budgets, SNAPSHOT_META);
+    if (meta === null) return undefined;
+    try {
+      const at = (JSON.parse(meta) as Partial<SnapshotMeta>).takenAtMs;
+      return typeof at === 'number' && Number.isFinite(at) ? at : undefined;
+    } catch {
+      return undefined;
     }
   }
 
@@ -656,7 +769,10 @@ export class ShardPacer {
     // Candidates for the dashboard's largest campaign plans: a few times k by daily budget (the
     // reported order uses the budget the controller paced, which region shares may lower).
     const top = topIndexes(list, 4 * TOP_CAMPAIGNS_REPORTED);
+    const id = ++this.planLists;
+    for (const p of list) p.memory.listedIn = id;
     this.planList = {
+      id,
       generation: this.options.budgets.generation,
       campaigns: campaigns.length,
       validUntil,
@@ -739,7 +855,9 @@ export class ShardPacer {
    * The campaign hashes to write this tick (contract v2): nothing for a campaign whose published
    * values are all within the deadband of the computed ones, unless its republish slot comes
    * (then every field that differs at all, and the header); every field for a publisher that
-   * does not know what is stored (a new publisher, changed plans).
+   * does not know what is stored (changed plans, a new campaign) — on a takeover, whose reload
+   * read what each hash holds (`stored`, per campaign: `plans`, then `p:` and `e:` per plan), the
+   * header and every field that differs from it at all: the hash ends as a whole rewrite leaves it.
    */
   private campaignWrites(
     campaigns: readonly CampaignBudgets[],
@@ -747,6 +865,7 @@ export class ShardPacer {
     results: readonly PlanResult[],
     nowMs: number,
     tick: number,
+    stored?: readonly (readonly (string | undefined)[] | undefined)[],
   ): { writes: CampaignWrite[]; commit(): void } {
     const writes: CampaignWrite[] = [];
     const updates: [CampaignMemory, number, PlanResult, boolean, string | undefined][] = [];
@@ -768,7 +887,9 @@ export class ShardPacer {
       // listed in `plans`, so a field left from a removed plan is inert).
       const replace = memory !== undefined && memory.plansKey !== plansKey;
       if (full) {
-        const fields: string[] = ['plans', plansKey];
+        // What the hash holds (a takeover's read; a replaced hash holds nothing that stays).
+        const held = replace ? undefined : stored?.[ci];
+        const fields: string[] = held?.[0] === plansKey ? [] : ['plans', plansKey];
         const m: CampaignMemory = {
           plansKey,
           encoded: new Array(idx.length),
@@ -785,7 +906,8 @@ export class ShardPacer {
           const r = results[at] as PlanResult;
           if (r.encoded === undefined) r.encoded = encodePlanParams(r.params, r.day);
           const curve = encodeCurve(r.params.curve);
-          fields.push(`p:${planId}`, r.encoded, `e:${planId}`, curve);
+          if (held?.[1 + 2 * j] !== r.encoded) fields.push(`p:${planId}`, r.encoded);
+          if (held?.[2 + 2 * j] !== curve) fields.push(`e:${planId}`, curve);
           m.encodedCurves[j] = curve;
           m.encoded[j] = r.encoded;
           m.params[j] = r.params;
@@ -874,7 +996,9 @@ export class ShardPacer {
     const staged = noStagedWrites();
     this.staged = staged;
     for (const [field, m] of this.plans) {
-      if (m.state !== undefined) {
+      // A plan not stepped since a takeover loaded its stored state (`loadedState`, decoded at its
+      // next step): what is stored is its state; this process's older object must not replace it.
+      if (m.state !== undefined && m.loadedState === undefined) {
         const raw = controller.encodeState(m.state);
         if (raw !== m.writtenState) {
           state.push(field, raw);
@@ -882,7 +1006,7 @@ export class ShardPacer {
           staged.stateText.push(raw);
         }
       }
-      if (m.forecast !== undefined) {
+      if (m.forecast !== undefined && m.loadedForecast === undefined) {
         if (m.forecastTextOf !== m.forecast) {
           m.forecastText = controller.encodeForecast(m.forecast);
           m.forecastTextOf = m.forecast;
@@ -906,80 +1030,161 @@ export class ShardPacer {
   }
 
   /**
-   * Loads the controller state and forecasts the previous publisher stored, so this publisher
-   * continues them (no jump in the parameters at a leader change), and forgets what it believed
-   * was stored (every campaign hash is rewritten whole on this publish). Fields of plans that no
-   * longer exist are deleted with this publish.
+   * A takeover: loads the controller state and forecasts the previous publisher stored, so this
+   * publisher continues them (no jump in the parameters at a leader change), and forgets what it
+   * believed was stored (every campaign hash is rewritten whole on this publish). Reads in parts
+   * (shared/pacing/state-reload.ts): part k of the tick's plan list, aligned with the spend read's
+   * parts, then every other plan of this process and of the budgets (paused campaigns' plans:
+   * adopted, not stepped). A plan with nothing stored keeps this process's own state. Fields of
+   * plans that no longer exist are looked for only when a hash holds more than the reads found
+   * ({@link sweepUnknown}), and deleted with a later publish.
    */
-  private async reloadState(publisher: ShardPublisher): Promise<void> {
-    const [state, forecast] = await Promise.all([
-      scanHash(this.options.redis, publisher.keys.state),
-      scanHash(this.options.redis, publisher.keys.forecast),
-    ]);
+  private beginReload(
+    publisher: ShardPublisher,
+    planList: PlanList,
+    campaigns: readonly CampaignBudgets[],
+  ): Reload {
+    const startedAt = this.options.clock.now();
+    const reloader =
+      this.reloader ??
+      new StateReloader({
+        redis: this.options.redis,
+        keys: publisher.keys,
+        ...(this.options.redisSilenceMs === undefined ? {} : { timeoutMs: this.options.redisSilenceMs }),
+      });
+    this.reloader = reloader;
+    // A reload of a tick that failed may still be landing: only the latest one adopts.
+    const generation = ++this.reloads;
     this.published.clear();
     for (const m of this.plans.values()) {
       m.writtenState = undefined;
       m.writtenForecast = undefined;
     }
-    const live = new Set(this.plans.keys());
-    for (const [field, raw] of state) {
-      const m = this.plans.get(field);
-      if (m) {
-        m.loadedState = raw;
-        m.writtenState = raw;
-      }
+    const fields = planList.list.map((p) => p.field);
+    // Plans not stepped this tick: this process's other memories, and the plans of the campaigns
+    // not paced (paused: the active ones' are all in the list) that it has no memory of (one is
+    // made only if something is stored for them).
+    const restFields: string[] = [];
+    const restPlans: (ResolvedPlan | undefined)[] = [];
+    for (const [field, m] of this.plans) {
+      if (m.listedIn === planList.id) continue;
+      restFields.push(field);
+      restPlans.push(undefined);
     }
-    for (const [field, raw] of forecast) {
-      const m = this.plans.get(field);
-      if (m) {
-        m.loadedForecast = raw;
-        m.writtenForecast = raw;
-      }
-    }
-    // Plans this process has not met yet (a cold process) pick their state up when they appear.
-    for (const [field, raw] of state) {
-      if (!live.has(field)) this.orphans.state.set(field, raw);
-    }
-    for (const [field, raw] of forecast) {
-      if (!live.has(field)) this.orphans.forecast.set(field, raw);
-    }
-    this.adoptOrphans();
-  }
-
-  private readonly orphans = { state: new Map<string, string>(), forecast: new Map<string, string>() };
-
-  /** Matches loaded state of plans not yet in memory against the current budgets. */
-  private adoptOrphans(): void {
-    const known = new Set<string>();
+    const unpaced = new Set<string>();
     for (const b of this.options.budgets.campaigns()) {
+      if (b.campaign.status === 'active') continue;
       for (const p of plansOfCampaign(b)) {
         const field = planField(p);
-        known.add(field);
-        const s = this.orphans.state.get(field);
-        const f = this.orphans.forecast.get(field);
-        if (s === undefined && f === undefined) continue;
-        let m = this.plans.get(field);
-        if (!m) {
-          m = { plan: p, state: undefined, forecast: undefined };
-          this.plans.set(field, m);
-        }
-        if (s !== undefined) {
-          m.loadedState = s;
-          m.writtenState = s;
-        }
-        if (f !== undefined) {
-          m.loadedForecast = f;
-          m.writtenForecast = f;
-        }
+        if (this.plans.has(field) || unpaced.has(field)) continue;
+        unpaced.add(field);
+        restFields.push(field);
+        restPlans.push(p);
       }
     }
-    // What no current plan claims belongs to deleted plans: delete it with the next publish.
-    this.pendingDeletes = {
-      state: [...this.orphans.state.keys()].filter((f) => !known.has(f)),
-      forecast: [...this.orphans.forecast.keys()].filter((f) => !known.has(f)),
+    const found = { state: 0, forecast: 0 };
+    const adopt = (field: string, plan: ResolvedPlan | undefined, texts: StoredTexts, j: number) => {
+      if (generation !== this.reloads) return;
+      const s = texts.state[j];
+      const f = texts.forecast[j];
+      if (s === undefined && f === undefined) return;
+      let m = this.plans.get(field);
+      if (!m) {
+        m = { plan: plan as ResolvedPlan, state: undefined, forecast: undefined };
+        this.plans.set(field, m);
+      }
+      if (s !== undefined) {
+        m.loadedState = s;
+        m.writtenState = s;
+        found.state++;
+      }
+      if (f !== undefined) {
+        m.loadedForecast = f;
+        m.writtenForecast = f;
+        found.forecast++;
+      }
     };
-    this.orphans.state.clear();
-    this.orphans.forecast.clear();
+    const sizes = reloader.counts();
+    sizes.catch(() => {});
+    const parts = reloader.read(fields, SPEND_PART).map((part, k) =>
+      part.then((texts) => {
+        const from = k * SPEND_PART;
+        for (let j = 0; j < texts.state.length; j++) adopt(fields[from + j] as string, undefined, texts, j);
+      }),
+    );
+    const rest = Promise.all(
+      reloader.read(restFields, REST_PART).map((part, k) =>
+        part.then((texts) => {
+          const from = k * REST_PART;
+          for (let j = 0; j < texts.state.length; j++) {
+            adopt(restFields[from + j] as string, restPlans[from + j], texts, j);
+          }
+        }),
+      ),
+    ).then(async () => {
+      await Promise.all(parts);
+      const stored = await sizes;
+      if (stored.state > found.state || stored.forecast > found.forecast) {
+        this.sweepUnknown(reloader, stored.state > found.state, stored.forecast > found.forecast, unpaced);
+      }
+    });
+    // What the predecessor published in each campaign hash (read after the state: the state is
+    // needed first, to step), so the whole rewrite skips the fields that already hold their value.
+    const fieldsByPlans = new Map<string, string[]>();
+    const fieldsOf = campaigns.map((b) => {
+      const { plans, key } = campaignPlans(b);
+      let fields = fieldsByPlans.get(key);
+      if (fields === undefined) {
+        fields = ['plans'];
+        for (const p of plans) fields.push(`p:${p.planId}`, `e:${p.planId}`);
+        fieldsByPlans.set(key, fields);
+      }
+      return fields;
+    });
+    const published = Promise.all(
+      reloader.hmget(
+        campaigns.map((b) => publisher.keys.campaign(b.campaign.campaignId)),
+        (i) => fieldsOf[i] as string[],
+        PUBLISHED_PART,
+      ),
+    ).then((parts) => parts.flat());
+    // Handled here too: a tick that fails at an earlier part never awaits the later ones.
+    for (const p of parts) p.catch(() => {});
+    rest.catch(() => {});
+    published.catch(() => {});
+    return { parts, rest, published, startedAt };
+  }
+
+  /**
+   * Finds the fields of plans that no longer exist (neither in the budgets nor met by this
+   * process), off the tick's path; the next publish deletes them. One sweep at a time.
+   */
+  private sweepUnknown(
+    reloader: StateReloader,
+    state: boolean,
+    forecast: boolean,
+    unpaced: Set<string>,
+  ): void {
+    if (this.sweeping) return;
+    // Every plan of the list, and every plan found stored, has a memory by now.
+    const isKnown = (field: string) => this.plans.has(field) || unpaced.has(field);
+    this.sweeping = Promise.all([
+      state ? reloader.unknownFields('state', isKnown) : [],
+      forecast ? reloader.unknownFields('forecast', isKnown) : [],
+    ])
+      .then(([s, f]) => {
+        this.pendingDeletes = { state: s, forecast: f };
+      })
+      // A failed sweep is retried at the next takeover; nothing depends on it but memory.
+      .catch(() => {})
+      .finally(() => {
+        this.sweeping = undefined;
+      });
+  }
+
+  /** Waits for a sweep of deleted plans' fields in progress (tests). */
+  async settled(): Promise<void> {
+    await this.sweeping;
   }
 }
 

@@ -185,9 +185,12 @@ export interface PublishBatchInput {
   readonly nowMs: number;
   /**
    * The campaign hashes; a function is called after the side hashes' batches are sent, so the
-   * caller's work of building the writes overlaps Redis running those scripts.
+   * caller's work of building the writes (or of reading what it needs to build them: a promise)
+   * overlaps Redis running those scripts.
    */
-  readonly campaigns: readonly CampaignWrite[] | (() => readonly CampaignWrite[]);
+  readonly campaigns:
+    | readonly CampaignWrite[]
+    | (() => readonly CampaignWrite[] | Promise<readonly CampaignWrite[]>);
   /** Controller state per plan field (only changed ones). */
   readonly state?: HashChanges;
   /** Forecast per plan field (only changed ones). */
@@ -357,7 +360,9 @@ export class ShardPublisher {
       }
     }
     // Campaign hashes, in batches of about maxArgs script arguments' worth of fields.
-    const campaigns = typeof input.campaigns === 'function' ? input.campaigns() : input.campaigns;
+    const built = typeof input.campaigns === 'function' ? input.campaigns() : input.campaigns;
+    // Awaited only when it is a promise: a synchronous build keeps the batches in one turn.
+    const campaigns = built instanceof Promise ? await built : built;
     let keys: string[] = [];
     let body: string[] = [];
     let size = 0;

@@ -2,7 +2,7 @@
  * The pacer function's configuration from its environment (derived from the region description
  * by the CDK stack and the local runner) and the validation of its EventBridge input.
  */
-import { intEnv, requireEnv } from '../config/env.js';
+import { InvalidEnvError, intEnv, requireEnv } from '../config/env.js';
 import {
   type PacerInput,
   type PacerSettings,
@@ -20,7 +20,18 @@ export interface PacerConfig extends PacerSettings {
   readonly auditLogMaxLen: number;
   /** Full reload period of the budgets cache, ms. @default 300_000 */
   readonly budgetsFullReloadMs: number;
+  /**
+   * Longest silence of a Redis node while the pacer's raw reads (live spend, the state reload)
+   * wait for replies, ms: past it the tick fails (docs/pacing.md, "Takeover"). A limit on
+   * progress, not on a read's duration; a node busy for a few seconds (a slow script, a fork, a
+   * failover) must not fail a tick, a hung one must fail it within the tick.
+   * @default half a tick (5,000 for 10 s ticks)
+   */
+  readonly redisSilenceMs: number;
 }
+
+/** The environment variable of {@link PacerConfig.redisSilenceMs}. */
+export const redisSilenceEnv = 'PACER_REDIS_SILENCE_MS';
 
 /** Reads and validates the pacer's configuration; throws naming the variable at fault. */
 export function pacerConfigFromEnv(env: Env = process.env): PacerConfig {
@@ -33,11 +44,19 @@ export function pacerConfigFromEnv(env: Env = process.env): PacerConfig {
     leaseTtlMs: required(pacerEnv.leaseTtlMs),
     minuteMs: intEnv(pacerEnv.minuteMs, 60_000, env),
   });
+  const redisSilenceMs = intEnv(redisSilenceEnv, Math.floor(settings.tickMs / 2), env);
+  if (redisSilenceMs < 100 || redisSilenceMs >= settings.tickMs)
+    throw new InvalidEnvError(
+      redisSilenceEnv,
+      String(redisSilenceMs),
+      `ms from 100 to below the tick (${settings.tickMs}): long enough for a busy node to answer, short enough to fail a hung one within the tick`,
+    );
   return {
     ...settings,
     region: requireEnv('PACELINE_REGION', env),
     auditLogMaxLen: intEnv('PACER_AUDIT_LOG_MAXLEN', 10_000, env),
     budgetsFullReloadMs: intEnv('PACER_BUDGETS_FULL_RELOAD_MS', 300_000, env),
+    redisSilenceMs,
   };
 }
 

@@ -269,11 +269,11 @@ export interface RawSpendSourceOptions {
    */
   readonly slotsBack?: number;
   /**
-   * A read during which Redis sends nothing for this long fails (RawHashReader's `timeoutMs`).
-   * The simulator raises it: on its simulated clock a slow machine is not a hung node.
-   * @default RawHashReader's
+   * Longest silence of a node while the read waits for replies, ms (RawHashReader's `timeoutMs`:
+   * progress, not duration); the pacer function passes its `PACER_REDIS_SILENCE_MS`.
+   * @default 1000
    */
-  readonly readTimeoutMs?: number;
+  readonly timeoutMs?: number;
 }
 
 /** Counters of a {@link rawSpendSource} (tests, benchmarks). */
@@ -296,7 +296,7 @@ export function rawSpendSource(
   redis: RedisClient,
   options: RawSpendSourceOptions = {},
 ): SpendSource & { close(): void; readonly stats: RawSpendSourceStats } {
-  const timeout = options.readTimeoutMs === undefined ? {} : { timeoutMs: options.readTimeoutMs };
+  const timeout = options.timeoutMs === undefined ? {} : { timeoutMs: options.timeoutMs };
   const reader = new RawHashReader({ client: redis, ...timeout });
   const stats: RawSpendSourceStats = { sums: 0, whole: 0 };
   // With the sums: the hashes they cannot answer, read whole on their own connection, so they need

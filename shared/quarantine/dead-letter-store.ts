@@ -22,7 +22,7 @@ import {
   QueryCommand,
 } from '@aws-sdk/client-dynamodb';
 import { DeleteObjectCommand, GetObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
-import { s3Client } from '../aws/clients.js';
+import { s3Client } from '../aws/ops-clients.js';
 import { requireEnv } from '../config/env.js';
 import { regionResources } from '../region/resources.js';
 

@@ -84,13 +84,17 @@ export interface ConnectOptions {
   readonly tokenRefreshMs?: number;
 }
 
-/** The AWS SDK's default credential chain, loaded only when IAM auth is used. */
+/**
+ * The AWS SDK's default credential chain, loaded only when IAM auth is used. Taken from a
+ * DynamoDB client's configuration: every process with a cache also has that client, so no other
+ * SDK package is installed for it (the ad-server client's package has no ElastiCache client).
+ */
 function defaultCredentials(region: string): CredentialProvider {
   let provider: CredentialProvider | undefined;
   return async () => {
     if (!provider) {
-      const { ElastiCacheClient } = await import('@aws-sdk/client-elasticache');
-      const client = new ElastiCacheClient({ region });
+      const { DynamoDBClient } = await import('@aws-sdk/client-dynamodb');
+      const client = new DynamoDBClient({ region });
       provider = () => client.config.credentials();
     }
     return provider();

@@ -14,9 +14,11 @@
  *   and a key whose slot has no known owner are re-read through ioredis, which follows redirects.
  *   Until the client itself is ready (first connect; with IAM auth, the first token) reads go
  *   through ioredis too.
- * - A read not answered within `timeoutMs` (a paused, hung or overloaded node) fails with
- *   {@link RawReadTimeoutError}, with every read queued behind it, and the connection is dropped
- *   (replies that come later could no longer be matched to reads); the next read opens a new one.
+ * - A node that sends nothing for `timeoutMs` while reads wait (a paused, hung or overloaded node)
+ *   fails them with {@link RawReadTimeoutError}, and the connection is dropped (replies that come
+ *   later could no longer be matched to reads); the next read opens a new one. The limit is on
+ *   silence, not on a read's age: a long queue answered steadily never times out, and this
+ *   process's own stalls do not count ({@link SilenceWatchdog}).
  *   Without it a node that stopped answering held every cap check, and the ad requests waiting on
  *   them, for as long as the TCP connection lived.
  * - A lost connection fails the reads waiting on it; the next read opens a new one. A socket is
@@ -33,8 +35,8 @@ import {
   type RequestQueue,
   readTimedOut,
   readTimeoutMs,
+  SilenceWatchdog,
   standaloneNode,
-  watchdogPeriodMs,
 } from './raw-connection.js';
 import { parseIntBytes } from './raw-hgetall.js';
 
@@ -52,10 +54,10 @@ export interface RawValueReaderOptions {
   /** Largest split reply gathered in the reused buffer; larger ones get their own. @default 4 MiB */
   readonly maxReusedBytes?: number;
   /**
-   * Longest wait for a reply before the read (and those queued behind it on the connection) fail
-   * with {@link RawReadTimeoutError}. Far above a healthy read (a cap check's P99 is ~1 ms) and
-   * below an ad request's budget of patience for a dead node. Checked every `timeoutMs / 4`.
-   * @default 1000
+   * Longest silence of the node while reads wait before they (every read waiting on the
+   * connection) fail with {@link RawReadTimeoutError}. Far above a healthy read (a cap check's P99
+   * is ~1 ms) and below an ad request's budget of patience for a dead node. Checked every
+   * `timeoutMs / 4`. @default 1000
    */
   readonly timeoutMs?: number;
 }
@@ -66,8 +68,6 @@ interface Pending {
   reject: (error: Error) => void;
   /** The key, for the ioredis retry of a redirected read. */
   key: string;
-  /** When the read was queued (performance.now()), for the timeout. */
-  queuedAt: number;
 }
 
 /** Per-node state: the connection, the reads waiting for replies, and the reply being parsed. */
@@ -82,8 +82,8 @@ class NodeReader {
   private bulkFilled = 0;
   private bulkTarget: Buffer = Buffer.alloc(0);
   private reused: Buffer = Buffer.alloc(0);
-  /** Looks at the oldest waiting read a few times per timeout (one timer per connection, unref'd). */
-  private readonly watchdog: NodeJS.Timeout;
+  /** The connection's progress timeout (one timer per connection, unreferenced). */
+  private readonly watchdog: SilenceWatchdog;
 
   constructor(
     client: RedisClient,
@@ -100,19 +100,15 @@ class NodeReader {
       fail: (error) => this.failAll(error),
       closed: (waiting) => `Redis connection to ${node} closed with ${waiting} read(s) waiting`,
     }));
-    // A timer per connection rather than per read: the read path only stamps its queueing time.
-    this.watchdog = setInterval(() => this.checkTimeout(), watchdogPeriodMs(timeoutMs));
-    this.watchdog.unref();
+    // A timer per connection rather than per read: the read path only stamps times.
+    this.watchdog = new SilenceWatchdog(timeoutMs, () => this.timedOut(), this.connection.socket);
   }
 
-  private checkTimeout(): void {
+  private timedOut(): void {
     const oldest = this.queue.oldest();
-    if (oldest === undefined) return;
-    const waited = performance.now() - oldest.queuedAt;
-    if (waited <= this.timeoutMs) return;
     const error = readTimedOut(
-      `Redis at ${this.connection.node} did not answer GET ${oldest.key} within ${this.timeoutMs} ms ` +
-        `(${this.pendingCount()} read(s) waiting)`,
+      `Redis at ${this.connection.node} sent nothing for ${this.timeoutMs} ms while GET ${oldest?.key ?? '?'} ` +
+        `waited (${this.pendingCount()} read(s) waiting)`,
     );
     this.connection.broken = true;
     this.connection.socket.destroy();
@@ -126,8 +122,9 @@ class NodeReader {
   /** Reads `key`; a redirected read is retried through the client (settling this promise). */
   get<T>(key: string, consume: (value: Buffer | null) => T): Promise<T> {
     return new Promise((resolve, reject) => {
+      this.watchdog.expect();
       this.queue.push(
-        { key, consume, resolve: resolve as (v: unknown) => void, reject, queuedAt: performance.now() },
+        { key, consume, resolve: resolve as (v: unknown) => void, reject },
         `*2\r\n$3\r\nGET\r\n${bulk(key)}`,
       );
     });
@@ -147,6 +144,12 @@ class NodeReader {
   }
 
   private onData(input: Buffer): void {
+    this.watchdog.heard();
+    this.parse(input);
+    if (this.pendingCount() === 0) this.watchdog.idle();
+  }
+
+  private parse(input: Buffer): void {
     let chunk = input;
     let pos = 0;
     if (this.partialHeader) {
@@ -231,13 +234,13 @@ class NodeReader {
 
   private failAll(error: Error): void {
     // A broken connection is replaced by a new reader: this one's watchdog has nothing left to do.
-    clearInterval(this.watchdog);
+    this.watchdog.close();
     this.connection.broken = true;
     this.queue.failAll((p) => p.reject(error));
   }
 
   close(): void {
-    clearInterval(this.watchdog);
+    this.watchdog.close();
     this.connection.broken = true;
     this.connection.socket.destroy();
   }

@@ -12,7 +12,9 @@
  * - A read that fails (connection lost) rejects; the next read reconnects.
  * - A read during which the node sends nothing for `timeoutMs` (paused, hung, overloaded) rejects
  *   with {@link RawReadTimeoutError} and drops the connection: without it a hung node held the
- *   pacer's tick (and the ad servers' refresh-ahead) for as long as TCP kept the connection.
+ *   pacer's tick (and the ad servers' refresh-ahead) for as long as TCP kept the connection. The
+ *   limit is on silence, not on the read's duration, and this process's own stalls do not count
+ *   ({@link SilenceWatchdog}).
  */
 import { Cluster } from 'ioredis';
 import { type RedisClient, slotOf, slotsReady } from './connect.js';
@@ -22,14 +24,17 @@ import {
   type RawConnection,
   readTimedOut,
   readTimeoutMs,
+  SilenceWatchdog,
   standaloneNode,
-  watchdogPeriodMs,
 } from './raw-connection.js';
 
 /** Receives one hash's fields as byte ranges of `buf` (valid only during the call). */
 export interface HashVisitor<T> {
-  /** A new hash begins (`exists` false for a missing key: HGETALL's empty reply). */
-  begin(exists: boolean): void;
+  /**
+   * A new hash begins (`exists` false for a missing key: HGETALL's empty reply); `index` is the
+   * key's position in the read (a visitor whose commands differ per key knows which reply this is).
+   */
+  begin(exists: boolean, index: number): void;
   field(buf: Buffer, fieldStart: number, fieldEnd: number, valueStart: number, valueEnd: number): void;
   /**
    * With a {@link RawReadCommand} other than HGETALL (an HMGET of fixed fields): each element of
@@ -40,11 +45,14 @@ export interface HashVisitor<T> {
   /** The hash is complete: the folded result. */
   end(): T;
   /** A hash read through ioredis instead (fallback after an error reply: its whole HGETALL). */
-  fromObject(hash: Readonly<Record<string, string>>): T;
+  fromObject(hash: Readonly<Record<string, string>>, index: number): T;
 }
 
-/** The command a bulk read sends for one key, as RESP text (HGETALL by default). */
-export type RawReadCommand = (key: string) => string;
+/**
+ * The command a bulk read sends for one key, as RESP text (HGETALL by default); `index` is the
+ * key's position in the read (an HMGET of other fields per key).
+ */
+export type RawReadCommand = (key: string, index: number) => string;
 
 /** `HGETALL key` in RESP. */
 export const hgetallCommand: RawReadCommand = (key) => `*2\r\n$7\r\nHGETALL\r\n${bulk(key)}`;
@@ -108,7 +116,13 @@ let ranges = new Int32Array(256);
  * buffer does not hold the whole reply yet (nothing is fed), or `-2 - end` for an error reply
  * (`-...` line or a non-array). Allocates nothing.
  */
-function parseReply<T>(buf: Buffer, pos: number, visitor: HashVisitor<T>, out: { value?: T }): number {
+function parseReply<T>(
+  buf: Buffer,
+  pos: number,
+  visitor: HashVisitor<T>,
+  out: { value?: T },
+  index: number,
+): number {
   if (pos >= buf.length) return -1;
   const type = buf[pos];
   if (type !== 0x2a /* * */) {
@@ -143,7 +157,7 @@ function parseReply<T>(buf: Buffer, pos: number, visitor: HashVisitor<T>, out: {
     r[2 * i + 1] = start + n;
     p = start + n + 2;
   }
-  visitor.begin(count > 0);
+  visitor.begin(count > 0, index);
   if (visitor.item) {
     for (let i = 0; i < count; i++) visitor.item(i, buf, r[2 * i] as number, r[2 * i + 1] as number);
   } else {
@@ -170,8 +184,9 @@ export interface RawHashReaderOptions {
   readonly chunk?: number;
   /**
    * Longest silence of the node while a read waits for replies (not the read's whole duration: a
-   * tick's read of 150,000 hashes takes ~0.5 s and is never silent that long when healthy); past
-   * it the read rejects with {@link RawReadTimeoutError} and the connection is dropped.
+   * tick's read of 150,000 hashes streams for 0.5 s to several seconds, never silent when
+   * healthy); past it the read rejects with {@link RawReadTimeoutError} and the connection is
+   * dropped ({@link SilenceWatchdog}). The pacer passes its `PACER_REDIS_SILENCE_MS`.
    * @default 1000
    */
   readonly timeoutMs?: number;
@@ -248,7 +263,8 @@ export class RawHashReader {
       const to = Math.min(keys.length, from + size);
       // Error replies and unknown slots of this part: through ioredis.
       for (let i = from; i < to; i++) {
-        if (again[i] === 1) out[i] = visitor.fromObject(await this.options.client.hgetall(keys[i] as string));
+        if (again[i] === 1)
+          out[i] = visitor.fromObject(await this.options.client.hgetall(keys[i] as string), i);
       }
       const s = settle[k] as (typeof settle)[number];
       if (!s.done) {
@@ -359,25 +375,27 @@ export class RawHashReader {
       let pending: Buffer = EMPTY;
       let next = 0;
       const result: { value?: T } = {};
-      // Silence watchdog: the time of the node's last bytes, looked at a few times per timeout.
-      let heardAt = performance.now();
-      const watchdog = setInterval(() => {
-        if (performance.now() - heardAt <= this.timeoutMs) return;
-        c.broken = true;
-        c.socket.destroy();
-        onError(
-          readTimedOut(
-            `Redis at ${node} sent nothing for ${this.timeoutMs} ms during a read of ${indexes.length} hash(es) (${next} answered)`,
-          ),
-        );
-      }, watchdogPeriodMs(this.timeoutMs));
-      watchdog.unref();
+      // Progress, not duration: fails only when the node sends nothing for timeoutMs.
+      const watchdog = new SilenceWatchdog(
+        this.timeoutMs,
+        () => {
+          c.broken = true;
+          c.socket.destroy();
+          onError(
+            readTimedOut(
+              `Redis at ${node} sent nothing for ${this.timeoutMs} ms during a read of ${indexes.length} hash(es) (${next} answered)`,
+            ),
+          );
+        },
+        c.socket,
+      );
+      watchdog.expect();
       const onData = (chunk: Buffer) => {
-        heardAt = performance.now();
+        watchdog.heard();
         const buf = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
         let pos = 0;
         while (next < indexes.length) {
-          const end = parseReply(buf, pos, visitor, result);
+          const end = parseReply(buf, pos, visitor, result, indexes[next] as number);
           if (end === -1) break;
           const i = indexes[next++] as number;
           if (end < -1) {
@@ -399,7 +417,7 @@ export class RawHashReader {
       };
       const onClose = () => onError(new Error(`Redis connection to ${node} closed during a bulk read`));
       const cleanup = () => {
-        clearInterval(watchdog);
+        watchdog.close();
         c.receive = null;
         c.socket.off('error', onError);
         c.socket.off('close', onClose);
@@ -415,7 +433,8 @@ export class RawHashReader {
       for (let from = 0; from < indexes.length; from += this.chunk) {
         const parts: string[] = [];
         for (let j = from; j < Math.min(indexes.length, from + this.chunk); j++) {
-          parts.push(command(keys[indexes[j] as number] as string));
+          const i = indexes[j] as number;
+          parts.push(command(keys[i] as string, i));
         }
         c.socket.write(parts.join(''));
       }

@@ -5,6 +5,7 @@
  *
  * Nothing here touches AWS: it is data plus pure functions over it.
  */
+import { invocationWindowMs } from '../pacing/invocation.js';
 import { defaultNames, InvalidStageError, type ResourceNames, stageNames } from './names.js';
 
 /** DynamoDB attribute type of a key attribute. */
@@ -535,8 +536,9 @@ function pacerFunction(s: PacerSettings) {
     // docs/operations.md, "Pacer memory": measured peak RSS at 100,000 campaigns, with headroom.
     memoryMb: s.memoryMb ?? DEFAULT_PACER_MEMORY_MB,
     ...(s.reservedConcurrency === undefined ? {} : { reservedConcurrency: s.reservedConcurrency }),
-    // Six ticks of a minute, then return; the margin covers a late start (docs/pacing.md).
-    timeoutSeconds: Math.ceil((s.minuteMs + 15_000) / 1000),
+    // An invocation's window (a minute, the delivery-delay overlap and the tick it starts in:
+    // 90 s in AWS), plus 15 s for its last tick to finish (docs/pacing.md, "Cadence").
+    timeoutSeconds: Math.ceil((invocationWindowMs(s.tickMs, s.minuteMs) + 15_000) / 1000),
     schedule: { rateMinutes: 1, instances },
     tables: { budgets: 'read', leases: 'readwrite', regionSpend: 'readwrite' },
     writesStreams: [],

@@ -17,9 +17,15 @@ export interface RedisUnderTest {
   stop(): Promise<void>;
 }
 
-/** Starts redis-server in `mode` and connects a client (the same client ad servers use). */
-export async function startRedisWithClient(mode: 'standalone' | 'cluster'): Promise<RedisUnderTest> {
-  const redis = await startRedis({ mode });
+/**
+ * Starts redis-server in `mode` and connects a client (the same client ad servers use);
+ * `debugCommand` allows `DEBUG` (e.g. `DEBUG SLEEP`) from loopback.
+ */
+export async function startRedisWithClient(
+  mode: 'standalone' | 'cluster',
+  options: { readonly debugCommand?: boolean } = {},
+): Promise<RedisUnderTest> {
+  const redis = await startRedis({ mode, ...options });
   const client = connectRedis({ mode, nodes: parseNodes(redis.nodesEnv), tls: false });
   return {
     redis,
@@ -38,10 +44,13 @@ export interface TestRedis {
 }
 
 /** Starts Redis for the current describe block (or file) and stops it afterwards. */
-export function useRedis(mode: 'standalone' | 'cluster' = 'standalone'): TestRedis {
+export function useRedis(
+  mode: 'standalone' | 'cluster' = 'standalone',
+  options: { readonly debugCommand?: boolean } = {},
+): TestRedis {
   const handle = {} as TestRedis;
   beforeAll(async () => {
-    const started = await startRedisWithClient(mode);
+    const started = await startRedisWithClient(mode, options);
     handle.server = started.redis;
     handle.redis = started.client;
   }, 60_000);

@@ -1,8 +1,8 @@
 import { App } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { type AdServerFleetStack, buildFleetExample } from '../../cdk/examples/ad-server-fleet.js';
 import type { RegionalStack } from '../../cdk/regional-stack.js';
-import { type AdServerFleetStack, buildFleetExample } from '../../examples/ad-server-fleet.js';
 import { adServerServices, ENDPOINT_SERVICE_NAME, GATEWAY_SERVICES } from '../../shared/region/access.js';
 import { clientEnvironment } from '../../shared/region/resources.js';
 import { tempDir } from '../support/tmp.js';

@@ -90,9 +90,11 @@ function regionSection(region) {
     grid.append(card);
     charts.set(`${region}/${key}`, newChart(canvas, key));
   }
-  const leaders = el('div', { class: 'card' });
+  // The tables span the whole row: beside a chart, 9 columns of campaign ids, dollars and ages
+  // did not fit a 1400 px window (the multiplier and params columns were cut off).
+  const leaders = el('div', { class: 'card wide' });
   leaders.append(el('h3', {}, 'Leader per shard'), el('table', { id: `shards-${region}` }));
-  const campaigns = el('div', { class: 'card' });
+  const campaigns = el('div', { class: 'card wide' });
   campaigns.append(el('h3', {}, 'Top campaigns now'), el('table', { id: `campaigns-${region}` }));
   grid.append(leaders, campaigns);
   section.append(grid, el('div', { class: 'errors', id: `errors-${region}` }));
@@ -260,11 +262,25 @@ function onSample({ sample, points }) {
   document.getElementById('status').textContent = `live · last sample ${fmtTime(sample.atMs)} UTC`;
 }
 
-const source = new EventSource('/events');
-source.addEventListener('history', (e) => onHistory(JSON.parse(e.data)));
-source.addEventListener('sample', (e) => onSample(JSON.parse(e.data)));
-source.onerror = () => {
-  document.getElementById('status').textContent = 'disconnected: retrying… (is npm start still running?)';
-};
+// `?snapshot`: the history once, no event stream — for screenshots (`chromium --headless
+// --screenshot --virtual-time-budget=…`): headless chromium's virtual time does not advance while a
+// fetch is pending, and the live page's event stream never ends, so its budget never runs out.
+if (new URLSearchParams(window.location.search).has('snapshot')) {
+  fetch('/api/history')
+    .then((r) => r.json())
+    .then((history) => {
+      onHistory(history);
+      const last = Math.max(0, ...history.regions.map((r) => r.latest?.atMs ?? 0));
+      document.getElementById('status').textContent =
+        `snapshot of ${last ? `${fmtTime(last)} UTC` : 'no sample yet'} · drop ?snapshot for live updates`;
+    });
+} else {
+  const source = new EventSource('/events');
+  source.addEventListener('history', (e) => onHistory(JSON.parse(e.data)));
+  source.addEventListener('sample', (e) => onSample(JSON.parse(e.data)));
+  source.onerror = () => {
+    document.getElementById('status').textContent = 'disconnected: retrying… (is npm start still running?)';
+  };
+}
 // For tests and the console: the Chart.js instances by `${region}/${chart}`.
 window.pacelineCharts = charts;

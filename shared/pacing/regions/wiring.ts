@@ -61,6 +61,11 @@ export interface RegionalShardPacerDeps {
    * names' group id, no IAM auth
    */
   readonly cache?: { readonly replicationGroupId: string; readonly iamUserId?: string };
+  /**
+   * Longest silence of a cache node while the pacer's raw reads (live spend, the state reload)
+   * wait for replies, ms (PacerConfig.redisSilenceMs). @default the raw readers' 1,000
+   */
+  readonly redisSilenceMs?: number;
 }
 
 /** A shard's pacer across regions and the own control reader it ticks with. */
@@ -104,10 +109,12 @@ export function regionalShardPacer(d: RegionalShardPacerDeps): RegionalShardPace
       tickMs: d.tickMs,
       ...d.pacerOptions,
     });
+  const spendOf = (redis: RedisClient) =>
+    rawSpendSource(redis, d.redisSilenceMs === undefined ? {} : { timeoutMs: d.redisSilenceMs });
   const byRegion = new Map(d.peers.map((p) => [p.region, p]));
   const regional = new RegionalShardPacer({
     region: d.region,
-    own: pacer(d.redis, d.spend ?? rawSpendSource(d.redis), ownShares),
+    own: pacer(d.redis, d.spend ?? spendOf(d.redis), ownShares),
     caches: new PeerCaches({
       clock: d.clock,
       ...(d.cache
@@ -132,7 +139,7 @@ export function regionalShardPacer(d: RegionalShardPacerDeps): RegionalShardPace
         switchRegion: { region: p.region, ssm: p.ssm },
         ...(d.parameterRoot ? { parameterRoot: d.parameterRoot } : {}),
       }),
-      pacer: (redis: RedisClient) => pacer(redis, rawSpendSource(redis), shares(p.region)),
+      pacer: (redis: RedisClient) => pacer(redis, spendOf(redis), shares(p.region)),
     })),
   });
   return {

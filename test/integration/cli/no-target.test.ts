@@ -45,6 +45,8 @@ function bareEnv(): NodeJS.ProcessEnv {
     AWS_SECRET_ACCESS_KEY: 'secret',
     // Where the SDK would go if a CLI silently fell back to AWS.
     AWS_ENDPOINT_URL: trapUrl,
+    // An empty state folder: a developer's running `npm start` is not a target here.
+    PACELINE_STATE_DIR: tempDir('paceline-no-target-state-'),
   };
 }
 
@@ -70,7 +72,6 @@ describe('a CLI with no target configured', () => {
   it.each(cases)(
     '$name refuses with exit 2, one line saying how to choose, and touches nothing',
     ({ cmd, args }) => {
-      // A directory without a running `npm start` (.local/regions.json) as the working directory.
       const result = spawnSync(cmd, args, {
         cwd: tempDir('paceline-no-target-'),
         env: bareEnv(),

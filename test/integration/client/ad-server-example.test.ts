@@ -1,9 +1,11 @@
 /**
- * `examples/ad-server.ts` as a user runs it: a child process (`tsx examples/ad-server.ts`) with
+ * `packages/client/examples/ad-server.ts` as a user runs it: a child process (`tsx …/ad-server.ts`) with
  * nothing but a local region's client environment, importing only `paceline/client`. It must
  * complete its request paths (cap check → pacing read → guard → bid → notice → events), and what
  * it sent must land: every win booked once in the ledger and the live counters at the clearing
- * price the "exchange" substituted for ${AUCTION_PRICE}, every impression counted.
+ * price the "exchange" substituted for ${AUCTION_PRICE}, every impression counted. The example
+ * runs as the ad-server principal (the env's PACELINE_CLIENT_ACCESS_KEY_ID): every call it makes
+ * is checked against the ad-server access policy the stack synthesizes.
  */
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -35,6 +37,35 @@ beforeAll(async () => {
   redis = connectRedis(redisConfigFromEnv(runtime.region.clientEnv));
 }, 120_000);
 
+/** The demo campaign, created as the operator does (the example's ad-server key cannot write budgets). */
+async function seedDemoCampaign(): Promise<void> {
+  const region = runtime.region;
+  const repo = new BudgetRepository({
+    client: region.dynamodb,
+    tableName: region.tableName('budgets'),
+    pacerShards: region.description.settings.pacer.shards,
+  });
+  await repo.putAccount({
+    accountId: 'example-account',
+    name: 'Example advertiser',
+    timeZone: 'America/New_York',
+    currency: 'USD',
+  });
+  await repo.putCampaign({
+    campaignId: 'example-campaign',
+    accountId: 'example-account',
+    name: 'Example campaign',
+    status: 'active',
+  });
+  await repo.putPlan({
+    level: 'campaign',
+    accountId: 'example-account',
+    campaignId: 'example-campaign',
+    dailyBudgetMicros: 1_000_000_000,
+    pacingMode: 'even',
+  });
+}
+
 afterAll(async () => {
   redis?.disconnect();
   await runtime?.stop();
@@ -44,7 +75,7 @@ function runExample(args: string[]) {
   // Only the region's printed client environment (and PATH): what a developer's shell has.
   return runChild(
     process.execPath,
-    [`${repoRoot}node_modules/tsx/dist/cli.mjs`, 'examples/ad-server.ts', ...args],
+    [`${repoRoot}node_modules/tsx/dist/cli.mjs`, 'packages/client/examples/ad-server.ts', ...args],
     {
       cwd: repoRoot,
       env: { PATH: process.env.PATH ?? '', ...runtime.region.clientEnv },
@@ -62,8 +93,16 @@ async function until<T>(read: () => Promise<T>, done: (v: T) => boolean, ms = 60
   }
 }
 
-describe('examples/ad-server.ts against a local region', () => {
+describe('the ad-server example against a local region', () => {
+  it('without its campaign, says how the operator creates it and exits 2 (its key cannot write budgets)', async () => {
+    const run = await runExample(['--requests', '1']);
+    expect(run.code).toBe(2);
+    expect(run.stderr).toContain('Campaign example-campaign is not in the budgets table.');
+    expect(run.stderr).toContain('npm run budgets -- campaign put --id example-campaign');
+  }, 120_000);
+
   it('completes request paths and its events land (ledger, live counters, action counts)', async () => {
+    await seedDemoCampaign();
     const run = await runExample(['--requests', '30']);
     expect(run.code, run.stderr).toBe(0);
     const summary = JSON.parse(run.stdout.trim().split('\n').at(-1) as string) as {
@@ -74,6 +113,8 @@ describe('examples/ad-server.ts against a local region', () => {
       wins: number;
       losses: number;
       campaignId: string;
+      pacing: Record<'fresh' | 'stale' | 'missing', number>;
+      pacingNote?: string;
       metrics: { decisions: { total: number; bid: number }; errors: number; eventsFailed: number };
     };
     expect(summary.requests).toBe(30);
@@ -85,6 +126,14 @@ describe('examples/ad-server.ts against a local region', () => {
     expect(summary.metrics.decisions.bid).toBe(summary.bids);
     expect(summary.metrics.errors).toBe(0);
     expect(summary.metrics.eventsFailed).toBe(0);
+    // No pacer runs here: a new campaign has no published parameters, every decision is the
+    // fail-safe — and the example says so, and why, in its output.
+    expect(summary.pacing).toEqual({ fresh: 0, stale: 0, missing: 30 - summary.capped });
+    expect(summary.pacingNote).toMatch(/^pacing: \d+ of \d+ decisions used the fail-safe/);
+    expect(summary.pacingNote).toMatch(
+      /no published parameters yet: the pacer publishes a new campaign's first ones at its next tick/,
+    );
+    expect(run.stdout).toContain(`${summary.pacingNote}\n`);
 
     // Wins: booked once each by track-spend at 80 % of the $2 CPM bid (1.6000 → 1,600 micros).
     const region = runtime.region;

@@ -6,13 +6,13 @@
  * unused float back.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type LocalRegion, startLocalRegion } from '../../../local/region.js';
 import {
   configFromEnv,
   createPacelineClient,
   type DecisionRecord,
   type PacelineClient,
-} from '../../../client/index.js';
-import { type LocalRegion, startLocalRegion } from '../../../local/region.js';
+} from '../../../packages/client/src/index.js';
 import { BudgetRepository } from '../../../shared/budget/repository.js';
 import { dayWindow } from '../../../shared/budget/time-zone.js';
 import { connectRedis, type RedisClient, redisConfigFromEnv } from '../../../shared/redis/connect.js';

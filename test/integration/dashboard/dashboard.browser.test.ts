@@ -5,7 +5,7 @@
  * traffic driver (`startDemoTraffic`, what `npm run demo` runs). The page must show curves with
  * data points that change over time; a screenshot is saved under `test-output/dashboard/`.
  */
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -14,6 +14,7 @@ import { demoTargetFromEnv } from '../../../local/demo/target.js';
 import { type DemoTraffic, startDemoTraffic } from '../../../local/demo/traffic.js';
 import { type RegionRuntime, startRuntime } from '../../../local/main.js';
 import { repoRoot } from '../../../local/worker/process-invoker.js';
+import { runChild } from '../../support/child.js';
 import { tempDir } from '../../support/tmp.js';
 import { waitFor } from '../../support/wait.js';
 
@@ -186,4 +187,61 @@ describe('live dashboard in chromium', () => {
     expect(pageErrors).toEqual([]);
     expect((traffic as DemoTraffic).stats.wins).toBeGreaterThan(0);
   }, 600_000);
+
+  it('at 1400 px every column of the tables is on screen, none clipped', async () => {
+    const page = await (browser as Browser).newPage({ viewport: { width: 1400, height: 1000 } });
+    await page.goto((dashboard as Dashboard).url);
+    await waitFor('campaign rows', 120_000, async () =>
+      (await page.$$(`#campaigns-${REGION} tr`)).length > 1 ? true : undefined,
+    );
+    for (const table of [`#campaigns-${REGION}`, `#shards-${REGION}`]) {
+      const fit = await page.$eval(table, (t) => {
+        const card = t.parentElement as unknown as {
+          scrollWidth: number;
+          clientWidth: number;
+          getBoundingClientRect(): { left: number; right: number };
+        };
+        const cardBox = card.getBoundingClientRect();
+        const headers = [...t.querySelectorAll('th')].map((th) => {
+          const b = th.getBoundingClientRect();
+          return { text: th.textContent, left: b.left, right: b.right };
+        });
+        return {
+          overflow: card.scrollWidth - card.clientWidth,
+          cardRight: cardBox.right,
+          viewport: (globalThis as unknown as { innerWidth: number }).innerWidth,
+          hidden: headers.filter((h) => h.right > cardBox.right || h.left < cardBox.left).map((h) => h.text),
+          headers: headers.map((h) => h.text),
+        };
+      });
+      expect(fit.overflow, table).toBeLessThanOrEqual(0);
+      expect(fit.hidden, table).toEqual([]);
+      expect(fit.cardRight).toBeLessThanOrEqual(fit.viewport);
+      if (table.startsWith('#campaigns'))
+        expect(fit.headers).toEqual(expect.arrayContaining(['multiplier', 'params']));
+    }
+    mkdirSync(OUTPUT, { recursive: true });
+    await page.screenshot({ path: join(OUTPUT, `${REGION}-1400.png`) });
+  }, 180_000);
+
+  it('a headless chromium --virtual-time-budget screenshot of ?snapshot finishes (the live page never idles)', async () => {
+    mkdirSync(OUTPUT, { recursive: true });
+    const shot = join(OUTPUT, `${REGION}-snapshot.png`);
+    rmSync(shot, { force: true });
+    const started = Date.now();
+    const run = await runChild(
+      CHROMIUM,
+      [
+        ...CHROMIUM_ARGS,
+        '--window-size=1400,1000',
+        '--virtual-time-budget=5000',
+        `--screenshot=${shot}`,
+        `${(dashboard as Dashboard).url}?snapshot`,
+      ],
+      { cwd: OUTPUT, env: process.env, timeoutMs: 90_000 },
+    );
+    expect(existsSync(shot), `${run.code}\n${run.stderr.slice(-2000)}`).toBe(true);
+    expect(statSync(shot).size).toBeGreaterThan(10_000);
+    console.log(`chromium --virtual-time-budget screenshot in ${Date.now() - started} ms`);
+  }, 120_000);
 });

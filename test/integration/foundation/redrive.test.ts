@@ -18,7 +18,7 @@ import { LocalOnFailureDestination } from '../../../local/esm/on-failure.js';
 import { KinesisPoller } from '../../../local/esm/poller.js';
 import { type LocalRegion, startLocalRegion } from '../../../local/region.js';
 import { InProcessInvoker, type LocalHandler } from '../../../local/worker/in-process-invoker.js';
-import { sqsClient } from '../../../shared/aws/clients.js';
+import { sqsClient } from '../../../shared/aws/ops-clients.js';
 import { encodeActionEvent } from '../../../shared/counting/schema.js';
 import { ActionStore } from '../../../shared/counting/store.js';
 import { KinesisProducer } from '../../../shared/kinesis/producer.js';

@@ -16,13 +16,8 @@ import { GetParametersByPathCommand } from '@aws-sdk/client-ssm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readEnvFile } from '../../../local/env-file.js';
 import { repoRoot } from '../../../local/worker/process-invoker.js';
-import {
-  dynamoDbClient,
-  endpointsFromEnv,
-  kinesisClient,
-  s3Client,
-  ssmClient,
-} from '../../../shared/aws/clients.js';
+import { dynamoDbClient, endpointsFromEnv, kinesisClient, ssmClient } from '../../../shared/aws/clients.js';
+import { s3Client } from '../../../shared/aws/ops-clients.js';
 import { connectRedis, redisConfigFromEnv } from '../../../shared/redis/connect.js';
 import { parameterPrefix, physicalName, regionResources } from '../../../shared/region/resources.js';
 import { tempDir } from '../../support/tmp.js';

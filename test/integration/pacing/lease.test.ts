@@ -2,8 +2,9 @@
  * Shard leases on dynalite with the real SDK: acquire, renew, take over on expiry (checked in code
  * against each instance's injected clock), release on a clean stop, an epoch that only grows,
  * exactly one winner when several contend, adoption by a newer invocation of the holding instance
- * (which fences out the older one), and a holder that keeps its lease until expiry while DynamoDB
- * is unreachable.
+ * (which fences out the older one), an older invocation learning that a newer one of its instance
+ * started (superseded), and a holder that keeps its lease until expiry while DynamoDB is
+ * unreachable.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalRegion, startLocalRegion } from '../../../local/region.js';
@@ -105,6 +106,55 @@ describe('shard lease', () => {
     expect(await minute1.tick()).toMatchObject({ held: false, event: 'lost' });
     expect(await minute1.tick()).toMatchObject({ held: false, event: 'follower' });
     expect((await minute2.tick()).event).toBe('renewed');
+  });
+
+  it('an older invocation learns that a newer one of its instance started (superseded), holder or follower', async () => {
+    const shard = nextShard++;
+    const clock = new ManualClock(T0);
+    const leader1 = lease(shard, 0, clock, T0);
+    const follower1 = lease(shard, 1, clock, T0 + 3_000);
+    await leader1.tick();
+    await follower1.tick();
+    expect([leader1.superseded, follower1.superseded]).toEqual([false, false]);
+    // The next minute's invocations start while these still run their windows (they overlap).
+    clock.advance(60_000);
+    const leader2 = lease(shard, 0, clock, T0 + 60_000);
+    const follower2 = lease(shard, 1, clock, T0 + 64_000);
+    expect(await leader2.tick()).toMatchObject({ held: true, event: 'adopted' });
+    await follower2.tick();
+    // The follower sees it at its next tick; the holder when its renewal fails (adopted).
+    await follower1.tick();
+    expect(follower1.superseded).toBe(true);
+    expect(await leader1.tick()).toMatchObject({ held: false, event: 'lost' });
+    expect(leader1.superseded).toBe(true);
+    // The newer ones are not; an older start registered late does not supersede a newer one.
+    await leader2.tick();
+    await follower2.tick();
+    expect([leader2.superseded, follower2.superseded]).toEqual([false, false]);
+    const late = lease(shard, 1, clock, T0 + 62_000); // a delivery of the earlier firing, late
+    await late.tick();
+    expect(late.superseded).toBe(true);
+    await follower2.tick();
+    expect(follower2.superseded).toBe(false);
+  });
+
+  it('a holder is never superseded: a duplicate started at the same instant that took the lease runs on', async () => {
+    const shard = nextShard++;
+    const clock = new ManualClock(T0);
+    const first = lease(shard, 0, clock, T0);
+    await first.tick();
+    clock.advance(60_000);
+    const a = lease(shard, 0, clock, T0 + 60_000);
+    const b = lease(shard, 0, clock, T0 + 60_000); // the same delivery twice, same millisecond
+    const [va, vb] = await Promise.all([a.tick(), b.tick()]);
+    const holder = va.held ? a : b;
+    const other = va.held ? b : a;
+    expect([va.held, vb.held].filter(Boolean)).toHaveLength(1);
+    expect(holder.superseded).toBe(false);
+    await other.tick();
+    await holder.tick();
+    expect(holder.superseded).toBe(false);
+    expect((await holder.tick()).event).toBe('renewed');
   });
 
   it('keeps the lease until expiry while DynamoDB is unreachable, then stops holding it', async () => {

@@ -4,7 +4,7 @@ import {
   type RunningElastiCache,
   startElastiCacheServer,
 } from '../../../local/emulators/elasticache-server.js';
-import { elastiCacheClient } from '../../../shared/aws/clients.js';
+import { elastiCacheClient } from '../../../shared/aws/ops-clients.js';
 import { PeerCacheDiscoveryError, PeerCaches } from '../../../shared/pacing/regions/cross-region.js';
 import type { RedisConfig } from '../../../shared/redis/connect.js';
 import { stageNames } from '../../../shared/region/names.js';

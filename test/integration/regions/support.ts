@@ -5,8 +5,10 @@
  */
 import { PutParameterCommand } from '@aws-sdk/client-ssm';
 import { GlobalTablesStandIn } from '../../../local/global-tables.js';
-import { type LocalRegion, startLocalRegion } from '../../../local/region.js';
-import { elastiCacheClient } from '../../../shared/aws/clients.js';
+import { principalCredentials } from '../../../local/iam/policy.js';
+import { type LocalRegion, localDescription, localIam, startLocalRegion } from '../../../local/region.js';
+import { type AwsEndpoints, dynamoDbClient, ssmClient } from '../../../shared/aws/clients.js';
+import { elastiCacheClient } from '../../../shared/aws/ops-clients.js';
 import type { PacingController } from '../../../shared/pacing/controller/api.js';
 import { ShardLease } from '../../../shared/pacing/lease.js';
 import type { TickOutcome } from '../../../shared/pacing/pacer.js';
@@ -29,12 +31,16 @@ export interface TwoRegions {
   stop(): Promise<void>;
 }
 
-/** Starts regions A and B with global tables replicated at `lagMs` on `clock`. */
+/**
+ * Starts regions A and B with global tables replicated at `lagMs` on `clock`, under one IAM layer
+ * with the policies synthesized for both (a pacer calls its peer's endpoints with its own key).
+ */
 export async function startTwoRegions(clock: ManualClock, lagMs: number): Promise<TwoRegions> {
   const link = new GlobalTablesStandIn({ clock, lagMs });
+  const iam = await localIam([REGION_A, REGION_B], localDescription());
   const [a, b] = await Promise.all([
-    startLocalRegion({ region: REGION_A, globalTables: link }),
-    startLocalRegion({ region: REGION_B, globalTables: link }),
+    startLocalRegion({ region: REGION_A, globalTables: link, iam }),
+    startLocalRegion({ region: REGION_B, globalTables: link, iam }),
   ]);
   const regions = { [REGION_A]: a, [REGION_B]: b };
   const redis = {
@@ -76,22 +82,32 @@ export interface RegionalInstanceOptions {
   readonly shareConfig?: Partial<ShareConfig>;
 }
 
-/** A pacer instance of `region`, its peers being every other region of `two`. */
+/**
+ * A pacer instance of `region`, its peers being every other region of `two`. Its AWS calls are the
+ * pacer function's: made with the pacer's key, held to its synthesized policy here and at the peers.
+ */
 export function regionalInstance(o: RegionalInstanceOptions): RegionalInstance {
   const home = o.two.regions[o.region] as LocalRegion;
   const redis = connectRedis(redisConfigFromEnv(home.clientEnv));
+  const as = (r: LocalRegion): AwsEndpoints => ({
+    ...r.endpoints,
+    credentials: principalCredentials(o.region, 'pacer'),
+  });
+  const dynamodb = dynamoDbClient(as(home));
+  const peers = Object.values(o.two.regions)
+    .filter((r) => r.region !== o.region)
+    .map((r) => ({ region: r.region, ssm: ssmClient(as(r)), elasticache: elastiCacheClient(as(r)) }));
+  const ssm = ssmClient(as(home));
   const wiring = regionalShardPacer({
     region: o.region,
     shard: o.shard,
     shards: home.description.settings.pacer.shards,
-    dynamodb: home.dynamodb,
-    ssm: home.ssm,
+    dynamodb,
+    ssm,
     budgetsTable: home.tableName('budgets'),
     regionSpendTable: home.tableName('regionSpend'),
     redis,
-    peers: Object.values(o.two.regions)
-      .filter((r) => r.region !== o.region)
-      .map((r) => ({ region: r.region, ssm: r.ssm, elasticache: elastiCacheClient(r.endpoints) })),
+    peers,
     controller: o.controller,
     clock: o.clock,
     tickMs: o.tickMs,
@@ -100,7 +116,7 @@ export function regionalInstance(o: RegionalInstanceOptions): RegionalInstance {
   const instanceId = pacerInstanceId(o.shard, o.instance);
   const publisherId = `${o.region}/${instanceId}/p`;
   const lease = new ShardLease({
-    client: home.dynamodb,
+    client: dynamodb,
     tableName: home.tableName('leases'),
     shard: o.shard,
     instanceId,
@@ -118,6 +134,7 @@ export function regionalInstance(o: RegionalInstanceOptions): RegionalInstance {
     close() {
       wiring.pacer.close();
       redis.disconnect();
+      for (const c of [dynamodb, ssm, ...peers.flatMap((p) => [p.ssm, p.elasticache])]) c.destroy();
     },
   };
 }

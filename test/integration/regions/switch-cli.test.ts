@@ -135,7 +135,7 @@ describe('paceline failover / failback', () => {
       ['failover', '--region', REGION_B, '--to', REGION_A, '--json', '--wait', '0.5'],
       envB,
     );
-    expect(unconfirmed.code).toBe(4);
+    expect(unconfirmed.code).toBe(5); // EXIT.partial: written, not confirmed by every shard
     expect(JSON.parse(unconfirmed.out[0] as string)).toMatchObject({
       changed: true,
       confirmedShards: 0,

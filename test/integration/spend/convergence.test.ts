@@ -122,7 +122,9 @@ describe('live counters converge to the ledger after Redis refused writes', () =
         sweepSpec.schedule!,
         new InProcessInvoker({ functionName: sweepSpec.name, handler: sweepSpend }),
       ),
-      { clock, region: region.region },
+      // Exact timing: the test fires the sweep at the next minute boundary by hand (with
+      // EventBridge-like timing it would fire at the rule's own second, after a delivery delay).
+      { clock, region: region.region, timing: { mode: 'exact' } },
     );
     expect(await scheduler.fireDue(clock.now())).toEqual([]); // not on a boundary yet
     const boundary = Math.ceil(clock.now() / 60_000) * 60_000;

@@ -42,7 +42,7 @@ interface Imported {
 /** Every bare import in the runtime directories (static, multi-line, re-exports, dynamic). */
 function runtimeImports(): Imported[] {
   const out: Imported[] = [];
-  for (const dir of ['shared', 'functions', 'cli', 'client']) {
+  for (const dir of ['shared', 'functions', 'cli', 'packages/client/src']) {
     for (const file of sources(dir)) {
       const text = readFileSync(file, 'utf8');
       for (const m of text.matchAll(/\b(import|export)(\s+type)?\s[^;'"]*?\bfrom\s*['"]([^'"]+)['"]/g)) {

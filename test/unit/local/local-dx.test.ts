@@ -18,10 +18,25 @@ describe('env file', () => {
 
   it('round-trips any value through bash and through readEnvFile', () => {
     const file = join(tempDir('envfile-'), 'r.env');
-    writeFileSync(file, renderEnvFile('us-east-1', env, 4242));
-    expect(readEnvFile(file)).toEqual({ ...env, PACELINE_LOCAL_PID: '4242' });
+    // The runner's pid must be alive for the file to source: this test process stands in.
+    writeFileSync(file, renderEnvFile('us-east-1', env, process.pid));
+    expect(readEnvFile(file)).toEqual({ ...env, PACELINE_LOCAL_PID: String(process.pid) });
     const out = spawnSync('bash', ['-c', `source '${file}' && printf %s "$ODD"`], { encoding: 'utf8' });
     expect(out.stdout).toBe(env.ODD);
+  });
+
+  it('a live file whose runner is gone (killed with its watchdog, or a reboot) refuses to source', () => {
+    const file = join(tempDir('envfile-'), 'r.env');
+    const gone = spawnSync(process.execPath, ['-e', 'console.log(process.pid)'], { encoding: 'utf8' });
+    const pid = Number(gone.stdout.trim());
+    writeFileSync(file, renderEnvFile('us-east-1', env, pid));
+    const out = spawnSync(
+      'bash',
+      ['-c', `export AWS_REGION=x; source '${file}'; echo "rc=$? r=\${AWS_REGION-unset} odd=\${ODD-unset}"`],
+      { encoding: 'utf8' },
+    );
+    expect(out.stdout.trim()).toBe('rc=1 r=x odd=unset'); // nothing exported
+    expect(out.stderr).toContain(`the local region us-east-1 is not running (runner pid ${pid} is gone)`);
   });
 
   it('stale: sourcing unsets and returns 1; readEnvFile refuses it; a missing file says how to start', () => {

@@ -43,7 +43,7 @@ describe('paceline CLI', () => {
     expect(f.err).toHaveLength(1);
   });
 
-  it('needs Redis named explicitly for AWS, and refuses AWS with local endpoints set', () => {
+  it('needs Redis named explicitly for AWS, and refuses AWS with local endpoints set', async () => {
     expect(() => resolveTargets({ aws: true, regions: 'us-east-1' }, {}, '/nonexistent')).toThrow(
       /REDIS_NODES_US_EAST_1/,
     );
@@ -60,10 +60,61 @@ describe('paceline CLI', () => {
       '/nonexistent',
     );
     expect(t[0]).toMatchObject({ kind: 'aws', region: 'us-east-1', redis: { mode: 'cluster', tls: true } });
-    expect(describeTargets(t)).toBe('Target: AWS us-east-1 (redis cfg.cache.amazonaws.com:6379)');
+    // Every endpoint the command will use, as the SDK resolves it for the region.
+    expect(await describeTargets(t)).toBe(
+      'Target: AWS us-east-1 (dynamodb https://dynamodb.us-east-1.amazonaws.com, ssm https://ssm.us-east-1.amazonaws.com, ' +
+        'redis cfg.cache.amazonaws.com:6379 (TLS), credentials: the default chain)',
+    );
+    // An override of the SDK's endpoints (global or per service) would send the calls elsewhere.
+    for (const name of ['AWS_ENDPOINT_URL', 'AWS_ENDPOINT_URL_SQS']) {
+      expect(() =>
+        resolveTargets({ aws: true, regions: 'us-east-1' }, { [name]: 'http://10.0.0.1:1' }, '/nonexistent'),
+      ).toThrow(new RegExp(`${name} is set`));
+    }
+    expect(() => resolveTargets({ aws: true }, { REDIS_NODES: 'x:1' }, '/nonexistent')).toThrow(
+      /name the regions/,
+    );
   });
 
-  it('uses a pasted local Client env as the target', () => {
+  it('refuses a partial local environment, naming what is missing, and any non-loopback endpoint', () => {
+    const needs = { services: ['dynamodb', 'ssm'] as const, redis: true };
+    expect(() =>
+      resolveTargets({}, { AWS_ENDPOINT_URL_DYNAMODB: 'http://127.0.0.1:4000' }, '/nonexistent', { needs }),
+    ).toThrow(/incomplete for this command: AWS_ENDPOINT_URL_SSM, REDIS_NODES, REDIS_MODE unset/);
+    expect(() =>
+      resolveTargets({}, { REDIS_NODES: '127.0.0.1:6379', REDIS_MODE: 'standalone' }, '/nonexistent', {
+        needs,
+      }),
+    ).toThrow(/AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_SSM unset/);
+    const remote = {
+      AWS_ENDPOINT_URL_DYNAMODB: 'http://127.0.0.1:4000',
+      AWS_ENDPOINT_URL_SSM: 'https://ssm.us-east-1.amazonaws.com',
+      REDIS_NODES: '127.0.0.1:6379',
+      REDIS_MODE: 'standalone',
+    };
+    expect(() => resolveTargets({}, remote, '/nonexistent', { needs })).toThrow(
+      /AWS_ENDPOINT_URL_SSM=https:\/\/ssm.us-east-1.amazonaws.com is not a loopback endpoint/,
+    );
+    expect(() =>
+      resolveTargets(
+        {},
+        { ...remote, AWS_ENDPOINT_URL_SSM: 'http://[::1]:4001', REDIS_NODES: 'cache.internal:6379' },
+        '/nonexistent',
+        { needs },
+      ),
+    ).toThrow(/REDIS_NODES names cache.internal:6379, not a loopback address/);
+    // A command that does not use a service does not need its endpoint; the target carries only
+    // the services asked for, marked local-only (a client for another one cannot be built).
+    const [t] = resolveTargets(
+      {},
+      { AWS_ENDPOINT_URL_SSM: 'http://localhost:4001', AWS_ENDPOINT_URL_S3: 'http://127.0.0.1:1' },
+      '/nonexistent',
+      { needs: { services: ['ssm'], redis: false } },
+    );
+    expect(t?.endpoints).toEqual({ region: 'us-east-1', localOnly: true, ssm: 'http://localhost:4001' });
+  });
+
+  it('uses a pasted local Client env as the target', async () => {
     const env = {
       AWS_REGION: 'us-west-2',
       AWS_ENDPOINT_URL_DYNAMODB: 'http://127.0.0.1:4000',
@@ -73,8 +124,8 @@ describe('paceline CLI', () => {
     };
     const [t] = resolveTargets({}, env, '/nonexistent');
     expect(t).toMatchObject({ kind: 'local', region: 'us-west-2' });
-    expect(describeTargets([t as NonNullable<typeof t>])).toMatch(
-      /^Target: local us-west-2 \(dynamodb http:\/\/127\.0\.0\.1:4000, redis 127\.0\.0\.1:6379\)$/,
+    expect(await describeTargets([t as NonNullable<typeof t>])).toBe(
+      'Target: local us-west-2 (dynamodb http://127.0.0.1:4000, ssm http://127.0.0.1:4001, redis 127.0.0.1:6379)',
     );
   });
 });

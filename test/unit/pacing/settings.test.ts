@@ -17,11 +17,24 @@ const DAY = { day: '2026-11-21', startMs: 0, endMs: 86_400_000 };
 
 describe('pacer configuration', () => {
   it('reads the settings the description puts in the environment', () => {
+    // Memory and reserved concurrency size the function; they are not part of its environment.
+    const { memoryMb: _memory, reservedConcurrency: _reserved, ...runtime } = defaultPacerSettings;
     expect(pacerConfigFromEnv(env)).toMatchObject({
-      ...defaultPacerSettings,
+      ...runtime,
       region: 'us-east-1',
       auditLogMaxLen: 10_000,
+      redisSilenceMs: 5_000,
     });
+  });
+
+  it("takes the raw reads' silence limit from the environment, within the tick", () => {
+    expect(pacerConfigFromEnv({ ...env, PACER_REDIS_SILENCE_MS: '3000' }).redisSilenceMs).toBe(3_000);
+    expect(() => pacerConfigFromEnv({ ...env, PACER_REDIS_SILENCE_MS: '10000' })).toThrow(
+      /PACER_REDIS_SILENCE_MS="10000" is invalid: expected ms from 100 to below the tick \(10000\)/,
+    );
+    expect(() => pacerConfigFromEnv({ ...env, PACER_REDIS_SILENCE_MS: '5s' })).toThrow(
+      /PACER_REDIS_SILENCE_MS/,
+    );
   });
 
   it('names the variable that is missing or wrong', () => {

@@ -4,7 +4,7 @@
  * endpoints, with Paceline's ad-server policy on its role and the client's environment as stack
  * outputs (cdk/constructs/ad-server-fleet.ts; docs/operations.md, "Ad-server fleet network").
  *
- *   npx cdk synth --app 'npx tsx examples/ad-server-fleet.ts' Paceline-us-east-1-AdServerFleet
+ *   npx cdk synth --app 'npx tsx cdk/examples/ad-server-fleet.ts' Paceline-us-east-1-AdServerFleet
  *
  * The fleet's compute (ECS, EC2, EKS) is yours: run it in `fleetSubnets` as `fleetRole` with the
  * `ClientEnv*` outputs in its environment. test/synth/ad-server-fleet.test.ts synthesizes it.
@@ -15,10 +15,10 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import type * as kms from 'aws-cdk-lib/aws-kms';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import type { Construct } from 'constructs';
-import { buildApp } from '../cdk/app.js';
-import { AdServerFleetAccess } from '../cdk/constructs/ad-server-fleet.js';
-import { acknowledgeNag } from '../cdk/nag.js';
-import type { RegionalStack } from '../cdk/regional-stack.js';
+import { buildApp } from '../app.js';
+import { AdServerFleetAccess } from '../constructs/ad-server-fleet.js';
+import { acknowledgeNag } from '../nag.js';
+import type { RegionalStack } from '../regional-stack.js';
 
 /** Props of {@link AdServerFleetStack}. */
 export interface AdServerFleetStackProps extends StackProps {
