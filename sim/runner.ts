@@ -37,6 +37,7 @@ import {
   campaignBudgets,
   type ResolvedPlan,
 } from '../shared/budget/model.js';
+import type { TargetCurve } from '../shared/budget/pacing.js';
 import type { BudgetItem } from '../shared/budget/repository.js';
 import { ShardBudgets } from '../shared/pacing/budgets-cache.js';
 import type { ControlSnapshot } from '../shared/pacing/control.js';
@@ -164,6 +165,22 @@ export interface RunOptions {
    * @default true
    */
   readonly overlap?: boolean;
+  /**
+   * Called at every simulated second while bidding, once the second's tick, notices and the ad
+   * servers' refresh are in and before its requests (tests: what the guards see and hold at chosen
+   * instants). May read Redis; a run with a probe is not comparable with one without.
+   */
+  readonly probe?: (view: RunProbe) => Promise<void> | void;
+}
+
+/** What {@link RunOptions.probe} sees. */
+export interface RunProbe {
+  readonly now: number;
+  readonly redis: RedisClient;
+  /** Every plan of the run's active campaigns (account, campaign, arm plans), as last resolved. */
+  readonly plans: readonly ResolvedPlan[];
+  /** The ad servers' guard curves (`publishedCurve` of each server's reader), as the guards use them. */
+  readonly curves: readonly TargetCurve[];
 }
 
 const SHARD = 0;
@@ -643,16 +660,17 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
       reads: publishedReads,
       onError: (e) => errors.push(`reader: ${String(e)}`),
     });
+    const curve = publishedCurve(reader);
     const guard = new BudgetGuard({
       redis,
       clock,
       inFlight,
-      curve: publishedCurve(reader),
+      curve,
       minFloatMicros: minFloat(scenario),
       initPlanDay: (plan, day) => reconciler.reconcile(plan, day),
       onError: (e) => errors.push(`guard: ${String(e)}`),
     });
-    return { reader, guard };
+    return { reader, guard, curve };
   });
   // The scorer's own reader: what the pacer published, read every minute for every campaign.
   // It shares the ad servers' reads: at a minute boundary its read of every campaign is issued with
@@ -1100,6 +1118,14 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
       phase?.end('refresh');
     }
     if (!bidding) continue;
+    if (options.probe) {
+      await options.probe({
+        now,
+        redis,
+        plans: [...tracks.values()].map((t) => t.plan),
+        curves: servers.map((x) => x.curve),
+      });
+    }
     phase?.begin();
     overlap.begin();
     let sinceFlush = 0;

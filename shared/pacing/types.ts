@@ -70,6 +70,12 @@ export interface PlanSpendSnapshot {
   readonly inFlightMicros: number;
   /** Floats leased to guards and not yet spent. */
   readonly leasedMicros: number;
+  /**
+   * Of the in-flight amount, what no notice is expected to resolve (learned per plan-day from the
+   * slots that died; docs/spend.md "In flight without loss notices"). The controller counts
+   * in-flight less this, up to the same cap as the guards. @default 0
+   */
+  readonly releasableMicros?: number;
 }
 
 /**

@@ -26,6 +26,7 @@ import type { Clock } from '../time/clock.js';
 import { firstLiveSlot, type PlanDayKeys, planDayKeys } from './keys.js';
 import { type LeaseReply, type ScriptTransport, type SpendScripts, spendScripts } from './live-counters.js';
 import { DEFAULT_MEMORY_RETENTION_MS, defaultInFlight, type InFlightConfig, keepFor } from './reconcile.js';
+import { DEFAULT_RELEASE_CAP } from './release.js';
 
 /** A bid to decide on. */
 export interface GuardBid {
@@ -64,6 +65,13 @@ export interface BudgetGuardOptions {
   readonly minFloatMicros?: number;
   /** Weight of in-flight amounts in C (1 = conservative; < 1 voids the bound). @default 1 */
   readonly inFlightWeight?: number;
+  /**
+   * In-flight that no notice is expected to resolve (learned per plan-day from the slots that
+   * died: exchanges that send no loss notice) is released up to this fraction of the plan's daily
+   * budget; the overshoot bound grows by as much (docs/spend.md, "In flight without loss
+   * notices"). 0 counts every in-flight amount until T. @default DEFAULT_RELEASE_CAP (0.25 %)
+   */
+  readonly releaseCap?: number;
   /** A lease may be spent only this long after its grant (≤ T). @default T / 4 */
   readonly leaseAheadMs?: number;
   /**
@@ -184,6 +192,7 @@ export class BudgetGuard {
   private readonly floatFraction: number;
   private readonly minFloat: number;
   private readonly weightPermille: number;
+  private readonly releaseCap: number;
   private readonly leaseAheadMs: number;
   private readonly settleIntervalMs: number;
   private readonly backoffMs: number;
@@ -203,6 +212,9 @@ export class BudgetGuard {
     const w = options.inFlightWeight ?? 1;
     if (!(w > 0 && w <= 1)) throw new RangeError(`inFlightWeight ${w} must be in (0, 1].`);
     this.weightPermille = Math.round(w * 1000);
+    this.releaseCap = options.releaseCap ?? DEFAULT_RELEASE_CAP;
+    if (!(this.releaseCap >= 0 && this.releaseCap <= 0.05))
+      throw new RangeError(`releaseCap ${options.releaseCap} must be a fraction of the budget in [0, 0.05].`);
     this.leaseAheadMs = options.leaseAheadMs ?? Math.floor(this.inFlight.ttlMs / 4);
     if (this.leaseAheadMs > this.inFlight.ttlMs)
       throw new RangeError('leaseAheadMs must not exceed the in-flight TTL.');
@@ -522,6 +534,7 @@ export class BudgetGuard {
       this.weightPermille,
       keepFor(s.day.endMs, now, this.memoryRetentionMs),
       this.leaseAheadMs,
+      Math.floor(this.releaseCap * s.plan.dailyBudgetMicros),
       ...deltas,
     ]);
   }

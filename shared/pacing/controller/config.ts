@@ -3,6 +3,7 @@
  * setting has a default that the simulator runs were tuned with; a pacer passes overrides only
  * for experiments.
  */
+import { DEFAULT_RELEASE_CAP } from '../../spend/release.js';
 import { BUILT_IN_SHAPE } from './prior.js';
 
 /** Settings of {@link createPacingController}. All optional. */
@@ -71,6 +72,11 @@ export interface PacingControllerConfig {
    * @default BUILT_IN_SHAPE (prior.ts)
    */
   readonly builtInShape: readonly number[] | null;
+  /**
+   * In-flight that no notice is expected to resolve is counted less, up to this fraction of the
+   * budget — as the guards count it (`BudgetGuard`'s `releaseCap`; docs/spend.md). @default 0.0025
+   */
+  readonly releaseCap: number;
   /** Smallest hourly weight of the target curve, as a fraction of the day's mean weight. @default 0.05 */
   readonly shapeFloor: number;
   /** Weight of a new day in the hour-of-day demand profile (exponential smoothing). @default 0.3 */
@@ -104,6 +110,7 @@ export const defaultControllerConfig: PacingControllerConfig = {
   elasticity: 1,
   initialPressure: -1,
   builtInShape: BUILT_IN_SHAPE,
+  releaseCap: DEFAULT_RELEASE_CAP,
   shapeFloor: 0.05,
   alphaDay: 0.3,
   alphaWeek: 0.5,
@@ -150,6 +157,8 @@ export function resolveControllerConfig(
     throw new ControllerConfigError(`minMultiplier = ${c.minMultiplier}: must be in (0, 1].`);
   if (!(c.minThrottle > 0 && c.minThrottle <= 1))
     throw new ControllerConfigError(`minThrottle = ${c.minThrottle}: must be in (0, 1].`);
+  if (!(c.releaseCap >= 0 && c.releaseCap <= 0.05))
+    throw new ControllerConfigError(`releaseCap = ${c.releaseCap}: must be in [0, 0.05].`);
   if (!(c.capStep >= 0 && c.capStep < 1))
     throw new ControllerConfigError(`capStep = ${c.capStep}: must be in [0, 1).`);
   const shape = c.builtInShape;

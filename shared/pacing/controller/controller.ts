@@ -19,6 +19,7 @@
  */
 import type { PacingMode, ResolvedPlan } from '../../budget/model.js';
 import type { DayWindow } from '../../budget/time-zone.js';
+import { countedInFlight } from '../../spend/release.js';
 import { type CurvePoints, evaluateCurve, type PlanPacingParams } from '../types.js';
 import { actuatorsOf, lowestPressure } from './actuators.js';
 import type { PacingController, PlanStep, PlanTickInput } from './api.js';
@@ -282,7 +283,11 @@ export function createPacingController(overrides: Partial<PacingControllerConfig
     // Spend = confirmed + in flight. Leased float is budget handed to guards, not spend: counting
     // it would make C jump by a whole float at every grant (for small budgets a float is several
     // percent of the day) — the guard keeps counting it for the cap.
-    const read = spend.confirmedMicros + spend.inFlightMicros;
+    // In flight that no notice is expected to resolve (exchanges without loss notices) counts as
+    // the guards count it: released up to the same cap (docs/spend.md).
+    const read =
+      spend.confirmedMicros +
+      countedInFlight(spend.inFlightMicros, spend.releasableMicros ?? 0, cfg.releaseCap * budget);
     const unusable = !(Number.isFinite(read) && read >= 0 && spend.leasedMicros >= 0);
     const committed = unusable ? 0 : read;
     const leased = unusable ? 0 : spend.leasedMicros;
