@@ -22,6 +22,8 @@ import { daySlots, slotAt } from './day-slots.js';
 import { EMPTY_FORECAST, isPriorOnly, levelOf, quantiseLevel, type TrafficForecast } from './forecast.js';
 
 const HOUR_MS = 3_600_000;
+/** A book that found nothing is rebuilt at most this often. */
+const EMPTY_REBUILD_MS = 60_000;
 
 /**
  * The built-in diurnal shape (relative level per local hour) used when nothing has been learned
@@ -146,11 +148,13 @@ export class ForecastPriors implements PriorBook {
   }
 
   /**
-   * Rebuilds from the plans' forecasts when the last build is older than `rebuildMs` or found
-   * nothing (forecasts decoded after a takeover then count at the next call).
+   * Rebuilds from the plans' forecasts when the last build is older than `rebuildMs`, or older than
+   * a minute and found nothing (forecasts decoded after a takeover then count soon; a shard where
+   * nothing has been learned yet is not walked every tick).
    */
   refresh(nowMs: number, entries: Iterable<PriorEntry>): void {
-    if (nowMs - this.builtAt < this.rebuildMs && this.region.n > 0) return;
+    const age = nowMs - this.builtAt;
+    if (age < this.rebuildMs && (this.region.n > 0 || age < EMPTY_REBUILD_MS)) return;
     this.builtAt = nowMs;
     this.accounts = new Map();
     this.zones = new Map();

@@ -124,15 +124,17 @@ describe('the book of priors', () => {
     expect(small.forecastFor(plan('acme', 'a4', 1_000_000, NY), NOW)).toBeDefined();
   });
 
-  it('rebuilds at most hourly, but at once while it has found nothing', () => {
+  it('rebuilds at most hourly, and every minute while it has found nothing', () => {
     const book = new ForecastPriors();
     book.refresh(NOW, [entries[4] as (typeof entries)[number]]);
     expect(book.plans).toBe(0);
     book.refresh(NOW + 10_000, entries);
+    expect(book.plans).toBe(0);
+    book.refresh(NOW + 60_000, entries);
     expect(book.plans).toBe(3);
-    book.refresh(NOW + 20_000, entries.slice(0, 1));
+    book.refresh(NOW + 120_000, entries.slice(0, 1));
     expect(book.plans).toBe(3);
-    book.refresh(NOW + H + 10_000, entries.slice(0, 1));
+    book.refresh(NOW + H + 60_000, entries.slice(0, 1));
     expect(book.plans).toBe(1);
   });
 
