@@ -106,8 +106,12 @@ export interface PlanDayResult {
   readonly maxAhead: number;
   /** Minutes with allowance E(t) − spent > 0. */
   readonly minutesAlive: number;
-  /** Every 10 minutes (`seriesEveryMs`): [epoch ms, spent, E(t)] (charts; only when `series` was asked). */
-  readonly series?: readonly (readonly [number, number, number])[];
+  /**
+   * Every 10 minutes (`seriesEveryMs`): [epoch ms, spent, E(t), throttle, bid multiplier] as the
+   * monitor read them (−1, −1: nothing fresh published) — charts and diagnostics; only when
+   * `series` was asked.
+   */
+  readonly series?: readonly (readonly [number, number, number, number, number])[];
 }
 
 /** One strategy's run of a scenario. */
@@ -209,7 +213,7 @@ interface DayTrack {
   maxAhead: number;
   ideal: IdealCurve | undefined;
   alive: number;
-  series: [number, number, number][] | undefined;
+  series: [number, number, number, number, number][] | undefined;
 }
 
 interface PlanTrack {
@@ -821,7 +825,10 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
       d.samples++;
       d.maxOver = Math.max(d.maxOver, d.spent - budget);
       if (e - d.spent > 0) d.alive++;
-      if (d.series && now % seriesEvery === 0) d.series.push([now, d.spent, e]);
+      if (d.series && now % seriesEvery === 0) {
+        const p = monitor.freshPlan(t.plan, day);
+        d.series.push([now, d.spent, e, p?.throttle ?? -1, p?.bidMultiplier ?? -1]);
+      }
     }
   };
 

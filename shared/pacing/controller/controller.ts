@@ -456,12 +456,16 @@ export function createPacingController(overrides: Partial<PacingControllerConfig
       let i = i0 + (cfg.ki * eI * dt) / cfg.horizonMs;
       // At the guards' cap at this tick and the one before (outside the end ramp): the demand
       // above the cap does not show in the error, so step the integral down until it does. At the
-      // cap means within the band of E on either side; further ahead the error itself is negative
-      // and the integral and the proportional term already act on it.
+      // cap means that spend and the floats the guards hold are within half the margin of E (the
+      // guards cap their sum at E): this tick with the floats held now, the one before with their
+      // smoothed level. Further ahead the error itself is negative and already acts.
       if (sameDay && dt > 0 && remainMs > cfg.endRampMs) {
-        const band = 0.5 * marginMicros + prev.leasedAvg;
-        const atCap = (gap: number) => gap < band && gap > -band;
-        if (atCap(expected - committed) && atCap(prev.lastExpected - prev.lastCommitted))
+        const half = 0.5 * marginMicros;
+        const atCap = (gap: number) => gap < half && gap > -half;
+        if (
+          atCap(expected - committed - leased) &&
+          atCap(prev.lastExpected - prev.lastCommitted - prev.leasedAvg)
+        )
           i -= (cfg.capStep * dt) / cfg.tickMs;
       }
       i = Math.max(uMin, Math.min(0, i));

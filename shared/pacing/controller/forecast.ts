@@ -131,8 +131,9 @@ class DayWeek implements WeekView {
  *
  * `prior`: the hour-of-day levels are a prior (prior.ts), not the plan's own: before folding they
  * are rescaled to the plan's level — by the coverage-weighted geometric mean of observed ÷ prior
- * over the observed hours with demand — so the prior gives the shape and the plan its own level
- * (the ×/÷ 4 outlier limit below would otherwise hold the level near the prior's for days).
+ * over the observed hours with demand — and each observed hour then takes its observation (by its
+ * coverage): the plan's own day gives the shape and the level where it was seen, the rescaled
+ * prior only where it was not (smoothing into the prior would keep its shape for days).
  */
 function foldDay(
   day: string,
@@ -153,15 +154,17 @@ function foldDay(
     const weight = Math.min(1, (cover[k] as number) / COVER_UNITS);
     const h = slots.hours[k] as number;
     // One odd day moves an hour's level by at most ×/÷ OUTLIER_FACTOR (a burst of wins, a guard
-    // holding float, a market outage): real shifts still get through in a few days.
-    const known = levelOf(hod[h] as number);
+    // holding float, a market outage): real shifts still get through in a few days. A prior's
+    // level is no history of the plan's: the plan's first observation of an hour replaces it (in
+    // proportion to the hour's coverage) instead of being smoothed into it.
+    const known = prior ? undefined : levelOf(hod[h] as number);
     const rate =
       known === undefined
         ? observed
         : Math.min(known * OUTLIER_FACTOR, Math.max(known / OUTLIER_FACTOR, observed));
     const b = (slots.weekdays[k] as number) * 24 + h;
     if (week.wants(b)) week.set(b, smooth(week.get(b), rate, cfg.alphaWeek * weight));
-    hod[h] = smooth(hod[h] as number, rate, cfg.alphaDay * weight);
+    hod[h] = smooth(hod[h] as number, rate, (prior ? 1 : cfg.alphaDay) * weight);
     observedAny = true;
   }
   return observedAny;

@@ -130,6 +130,27 @@ describe('at the guards’ cap', () => {
     expect(Math.abs((j[25] as number) - (j[5] as number))).toBeLessThan(0.2);
   });
 
+  it('floats held below E are not the cap: a small plan on its setpoint keeps its pressure', () => {
+    // $24 a day, the guards holding 2 % of it (floats of a small plan are large beside the
+    // 3-minute margin of 50,000): spend at E − margin − floats is where the controller aims.
+    const floats = 480_000;
+    let state: ControllerState | undefined;
+    let forecast: TrafficForecast | undefined;
+    let expected = 0;
+    const i: number[] = [];
+    for (let k = 0; k < 720; k++) {
+      const t = DAY.startMs + k * 10_000;
+      const c = Math.max(0, expected - 50_000 - floats);
+      const r = flat.step({ plan, day: DAY, nowMs: t, spend: spendOf(c, floats) }, state, forecast);
+      state = r.state;
+      forecast = r.forecast;
+      expected = evaluateCurve(r.params.curve, t + 10_000);
+      i.push(integral(r.state));
+    }
+    // From the first hour on (E above the floats), over the second hour: no step down.
+    expect(Math.abs((i[360] as number) - (i[719] as number))).toBeLessThan(0.1);
+  });
+
   it('not in the day’s last hour: there the plan is meant to end on E', () => {
     const capped = run(flat, DAY.endMs - 40 * 60_000, 60, (_t, e) => e);
     const i = capped.trace.map((x) => x.i);

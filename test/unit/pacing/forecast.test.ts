@@ -241,6 +241,32 @@ describe('levels that say nothing, and priors', () => {
   });
 });
 
+describe('a prior’s first fold', () => {
+  it('takes the observed shape where the plan was seen, not a blend with the prior', () => {
+    // Prior: noon twice as busy as 09:00. The plan's own day says the opposite.
+    const shape = Array.from({ length: 24 }, (_, h) => (h === 12 ? 2 : 1));
+    let f = priorForecast(shape, 24_000);
+    for (const [h, level] of [
+      [9, 2000],
+      [12, 1000],
+    ] as const)
+      f = withObservation(f, { day: '2026-11-20', slot: h, level: quantiseLevel(level), cover: 32 }, TZ, cfg);
+    const folded = foldObservations(f, TZ, cfg);
+    const at = (h: number) => levelOf(folded.hourOfDay[h] as number) as number;
+    expect(at(9) / at(12)).toBeGreaterThan(1.9);
+    expect(at(9) / at(12)).toBeLessThan(2.1);
+    // A half-covered hour goes half of the way from the rescaled prior to its observation: 09:00
+    // seen whole at 2,000 (2.08× the prior), 12:00 half at 1,000 (0.52×): the prior is rescaled by
+    // their coverage-weighted geometric mean (×1.31: 12:00 → ~2,520), then 12:00 halfway to 1,000.
+    let g = priorForecast(shape, 24_000);
+    g = withObservation(g, { day: '2026-11-20', slot: 9, level: quantiseLevel(2000), cover: 32 }, TZ, cfg);
+    g = withObservation(g, { day: '2026-11-20', slot: 12, level: quantiseLevel(1000), cover: 16 }, TZ, cfg);
+    const half = levelOf(foldObservations(g, TZ, cfg).hourOfDay[12] as number) as number;
+    expect(half).toBeGreaterThan(1600);
+    expect(half).toBeLessThan(1900);
+  });
+});
+
 describe('day profile without materialising the fold', () => {
   it('equals the profile of the materialised forecast, bit for bit (random histories and pending observations)', () => {
     const random = prng(77);

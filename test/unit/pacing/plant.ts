@@ -24,6 +24,10 @@ export interface PlantOptions {
   /** Multiplies traffic over [fromMs, toMs). */
   readonly events?: readonly { fromMs: number; toMs: number; factor: number }[];
   readonly seed?: number;
+  /** Median bid at multiplier 1, micros per impression (σ 0.3). @default 1500 */
+  readonly valuationMicros?: number;
+  /** Micros per iPinYou price unit (the scenario's 10 × priceScale). @default the market's */
+  readonly microsPerUnit?: number;
 }
 
 /** One plan in a market, stepped tick by tick. */
@@ -39,7 +43,7 @@ export class Plant<S, F> {
   /** Max |confirmed − E| / budget seen at minute samples since the last {@link resetDay}. */
   maxDeviation = 0;
   private readonly market: Market;
-  private readonly valuation = valuationSampler(1500);
+  private readonly valuation: ReturnType<typeof valuationSampler>;
   private readonly random;
   private pending: { at: number; price: number; bid: number }[] = [];
   private day: DayWindow | undefined;
@@ -68,7 +72,9 @@ export class Plant<S, F> {
       },
       auction: options.auction ?? 'second-price',
       seed: options.seed ?? 7,
+      ...(options.microsPerUnit === undefined ? {} : { microsPerUnit: options.microsPerUnit }),
     });
+    this.valuation = valuationSampler(options.valuationMicros ?? 1500);
     this.random = prng((options.seed ?? 7) + 1);
   }
 
