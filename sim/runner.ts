@@ -671,6 +671,9 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
       inFlight,
       curve,
       minFloatMicros: minFloat(scenario),
+      // Small plans' floats sized by their bids (the minimum float is the largest bid any campaign
+      // can make: a whole one is several percent of a $2 day, held unspent by each ad server).
+      floatSizing: 'bids',
       initPlanDay: (plan, day) => reconciler.reconcile(plan, day),
       onError: (e) => errors.push(`guard: ${String(e)}`),
     });

@@ -101,6 +101,8 @@ export interface PacelineClientConfig {
     BudgetGuardOptions,
     | 'floatFraction'
     | 'minFloatMicros'
+    | 'floatSizing'
+    | 'releaseCap'
     | 'inFlightWeight'
     | 'leaseAheadMs'
     | 'settleIntervalMs'

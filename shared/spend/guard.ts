@@ -82,6 +82,15 @@ export interface BudgetGuardOptions {
    * @default 0.5
    */
   readonly prefetchBelow?: number;
+  /**
+   * How a small plan's float is sized. `fixed`: a lease asks for F and the guard prefetches below
+   * F × `prefetchBelow`. `bids`: for a plan whose F is the minimum float (a small budget: F is the
+   * largest possible bid, often several percent of the day), once the guard has seen its bids, a
+   * lease asks for about one recent largest bid (at most F) and the guard prefetches when its float
+   * no longer covers one. What a guard holds is allowance taken but not spent — a lag behind E(t) —
+   * and falls from ~F to ~1.5 bids, at one lease call per bid or two (docs/spend.md). @default 'fixed'
+   */
+  readonly floatSizing?: 'fixed' | 'bids';
   /** Settle spent float into in-flight slots at least this often. @default slot width */
   readonly settleIntervalMs?: number;
   /** Wait before asking again after a plan had no allowance. @default slot width / 10 */
@@ -129,6 +138,10 @@ class PlanDay {
   busy = false;
   /** A bid did not fit the float: the next lease call asks for F whatever the float. */
   short = false;
+  /** The largest recent bid (decays by 2 % a bid), for `floatSizing: 'bids'`. */
+  bidMax = 0;
+  /** The price of a bid that did not fit since the last lease call. */
+  shortPrice = 0;
   backoffUntil = 0;
   lastSettle: number;
   retiring = false;
@@ -172,6 +185,7 @@ class PlanDay {
       if (rest === 0) break;
     }
     this.float -= price;
+    this.bidMax = Math.max(price, this.bidMax * 0.98);
     const slot = Math.floor(now / this.slotMs);
     this.pending.set(slot, (this.pending.get(slot) ?? 0) + price);
   }
@@ -197,6 +211,7 @@ export class BudgetGuard {
   private readonly settleIntervalMs: number;
   private readonly backoffMs: number;
   private readonly prefetchBelow: number;
+  private readonly bidSized: boolean;
   private readonly memoryRetentionMs: number;
   private readonly scripts: SpendScripts;
   private readonly campaigns = new Map<string, CampaignEntry>();
@@ -220,6 +235,7 @@ export class BudgetGuard {
       throw new RangeError('leaseAheadMs must not exceed the in-flight TTL.');
     this.settleIntervalMs = options.settleIntervalMs ?? this.inFlight.slotMs;
     this.prefetchBelow = options.prefetchBelow ?? 0.5;
+    this.bidSized = options.floatSizing === 'bids';
     if (!(this.prefetchBelow > 0 && this.prefetchBelow <= 1)) {
       throw new RangeError(
         `prefetchBelow is ${options.prefetchBelow}: give a fraction of F in (0, 1] (default 0.5).`,
@@ -231,8 +247,20 @@ export class BudgetGuard {
   }
 
   /** Float left when the next one is fetched, micros. */
-  private prefetchAt(plan: ResolvedPlan): number {
-    return this.floatOf(plan) * this.prefetchBelow;
+  private prefetchAt(s: PlanDay): number {
+    const at = this.floatOf(s.plan) * this.prefetchBelow;
+    return this.sizedByBids(s) ? Math.min(at, s.bidMax) : at;
+  }
+
+  /** What a lease call asks for when the float is low: F, or about one bid (`floatSizing: 'bids'`). */
+  private leaseSize(s: PlanDay): number {
+    const F = this.floatOf(s.plan);
+    return this.sizedByBids(s) ? Math.min(F, Math.ceil(Math.max(s.bidMax, s.shortPrice))) : F;
+  }
+
+  /** The plan's float is sized by its bids: `floatSizing: 'bids'`, F is the minimum float, bids seen. */
+  private sizedByBids(s: PlanDay): boolean {
+    return this.bidSized && s.bidMax > 0 && this.floatOf(s.plan) <= this.minFloat;
   }
 
   /** Float size F of a plan, micros. */
@@ -270,6 +298,7 @@ export class BudgetGuard {
       if (s.available(now) < price) {
         ok = false;
         s.short = true;
+        if (price > s.shortPrice) s.shortPrice = price;
         this.refill(s, now);
       }
     }
@@ -277,8 +306,7 @@ export class BudgetGuard {
     for (let i = 0; i < states.length; i++) {
       const s = states[i] as PlanDay;
       s.consume(price, now);
-      if (s.float < this.prefetchAt(s.plan) || now - s.lastSettle >= this.settleIntervalMs)
-        this.refill(s, now);
+      if (s.float < this.prefetchAt(s) || now - s.lastSettle >= this.settleIntervalMs) this.refill(s, now);
     }
     return 'bid';
   }
@@ -444,12 +472,14 @@ export class BudgetGuard {
       for (const t of taken) t.lease.unsettled += t.unsettled;
       for (const [slot, amount] of pending) s.pending.set(slot, (s.pending.get(slot) ?? 0) + amount);
     };
-    const F = this.floatOf(s.plan);
     // Prefetch while a float is left: a guard holds < (1 + prefetchBelow) F ≤ 2F per plan (K = 2
-    // in the bound); a bid that did not fit asks for F even above the prefetch point.
-    const low = s.float < this.prefetchAt(s.plan) || s.short;
+    // in the bound); a bid that did not fit asks for F (or, sized by bids, for at least its price)
+    // even above the prefetch point.
+    const low = s.float < this.prefetchAt(s) || s.short;
+    const size = this.leaseSize(s);
     s.short = false;
-    const want = s.retiring || now >= s.day.endMs || !low ? 0 : F;
+    s.shortPrice = 0;
+    const want = s.retiring || now >= s.day.endMs || !low ? 0 : size;
     let reply: LeaseReply;
     try {
       reply = await this.lease(s, now, want, args);
@@ -469,7 +499,7 @@ export class BudgetGuard {
         const kmin = firstLiveSlot(now, s.slotMs, this.inFlight.ttlMs);
         const rejoin: (string | number)[] = [];
         for (const [slot, amount] of s.ring) if (slot >= kmin) rejoin.push(`f:${slot}`, amount);
-        reply = await this.lease(s, now, s.retiring ? 0 : F, rejoin);
+        reply = await this.lease(s, now, s.retiring ? 0 : size, rejoin);
         if (reply[0] < 0) throw new Error(`Plan-day ${s.keys.state} still not initialised after a rebuild.`);
         taken.length = 0;
         s.leases = [];
@@ -530,7 +560,7 @@ export class BudgetGuard {
       s.epoch,
       expected,
       want,
-      Math.max(1, Math.floor(this.floatOf(s.plan) / 4)),
+      Math.max(1, Math.min(want, Math.floor(this.floatOf(s.plan) / 4))),
       this.weightPermille,
       keepFor(s.day.endMs, now, this.memoryRetentionMs),
       this.leaseAheadMs,

@@ -27,16 +27,17 @@ const EMPTY_REBUILD_MS = 60_000;
 
 /**
  * The built-in diurnal shape (relative level per local hour) used when nothing has been learned
- * anywhere: people are online by day and asleep at night. A smooth curve with its trough at 04:00
- * (15 % of the peak) and its peak at 16:00 — between the midday peak of desktop and news traffic
- * and the evening peak of mobile and entertainment traffic — so that neither is far off.
+ * anywhere (a region's first day): a generic day of internet traffic — a deep night trough around
+ * 03:00–05:00 at a tenth of the day's level, a morning ramp from 06:00 to 10:00, a broad plateau
+ * from 11:00 to 20:00 (the midday peak of desktop and news traffic and the evening peak of mobile
+ * and entertainment traffic, neither favoured), then the evening decline. A curve that gives the
+ * night less than the traffic has keeps a plan behind it there, which the day catches up; one that
+ * gives the night more puts plans ahead of the traffic where it costs most (docs/pacing.md).
  */
-export const BUILT_IN_SHAPE: readonly number[] = Object.freeze(
-  Array.from({ length: 24 }, (_, h) => {
-    const x = (1 - Math.cos((2 * Math.PI * (h + 0.5 - 4)) / 24)) / 2;
-    return Math.round((0.15 + 0.85 * x ** 0.8) * 1000) / 1000;
-  }),
-);
+export const BUILT_IN_SHAPE: readonly number[] = Object.freeze([
+  0.25, 0.17, 0.12, 0.1, 0.1, 0.13, 0.25, 0.45, 0.65, 0.8, 0.9, 0.95, 0.95, 0.95, 0.95, 0.95, 0.95, 0.95,
+  0.95, 0.95, 0.9, 0.75, 0.55, 0.38,
+]);
 
 /** True for a forecast object of this controller. */
 export function isForecast(x: unknown): x is TrafficForecast {

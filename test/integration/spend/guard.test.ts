@@ -10,7 +10,8 @@
  *   local midnight, on DST switch days too (23 h / 25 h days), and a win is booked on its bid's
  *   local day even when the notice arrives after midnight;
  * - the guard costs far less than one Redis command per bid;
- * - in-flight that no notice resolves (no loss notices) is released up to the guard's cap.
+ * - in-flight that no notice resolves (no loss notices) is released up to the guard's cap;
+ * - sized by bids, a small plan's guard holds about one bid instead of a whole minimum float.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RunningEmulator, startDynalite } from '../../../local/emulators/aws.js';
@@ -273,6 +274,43 @@ describe('budget guard', () => {
       expect(errors).toEqual([]);
       await guard.close();
     }
+  });
+
+  it('floatSizing bids: a small plan’s guard holds about one recent bid instead of a whole F', async () => {
+    // $1.50 a day, F = the 50,000 µ$ minimum float (3.3 % of the day); bids of 6,000–9,000.
+    const held: Record<string, number[]> = {};
+    for (const floatSizing of ['fixed', 'bids'] as const) {
+      const clock = new ManualClock(Date.parse('2026-11-21T20:00:00Z'));
+      const b = budgetsOf('America/Los_Angeles', ({ a, c }) => [
+        { level: 'campaign', accountId: a, campaignId: c, dailyBudgetMicros: 1_500_000, pacingMode: 'asap' },
+      ]);
+      const { guard, errors } = guardOf(clock, { minFloatMicros: 50_000, floatSizing });
+      guard.setBudgets(b);
+      const plan = b.common[0]!;
+      const state = planDayKeys(plan, dayWindow(clock.now(), plan.timeZone).day).state;
+      const seen: number[] = [];
+      let refused = 0;
+      for (let i = 0; i < 60; i++) {
+        const bid = { campaignId: b.campaign.campaignId, priceMicros: 6_000 + ((i * 7919) % 3_001) };
+        if (guard.decide(bid) !== 'bid') refused++;
+        await guard.idle();
+        clock.advance(5_000);
+        const live = await readPlanDay(redis, state, clock.now());
+        // The first lease, before any bid was seen, is a whole F (about six bids here).
+        if (i >= 10) seen.push(live.leasedMicros);
+      }
+      held[floatSizing] = seen;
+      // Both keep bidding: at most the first bids wait for a lease.
+      expect(errors).toEqual([]);
+      expect(refused, floatSizing).toBeLessThanOrEqual(3);
+      expect(errors).toEqual([]);
+      await guard.close();
+    }
+    const mean = (xs: number[]) => xs.reduce((a, x) => a + x, 0) / xs.length;
+    // Fixed: between F/2 and 1.5 F. Sized by bids: at most two of the largest recent bid.
+    expect(mean(held.fixed!)).toBeGreaterThan(25_000);
+    expect(Math.max(...held.bids!)).toBeLessThanOrEqual(2 * 9_000);
+    expect(mean(held.bids!)).toBeLessThan(mean(held.fixed!) / 3);
   });
 
   it('applies a mid-day budget change to the remaining budget', async () => {

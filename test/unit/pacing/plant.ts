@@ -28,6 +28,11 @@ export interface PlantOptions {
   readonly valuationMicros?: number;
   /** Micros per iPinYou price unit (the scenario's 10 × priceScale). @default the market's */
   readonly microsPerUnit?: number;
+  /**
+   * Floats the guards hold, reported as leased: min(this, E − confirmed − in flight) (a guard holds
+   * about one float F; with several guards, their sum). @default 0
+   */
+  readonly floatsMicros?: number;
 }
 
 /** One plan in a market, stepped tick by tick. */
@@ -97,7 +102,7 @@ export class Plant<S, F> {
           initialised: true,
           confirmedMicros: this.confirmed,
           inFlightMicros: this.inFlight,
-          leasedMicros: 0,
+          leasedMicros: this.leased(now),
         },
       },
       prev,
@@ -107,6 +112,13 @@ export class Plant<S, F> {
     this.forecast = r.forecast;
     this.params = r.params;
     return r.params;
+  }
+
+  private leased(now: number): number {
+    const floats = this.options.floatsMicros ?? 0;
+    if (floats === 0 || !this.params || this.params.day !== this.day?.day) return 0;
+    const e = Math.min(this.plan.dailyBudgetMicros, evaluateCurve(this.params.curve, now));
+    return Math.max(0, Math.min(floats, e - this.confirmed - this.inFlight));
   }
 
   private resetDay(day: DayWindow): void {
