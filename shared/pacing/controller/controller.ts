@@ -39,7 +39,7 @@ import {
   type TrafficForecast,
   withObservation,
 } from './forecast.js';
-import { ForecastPriors, isForecast, priorForecast } from './prior.js';
+import { ForecastPriors, ownObservations, seedPrior } from './prior.js';
 import {
   BLANK_STATE,
   type ControllerState,
@@ -92,15 +92,6 @@ function pendingOf(s: ControllerState): SlotObservation | undefined {
     level: s.pendLevel,
     cover: s.pendCover,
   };
-}
-
-/**
- * True when `f` or the state's pending observation holds an observation with demand of a day
- * before `day`: folded into a prior-only forecast, it makes it the plan's own (forecast.ts).
- */
-function ownObservations(f: TrafficForecast, pending: SlotObservation | undefined, day: string): boolean {
-  if (pending && pending.day < day && pending.level > 1) return true;
-  return f.obsDay !== '' && f.obsDay < day && f.obs.some((q) => q > 1);
 }
 
 /** Thrown for a tick input that cannot be paced; the message names the field and the fix. */
@@ -162,27 +153,6 @@ export function createPacingController(overrides: Partial<PacingControllerConfig
         ? flatCurve(from, slots.endMs, s.budgetMicros)
         : buildCurve(slots, profile.weights, from, s.anchorMicros, s.budgetMicros);
     return { forecast: f, slots, curve, profile };
-  }
-
-  /**
-   * `f` with the hour-of-day levels of a prior (prior.ts): the looked-up one, else the built-in
-   * shape with a daily demand of budget × e^(−initialPressure); undefined when there is none.
-   * The plan's buffered observations are kept.
-   */
-  function seedPrior(f: TrafficForecast, looked: unknown, budget: number): TrafficForecast | undefined {
-    const levels = isForecast(looked)
-      ? looked.hourOfDay
-      : cfg.builtInShape
-        ? priorForecast(cfg.builtInShape, budget * Math.exp(-cfg.initialPressure)).hourOfDay
-        : undefined;
-    if (!levels?.some((q) => q > 1)) return undefined;
-    return {
-      hourOfWeek: EMPTY_FORECAST.hourOfWeek,
-      hourOfDay: levels,
-      obsDay: f.obsDay,
-      obs: f.obs,
-      cover: f.cover,
-    };
   }
 
   /** Pressure to start a plan-day with: from the forecast's demand level if it has one. */
@@ -332,7 +302,7 @@ export function createPacingController(overrides: Partial<PacingControllerConfig
         // No level of its own (a new plan, or one that has learned nothing yet): every plan-day
         // starts from a prior — the shape and level other plans learned, else the built-in shape
         // at the level the initial pressure implies — stored as the plan's forecast.
-        const seeded = seedPrior(f, input.prior?.(plan, nowMs), budget);
+        const seeded = seedPrior(f, input.prior?.(plan, nowMs), budget, cfg);
         if (seeded) {
           f = seeded;
           profile = dayProfile(f, pending, tz, slots, cfg);

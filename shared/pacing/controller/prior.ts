@@ -18,8 +18,16 @@
 import type { ResolvedPlan } from '../../budget/model.js';
 import { dayWindow } from '../../budget/time-zone.js';
 import type { PriorBook, PriorLookup } from './api.js';
+import type { PacingControllerConfig } from './config.js';
 import { daySlots, slotAt } from './day-slots.js';
-import { EMPTY_FORECAST, isPriorOnly, levelOf, quantiseLevel, type TrafficForecast } from './forecast.js';
+import {
+  EMPTY_FORECAST,
+  isPriorOnly,
+  levelOf,
+  quantiseLevel,
+  type SlotObservation,
+  type TrafficForecast,
+} from './forecast.js';
 
 const HOUR_MS = 3_600_000;
 /** A book that found nothing is rebuilt at most this often. */
@@ -70,6 +78,45 @@ export function priorForecast(
     obs: base.obs,
     cover: base.cover,
   };
+}
+
+/**
+ * `f` with the hour-of-day levels of a prior: the looked-up one (`looked`, from the caller's book),
+ * else the built-in shape at a daily demand of budget × e^(−initialPressure); undefined when there
+ * is none. The plan's buffered observations are kept.
+ */
+export function seedPrior(
+  f: TrafficForecast,
+  looked: unknown,
+  budget: number,
+  cfg: Pick<PacingControllerConfig, 'builtInShape' | 'initialPressure'>,
+): TrafficForecast | undefined {
+  const levels = isForecast(looked)
+    ? looked.hourOfDay
+    : cfg.builtInShape
+      ? priorForecast(cfg.builtInShape, budget * Math.exp(-cfg.initialPressure)).hourOfDay
+      : undefined;
+  if (!levels?.some((q) => q > 1)) return undefined;
+  return {
+    hourOfWeek: EMPTY_FORECAST.hourOfWeek,
+    hourOfDay: levels,
+    obsDay: f.obsDay,
+    obs: f.obs,
+    cover: f.cover,
+  };
+}
+
+/**
+ * True when `f` or the state's pending observation holds an observation with demand of a day
+ * before `day`: folded into a prior-only forecast, it makes it the plan's own (forecast.ts).
+ */
+export function ownObservations(
+  f: TrafficForecast,
+  pending: SlotObservation | undefined,
+  day: string,
+): boolean {
+  if (pending && pending.day < day && pending.level > 1) return true;
+  return f.obsDay !== '' && f.obsDay < day && f.obs.some((q) => q > 1);
 }
 
 /** A plan's own learned day: its shape (24 local hours, Σ = 1) and its daily full-speed demand. */
