@@ -252,10 +252,10 @@ export class BudgetGuard {
     return this.sizedByBids(s) ? Math.min(at, s.bidMax) : at;
   }
 
-  /** What a lease call asks for when the float is low: F, or about one bid (`floatSizing: 'bids'`). */
+  /** What a lease call asks for when the float is low: F, or two recent largest bids (`floatSizing: 'bids'`). */
   private leaseSize(s: PlanDay): number {
     const F = this.floatOf(s.plan);
-    return this.sizedByBids(s) ? Math.min(F, Math.ceil(Math.max(s.bidMax, s.shortPrice))) : F;
+    return this.sizedByBids(s) ? Math.min(F, Math.ceil(2 * Math.max(s.bidMax, s.shortPrice))) : F;
   }
 
   /** The plan's float is sized by its bids: `floatSizing: 'bids'`, F is the minimum float, bids seen. */
@@ -299,6 +299,8 @@ export class BudgetGuard {
         ok = false;
         s.short = true;
         if (price > s.shortPrice) s.shortPrice = price;
+        // A refused bid counts as seen: the floats after it cover bids of its size.
+        if (price > s.bidMax) s.bidMax = price;
         this.refill(s, now);
       }
     }
