@@ -129,11 +129,13 @@ class DayWeek implements WeekView {
  * The single implementation of the smoothing arithmetic: materialising a forecast and computing a
  * day profile must agree to the bit, or two leaders would build different curves.
  *
- * `prior`: the hour-of-day levels are a prior (prior.ts), not the plan's own: before folding they
- * are rescaled to the plan's level — by the coverage-weighted geometric mean of observed ÷ prior
- * over the observed hours with demand — and each observed hour then takes its observation (by its
- * coverage): the plan's own day gives the shape and the level where it was seen, the rescaled
- * prior only where it was not (smoothing into the prior would keep its shape for days).
+ * `prior`: the hour-of-day levels are a prior (prior.ts), not the plan's own, and the plan's own
+ * first day replaces them whole: they are cleared, so each observed hour takes its observation and
+ * the hours it did not observe are unknown (a day profile gives them the mean of the known ones),
+ * as for a plan that started without a prior. Smoothing the observations into the prior kept its
+ * shape for days; keeping the prior (rescaled) for the hours not observed kept it exactly where it
+ * was most wrong — the hours a plan could not observe are mostly those where it sat at the cap,
+ * i.e. where the prior gave too little.
  */
 function foldDay(
   day: string,
@@ -147,52 +149,25 @@ function foldDay(
 ): boolean {
   const slots = slotsOfDay(timeZone, day);
   let observedAny = false;
-  if (prior) rescalePrior(slots, obs, cover, hod);
+  if (prior) hod.fill(0);
   for (let k = 0; k < slots.hours.length && k < OBS_SLOTS; k++) {
     const observed = levelOf(obs[k] as number);
     if (observed === undefined) continue;
     const weight = Math.min(1, (cover[k] as number) / COVER_UNITS);
     const h = slots.hours[k] as number;
     // One odd day moves an hour's level by at most ×/÷ OUTLIER_FACTOR (a burst of wins, a guard
-    // holding float, a market outage): real shifts still get through in a few days. A prior's
-    // level is no history of the plan's: the plan's first observation of an hour replaces it (in
-    // proportion to the hour's coverage) instead of being smoothed into it.
-    const known = prior ? undefined : levelOf(hod[h] as number);
+    // holding float, a market outage): real shifts still get through in a few days.
+    const known = levelOf(hod[h] as number);
     const rate =
       known === undefined
         ? observed
         : Math.min(known * OUTLIER_FACTOR, Math.max(known / OUTLIER_FACTOR, observed));
     const b = (slots.weekdays[k] as number) * 24 + h;
     if (week.wants(b)) week.set(b, smooth(week.get(b), rate, cfg.alphaWeek * weight));
-    hod[h] = smooth(hod[h] as number, rate, (prior ? 1 : cfg.alphaDay) * weight);
+    hod[h] = smooth(hod[h] as number, rate, cfg.alphaDay * weight);
     observedAny = true;
   }
   return observedAny;
-}
-
-/** Rescales prior hour-of-day levels (in place) to the level of a day's observations. */
-function rescalePrior(
-  slots: ReturnType<typeof slotsOfDay>,
-  obs: readonly number[],
-  cover: readonly number[],
-  hod: number[],
-): void {
-  let logSum = 0;
-  let weightSum = 0;
-  for (let k = 0; k < slots.hours.length && k < OBS_SLOTS; k++) {
-    const observed = levelOf(obs[k] as number);
-    const prior = levelOf(hod[slots.hours[k] as number] as number);
-    if (!(observed !== undefined && observed > 0 && prior !== undefined && prior > 0)) continue;
-    const w = Math.min(1, (cover[k] as number) / COVER_UNITS);
-    logSum += w * Math.log(observed / prior);
-    weightSum += w;
-  }
-  if (!(weightSum > 0)) return;
-  const factor = Math.exp(logSum / weightSum);
-  for (let h = 0; h < 24; h++) {
-    const v = levelOf(hod[h] as number);
-    if (v !== undefined) hod[h] = quantiseLevel(v * factor);
-  }
 }
 
 /** A forecast whose levels are a prior only: hour-of-day levels, none of hour-of-week (prior.ts). */

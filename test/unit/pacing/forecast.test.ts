@@ -206,7 +206,7 @@ describe('levels that say nothing, and priors', () => {
     expect(isPriorOnly(own)).toBe(false);
   });
 
-  it("a prior's first fold takes the plan's own level and keeps the prior's shape where nothing was seen", () => {
+  it("a prior's first fold: the plan's own day replaces it whole, unobserved hours unknown", () => {
     // Prior: twice as much at 12:00 as at 03:00, at a level of ~1,000/h; the plan really runs at
     // ~50,000/h (50×: more than the ×4 outlier limit could follow in a day).
     const shape = Array.from({ length: 24 }, (_, h) => (h === 12 ? 2 : h === 3 ? 1 : 1.5));
@@ -220,12 +220,15 @@ describe('levels that say nothing, and priors', () => {
         cfg,
       );
     const folded = foldObservations(f, TZ, cfg);
-    const at = (h: number) => levelOf(folded.hourOfDay[h] as number) as number;
-    // Observed hours at the plan's level; an unobserved hour rescaled by the same factor.
-    expect(at(12)).toBeGreaterThan(80_000);
-    expect(at(12)).toBeLessThan(120_000);
-    expect(at(3) / at(12)).toBeGreaterThan(0.4);
-    expect(at(3) / at(12)).toBeLessThan(0.6);
+    const at = (h: number) => levelOf(folded.hourOfDay[h] as number);
+    // Observed hours at the plan's own level and shape; an unobserved hour unknown (a profile gives
+    // it the mean of the known ones), not the prior's.
+    expect(at(12)).toBeGreaterThan(95_000);
+    expect(at(12)).toBeLessThan(105_000);
+    expect((at(10) as number) / (at(12) as number)).toBeCloseTo(0.75, 1);
+    expect(at(3)).toBeUndefined();
+    const p = dayProfile(folded, undefined, TZ, slotsOf('2026-11-21'), cfg);
+    expect((p.weights[3] as number) / (p.weights[12] as number)).toBeCloseTo(78_125 / 100_000, 1);
     // The same without the prior mark (a learned forecast at the prior's level): the outlier limit
     // holds the observed hours to ×4 before smoothing.
     const learned = { ...prior, hourOfWeek: prior.hourOfWeek.map(() => 1) };
@@ -242,28 +245,21 @@ describe('levels that say nothing, and priors', () => {
 });
 
 describe('a prior’s first fold', () => {
-  it('takes the observed shape where the plan was seen, not a blend with the prior', () => {
+  it('takes the observed shape where the plan was seen, whatever the prior said', () => {
     // Prior: noon twice as busy as 09:00. The plan's own day says the opposite.
     const shape = Array.from({ length: 24 }, (_, h) => (h === 12 ? 2 : 1));
     let f = priorForecast(shape, 24_000);
-    for (const [h, level] of [
-      [9, 2000],
-      [12, 1000],
+    for (const [h, level, cover] of [
+      [9, 2000, 32],
+      [12, 1000, 16],
     ] as const)
-      f = withObservation(f, { day: '2026-11-20', slot: h, level: quantiseLevel(level), cover: 32 }, TZ, cfg);
+      f = withObservation(f, { day: '2026-11-20', slot: h, level: quantiseLevel(level), cover }, TZ, cfg);
     const folded = foldObservations(f, TZ, cfg);
     const at = (h: number) => levelOf(folded.hourOfDay[h] as number) as number;
+    // Even the half-covered hour takes its observation: nothing of the prior is left to smooth into.
     expect(at(9) / at(12)).toBeGreaterThan(1.9);
     expect(at(9) / at(12)).toBeLessThan(2.1);
-    // A half-covered hour goes half of the way from the rescaled prior to its observation: 09:00
-    // seen whole at 2,000 (2.08× the prior), 12:00 half at 1,000 (0.52×): the prior is rescaled by
-    // their coverage-weighted geometric mean (×1.31: 12:00 → ~2,520), then 12:00 halfway to 1,000.
-    let g = priorForecast(shape, 24_000);
-    g = withObservation(g, { day: '2026-11-20', slot: 9, level: quantiseLevel(2000), cover: 32 }, TZ, cfg);
-    g = withObservation(g, { day: '2026-11-20', slot: 12, level: quantiseLevel(1000), cover: 16 }, TZ, cfg);
-    const half = levelOf(foldObservations(g, TZ, cfg).hourOfDay[12] as number) as number;
-    expect(half).toBeGreaterThan(1600);
-    expect(half).toBeLessThan(1900);
+    expect(folded.hourOfDay.filter((q) => q > 0)).toHaveLength(2);
   });
 });
 
