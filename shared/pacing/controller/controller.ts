@@ -425,15 +425,18 @@ export function createPacingController(overrides: Partial<PacingControllerConfig
       const dt = spent ? 0 : Math.min(dtSec * 1000, cfg.maxGapMs);
       let i = i0 + (cfg.ki * eI * dt) / cfg.horizonMs;
       // At the guards' cap at this tick and the one before (outside the end ramp, and once E has
-      // grown a margin past its anchor): the demand above the cap does not show in the error, so
-      // step the integral down until it does. At the cap means spend itself within half the margin
-      // of E — the guards cap spend plus their floats at E, so their floats are nearly gone too;
-      // spend plus floats near E is not enough (right after midnight the first floats are all of E,
-      // and a small plan's floats are larger than its margin). Further ahead the error acts.
+      // grown a margin past its anchor: right after midnight the first floats are all of E): the
+      // demand above the cap does not show in the error, so step the integral down until it does.
+      // At the cap means that spend and the floats the guards hold are within half the margin of E
+      // (the guards cap their sum at E): this tick with the floats held now, the one before with
+      // their smoothed level. Further ahead the error itself is negative and already acts.
       if (sameDay && dt > 0 && remainMs > cfg.endRampMs && expected - s.anchorMicros > marginMicros) {
         const half = 0.5 * marginMicros;
         const atCap = (gap: number) => gap < half && gap > -half;
-        if (atCap(expected - committed) && atCap(prev.lastExpected - prev.lastCommitted))
+        if (
+          atCap(expected - committed - leased) &&
+          atCap(prev.lastExpected - prev.lastCommitted - prev.leasedAvg)
+        )
           i -= (cfg.capStep * dt) / cfg.tickMs;
       }
       i = Math.max(uMin, Math.min(0, i));
