@@ -30,10 +30,12 @@ export interface PacingControllerConfig {
    */
   readonly aheadClamp: number;
   /**
-   * While the plan sits at the guards' cap (spend plus the floats within half the margin of E(t)
-   * at two ticks running, outside the day's last `endRampMs`), the integral steps down by this
-   * much per tick: demand above the cap is invisible to the error, which stays at about the
-   * margin. @default 0.05 (×0.74 per minute)
+   * While the plan sits at the guards' cap (spend plus the floats they hold within half the margin
+   * of E(t) at two ticks running, outside the day's last `endRampMs`, once E has grown a margin past
+   * its anchor), the integral steps down by this much per tick: demand above the cap is invisible
+   * to the error, which stays at about the margin. Off by default: a plan whose own curve binds only
+   * at times (an arm under a binding campaign plan) was held below full speed by it, and the
+   * integral already winds down at the cap, more slowly (docs/pacing.md). @default 0
    */
   readonly capStep: number;
   /**
@@ -102,7 +104,7 @@ export const defaultControllerConfig: PacingControllerConfig = {
   ki: 0.25,
   errorClamp: 3,
   aheadClamp: 12,
-  capStep: 0.05,
+  capStep: 0,
   marginMs: 180_000,
   endRampMs: 3_600_000,
   minMultiplier: 0.05,

@@ -135,7 +135,9 @@ class DayWeek implements WeekView {
  * as for a plan that started without a prior. Smoothing the observations into the prior kept its
  * shape for days; keeping the prior (rescaled) for the hours not observed kept it exactly where it
  * was most wrong — the hours a plan could not observe are mostly those where it sat at the cap,
- * i.e. where the prior gave too little.
+ * i.e. where the prior gave too little. With nothing to smooth into, a first day's hour is capped at
+ * FIRST_DAY_PEAK × the median observed hour: a small plan's hour is a few wins, and one won at low
+ * pressure reads as a huge level (a curve that put most of the budget into four night hours).
  */
 function foldDay(
   day: string,
@@ -149,10 +151,14 @@ function foldDay(
 ): boolean {
   const slots = slotsOfDay(timeZone, day);
   let observedAny = false;
+  // A plan's first day of its own replaces its prior whole, each hour at most FIRST_DAY_PEAK × the
+  // day's median observed level (see above).
+  const ceiling = prior ? FIRST_DAY_PEAK * medianObserved(slots.hours.length, obs) : Number.POSITIVE_INFINITY;
   if (prior) hod.fill(0);
   for (let k = 0; k < slots.hours.length && k < OBS_SLOTS; k++) {
-    const observed = levelOf(obs[k] as number);
-    if (observed === undefined) continue;
+    const seen = levelOf(obs[k] as number);
+    if (seen === undefined) continue;
+    const observed = Math.min(seen, ceiling);
     const weight = Math.min(1, (cover[k] as number) / COVER_UNITS);
     const h = slots.hours[k] as number;
     // One odd day moves an hour's level by at most ×/÷ OUTLIER_FACTOR (a burst of wins, a guard
@@ -168,6 +174,25 @@ function foldDay(
     observedAny = true;
   }
   return observedAny;
+}
+
+/**
+ * A plan's first own day: no hour above this multiple of the day's median observed level. Diurnal
+ * traffic peaks at 1.2–1.6× its median hour (the simulator's shapes, and web traffic generally);
+ * 3 leaves it whole and cuts a lucky win's spike.
+ */
+export const FIRST_DAY_PEAK = 3;
+
+/** The median of a day's observed levels (levels, not quantised codes); Infinity when none. */
+function medianObserved(n: number, obs: readonly number[]): number {
+  const seen: number[] = [];
+  for (let k = 0; k < n && k < OBS_SLOTS; k++) {
+    const v = levelOf(obs[k] as number);
+    if (v !== undefined) seen.push(v);
+  }
+  if (seen.length === 0) return Number.POSITIVE_INFINITY;
+  seen.sort((a, b) => a - b);
+  return seen[seen.length >> 1] as number;
 }
 
 /** A forecast whose levels are a prior only: hour-of-day levels, none of hour-of-week (prior.ts). */

@@ -114,9 +114,11 @@ describe('ahead of the target', () => {
   });
 });
 
-describe('at the guards’ cap', () => {
+describe('at the guards’ cap (capStep, off by default)', () => {
+  const stepping = createPacingController({ builtInShape: null, capStep: 0.05 });
+
   it('the integral steps down while spend sits at E, and stops when it leaves the cap', () => {
-    const ctl = flat;
+    const ctl = stepping;
     // Spend at E(t) every tick: the guards let through all that E allows and demand is higher.
     const capped = run(ctl, DAY.startMs + 6 * H, 70, (_t, e) => e);
     const i = capped.trace.map((x) => x.i);
@@ -143,7 +145,7 @@ describe('at the guards’ cap', () => {
     for (let k = 0; k < 720; k++) {
       const t = DAY.startMs + k * 10_000;
       const c = Math.max(0, expected - 50_000 - floats);
-      const r = flat.step({ plan, day: DAY, nowMs: t, spend: spendOf(c, floats) }, state, forecast);
+      const r = stepping.step({ plan, day: DAY, nowMs: t, spend: spendOf(c, floats) }, state, forecast);
       state = r.state;
       forecast = r.forecast;
       expected = evaluateCurve(r.params.curve, t + 10_000);
@@ -154,13 +156,14 @@ describe('at the guards’ cap', () => {
   });
 
   it('not in the day’s last hour: there the plan is meant to end on E', () => {
-    const capped = run(flat, DAY.endMs - 40 * 60_000, 60, (_t, e) => e);
+    const capped = run(stepping, DAY.endMs - 40 * 60_000, 60, (_t, e) => e);
     const i = capped.trace.map((x) => x.i);
     expect((i[10] as number) - (i[50] as number)).toBeLessThan(0.5);
   });
 
-  it('the step is a setting: capStep 0 turns it off', () => {
-    const off = createPacingController({ builtInShape: null, capStep: 0 });
+  it('the step is a setting: off by default', () => {
+    expect(defaultControllerConfig.capStep).toBe(0);
+    const off = flat;
     const capped = run(off, DAY.startMs + 6 * H, 60, (_t, e) => e);
     const i = capped.trace.map((x) => x.i);
     expect((i[25] as number) - (i[55] as number)).toBeLessThan(0.5);

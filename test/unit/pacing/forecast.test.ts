@@ -13,6 +13,7 @@ import {
   decodeForecast,
   EMPTY_FORECAST,
   encodeForecast,
+  FIRST_DAY_PEAK,
   foldObservations,
   isPriorOnly,
   levelOf,
@@ -260,6 +261,35 @@ describe('a prior’s first fold', () => {
     expect(at(9) / at(12)).toBeGreaterThan(1.9);
     expect(at(9) / at(12)).toBeLessThan(2.1);
     expect(folded.hourOfDay.filter((q) => q > 0)).toHaveLength(2);
+  });
+});
+
+describe('a first own day’s spikes', () => {
+  it('are capped at FIRST_DAY_PEAK × the median observed hour (one lucky win of a small plan)', () => {
+    let f = priorForecast(
+      Array.from({ length: 24 }, () => 1),
+      24_000,
+    );
+    for (let h = 0; h < 24; h++) {
+      const level = h === 4 ? 40_000 : 2_000; // 04:00: one win at a low pressure reads 20×
+      f = withObservation(f, { day: '2026-11-20', slot: h, level: quantiseLevel(level), cover: 32 }, TZ, cfg);
+    }
+    const folded = foldObservations(f, TZ, cfg);
+    const at = (h: number) => levelOf(folded.hourOfDay[h] as number) as number;
+    expect(at(4) / at(10)).toBeGreaterThan(FIRST_DAY_PEAK * 0.97);
+    expect(at(4) / at(10)).toBeLessThan(FIRST_DAY_PEAK * 1.03);
+    // A later day is smoothed as usual (the outlier limit, not the first day's ceiling).
+    const g = foldObservations(
+      withObservation(
+        folded,
+        { day: '2026-11-21', slot: 4, level: quantiseLevel(40_000), cover: 32 },
+        TZ,
+        cfg,
+      ),
+      TZ,
+      cfg,
+    );
+    expect(levelOf(g.hourOfDay[4] as number) as number).toBeGreaterThan(at(4) * 1.5);
   });
 });
 
