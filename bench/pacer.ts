@@ -39,19 +39,26 @@ import type { BudgetItem } from '../shared/budget/repository.js';
 import { dayWindow } from '../shared/budget/time-zone.js';
 import { ShardBudgets } from '../shared/pacing/budgets-cache.js';
 import type { ControlSnapshot } from '../shared/pacing/control.js';
-import type { PacingController } from '../shared/pacing/controller/api.js';
-import { createPacingController } from '../shared/pacing/controller/index.js';
-import { createLinearController } from '../shared/pacing/controller/linear.js';
 import type { LeaseView } from '../shared/pacing/lease.js';
 import { ShardPacer, type TickOutcome } from '../shared/pacing/pacer.js';
 import { PacingReader } from '../shared/pacing/reader.js';
-import { pacerShardKey, shardOfAccount } from '../shared/pacing/shard.js';
 import { pipelinedSpendSource, rawSpendSource } from '../shared/pacing/spend-source.js';
 import { prng } from '../shared/random/prng.js';
 import { connectRedis, type RedisClient } from '../shared/redis/connect.js';
 import { planDayKeys } from '../shared/spend/keys.js';
 import { ManualClock, systemClock } from '../shared/time/clock.js';
 import { measureCeiling } from './ceiling.js';
+import { measurePacerMemory } from './pacer-memory.js';
+import {
+  ARM_EVERY,
+  benchController,
+  budgetItems,
+  CAMPAIGNS_PER_ACCOUNT,
+  SHARD,
+  SHARDS,
+  shardAccounts,
+  ZONES,
+} from './pacer-workload.js';
 
 function arg(args: string[], name: string, fallback: number): number {
   const i = args.indexOf(`--${name}`);
@@ -66,98 +73,6 @@ function argString(args: string[], name: string, fallback: string): string {
 }
 
 const progress = (line: string) => process.stderr.write(`[bench pacer] ${line}\n`);
-const SHARD = 0;
-const SHARDS = 24;
-const CAMPAIGNS_PER_ACCOUNT = 10;
-/** One campaign in ARM_EVERY has two experiment arms. */
-const ARM_EVERY = 5;
-const ZONES = ['America/New_York', 'America/Los_Angeles', 'Europe/Berlin', 'Asia/Tokyo', 'UTC'];
-
-/** Account ids that hash to the benchmark's shard (readers find their keys as in production). */
-function shardAccounts(count: number): string[] {
-  const out: string[] = [];
-  for (let i = 0; out.length < count; i++)
-    if (shardOfAccount(`acct-${i}`, SHARDS) === SHARD) out.push(`acct-${i}`);
-  return out;
-}
-
-/** The shard's budget items as the index would return them. */
-function budgetItems(accountIds: readonly string[], campaigns: number, now: number): BudgetItem[] {
-  const items: BudgetItem[] = [];
-  const pacerShard = pacerShardKey(SHARD, SHARDS);
-  // Written over past days: each incremental query re-reads only the last minute's changes.
-  let written = now - 86_400_000;
-  const stamp = () => {
-    written -= 1000;
-    return { version: 1, updatedAt: written, pacerShard };
-  };
-  for (let a = 0; a < accountIds.length; a++) {
-    const accountId = accountIds[a] as string;
-    items.push({
-      ...stamp(),
-      pk: `ACCOUNT#${accountId}`,
-      sk: 'ACCOUNT',
-      type: 'account',
-      accountId,
-      name: accountId,
-      timeZone: ZONES[a % ZONES.length],
-      currency: 'USD',
-    });
-    items.push({
-      ...stamp(),
-      pk: `ACCOUNT#${accountId}`,
-      sk: 'PLAN#account',
-      type: 'plan',
-      level: 'account',
-      accountId,
-      dailyBudgetMicros: 5_000_000_000,
-      pacingMode: 'even',
-    });
-  }
-  for (let c = 0; c < campaigns; c++) {
-    const accountId = accountIds[Math.floor(c / CAMPAIGNS_PER_ACCOUNT)] as string;
-    const campaignId = `camp-${c}`;
-    items.push({
-      ...stamp(),
-      pk: `CAMPAIGN#${campaignId}`,
-      sk: 'CAMPAIGN',
-      type: 'campaign',
-      campaignId,
-      accountId,
-      name: campaignId,
-      status: 'active',
-    });
-    items.push({
-      ...stamp(),
-      pk: `CAMPAIGN#${campaignId}`,
-      sk: 'PLAN#campaign',
-      type: 'plan',
-      level: 'campaign',
-      accountId,
-      campaignId,
-      dailyBudgetMicros: 200_000_000 + (c % 97) * 1_000_000,
-      pacingMode: c % 10 === 0 ? 'asap' : 'even',
-    });
-    if (c % ARM_EVERY === 0) {
-      for (const armId of ['A', 'B']) {
-        items.push({
-          ...stamp(),
-          pk: `CAMPAIGN#${campaignId}`,
-          sk: `PLAN#arm:${armId}`,
-          type: 'plan',
-          level: 'arm',
-          accountId,
-          campaignId,
-          armId,
-          dailyBudgetMicros: 80_000_000,
-          pacingMode: 'even',
-        });
-      }
-    }
-  }
-  return items;
-}
-
 /** Live spend of every plan-day: initialised hashes with a day of in-flight and lease slots. */
 async function seedSpend(redis: Redis, budgets: ShardBudgets, now: number): Promise<string[]> {
   const keys = new Set<string>();
@@ -227,24 +142,6 @@ function median(xs: number[]): number {
   return s[Math.floor(s.length / 2)] as number;
 }
 
-/**
- * The linear baseline with a throttle that moves every tick: what a feedback controller publishes
- * (every plan's `p:` field changes each tick; curves stay), to measure the write volume of the
- * steady state of a real controller with the baseline's compute cost.
- */
-function changingController(): PacingController<unknown, unknown> {
-  const linear = createLinearController() as PacingController<unknown, unknown>;
-  return {
-    ...linear,
-    name: 'linear, throttle changing every tick',
-    step(input, previous, forecast) {
-      const out = linear.step(input, previous, forecast);
-      const throttle = 0.5 + 0.4 * Math.abs(Math.sin(input.nowMs / 10_000 + input.plan.dailyBudgetMicros));
-      return { ...out, params: { ...out.params, throttle } };
-    },
-  };
-}
-
 /** Zipf(s) sampler over 0..n-1 (inverse CDF on a precomputed table). */
 function zipf(n: number, s: number, random: () => number): () => number {
   const cdf = new Float64Array(n);
@@ -272,12 +169,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
   const ticks = Math.floor(arg(args, 'ticks', 5));
   const controllerName = argString(args, 'controller', 'default');
   const spendReader = argString(args, 'spend', 'raw');
-  const controller: PacingController<unknown, unknown> =
-    controllerName === 'linear'
-      ? (createLinearController() as PacingController<unknown, unknown>)
-      : controllerName === 'changing'
-        ? changingController()
-        : createPacingController();
+  const controller = benchController(controllerName);
   const server = await startRedis();
   const port = Number(server.nodes[0]?.split(':')[1]);
   const redis = connectRedis(
@@ -436,12 +328,14 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
       coldTakeoverTickMs: cold.ms,
       coldTakeoverPhasesMs: cold.phasesMs,
     };
-    // The pacer's memory: this process's peak RSS once the ticks (first, steady, takeovers)
-    // have run and before the reader phase allocates its own. It also holds the budget items the
-    // in-memory index query serves (a Lambda pacer reads them from DynamoDB), so it is an upper
-    // bound of what a pacer instance of a shard this size needs (docs/operations.md, "Pacer memory").
-    const pacerPeakRssMb = Math.round(process.resourceUsage().maxRSS / 1024);
-    progress(`pacer peak RSS ${pacerPeakRssMb} MB (${campaigns} campaigns)`);
+    // The pacer's memory: one pacer alone in a process of its own (this one holds three pacers and
+    // the benchmark's workload): a cold process taking over the seeded shard, then steady ticks.
+    const memory = await measurePacerMemory({ port, campaigns, tick, epoch: 4, controller: controllerName });
+    tick = memory.nextTick;
+    const pacerPeakRssMb = memory.peakRssMb;
+    progress(
+      `pacer peak RSS ${pacerPeakRssMb} MB (${campaigns} campaigns, one pacer: ${JSON.stringify(memory.ticksMs)} ms)`,
+    );
     const perTick = {
       pacerPeakRssMb,
       redisBusyMsPerTick: median(serverMs),

@@ -5,8 +5,8 @@
  * description (`shared/region/resources.ts`), never from literals in user code.
  */
 import type { KinesisClient } from '@aws-sdk/client-kinesis';
-import type { AwsEndpoints } from '../aws/clients.js';
-import { endpointsFromEnv } from '../aws/clients.js';
+// endpoints.ts, not clients.ts: the package's declarations then name no SDK client module.
+import { type AwsEndpoints, endpointsFromEnv } from '../aws/endpoints.js';
 import { InvalidEnvError, intEnv, optionalEnv } from '../config/env.js';
 import type { ActionStoreOptions } from '../counting/store.js';
 import type { KinesisProducerOptions } from '../kinesis/producer.js';

@@ -419,10 +419,10 @@ export interface PacerSettings {
 }
 
 /**
- * The pacer's default memory, MB: what a shard of 100,000 campaigns needs — a measured peak of
- * 1,712 MiB in its first (cold) tick — with 30 % headroom; it also gives more than the full vCPU
- * (1,769 MB) the cold and leader-change ticks need to fit in a 10 s tick (docs/operations.md,
- * "Pacer memory").
+ * The pacer's default memory, MB: what a shard of 100,000 campaigns needs — one pacer's measured
+ * peak of 1,670 MiB over a cold takeover and steady ticks (`pacerPeakRssMb`) — with 30 % headroom;
+ * it also gives more than the full vCPU (1,769 MB) the cold and takeover ticks need to fit in a
+ * 10 s tick (docs/operations.md, "Pacer memory").
  */
 export const DEFAULT_PACER_MEMORY_MB = 2240;
 

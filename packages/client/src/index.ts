@@ -4,7 +4,7 @@
  * ({@link configFromEnv}) or explicit options; the building blocks are exported for callers who
  * need them directly. Nothing here imports the CDK or the emulators.
  */
-export type { AwsEndpoints } from '../../../shared/aws/clients.js';
+export type { AwsEndpoints } from '../../../shared/aws/endpoints.js';
 export type {
   Account,
   BudgetPlan,
