@@ -136,6 +136,7 @@ async function scriptCallCost(
     1000,
     86_400_000,
     150_000,
+    0,
     '0',
     0,
     0,

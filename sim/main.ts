@@ -27,7 +27,7 @@ simulated clock; deterministic for a seed.
   --scenario FILE   scenario JSON (format: docs/pacing-quality.md; shipped: sim/scenarios/)
   --strategy S      paceline | asap | slots | linear; repeatable (default: all four). ASAP is
                     always run too: it defines the fillable campaigns.
-  --seed N          overrides the scenario's seed
+  --seed N          overrides the scenario's seed (the market's, and a generated portfolio's)
   --json            the last stdout line is one JSON object (the summary per strategy)
   --html OUT        writes a self-contained report page with charts to OUT
   --help            this text
@@ -75,8 +75,8 @@ function parseArgs(argv: readonly string[]): Args | 'help' {
   return out;
 }
 
-/** Loads and validates a scenario file. */
-export function loadScenario(file: string): Scenario {
+/** Loads and validates a scenario file (`seed` overrides its seed, a generated portfolio's too). */
+export function loadScenario(file: string, seed?: number): Scenario {
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
@@ -89,7 +89,7 @@ export function loadScenario(file: string): Scenario {
   } catch (error) {
     throw new ScenarioError(file, `not valid JSON: ${(error as Error).message}`);
   }
-  return parseScenario(parsed);
+  return parseScenario(parsed, seed === undefined ? {} : { seed });
 }
 
 /** Options of {@link simulate}. */
@@ -259,7 +259,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       console.log(HELP);
       return 0;
     }
-    scenario = loadScenario(args.scenario);
+    scenario = loadScenario(args.scenario, args.seed);
   } catch (error) {
     if (error instanceof UsageError || error instanceof ScenarioError) {
       console.error(`sim: ${error.message}`);

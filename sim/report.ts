@@ -29,6 +29,8 @@ export interface CampaignRow {
   readonly overspend: number;
   readonly maxDeviation: number;
   readonly rmsDeviation: number;
+  /** Max over the day of (spent − ideal traffic-following curve) / budget (sim/ideal.ts). */
+  readonly maxAhead: number;
   readonly minutesAlive: number;
   readonly impressions: number;
   readonly costPerImpression: number;
@@ -52,6 +54,10 @@ export interface StrategySummary {
   /** Largest max-deviation over every campaign-day (unspendable ones fall behind by design). */
   readonly deviationMaxAll: number;
   readonly deviationRmsMean: number;
+  /** Median over fillable campaign-days of their max-ahead (null: none fillable). */
+  readonly aheadMedianFillable: number | null;
+  /** Largest max-ahead of a fillable campaign-day. */
+  readonly aheadMaxFillable: number | null;
   readonly minutesAliveMean: number;
   readonly impressions: number;
   /** Micros per impression over every campaign-day. */
@@ -64,6 +70,12 @@ export interface StrategySummary {
 
 const r4 = (x: number) => Math.round(x * 10_000) / 10_000;
 
+function median(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? (s[m] as number) : ((s[m - 1] as number) + (s[m] as number)) / 2;
+}
+
 function rowOf(p: PlanDayResult, fillable: boolean): CampaignRow {
   return {
     campaignId: p.campaignId as string,
@@ -74,6 +86,7 @@ function rowOf(p: PlanDayResult, fillable: boolean): CampaignRow {
     overspend: Math.max(0, (p.spentMicros - p.budgetMicros) / p.budgetMicros),
     maxDeviation: r4(p.maxDeviation),
     rmsDeviation: r4(p.rmsDeviation),
+    maxAhead: r4(p.maxAhead ?? 0),
     minutesAlive: p.minutesAlive,
     impressions: p.impressions,
     costPerImpression: Math.round(p.chargedMicros / Math.max(1, p.impressions)),
@@ -120,6 +133,8 @@ export function summarise(run: StrategyRun, fillable: ReadonlySet<string>): Stra
     deviationMax: fill.length ? Math.max(...fill.map((r) => r.maxDeviation)) : null,
     deviationMaxAll: Math.max(0, ...rows.map((r) => r.maxDeviation)),
     deviationRmsMean: r4(mean(rows.map((r) => r.rmsDeviation))),
+    aheadMedianFillable: fill.length ? r4(median(fill.map((r) => r.maxAhead))) : null,
+    aheadMaxFillable: fill.length ? Math.max(...fill.map((r) => r.maxAhead)) : null,
     minutesAliveMean: Math.round(mean(rows.map((r) => r.minutesAlive))),
     impressions,
     costPerImpression: Math.round(charged / Math.max(1, impressions)),

@@ -37,6 +37,7 @@ import {
   campaignBudgets,
   type ResolvedPlan,
 } from '../shared/budget/model.js';
+import type { TargetCurve } from '../shared/budget/pacing.js';
 import type { BudgetItem } from '../shared/budget/repository.js';
 import { ShardBudgets } from '../shared/pacing/budgets-cache.js';
 import type { ControlSnapshot } from '../shared/pacing/control.js';
@@ -58,6 +59,7 @@ import { defaultInFlight, Reconciler } from '../shared/spend/reconcile.js';
 import { SpendTracker, type TrackOutcome } from '../shared/spend/tracker.js';
 import type { ManualClock } from '../shared/time/clock.js';
 import { dayWindows, memoryLedger, NoticeQueue } from './engine-parts.js';
+import { IdealCurve, idealTraffic } from './ideal.js';
 import {
   type AuctionBid,
   gaussian,
@@ -97,10 +99,19 @@ export interface PlanDayResult {
   readonly rmsDeviation: number;
   /** Max over the day's minutes of (spent − budget in force), micros. */
   readonly maxOverCapMicros: number;
+  /**
+   * Max over the day's minutes of (spent − E*(t)) / budget, at least 0: how far the plan ran
+   * ahead of the traffic-following ideal curve E* (sim/ideal.ts), whatever curve was published.
+   */
+  readonly maxAhead: number;
   /** Minutes with allowance E(t) − spent > 0. */
   readonly minutesAlive: number;
-  /** Every 10 minutes: [epoch ms, spent, E(t)] (for charts; only when `series` was asked). */
-  readonly series?: readonly (readonly [number, number, number])[];
+  /**
+   * Every 10 minutes (`seriesEveryMs`): [epoch ms, spent, E(t), throttle, bid multiplier] as the
+   * monitor read them (−1, −1: nothing fresh published) — charts and diagnostics; only when
+   * `series` was asked.
+   */
+  readonly series?: readonly (readonly [number, number, number, number, number])[];
 }
 
 /** One strategy's run of a scenario. */
@@ -172,6 +183,8 @@ export interface RunOptions {
   readonly seed?: number;
   /** Keep 10-minute series per plan-day (charts). @default false */
   readonly series?: boolean;
+  /** Interval of those series (diagnostics may want every minute). @default 600_000 */
+  readonly seriesEveryMs?: number;
   readonly onProgress?: (line: string) => void;
   /** Stop bidding at this instant instead of the scenario's end (short determinism tests). */
   readonly untilMs?: number;
@@ -185,12 +198,34 @@ export interface RunOptions {
    * @default true
    */
   readonly overlap?: boolean;
+  /**
+   * Called at every simulated second while bidding, once the second's tick, notices and the ad
+   * servers' refresh are in and before its requests (tests: what the guards see and hold at chosen
+   * instants). May read Redis; a run with a probe is not comparable with one without.
+   */
+  readonly probe?: (view: RunProbe) => Promise<void> | void;
+}
+
+/** What {@link RunOptions.probe} sees. */
+export interface RunProbe {
+  readonly now: number;
+  readonly redis: RedisClient;
+  /** Every plan of the run's active campaigns (account, campaign, arm plans), as last resolved. */
+  readonly plans: readonly ResolvedPlan[];
+  /** The ad servers' guard curves (`publishedCurve` of each server's reader), as the guards use them. */
+  readonly curves: readonly TargetCurve[];
 }
 
 const SHARD = 0;
 const SHARDS = 1;
 const MINUTE = 60_000;
 const NOTICE_BATCH_MS = 5_000;
+/**
+ * The raw readers' no-reply timeout in the simulator: minutes of real time. The simulated clock
+ * stands still while the process waits, so a slow, shared machine only makes a run longer; the
+ * readers' timeouts themselves are tested in test/integration/pacing/.
+ */
+const SIM_READ_TIMEOUT_MS = 300_000;
 /** Ticks an old region's pacer keeps trying with its old fence after a flip (stale SSM view). */
 const STALE_TICKS_AFTER_FLIP = 3;
 
@@ -204,8 +239,10 @@ interface DayTrack {
   sumSq: number;
   samples: number;
   maxOver: number;
+  maxAhead: number;
+  ideal: IdealCurve | undefined;
   alive: number;
-  series: [number, number, number][] | undefined;
+  series: [number, number, number, number, number][] | undefined;
 }
 
 interface PlanTrack {
@@ -631,6 +668,8 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
         sumSq: 0,
         samples: 0,
         maxOver: Number.NEGATIVE_INFINITY,
+        maxAhead: 0,
+        ideal: undefined,
         alive: 0,
         series: options.series ? [] : undefined,
       };
@@ -645,7 +684,7 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
   // Their readers share the fetch (PublishedReads): the refresh-ahead they all issue at a tick
   // boundary reads and decodes each campaign hash once. Each keeps its own cache, lookups and idle
   // drops, so what each server serves is what it would serve alone.
-  const publishedReads = new PublishedReads({ redis });
+  const publishedReads = new PublishedReads({ redis, readTimeoutMs: SIM_READ_TIMEOUT_MS });
   const servers = Array.from({ length: scenario.guards }, () => {
     const reader = new PacingReader({
       redis,
@@ -654,16 +693,20 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
       reads: publishedReads,
       onError: (e) => errors.push(`reader: ${String(e)}`),
     });
+    const curve = publishedCurve(reader);
     const guard = new BudgetGuard({
       redis,
       clock,
       inFlight,
-      curve: publishedCurve(reader),
+      curve,
       minFloatMicros: minFloat(scenario),
+      // Small plans' floats sized by their bids (the minimum float is the largest bid any campaign
+      // can make: a whole one is several percent of a $2 day, held unspent by each ad server).
+      floatSizing: 'bids',
       initPlanDay: (plan, day) => reconciler.reconcile(plan, day),
       onError: (e) => errors.push(`guard: ${String(e)}`),
     });
-    return { reader, guard };
+    return { reader, guard, curve };
   });
   // The scorer's own reader: what the pacer published, read every minute for every campaign.
   // It shares the ad servers' reads: at a minute boundary its read of every campaign is issued with
@@ -721,7 +764,7 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
     // The pacer function's own spend reader (shared/pacing/regions/wiring.ts): raw RESP, folded
     // from the reply bytes. Its sockets only read, after the tick's writes are acknowledged on the
     // client's connection, so the run stays deterministic.
-    const spend = rawSpendSource(redis);
+    const spend = rawSpendSource(redis, { timeoutMs: SIM_READ_TIMEOUT_MS });
     spendSources.push(spend);
     const pacer = new ShardPacer({
       shard: SHARD,
@@ -795,12 +838,18 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
   let changeIdx = 0;
   let faultIdx = 0;
 
+  const trafficOf = idealTraffic(scenario);
+  const seriesEvery = options.seriesEveryMs ?? 10 * MINUTE;
   const sampleMinute = (now: number) => {
     for (const t of tracks.values()) {
       const day = windowOf(t.plan.timeZone, now);
       const d = dayTrack(t, day.day);
       const budget = t.plan.dailyBudgetMicros;
       d.budget = budget;
+      const created =
+        t.plan.campaignId === undefined ? undefined : byId.get(t.plan.campaignId)?.spec.createdAtMs;
+      d.ideal ??= new IdealCurve(trafficOf(day), Math.max(day.startMs, created ?? day.startMs), budget);
+      d.maxAhead = Math.max(d.maxAhead, (d.spent - d.ideal.at(now, budget)) / budget);
       const e = monitorCurve.expectedMicros(t.plan, day, now);
       const dev = (d.spent - e) / budget;
       d.maxDev = Math.max(d.maxDev, Math.abs(dev));
@@ -808,7 +857,10 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
       d.samples++;
       d.maxOver = Math.max(d.maxOver, d.spent - budget);
       if (e - d.spent > 0) d.alive++;
-      if (d.series && now % (10 * MINUTE) === 0) d.series.push([now, d.spent, e]);
+      if (d.series && now % seriesEvery === 0) {
+        const p = monitor.freshPlan(t.plan, day);
+        d.series.push([now, d.spent, e, p?.throttle ?? -1, p?.bidMultiplier ?? -1]);
+      }
     }
   };
 
@@ -1105,6 +1157,14 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
       phase?.end('refresh');
     }
     if (!bidding) continue;
+    if (options.probe) {
+      await options.probe({
+        now,
+        redis,
+        plans: [...tracks.values()].map((t) => t.plan),
+        curves: servers.map((x) => x.curve),
+      });
+    }
     phase?.begin();
     overlap.begin();
     let sinceFlush = 0;
@@ -1255,6 +1315,7 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
         maxDeviation: d.maxDev,
         rmsDeviation: d.samples > 0 ? Math.sqrt(d.sumSq / d.samples) : 0,
         maxOverCapMicros: d.maxOver,
+        maxAhead: d.maxAhead,
         minutesAlive: d.alive,
         ...(d.series ? { series: d.series } : {}),
       });

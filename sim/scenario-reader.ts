@@ -20,7 +20,8 @@ export class ScenarioError extends Error {
 export type Json = Record<string, unknown>;
 
 const MICROS = 1_000_000;
-const MAX_BUDGET_USD = 10_000_000;
+/** The largest daily budget a scenario may give, dollars (the budgets API's limit). */
+export const MAX_BUDGET_USD = 10_000_000;
 
 /** True for a JSON object (not null, not an array). */
 export function isObject(v: unknown): v is Json {

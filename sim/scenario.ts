@@ -7,10 +7,11 @@
  * strings with an offset (`2026-03-10T12:00:00-04:00`), never local wall-clock times, so a scenario
  * crossing a DST change is unambiguous.
  */
-import { dayWindowOf, parseDay } from '../shared/budget/time-zone.js';
+import { canonicalTimeZone, dayWindowOf, parseDay } from '../shared/budget/time-zone.js';
 import { type AuctionKind, IPINYOU_CAMPAIGNS, type NoticeOptions, SHAPES } from './market/index.js';
+import { generatePortfolio, type PortfolioSpec } from './portfolio.js';
 import { parseRegions, type ScenarioRegion } from './regions/scenario.js';
-import { isObject, type Json, Reader, ScenarioError } from './scenario-reader.js';
+import { isObject, type Json, MAX_BUDGET_USD, Reader, ScenarioError } from './scenario-reader.js';
 
 export { ScenarioError } from './scenario-reader.js';
 
@@ -145,8 +146,93 @@ function nextDay(day: string): string {
   return t.toISOString().slice(0, 10);
 }
 
+/** Options of {@link parseScenario}. */
+export interface ParseOptions {
+  /** Overrides the scenario's `seed` (market, bidding and a generated portfolio). */
+  readonly seed?: number;
+}
+
+function portfolioSpec(r: Reader): PortfolioSpec {
+  const p = r.child('portfolio');
+  p.only([
+    'campaigns',
+    'accounts',
+    'timeZones',
+    'budget',
+    'demand',
+    'reachMax',
+    'segments',
+    'valuation',
+    'created',
+  ]);
+  const zonesRaw = p.raw('timeZones');
+  if (!isObject(zonesRaw) || Object.keys(zonesRaw).length === 0)
+    throw new ScenarioError(p.at('timeZones'), 'must be an object of IANA zone → share of accounts.');
+  const zr = new Reader(zonesRaw, p.at('timeZones'));
+  const timeZones: Record<string, number> = {};
+  for (const z of Object.keys(zonesRaw)) {
+    let zone: string;
+    try {
+      zone = canonicalTimeZone(z);
+    } catch {
+      throw new ScenarioError(
+        zr.at(z),
+        `${JSON.stringify(z)} is not an IANA time zone (e.g. "America/New_York").`,
+      );
+    }
+    timeZones[zone] = zr.number(z, { min: 0 });
+  }
+  const b = p.child('budget');
+  b.only(['shape', 'scale', 'min', 'max']);
+  const d = p.child('demand');
+  d.only(['median', 'sigma']);
+  const sg = p.child('segments');
+  sg.only(['min', 'max']);
+  const v = p.child('valuation');
+  v.only(['medianCpm', 'sigma', 'spread']);
+  const spec: PortfolioSpec = {
+    campaigns: p.number('campaigns', { min: 1, max: 10_000, integer: true }),
+    accounts: p.number('accounts', { min: 1, max: 10_000, integer: true }),
+    timeZones,
+    budget: {
+      shape: b.number('shape', { min: 1, max: 100 }),
+      scale: b.number('scale', { min: 0.01, max: 10, fallback: 1 }),
+      min: b.number('min', { min: 0.000001, max: MAX_BUDGET_USD, fallback: 1 }),
+      max: b.number('max', { min: 0.000001, max: MAX_BUDGET_USD, fallback: MAX_BUDGET_USD }),
+    },
+    demand: {
+      median: d.number('median', { min: 0.01, max: 1000 }),
+      sigma: d.number('sigma', { min: 0, max: 3 }),
+    },
+    reachMax: p.number('reachMax', { min: 0.0001, max: 1, fallback: 1 }),
+    segments: {
+      min: sg.number('min', { min: 0, max: 100, integer: true, fallback: 0 }),
+      max: sg.number('max', { min: 0, max: 100, integer: true, fallback: 0 }),
+    },
+    valuation: {
+      medianCpm: v.number('medianCpm', { min: 0.001, max: 1000, fallback: 1.5 }),
+      sigma: v.number('sigma', { min: 0, max: 2, fallback: 0.3 }),
+      spread: v.number('spread', { min: 0, max: 2, fallback: 0 }),
+    },
+  };
+  if (spec.budget.min > spec.budget.max) throw new ScenarioError(b.at('min'), 'must not exceed `max`.');
+  if (spec.segments.min > spec.segments.max) throw new ScenarioError(sg.at('min'), 'must not exceed `max`.');
+  if (p.has('created')) {
+    const c = p.child('created');
+    c.only(['share', 'localTime']);
+    const localTime = c.string('localTime');
+    if (!/^([01]\d|2[0-3]):[0-5]\d$/.test(localTime))
+      throw new ScenarioError(
+        c.at('localTime'),
+        `must be a local time HH:MM (got ${JSON.stringify(localTime)}).`,
+      );
+    return { ...spec, created: { share: c.share('share'), localTime } };
+  }
+  return spec;
+}
+
 /** Validates a parsed scenario file. Throws {@link ScenarioError} naming the first bad field. */
-export function parseScenario(input: unknown): Scenario {
+export function parseScenario(input: unknown, options: ParseOptions = {}): Scenario {
   const r = new Reader(input as Json, '');
   r.only([
     '$schema',
@@ -167,6 +253,7 @@ export function parseScenario(input: unknown): Scenario {
     'guards',
     'leaseTtlSeconds',
     'regions',
+    'portfolio',
   ]);
   const name = r.id('name');
   const description = r.has('description') ? r.string('description') : '';
@@ -184,7 +271,7 @@ export function parseScenario(input: unknown): Scenario {
   const startMs = dayWindowOf(start, timeZone).startMs;
   const endMs = dayWindowOf(days[days.length - 1] as string, timeZone).endMs;
   const window = { fromMs: startMs, toMs: endMs };
-  const seed = r.number('seed', { min: 0, max: 2 ** 31 - 1, integer: true, fallback: 1 });
+  const seed = options.seed ?? r.number('seed', { min: 0, max: 2 ** 31 - 1, integer: true, fallback: 1 });
 
   const t = r.child('traffic');
   t.only(['requestsPerDay', 'shape', 'minuteNoise', 'dayNoise', 'events']);
@@ -265,7 +352,22 @@ export function parseScenario(input: unknown): Scenario {
   const accounts: ScenarioAccount[] = [];
   const campaigns: ScenarioCampaign[] = [];
   const campaignIds = new Set<string>();
-  const rawAccounts = r.array('accounts', true);
+  const rawAccounts = [...r.array('accounts', !r.has('portfolio'))];
+  if (r.has('portfolio')) {
+    // A generated portfolio: its accounts follow the hand-written ones and are validated alike.
+    rawAccounts.push(
+      ...generatePortfolio(portfolioSpec(r), {
+        seed,
+        requestsPerDay,
+        segments,
+        auction: market.auction,
+        priceCampaign: market.priceCampaign,
+        microsPerUnit: market.microsPerUnit,
+        floorMicros: market.floorMicros,
+        firstScoredDay: days[history] as string,
+      }),
+    );
+  }
   if (rawAccounts.length === 0)
     throw new ScenarioError('accounts', 'needs at least one account with a campaign.');
   rawAccounts.forEach((v, i) => {

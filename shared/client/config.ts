@@ -114,6 +114,8 @@ export interface PacelineClientConfig {
     BudgetGuardOptions,
     | 'floatFraction'
     | 'minFloatMicros'
+    | 'floatSizing'
+    | 'releaseCap'
     | 'inFlightWeight'
     | 'leaseAheadMs'
     | 'settleIntervalMs'

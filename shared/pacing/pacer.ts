@@ -27,7 +27,7 @@ import type { Clock } from '../time/clock.js';
 import { type BudgetsRefresh, budgetItemKey } from './budgets-cache.js';
 import { assertPublishable, encodeCurve, encodePlanParams, InvalidPacingParamsError } from './codec.js';
 import { type ControlSnapshot, overrideActive } from './control.js';
-import type { PacingController } from './controller/api.js';
+import type { PacingController, PriorBook, PriorLookup } from './controller/api.js';
 import { failSafeParams, PacingInputError } from './controller/index.js';
 import type { Fence } from './fence.js';
 import { planField } from './keys.js';
@@ -365,6 +365,9 @@ export class ShardPacer {
   private readonly expiryRefreshMs: number;
   private readonly deadband: { readonly throttle: number; readonly multiplier: number };
   private readonly republishTicks: number;
+  /** Priors for plans without a forecast of their own, from the shard's learned forecasts. */
+  private readonly priors: PriorBook | undefined;
+  private readonly priorLookup: PriorLookup | undefined;
   private reloader: StateReloader | undefined;
   /** The sweep for fields of deleted plans, while it runs. */
   private sweeping: Promise<void> | undefined;
@@ -374,6 +377,8 @@ export class ShardPacer {
   private planLists = 0;
 
   constructor(private readonly options: ShardPacerOptions) {
+    this.priors = options.controller.createPriorBook?.();
+    this.priorLookup = this.priors?.lookup;
     this.expiryRefreshMs = options.expiryRefreshMs ?? 3_600_000;
     this.deadband = options.deadband ?? { throttle: 0.001, multiplier: 0.001 };
     const k = options.republishTicks ?? 6;
@@ -495,6 +500,7 @@ export class ShardPacer {
       // (once the claim and the peers' load are settled) while Redis serves the rest.
       const parts = source.readParts(keys, nowMs, SPEND_PART);
       [claimed, loaded] = await Promise.all([claimStep(), sharing?.load(nowMs)]);
+      this.priors?.refresh(nowMs, this.plans.values());
       spend = new Array(plans.length);
       results = new Array(plans.length);
       spendDone = clock.now();
@@ -521,6 +527,7 @@ export class ShardPacer {
       ]);
       if (claimed.reload) await Promise.all(claimed.reload.parts);
       spendDone = clock.now();
+      this.priors?.refresh(nowMs, this.plans.values());
       const shares = sharing?.budgets(plans, spend, nowMs);
       results = new Array(plans.length);
       invalid = this.stepRange(plans, spend, nowMs, shares, results, 0, plans.length);
@@ -832,7 +839,7 @@ export class ShardPacer {
         // One object shape for every plan (a conditional spread made the controller's reads of
         // its input megamorphic); an undefined share means the plan's own budget.
         const step = controller.step(
-          { plan, day, spend: spend[i] as PlanSpendSnapshot, nowMs, budgetMicros },
+          { plan, day, spend: spend[i] as PlanSpendSnapshot, nowMs, budgetMicros, prior: this.priorLookup },
           memory.state,
           memory.forecast,
         );

@@ -39,6 +39,12 @@ export interface PublishedReadsOptions {
    * false: through the client as pipelined HGETALLs. @default true
    */
   readonly rawReads?: boolean;
+  /**
+   * A raw read during which Redis sends nothing for this long fails (RawHashReader's `timeoutMs`).
+   * The simulator raises it: on its simulated clock a slow machine is not a hung node.
+   * @default RawHashReader's
+   */
+  readonly readTimeoutMs?: number;
 }
 
 /** One campaign hash to read: its key and its shard's claim key (same slot). */
@@ -149,7 +155,10 @@ export class PublishedReads {
       this.curves = new Map();
     }
     if (raw) {
-      this.rawReader ??= new RawHashReader({ client: this.options.redis });
+      this.rawReader ??= new RawHashReader({
+        client: this.options.redis,
+        ...(this.options.readTimeoutMs === undefined ? {} : { timeoutMs: this.options.readTimeoutMs }),
+      });
       this.records.rotate();
       const replies = await this.rawReader.read([...claims, ...items.map((i) => i.key)], this.records);
       for (let i = 0; i < claims.length; i++) claimFields.push(replies[i] as Record<string, string>);

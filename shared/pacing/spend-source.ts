@@ -8,8 +8,9 @@
  */
 import { pipelineByNode, type RedisClient } from '../redis/connect.js';
 import { type HashVisitor, hmgetCommand, parseIntBytes, RawHashReader } from '../redis/raw-hgetall.js';
-import { planDaySnapshot } from '../spend/live-counters.js';
+import { MAX_SLOT_STEPS, planDaySnapshot } from '../spend/live-counters.js';
 import { defaultInFlight, type InFlightConfig } from '../spend/reconcile.js';
+import { type ReleaseStats, releasableOf, stepReleaseStats } from '../spend/release.js';
 import type { AllocationFields, PlanSpendSnapshot } from './types.js';
 
 /** Reads plan-day spend snapshots. */
@@ -29,6 +30,7 @@ export const NO_SPEND: PlanSpendSnapshot = {
   confirmedMicros: 0,
   inFlightMicros: 0,
   leasedMicros: 0,
+  releasableMicros: 0,
 };
 
 /** Options of {@link pipelinedSpendSource}. */
@@ -108,6 +110,7 @@ function toSnapshot(
     confirmedMicros: s.confirmedMicros,
     inFlightMicros: s.inFlightMicros,
     leasedMicros: s.leasedMicros,
+    releasableMicros: s.releasableMicros,
   };
   return alloc ? { ...snapshot, alloc } : snapshot;
 }
@@ -122,7 +125,11 @@ class SpendVisitor implements HashVisitor<PlanSpendSnapshot> {
   private c = 0;
   private q = Number.NaN;
   private t = Number.NaN;
-  // The live slots of the hash being read (kind, slot, value), reused from hash to hash.
+  /** `sk`, `rf`, `rb`, `rn` (NaN: absent) and whether `sl` and `sf` are present (running sums). */
+  private sk = Number.NaN;
+  private sums = 0;
+  private readonly stats: ReleaseStats = { rf: 0, rb: 0, rn: 0 };
+  // The slots of the hash being read (kind, slot, value), reused from hash to hash.
   private n = 0;
   private slots = new Float64Array(32);
   private values = new Float64Array(32);
@@ -141,6 +148,11 @@ class SpendVisitor implements HashVisitor<PlanSpendSnapshot> {
     this.c = 0;
     this.q = Number.NaN;
     this.t = Number.NaN;
+    this.sk = Number.NaN;
+    this.sums = 0;
+    this.stats.rf = 0;
+    this.stats.rb = 0;
+    this.stats.rn = 0;
     this.n = 0;
     this.alloc.fill(Number.NaN);
   }
@@ -156,7 +168,21 @@ class SpendVisitor implements HashVisitor<PlanSpendSnapshot> {
       else if (b0 === 0x63 /* c */) this.c = parseIntBytes(buf, vs, ve);
       else if (b0 === 0x71 /* q */) this.q = parseIntBytes(buf, vs, ve);
       else if (b0 === 0x74 /* t */) this.t = parseIntBytes(buf, vs, ve);
-    } else if (len > 2 && buf[fs + 1] === 0x3a /* : */ && (b0 === 0x6c /* l */ || b0 === 0x66) /* f */) {
+    } else if (len === 2) {
+      const b1 = buf[fs + 1];
+      if (b0 === 0x73 /* s */) {
+        if (b1 === 0x6b /* k */) this.sk = parseIntBytes(buf, vs, ve);
+        else if (b1 === 0x6c /* l */ || b1 === 0x66 /* f */) this.sums++;
+      } else if (b0 === 0x72 /* r */) {
+        if (b1 === 0x66 /* f */) this.stats.rf = parseIntBytes(buf, vs, ve);
+        else if (b1 === 0x62 /* b */) this.stats.rb = parseIntBytes(buf, vs, ve);
+        else if (b1 === 0x6e /* n */) this.stats.rn = parseIntBytes(buf, vs, ve);
+      }
+    } else if (
+      len > 2 &&
+      buf[fs + 1] === 0x3a /* : */ &&
+      (b0 === 0x6c /* l */ || b0 === 0x66 /* f */ || b0 === 0x62) /* b */
+    ) {
       const i = this.n++;
       if (i === this.kinds.length) this.grow();
       this.kinds[i] = b0;
@@ -184,16 +210,38 @@ class SpendVisitor implements HashVisitor<PlanSpendSnapshot> {
     const kmin = Math.floor((this.nowMs - this.t) / this.q);
     let leased = 0;
     let inFlight = 0;
+    let bids = 0;
+    let dead: Map<number, { f: number; b: number | undefined }> | undefined;
     for (let i = 0; i < this.n; i++) {
-      if ((this.slots[i] as number) < kmin) continue;
-      if (this.kinds[i] === 0x6c) leased += this.values[i] as number;
-      else inFlight += this.values[i] as number;
+      const slot = this.slots[i] as number;
+      const kind = this.kinds[i];
+      const value = this.values[i] as number;
+      if (slot < kmin) {
+        // Dead slots a lease call would fold into the release statistics (see planDaySnapshot).
+        if (kind === 0x6c) continue;
+        dead ??= new Map();
+        const d = dead.get(slot) ?? { f: 0, b: undefined };
+        if (kind === 0x66) d.f = value;
+        else d.b = value;
+        dead.set(slot, d);
+        continue;
+      }
+      if (kind === 0x6c) leased += value;
+      else if (kind === 0x66) inFlight += value;
+      else bids += value;
+    }
+    if (dead && this.sums === 2 && !Number.isNaN(this.sk) && kmin - this.sk <= MAX_SLOT_STEPS) {
+      for (let k = this.sk; k < kmin; k++) {
+        const d = dead.get(k);
+        if (d?.b !== undefined) stepReleaseStats(this.stats, d.f, d.b);
+      }
     }
     const snapshot = {
       initialised: true,
       confirmedMicros: this.c,
       leasedMicros: Math.max(0, leased),
       inFlightMicros: Math.max(0, inFlight),
+      releasableMicros: releasableOf(this.stats, bids),
     };
     return alloc ? { ...snapshot, alloc } : snapshot;
   }
@@ -227,8 +275,10 @@ function allocFromArray(
   return { a, ae: v(1), ag: v(2), ar: v(3), ax: v(4), ac: v(5), aw: v(6) };
 }
 
-/** The fields the sums read asks for first: HMGET reply positions 0–6, then the dead slots'. */
-const SUMS_FIELDS = ['r', 'c', 'q', 't', 'sk', 'sl', 'sf'] as const;
+/** The fields the sums read asks for first: HMGET reply positions 0–10, then the dead slots'. */
+const SUMS_FIELDS = ['r', 'c', 'q', 't', 'sk', 'sl', 'sf', 'sb', 'rf', 'rb', 'rn'] as const;
+/** Fields per dead slot the sums read asks for: `l:`, `f:`, `b:`. */
+const PER_SLOT = 3;
 
 /**
  * Folds the HMGET of the sums read (docs/spend.md, "Running sums"): `sl` / `sf` hold the `l:` /
@@ -255,7 +305,7 @@ class SumsVisitor implements HashVisitor<PlanSpendSnapshot | undefined> {
     private readonly back: number,
     private readonly mode: AllocationRead,
   ) {
-    this.allocAt = SUMS_FIELDS.length + 2 * back;
+    this.allocAt = SUMS_FIELDS.length + PER_SLOT * back;
     this.values = new Float64Array(this.allocAt + (mode === 'strict' ? ALLOC_FIELDS.length : 1));
   }
 
@@ -296,15 +346,30 @@ class SumsVisitor implements HashVisitor<PlanSpendSnapshot | undefined> {
     }
     const confirmed = v[1] as number;
     if (Number.isNaN(confirmed)) return undefined;
+    // Absent (−0) counts 0: a hash with sums from before the release statistics has no `b:` field.
+    let bids = (v[7] as number) + 0;
+    const stats: ReleaseStats = {
+      rf: (v[8] as number) + 0,
+      rb: (v[9] as number) + 0,
+      rn: (v[10] as number) + 0,
+    };
+    if (Number.isNaN(bids) || Number.isNaN(stats.rf) || Number.isNaN(stats.rb) || Number.isNaN(stats.rn)) {
+      return undefined;
+    }
     if (sk < this.kmin) {
       const first = this.kmin - this.back;
       if (sk < first) return undefined;
       for (let j = sk - first; j < this.back; j++) {
-        const l = v[SUMS_FIELDS.length + 2 * j] as number;
-        const f = v[SUMS_FIELDS.length + 2 * j + 1] as number;
-        if (Number.isNaN(l) || Number.isNaN(f)) return undefined;
+        const at = SUMS_FIELDS.length + PER_SLOT * j;
+        const l = v[at] as number;
+        const f = v[at + 1] as number;
+        const b = v[at + 2] as number;
+        if (Number.isNaN(l) || Number.isNaN(f) || Number.isNaN(b)) return undefined;
         leased -= l;
         inFlight -= f;
+        bids -= b;
+        // A nil b (−0): the slot had no settled bids, as the script sees it.
+        if (!Object.is(b, -0)) stepReleaseStats(stats, f, b);
       }
     }
     const snapshot = {
@@ -312,6 +377,7 @@ class SumsVisitor implements HashVisitor<PlanSpendSnapshot | undefined> {
       confirmedMicros: confirmed + 0,
       leasedMicros: Math.max(0, leased),
       inFlightMicros: Math.max(0, inFlight),
+      releasableMicros: releasableOf(stats, bids),
     };
     return alloc ? { ...snapshot, alloc } : snapshot;
   }
@@ -324,7 +390,7 @@ class SumsVisitor implements HashVisitor<PlanSpendSnapshot | undefined> {
 /** Options of {@link rawSpendSource}. */
 export interface RawSpendSourceOptions {
   /**
-   * Read the lease script's running sums (one HMGET of 7 + 2 × `slotsBack` fields per hash)
+   * Read the lease script's running sums (one HMGET of 11 + 3 × `slotsBack` fields per hash)
    * instead of every field; a hash whose sums cannot give the snapshot exactly is then read whole
    * (HGETALL). False: every hash read whole. Both give the same snapshots. @default true
    */
@@ -389,7 +455,7 @@ export function rawSpendSource(
     }
     const kmin = Math.floor((nowMs - ttlMs) / slotMs);
     const fields: string[] = [...SUMS_FIELDS];
-    for (let k = kmin - back; k < kmin; k++) fields.push(`l:${k}`, `f:${k}`);
+    for (let k = kmin - back; k < kmin; k++) fields.push(`l:${k}`, `f:${k}`, `b:${k}`);
     if (mode === 'strict') fields.push(...ALLOC_FIELDS);
     else fields.push('a');
     const visitor = new SumsVisitor(nowMs, slotMs, ttlMs, kmin, back, mode);

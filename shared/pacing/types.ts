@@ -71,6 +71,12 @@ export interface PlanSpendSnapshot {
   /** Floats leased to guards and not yet spent. */
   readonly leasedMicros: number;
   /**
+   * Of the in-flight amount, what no notice is expected to resolve (learned per plan-day from the
+   * slots that died; docs/spend.md "In flight without loss notices"). The controller counts
+   * in-flight less this, up to the same cap as the guards. @default 0
+   */
+  readonly releasableMicros?: number;
+  /**
    * The allocation fields of the state hash (several regions, docs/spend.md "Allocations"):
    * read when allocations are strict; otherwise present only when a cap is stored (stale).
    */

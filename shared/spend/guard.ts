@@ -27,6 +27,7 @@ import type { Clock } from '../time/clock.js';
 import { firstLiveSlot, type PlanDayKeys, planDayKeys } from './keys.js';
 import { type LeaseReply, type ScriptTransport, type SpendScripts, spendScripts } from './live-counters.js';
 import { DEFAULT_MEMORY_RETENTION_MS, defaultInFlight, type InFlightConfig, keepFor } from './reconcile.js';
+import { DEFAULT_RELEASE_CAP } from './release.js';
 
 /** A bid to decide on. */
 export interface GuardBid {
@@ -65,6 +66,13 @@ export interface BudgetGuardOptions {
   readonly minFloatMicros?: number;
   /** Weight of in-flight amounts in C (1 = conservative; < 1 voids the bound). @default 1 */
   readonly inFlightWeight?: number;
+  /**
+   * In-flight that no notice is expected to resolve (learned per plan-day from the slots that
+   * died: exchanges that send no loss notice) is released up to this fraction of the plan's daily
+   * budget; the overshoot bound grows by as much (docs/spend.md, "In flight without loss
+   * notices"). 0 counts every in-flight amount until T. @default DEFAULT_RELEASE_CAP (0.25 %)
+   */
+  readonly releaseCap?: number;
   /** A lease may be spent only this long after its grant (≤ T). @default T / 4 */
   readonly leaseAheadMs?: number;
   /**
@@ -75,6 +83,15 @@ export interface BudgetGuardOptions {
    * @default 0.5
    */
   readonly prefetchBelow?: number;
+  /**
+   * How a small plan's float is sized. `fixed`: a lease asks for F and the guard prefetches below
+   * F × `prefetchBelow`. `bids`: for a plan whose F is the minimum float (a small budget: F is the
+   * largest possible bid, often several percent of the day), once the guard has seen its bids, a
+   * lease asks for about one recent largest bid (at most F) and the guard prefetches when its float
+   * no longer covers one. What a guard holds is allowance taken but not spent — a lag behind E(t) —
+   * and falls from ~F to ~1.5 bids, at one lease call per bid or two (docs/spend.md). @default 'fixed'
+   */
+  readonly floatSizing?: 'fixed' | 'bids';
   /** Settle spent float into in-flight slots at least this often. @default slot width */
   readonly settleIntervalMs?: number;
   /** Wait before asking again after a plan had no allowance. @default slot width / 10 */
@@ -144,6 +161,10 @@ class PlanDay {
   short = false;
   /** The last lease call that asked for a float got less because of the allocation (`held`). */
   allocationHeld = false;
+  /** The largest recent bid (decays by 2 % a bid), for `floatSizing: 'bids'`. */
+  bidMax = 0;
+  /** The price of a bid that did not fit since the last lease call. */
+  shortPrice = 0;
   backoffUntil = 0;
   lastSettle: number;
   retiring = false;
@@ -187,6 +208,7 @@ class PlanDay {
       if (rest === 0) break;
     }
     this.float -= price;
+    this.bidMax = Math.max(price, this.bidMax * 0.98);
     const slot = Math.floor(now / this.slotMs);
     this.pending.set(slot, (this.pending.get(slot) ?? 0) + price);
   }
@@ -213,10 +235,12 @@ export class BudgetGuard {
   private readonly floatFraction: number;
   private readonly minFloat: number;
   private readonly weightPermille: number;
+  private readonly releaseCap: number;
   private readonly leaseAheadMs: number;
   private readonly settleIntervalMs: number;
   private readonly backoffMs: number;
   private readonly prefetchBelow: number;
+  private readonly bidSized: boolean;
   private readonly memoryRetentionMs: number;
   private readonly scripts: SpendScripts;
   private readonly strict: string;
@@ -234,11 +258,15 @@ export class BudgetGuard {
     const w = options.inFlightWeight ?? 1;
     if (!(w > 0 && w <= 1)) throw new RangeError(`inFlightWeight ${w} must be in (0, 1].`);
     this.weightPermille = Math.round(w * 1000);
+    this.releaseCap = options.releaseCap ?? DEFAULT_RELEASE_CAP;
+    if (!(this.releaseCap >= 0 && this.releaseCap <= 0.05))
+      throw new RangeError(`releaseCap ${options.releaseCap} must be a fraction of the budget in [0, 0.05].`);
     this.leaseAheadMs = options.leaseAheadMs ?? Math.floor(this.inFlight.ttlMs / 4);
     if (this.leaseAheadMs > this.inFlight.ttlMs)
       throw new RangeError('leaseAheadMs must not exceed the in-flight TTL.');
     this.settleIntervalMs = options.settleIntervalMs ?? this.inFlight.slotMs;
     this.prefetchBelow = options.prefetchBelow ?? 0.5;
+    this.bidSized = options.floatSizing === 'bids';
     if (!(this.prefetchBelow > 0 && this.prefetchBelow <= 1)) {
       throw new RangeError(
         `prefetchBelow is ${options.prefetchBelow}: give a fraction of F in (0, 1] (default 0.5).`,
@@ -264,8 +292,20 @@ export class BudgetGuard {
   }
 
   /** Float left when the next one is fetched, micros. */
-  private prefetchAt(plan: ResolvedPlan): number {
-    return this.floatOf(plan) * this.prefetchBelow;
+  private prefetchAt(s: PlanDay): number {
+    const at = this.floatOf(s.plan) * this.prefetchBelow;
+    return this.sizedByBids(s) ? Math.min(at, s.bidMax) : at;
+  }
+
+  /** What a lease call asks for when the float is low: F, or two recent largest bids (`floatSizing: 'bids'`). */
+  private leaseSize(s: PlanDay): number {
+    const F = this.floatOf(s.plan);
+    return this.sizedByBids(s) ? Math.min(F, Math.ceil(2 * Math.max(s.bidMax, s.shortPrice))) : F;
+  }
+
+  /** The plan's float is sized by its bids: `floatSizing: 'bids'`, F is the minimum float, bids seen. */
+  private sizedByBids(s: PlanDay): boolean {
+    return this.bidSized && s.bidMax > 0 && this.floatOf(s.plan) <= this.minFloat;
   }
 
   /** Float size F of a plan, micros. */
@@ -305,6 +345,9 @@ export class BudgetGuard {
         ok = false;
         byAllocation ||= s.allocationHeld;
         s.short = true;
+        if (price > s.shortPrice) s.shortPrice = price;
+        // A refused bid counts as seen: the floats after it cover bids of its size.
+        if (price > s.bidMax) s.bidMax = price;
         this.refill(s, now);
       }
     }
@@ -315,8 +358,7 @@ export class BudgetGuard {
     for (let i = 0; i < states.length; i++) {
       const s = states[i] as PlanDay;
       s.consume(price, now);
-      if (s.float < this.prefetchAt(s.plan) || now - s.lastSettle >= this.settleIntervalMs)
-        this.refill(s, now);
+      if (s.float < this.prefetchAt(s) || now - s.lastSettle >= this.settleIntervalMs) this.refill(s, now);
     }
     return 'bid';
   }
@@ -482,12 +524,14 @@ export class BudgetGuard {
       for (const t of taken) t.lease.unsettled += t.unsettled;
       for (const [slot, amount] of pending) s.pending.set(slot, (s.pending.get(slot) ?? 0) + amount);
     };
-    const F = this.floatOf(s.plan);
     // Prefetch while a float is left: a guard holds < (1 + prefetchBelow) F ≤ 2F per plan (K = 2
-    // in the bound); a bid that did not fit asks for F even above the prefetch point.
-    const low = s.float < this.prefetchAt(s.plan) || s.short;
+    // in the bound); a bid that did not fit asks for F (or, sized by bids, for at least its price)
+    // even above the prefetch point.
+    const low = s.float < this.prefetchAt(s) || s.short;
+    const size = this.leaseSize(s);
     s.short = false;
-    const want = s.retiring || now >= s.day.endMs || !low ? 0 : F;
+    s.shortPrice = 0;
+    const want = s.retiring || now >= s.day.endMs || !low ? 0 : size;
     let reply: LeaseReply;
     try {
       reply = await this.lease(s, now, want, args);
@@ -507,7 +551,7 @@ export class BudgetGuard {
         const kmin = firstLiveSlot(now, s.slotMs, this.inFlight.ttlMs);
         const rejoin: (string | number)[] = [];
         for (const [slot, amount] of s.ring) if (slot >= kmin) rejoin.push(`f:${slot}`, amount);
-        reply = await this.lease(s, now, s.retiring ? 0 : F, rejoin);
+        reply = await this.lease(s, now, s.retiring ? 0 : size, rejoin);
         if (reply[0] < 0) throw new Error(`Plan-day ${s.keys.state} still not initialised after a rebuild.`);
         taken.length = 0;
         s.leases = [];
@@ -570,10 +614,11 @@ export class BudgetGuard {
       s.epoch,
       expected,
       want,
-      Math.max(1, Math.floor(this.floatOf(s.plan) / 4)),
+      Math.max(1, Math.min(want, Math.floor(this.floatOf(s.plan) / 4))),
       this.weightPermille,
       keepFor(s.day.endMs, now, this.memoryRetentionMs),
       this.leaseAheadMs,
+      Math.floor(this.releaseCap * s.plan.dailyBudgetMicros),
       this.strict,
       ...this.defaultAllocation(s, now),
       ...deltas,

@@ -20,6 +20,13 @@
 import type { Result } from 'ioredis';
 import type { RedisClient } from '../redis/connect.js';
 import { RawScriptCaller, rawScript } from '../redis/raw-script.js';
+import {
+  RELEASE_DECAY,
+  RELEASE_MIN_SLOTS,
+  type ReleaseStats,
+  releasableOf,
+  stepReleaseStats,
+} from './release.js';
 
 declare module 'ioredis' {
   interface RedisCommander<Context> {
@@ -41,9 +48,9 @@ declare module 'ioredis' {
     ): Result<number, Context>;
     /**
      * KEYS: state. ARGV: now, epoch, expectedMicros, requestMicros, minGrantMicros,
-     * weightPermille, keepMs, leaseAheadMs, strict (`1`: no grant beyond the allocation `a`),
-     * defaultCap, defaultUntilMs (strict, while no `a` is stored: the region's floor until its
-     * default lease ends, else nothing), then field/delta pairs (`l:<k>`/`f:<k>`).
+     * weightPermille, keepMs, leaseAheadMs, releaseCapMicros, strict (`1`: no grant beyond the
+     * allocation `a`), defaultCap, defaultUntilMs (strict, while no `a` is stored: the region's
+     * floor until its default lease ends, else nothing), then field/delta pairs (`l:<k>`/`f:<k>`).
      * Reply: [grant, epoch, confirmed, committed, leaseSlot, slotMs, ttlMs, held]; grant −1 = needs
      * init, −2 = epoch changed (caller must rejoin); held 1 = the allocation, not E, held it back.
      */
@@ -70,31 +77,33 @@ declare module 'ioredis' {
   }
 }
 
-/** Shared by the scripts: sum live l:/f: fields, delete dead ones (memory only). */
+/** Shared by the scripts: sum live l:/f:/b: fields, delete dead ones (memory only). */
 const SUM_LIVE = `
 local function sumLive(h, kmin)
   local all = redis.call('HGETALL', h)
-  local c, L, F = 0, 0, 0
+  local c, L, F, B = 0, 0, 0, 0
   local dead = {}
   local byte = string.byte
   -- Slot fields are l:<k> / f:<k>, k a non-negative integer in plain decimal (no sign, no leading
   -- zero). For those, k < kmin iff the field is shorter than the same prefix + kmin, or as long and
   -- smaller byte by byte: no substring cut and no number parsed per field (most of this script's
   -- time when it did). With kmin <= 0 no slot is dead.
-  local lmin, fmin = 'l:' .. kmin, 'f:' .. kmin
+  -- All three prefixes are one letter and ':', so one length n serves them.
+  local lmin, fmin, bmin = 'l:' .. kmin, 'f:' .. kmin, 'b:' .. kmin
   local n = kmin > 0 and #lmin or -1
   for i = 1, #all, 2 do
     local f = all[i]
     local b1, b2 = byte(f, 1, 2)
-    if b2 == 58 and (b1 == 108 or b1 == 102) then
+    if b2 == 58 and (b1 == 108 or b1 == 102 or b1 == 98) then
       local m = #f
-      if m < n or (m == n and f < (b1 == 108 and lmin or fmin)) then dead[#dead + 1] = f
+      if m < n or (m == n and f < (b1 == 108 and lmin or (b1 == 102 and fmin or bmin))) then dead[#dead + 1] = f
       elseif b1 == 108 then L = L + tonumber(all[i + 1])
-      else F = F + tonumber(all[i + 1]) end
+      elseif b1 == 102 then F = F + tonumber(all[i + 1])
+      else B = B + tonumber(all[i + 1]) end
     elseif f == 'c' then c = tonumber(all[i + 1]) end
   end
   if #dead > 0 then redis.call('HDEL', h, unpack(dead)) end
-  return c, L, F
+  return c, L, F, B
 end
 `;
 
@@ -151,11 +160,11 @@ return reply
  * HMGET of its two fields); past this many (a plan-day idle for a long time) it sums the hash's
  * fields instead.
  */
-const MAX_SLOT_STEPS = 16;
+export const MAX_SLOT_STEPS = 16;
 
 const LEASE_LUA = `${SUM_LIVE}
 local h = KEYS[1]
-local meta = redis.call('HMGET', h, 'r', 'q', 't', 'g', 'c', 'sk', 'sl', 'sf', 'a', 'ae')
+local meta = redis.call('HMGET', h, 'r', 'q', 't', 'g', 'c', 'sk', 'sl', 'sf', 'sb', 'rf', 'rb', 'rn', 'a', 'ae')
 local r = meta[1]
 if not r then return {-1, '', 0, 0, 0, 0, 0, 0} end
 if ARGV[2] ~= '' and ARGV[2] ~= r then return {-2, r, 0, 0, 0, 0, 0, 0} end
@@ -166,56 +175,90 @@ local kmin = math.floor((now - t) / q)
 -- of the sums and the hash; without sums (a state hash from before them, a rebuild) or after a
 -- long idle it sums the fields. A caller whose clock is behind (kmin < sk) sees the slots below sk
 -- as dead: once dead, a slot stays dead.
-local c, L, F
+-- Release (docs/spend.md, "In flight without loss notices"): b:<k> holds the bids settled into
+-- slot k, sb their sum from sk up; rf / rb / rn are decayed sums, over the slots that died, of
+-- what was still in flight at T (never resolved by a notice), of what was bid, and of the count
+-- of such slots (x 1000). rho = rf / rb is the share of a bid that no notice ever resolves.
+local c, L, F, B
+local rf, rb, rn = tonumber(meta[10] or '0'), tonumber(meta[11] or '0'), tonumber(meta[12] or '0')
 local sk = tonumber(meta[6])
 if sk and meta[7] and meta[8] and kmin - sk <= ${MAX_SLOT_STEPS} then
-  c, L, F = tonumber(meta[5] or '0'), tonumber(meta[7]), tonumber(meta[8])
+  c, L, F, B = tonumber(meta[5] or '0'), tonumber(meta[7]), tonumber(meta[8]), tonumber(meta[9] or '0')
   if kmin > sk then
     local names = {}
     for k = sk, kmin - 1 do
       names[#names + 1] = 'l:' .. k
       names[#names + 1] = 'f:' .. k
+      names[#names + 1] = 'b:' .. k
     end
     local values = redis.call('HMGET', h, unpack(names))
     local dead = {}
-    for i = 1, #names do
-      local v = values[i]
-      if v then
-        dead[#dead + 1] = names[i]
-        if i % 2 == 1 then L = L - tonumber(v) else F = F - tonumber(v) end
+    for i = 1, #names, 3 do
+      local l, f, b = values[i], values[i + 1], values[i + 2]
+      if l then dead[#dead + 1] = names[i]; L = L - tonumber(l) end
+      if f then dead[#dead + 1] = names[i + 1]; F = F - tonumber(f) end
+      if b then
+        dead[#dead + 1] = names[i + 2]
+        local bv = tonumber(b)
+        B = B - bv
+        if bv > 0 then
+          local fv = tonumber(f or '0')
+          if fv < 0 then fv = 0 elseif fv > bv then fv = bv end
+          rf = math.floor(rf * ${RELEASE_DECAY}) + fv
+          rb = math.floor(rb * ${RELEASE_DECAY}) + bv
+          rn = math.floor(rn * ${RELEASE_DECAY}) + 1000
+        end
       end
     end
     if #dead > 0 then redis.call('HDEL', h, unpack(dead)) end
     sk = kmin
   end
 else
-  c, L, F = sumLive(h, kmin)
+  c, L, F, B = sumLive(h, kmin)
   sk = kmin
 end
-for i = 12, #ARGV, 2 do
+for i = 13, #ARGV, 2 do
   local f = ARGV[i]
-  if tonumber(string.sub(f, 3)) >= sk then
-    redis.call('HINCRBY', h, f, ARGV[i + 1])
-    if string.byte(f, 1) == 108 then L = L + tonumber(ARGV[i + 1]) else F = F + tonumber(ARGV[i + 1]) end
+  local k = string.sub(f, 3)
+  if tonumber(k) >= sk then
+    local d = tonumber(ARGV[i + 1])
+    redis.call('HINCRBY', h, f, d)
+    if string.byte(f, 1) == 108 then L = L + d
+    else
+      F = F + d
+      -- A guard's settle adds its bids to their slot: what was bid there.
+      if d > 0 then
+        redis.call('HINCRBY', h, 'b:' .. k, d)
+        B = B + d
+      end
+    end
   end
 end
 local Lc, Fc = L, F
 if Lc < 0 then Lc = 0 end
+if Fc < 0 then Fc = 0 end
+-- In flight that no notice will resolve (rho of what was bid in the live slots), released up to
+-- the caller's cap (ARGV[9]): the overshoot bound grows by that cap at most.
+local release = 0
+if rn >= ${RELEASE_MIN_SLOTS * 1000} and rb > 0 and B > 0 then release = math.floor(rf / rb * B) end
+local releaseCap = tonumber(ARGV[9])
+if release > releaseCap then release = releaseCap end
+Fc = Fc - release
 if Fc < 0 then Fc = 0 end
 local committed = c + Lc + math.floor(Fc * tonumber(ARGV[6]) / 1000)
 -- Several regions (docs/spend.md, "Allocations"): the region's allocation a caps E while its
 -- authority's lease ae lasts; a strict guard grants nothing without one (a reset lost it: the
 -- pacer writes it again within a tick). Without a and not strict: one region, E alone.
 local cap = tonumber(ARGV[3])
-local alloc = tonumber(meta[9])
+local alloc = tonumber(meta[13])
 local capped = false
 if alloc then
-  if now > tonumber(meta[10] or '0') then cap = -1 capped = true elseif alloc < cap then cap = alloc capped = true end
-elseif ARGV[9] == '1' then
+  if now > tonumber(meta[14] or '0') then cap = -1 capped = true elseif alloc < cap then cap = alloc capped = true end
+elseif ARGV[10] == '1' then
   -- No allocation written yet (a new plan-day, or a reset the pacer repairs within a tick): the
   -- region's floor while its default lease lasts, else nothing.
-  local dcap = tonumber(ARGV[10])
-  if now > tonumber(ARGV[11]) then cap = -1 elseif dcap < cap then cap = dcap end
+  local dcap = tonumber(ARGV[11])
+  if now > tonumber(ARGV[12]) then cap = -1 elseif dcap < cap then cap = dcap end
   capped = true
 end
 local allowance = cap - committed
@@ -241,7 +284,7 @@ if grant > 0 then
   redis.call('HINCRBY', h, 'l:' .. ks, grant)
   L = L + grant
 end
-redis.call('HSET', h, 'sk', sk, 'sl', L, 'sf', F)
+redis.call('HSET', h, 'sk', sk, 'sl', L, 'sf', F, 'sb', B, 'rf', rf, 'rb', rb, 'rn', rn)
 redis.call('PEXPIRE', h, ARGV[7])
 return {grant, r, c, committed + grant, ks, q, t, held}
 `;
@@ -343,6 +386,12 @@ export interface PlanDaySnapshot {
   readonly leasedMicros: number;
   /** Live in-flight bids (clamped at 0). */
   readonly inFlightMicros: number;
+  /**
+   * Of the live in-flight amount, what no notice is expected to resolve (the share learned from
+   * the slots that died, × what was bid in the live slots; docs/spend.md "In flight without loss
+   * notices"). Uncapped: the guard and the pacer release at most their cap of it. 0 until learned.
+   */
+  readonly releasableMicros: number;
 }
 
 /** Reads a state hash without modifying it (live-slot rule applied client-side). */
@@ -364,17 +413,38 @@ export function planDaySnapshot(all: Readonly<Record<string, string>>, nowMs: nu
   const kmin = Math.floor((nowMs - t) / q);
   let leased = 0;
   let inFlight = 0;
+  let bids = 0;
   for (const field in all) {
     const prefix = field.slice(0, 2);
-    if (prefix !== 'l:' && prefix !== 'f:') continue;
+    if (prefix !== 'l:' && prefix !== 'f:' && prefix !== 'b:') continue;
     if (Number(field.slice(2)) < kmin) continue;
     if (prefix === 'l:') leased += Number(all[field]);
-    else inFlight += Number(all[field]);
+    else if (prefix === 'f:') inFlight += Number(all[field]);
+    else bids += Number(all[field]);
   }
+  const stats = releaseStatsOf(all, kmin);
   return {
     epoch: all.r,
     confirmedMicros: Number(all.c ?? 0),
     leasedMicros: Math.max(0, leased),
     inFlightMicros: Math.max(0, inFlight),
+    releasableMicros: releasableOf(stats, bids),
   };
+}
+
+/**
+ * The release statistics a lease call at first live slot `kmin` would use: the stored ones, with
+ * the dead slots the call would step over folded in (only with running sums at most
+ * {@link MAX_SLOT_STEPS} behind, as the script does).
+ */
+function releaseStatsOf(all: Readonly<Record<string, string>>, kmin: number): ReleaseStats {
+  const stats = { rf: Number(all.rf ?? 0), rb: Number(all.rb ?? 0), rn: Number(all.rn ?? 0) };
+  const sk = Number(all.sk);
+  if (all.sk === undefined || all.sl === undefined || all.sf === undefined || kmin - sk > MAX_SLOT_STEPS)
+    return stats;
+  for (let k = sk; k < kmin; k++) {
+    const b = all[`b:${k}`];
+    if (b !== undefined) stepReleaseStats(stats, Number(all[`f:${k}`] ?? 0), Number(b));
+  }
+  return stats;
 }

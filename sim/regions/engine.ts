@@ -21,6 +21,7 @@ import { readPlanDay } from '../../shared/spend/live-counters.js';
 import type { SpendTracker } from '../../shared/spend/tracker.js';
 import type { ManualClock } from '../../shared/time/clock.js';
 import { dayWindows, NoticeQueue } from '../engine-parts.js';
+import { idealTraffic } from '../ideal.js';
 import {
   type AuctionBid,
   gaussian,
@@ -205,7 +206,10 @@ export async function runRegions(options: RegionsRunOptions): Promise<StrategyRu
       ),
   );
 
-  const tracks = new Tracks(specs.length, options.series === true);
+  const createdAt = new Map(scenario.campaigns.map((c) => [c.id, c.createdAtMs]));
+  const tracks = new Tracks(specs.length, options.series === true, idealTraffic(scenario), (id) =>
+    createdAt.get(id),
+  );
   const windowOf = dayWindows();
   const campaigns: CampaignRun[] = scenario.campaigns.map((spec, index) => ({
     spec,

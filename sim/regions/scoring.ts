@@ -12,6 +12,7 @@ import type { ResolvedPlan } from '../../shared/budget/model.js';
 import type { DayWindow } from '../../shared/budget/time-zone.js';
 import type { PacingReader } from '../../shared/pacing/reader.js';
 import { evaluateCurve } from '../../shared/pacing/types.js';
+import { IdealCurve, type TrafficDay } from '../ideal.js';
 import type { PlanDayResult } from '../runner.js';
 
 const MINUTE = 60_000;
@@ -28,6 +29,9 @@ export interface DayTrack {
   samples: number;
   maxOver: number;
   alive: number;
+  /** Max of (combined spend − the traffic-following ideal curve) / budget (sim/ideal.ts). */
+  maxAhead: number;
+  ideal: IdealCurve | undefined;
   readonly regionSpent: Float64Array;
   readonly regionCharged: Float64Array;
   readonly regionImpressions: Float64Array;
@@ -35,7 +39,8 @@ export interface DayTrack {
   readonly regionMaxDev: Float64Array;
   readonly regionSumSq: Float64Array;
   readonly regionSamples: Float64Array;
-  series: [number, number, number][] | undefined;
+  /** As the single-region runner's; throttle and multiplier −1: each region publishes its own. */
+  series: [number, number, number, number, number][] | undefined;
 }
 
 /** A plan's days. */
@@ -49,9 +54,16 @@ export interface PlanTrack {
 export class Tracks {
   readonly byKey = new Map<string, PlanTrack>();
 
+  /**
+   * @param trafficOf the market's expected traffic per day window (all regions together: the
+   *   ideal curve is the plan-day's, whichever region serves a request)
+   * @param createdAtOf when a campaign was created (its ideal curve starts there), if at all
+   */
   constructor(
     private readonly regions: number,
     private readonly series: boolean,
+    private readonly trafficOf: (day: DayWindow) => TrafficDay,
+    private readonly createdAtOf: (campaignId: string) => number | undefined,
   ) {}
 
   /** Registers (or updates) the plans of a campaign's budgets. */
@@ -84,6 +96,8 @@ export class Tracks {
         samples: 0,
         maxOver: Number.NEGATIVE_INFINITY,
         alive: 0,
+        maxAhead: 0,
+        ideal: undefined,
         regionSpent: new Float64Array(n),
         regionCharged: new Float64Array(n),
         regionImpressions: new Float64Array(n),
@@ -112,6 +126,9 @@ export class Tracks {
       const d = this.day(t, day.day);
       const budget = t.plan.dailyBudgetMicros;
       d.budget = budget;
+      const created = t.plan.campaignId === undefined ? undefined : this.createdAtOf(t.plan.campaignId);
+      d.ideal ??= new IdealCurve(this.trafficOf(day), Math.max(day.startMs, created ?? day.startMs), budget);
+      d.maxAhead = Math.max(d.maxAhead, (d.spent - d.ideal.at(now, budget)) / budget);
       let e = 0;
       for (let i = 0; i < monitors.length; i++) {
         const spent = d.regionSpent[i] as number;
@@ -134,7 +151,7 @@ export class Tracks {
       d.samples++;
       d.maxOver = Math.max(d.maxOver, d.spent - budget);
       if (e - d.spent > 0) d.alive++;
-      if (d.series && now % (10 * MINUTE) === 0) d.series.push([now, d.spent, e]);
+      if (d.series && now % (10 * MINUTE) === 0) d.series.push([now, d.spent, e, -1, -1]);
     }
   }
 
@@ -168,6 +185,8 @@ export class Tracks {
           rmsDeviation: samples > 0 ? Math.sqrt(sumSq / samples) : 0,
           maxOverCapMicros: r === undefined ? d.maxOver : spent - d.budget,
           minutesAlive: d.alive,
+          // Ahead is a property of the plan-day's combined spend: a region's row repeats it.
+          maxAhead: d.maxAhead,
           ...(d.series && r === undefined ? { series: d.series } : {}),
         });
       }

@@ -31,6 +31,27 @@ export interface PlanTickInput {
    * it when several regions serve the plan. @default plan.dailyBudgetMicros
    */
   readonly budgetMicros?: number;
+  /**
+   * Where a plan with no forecast level of its own gets a prior forecast (the controller's
+   * {@link PriorBook}, docs/pacing.md "Prior for new plans"). Called at most on a plan-day's first
+   * tick, and only for such plans; the result is stored as the plan's forecast. Absent or
+   * returning undefined: the controller's built-in prior.
+   */
+  readonly prior?: PriorLookup | undefined;
+}
+
+/** A prior forecast for a plan (in the controller's forecast type), or undefined. */
+export type PriorLookup = (plan: ResolvedPlan, nowMs: number) => unknown;
+
+/** Aggregates of the plans' learned forecasts, from which new plans get their priors. */
+export interface PriorBook {
+  /**
+   * Brings the aggregates up to date from the forecasts the caller holds (cheap when nothing is
+   * due: it rebuilds at most every so often). Call once per tick, before the steps.
+   */
+  refresh(nowMs: number, plans: Iterable<{ readonly plan: ResolvedPlan; readonly forecast: unknown }>): void;
+  /** The lookup to pass as {@link PlanTickInput.prior}. */
+  readonly lookup: PriorLookup;
 }
 
 /** Result of one tick of one plan. */
@@ -56,4 +77,6 @@ export interface PacingController<S = unknown, F = unknown> {
   encodeForecast(forecast: F): string;
   /** Parses {@link encodeForecast}'s output; undefined when unreadable. */
   decodeForecast(raw: string): F | undefined;
+  /** A new book of priors for plans without a forecast of their own (controllers that learn). */
+  createPriorBook?(): PriorBook;
 }

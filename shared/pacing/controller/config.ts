@@ -3,6 +3,8 @@
  * setting has a default that the simulator runs were tuned with; a pacer passes overrides only
  * for experiments.
  */
+import { DEFAULT_RELEASE_CAP } from '../../spend/release.js';
+import { BUILT_IN_SHAPE } from './prior.js';
 
 /** Settings of {@link createPacingController}. All optional. */
 export interface PacingControllerConfig {
@@ -16,8 +18,26 @@ export interface PacingControllerConfig {
   readonly kp: number;
   /** Integral gain per horizon H of time (critically damped at unit elasticity with kp = 1). @default 0.25 */
   readonly ki: number;
-  /** The normalised error is clamped to ±this, so one far-off tick cannot slam the output. @default 3 */
+  /**
+   * The normalised error is clamped to ±this in the integral, and to +this in the proportional
+   * term (behind: one far-off tick cannot slam the plan to full speed). @default 3
+   */
   readonly errorClamp: number;
+  /**
+   * Ahead of the target, the proportional term takes the error down to −this (the integral still
+   * only −`errorClamp`): a plan far ahead stops almost at once and resumes as E(t) catches up,
+   * instead of losing pressure through the integral. @default 12
+   */
+  readonly aheadClamp: number;
+  /**
+   * While the plan sits at the guards' cap (spend plus the floats they hold within half the margin
+   * of E(t) at two ticks running, outside the day's last `endRampMs`, once E has grown a margin past
+   * its anchor), the integral steps down by this much per tick: demand above the cap is invisible
+   * to the error, which stays at about the margin. Off by default: a plan whose own curve binds only
+   * at times (an arm under a binding campaign plan) was held below full speed by it, and the
+   * integral already winds down at the cap, more slowly (docs/pacing.md). @default 0
+   */
+  readonly capStep: number;
   /**
    * The controller aims this much planned spend (in time at the curve's current slope) below
    * E(t), so its noise stays under the guard's hard cap at E(t) instead of being clipped there.
@@ -26,7 +46,13 @@ export interface PacingControllerConfig {
   readonly marginMs: number;
   /** Over the last `endRampMs` of the day the margin shrinks to 0: the day ends on E = budget. @default 3_600_000 */
   readonly endRampMs: number;
-  /** Lowest bid multiplier (bid shading floor); below it the controller throttles. @default 0.25 */
+  /**
+   * Lowest bid multiplier (bid shading floor); below it the controller throttles. From observed
+   * clearing prices (the nine iPinYou markets): their 5th percentile is 0.08–0.17 of their median,
+   * so at 0.05 a bid of up to ~3× the median clearing price can still shade down to the cheapest
+   * twentieth of the market; lower, a bid wins almost nothing and throttling is the only lever left
+   * (docs/pacing.md, "Actuators"). @default 0.05
+   */
   readonly minMultiplier: number;
   /** Lowest throttle (pass-through rate) published. @default 0.0001 */
   readonly minThrottle: number;
@@ -37,8 +63,22 @@ export interface PacingControllerConfig {
    * gain (the integral absorbs it). @default 1
    */
   readonly elasticity: number;
-  /** Pressure of a plan with no history and no previous state (0 = full speed). @default 0 */
+  /**
+   * Pressure of a plan with nothing known of its demand: no level of its own, no prior level from
+   * other plans, no previous state. @default -1 (about a third of full speed)
+   */
   readonly initialPressure: number;
+  /**
+   * Relative traffic per local hour (24 values) a plan's curve follows when neither it nor any
+   * other plan has learned a shape (docs/pacing.md, "Prior for new plans"); null: a flat curve.
+   * @default BUILT_IN_SHAPE (prior.ts)
+   */
+  readonly builtInShape: readonly number[] | null;
+  /**
+   * In-flight that no notice is expected to resolve is counted less, up to this fraction of the
+   * budget — as the guards count it (`BudgetGuard`'s `releaseCap`; docs/spend.md). @default 0.0025
+   */
+  readonly releaseCap: number;
   /** Smallest hourly weight of the target curve, as a fraction of the day's mean weight. @default 0.05 */
   readonly shapeFloor: number;
   /** Weight of a new day in the hour-of-day demand profile (exponential smoothing). @default 0.3 */
@@ -63,12 +103,16 @@ export const defaultControllerConfig: PacingControllerConfig = {
   kp: 1,
   ki: 0.25,
   errorClamp: 3,
+  aheadClamp: 12,
+  capStep: 0,
   marginMs: 180_000,
   endRampMs: 3_600_000,
-  minMultiplier: 0.25,
+  minMultiplier: 0.05,
   minThrottle: 0.0001,
   elasticity: 1,
-  initialPressure: 0,
+  initialPressure: -1,
+  builtInShape: BUILT_IN_SHAPE,
+  releaseCap: DEFAULT_RELEASE_CAP,
   shapeFloor: 0.05,
   alphaDay: 0.3,
   alphaWeek: 0.5,
@@ -89,28 +133,23 @@ export function resolveControllerConfig(
   overrides: Partial<PacingControllerConfig> = {},
 ): PacingControllerConfig {
   const c = { ...defaultControllerConfig, ...overrides };
-  const positive: (keyof PacingControllerConfig)[] = [
+  const positive = [
     'horizonMs',
     'kp',
     'errorClamp',
+    'aheadClamp',
     'endRampMs',
     'elasticity',
     'tickMs',
     'maxGapMs',
     'leaseSmoothingMs',
-  ];
+  ] as const;
   for (const k of positive) {
     if (!(Number.isFinite(c[k]) && c[k] > 0)) {
       throw new ControllerConfigError(`${k} = ${c[k]}: must be a finite number > 0.`);
     }
   }
-  const unit: (keyof PacingControllerConfig)[] = [
-    'shapeFloor',
-    'alphaDay',
-    'alphaWeek',
-    'weekBlend',
-    'minCoverage',
-  ];
+  const unit = ['shapeFloor', 'alphaDay', 'alphaWeek', 'weekBlend', 'minCoverage'] as const;
   for (const k of unit) {
     if (!(c[k] >= 0 && c[k] <= 1)) throw new ControllerConfigError(`${k} = ${c[k]}: must be in [0, 1].`);
   }
@@ -120,6 +159,16 @@ export function resolveControllerConfig(
     throw new ControllerConfigError(`minMultiplier = ${c.minMultiplier}: must be in (0, 1].`);
   if (!(c.minThrottle > 0 && c.minThrottle <= 1))
     throw new ControllerConfigError(`minThrottle = ${c.minThrottle}: must be in (0, 1].`);
+  if (!(c.releaseCap >= 0 && c.releaseCap <= 0.05))
+    throw new ControllerConfigError(`releaseCap = ${c.releaseCap}: must be in [0, 0.05].`);
+  if (!(c.capStep >= 0 && c.capStep < 1))
+    throw new ControllerConfigError(`capStep = ${c.capStep}: must be in [0, 1).`);
+  const shape = c.builtInShape;
+  if (
+    shape !== null &&
+    !(Array.isArray(shape) && shape.length === 24 && shape.every((v) => v >= 0) && shape.some((v) => v > 0))
+  )
+    throw new ControllerConfigError('builtInShape: give 24 numbers ≥ 0 (local hours 0–23), one > 0.');
   if (!(c.initialPressure <= 0))
     throw new ControllerConfigError(`initialPressure = ${c.initialPressure}: must be ≤ 0.`);
   return c;

@@ -19,6 +19,7 @@
  */
 import type { PacingMode, ResolvedPlan } from '../../budget/model.js';
 import type { DayWindow } from '../../budget/time-zone.js';
+import { countedInFlight } from '../../spend/release.js';
 import { type CurvePoints, evaluateCurve, type PlanPacingParams } from '../types.js';
 import { actuatorsOf, lowestPressure } from './actuators.js';
 import type { PacingController, PlanStep, PlanTickInput } from './api.js';
@@ -32,11 +33,13 @@ import {
   decodeForecast,
   EMPTY_FORECAST,
   encodeForecast,
+  isPriorOnly,
   quantiseLevel,
   type SlotObservation,
   type TrafficForecast,
   withObservation,
 } from './forecast.js';
+import { ForecastPriors, ownObservations, seedPrior } from './prior.js';
 import {
   BLANK_STATE,
   type ControllerState,
@@ -250,7 +253,11 @@ export function createPacingController(overrides: Partial<PacingControllerConfig
     // Spend = confirmed + in flight. Leased float is budget handed to guards, not spend: counting
     // it would make C jump by a whole float at every grant (for small budgets a float is several
     // percent of the day) — the guard keeps counting it for the cap.
-    const read = spend.confirmedMicros + spend.inFlightMicros;
+    // In flight that no notice is expected to resolve (exchanges without loss notices) counts as
+    // the guards count it: released up to the same cap (docs/spend.md).
+    const read =
+      spend.confirmedMicros +
+      countedInFlight(spend.inFlightMicros, spend.releasableMicros ?? 0, cfg.releaseCap * budget);
     const unusable = !(Number.isFinite(read) && read >= 0 && spend.leasedMicros >= 0);
     const committed = unusable ? 0 : read;
     const leased = unusable ? 0 : spend.leasedMicros;
@@ -287,7 +294,20 @@ export function createPacingController(overrides: Partial<PacingControllerConfig
         }
         pending = closed ?? older;
       }
-      const profile = mode === 'even' ? dayProfile(f, pending, tz, slots, cfg) : undefined;
+      let profile = mode === 'even' ? dayProfile(f, pending, tz, slots, cfg) : undefined;
+      if (
+        profile &&
+        (profile.demand === undefined || (isPriorOnly(f) && !ownObservations(f, pending, day.day)))
+      ) {
+        // No level of its own (a new plan, or one that has learned nothing yet): every plan-day
+        // starts from a prior — the shape and level other plans learned, else the built-in shape
+        // at the level the initial pressure implies — stored as the plan's forecast.
+        const seeded = seedPrior(f, input.prior?.(plan, nowMs), budget, cfg);
+        if (seeded) {
+          f = seeded;
+          profile = dayProfile(f, pending, tz, slots, cfg);
+        }
+      }
       s = new StateRecord(BLANK_STATE) as Draft;
       s.day = day.day;
       s.mode = mode;
@@ -389,14 +409,36 @@ export function createPacingController(overrides: Partial<PacingControllerConfig
       // the guards typically hold (smoothed: a grant is a jump of a whole float), stays below E.
       // Over the end ramp that allowance goes too, so the guards' floats are spent before midnight.
       const floats = s.leasedAvg * Math.min(1, remainMs / cfg.endRampMs);
-      let e = (setpoint - committed - floats) / (rate * horizon);
-      e = Math.max(-cfg.errorClamp, Math.min(cfg.errorClamp, e));
+      const raw = (setpoint - committed - floats) / (rate * horizon);
+      // Behind: clamped at +errorClamp. Ahead: the proportional term goes down to −aheadClamp (a
+      // plan far ahead stops almost at once). The integral takes at most −errorClamp, and nothing
+      // while the plan is further ahead than that but E(t) gained on its spend over the last
+      // interval: the pressure already closes the gap, and being ahead after a burst says little
+      // about the pressure the plan needs once E(t) has caught up.
+      const e = Math.max(-cfg.aheadClamp, Math.min(cfg.errorClamp, raw));
+      const closing = sameDay && committed - prev.lastCommitted < expected - prev.lastExpected;
+      const eI = e >= -cfg.errorClamp ? e : closing ? 0 : -cfg.errorClamp;
       const i0 = s.integral / PRESSURE_SCALE;
       // A spent budget says nothing about the market: hold the integral (no wind-down either),
       // so tomorrow can start from it.
       const spent = budget - committed <= 0.001 * budget;
       const dt = spent ? 0 : Math.min(dtSec * 1000, cfg.maxGapMs);
-      let i = i0 + (cfg.ki * e * dt) / cfg.horizonMs;
+      let i = i0 + (cfg.ki * eI * dt) / cfg.horizonMs;
+      // At the guards' cap at this tick and the one before (outside the end ramp, and once E has
+      // grown a margin past its anchor: right after midnight the first floats are all of E): the
+      // demand above the cap does not show in the error, so step the integral down until it does.
+      // At the cap means that spend and the floats the guards hold are within half the margin of E
+      // (the guards cap their sum at E): this tick with the floats held now, the one before with
+      // their smoothed level. Further ahead the error itself is negative and already acts.
+      if (sameDay && dt > 0 && remainMs > cfg.endRampMs && expected - s.anchorMicros > marginMicros) {
+        const half = 0.5 * marginMicros;
+        const atCap = (gap: number) => gap < half && gap > -half;
+        if (
+          atCap(expected - committed - leased) &&
+          atCap(prev.lastExpected - prev.lastCommitted - prev.leasedAvg)
+        )
+          i -= (cfg.capStep * dt) / cfg.tickMs;
+      }
       i = Math.max(uMin, Math.min(0, i));
       const u = i + cfg.kp * e;
       // Conditional integration: while the output is pinned at a limit and the error pushes
@@ -429,6 +471,7 @@ export function createPacingController(overrides: Partial<PacingControllerConfig
     name: 'paceline',
     config: cfg,
     step,
+    createPriorBook: () => new ForecastPriors(),
     encodeState,
     decodeState,
     encodeForecast,

@@ -45,7 +45,9 @@ export function buildCurve(
   const first = ((weights[a] as number) * ((knots[a + 1] as number) - from)) / slotLen;
   let total = first;
   for (let k = a + 1; k < n; k++) total += weights[k] as number;
-  if (!(total > 0)) return flatCurve(from, slots.endMs, budgetMicros);
+  // Weights that sum to nothing (never from dayProfile, which falls back to slot lengths) must not
+  // publish the whole budget at once: spread it in proportion to time instead.
+  if (!(total > 0)) return buildCurve(slots, slotLengths(slots), anchorMs, anchorMicros, budgetMicros);
   const rest = budgetMicros - anchorMicros;
   const atMs: number[] = [from];
   const micros: number[] = [anchorMicros];
@@ -56,6 +58,14 @@ export function buildCurve(
     if (k < n) cum += weights[k] as number;
   }
   return { atMs, micros };
+}
+
+/** Every slot's length in hours (the weights of a curve linear in time). */
+function slotLengths(slots: DaySlots): number[] {
+  const out: number[] = [];
+  for (let k = 0; k < slots.hours.length; k++)
+    out.push(((slots.knots[k + 1] as number) - (slots.knots[k] as number)) / 3_600_000);
+  return out;
 }
 
 /** Slope of the curve at `nowMs` (micros per ms; 0 before the first and after the last knot). */

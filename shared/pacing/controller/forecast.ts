@@ -125,9 +125,19 @@ class DayWeek implements WeekView {
 }
 
 /**
- * Folds one day's observations into `week` and `hod` (in place). The single implementation of the
- * smoothing arithmetic: materialising a forecast and computing a day profile must agree to the
- * bit, or two leaders would build different curves.
+ * Folds one day's observations into `week` and `hod` (in place); true when any slot was observed.
+ * The single implementation of the smoothing arithmetic: materialising a forecast and computing a
+ * day profile must agree to the bit, or two leaders would build different curves.
+ *
+ * `prior`: the hour-of-day levels are a prior (prior.ts), not the plan's own, and the plan's own
+ * first day replaces them whole: they are cleared, so each observed hour takes its observation and
+ * the hours it did not observe are unknown (a day profile gives them the mean of the known ones),
+ * as for a plan that started without a prior. Smoothing the observations into the prior kept its
+ * shape for days; keeping the prior (rescaled) for the hours not observed kept it exactly where it
+ * was most wrong — the hours a plan could not observe are mostly those where it sat at the cap,
+ * i.e. where the prior gave too little. With nothing to smooth into, a first day's hour is capped at
+ * FIRST_DAY_PEAK × the median observed hour: a small plan's hour is a few wins, and one won at low
+ * pressure reads as a huge level (a curve that put most of the budget into four night hours).
  */
 function foldDay(
   day: string,
@@ -137,11 +147,18 @@ function foldDay(
   cfg: PacingControllerConfig,
   week: WeekView,
   hod: number[],
-): void {
+  prior = false,
+): boolean {
   const slots = slotsOfDay(timeZone, day);
+  let observedAny = false;
+  // A plan's first day of its own replaces its prior whole, each hour at most FIRST_DAY_PEAK × the
+  // day's median observed level (see above).
+  const ceiling = prior ? FIRST_DAY_PEAK * medianObserved(slots.hours.length, obs) : Number.POSITIVE_INFINITY;
+  if (prior) hod.fill(0);
   for (let k = 0; k < slots.hours.length && k < OBS_SLOTS; k++) {
-    const observed = levelOf(obs[k] as number);
-    if (observed === undefined) continue;
+    const seen = levelOf(obs[k] as number);
+    if (seen === undefined) continue;
+    const observed = Math.min(seen, ceiling);
     const weight = Math.min(1, (cover[k] as number) / COVER_UNITS);
     const h = slots.hours[k] as number;
     // One odd day moves an hour's level by at most ×/÷ OUTLIER_FACTOR (a burst of wins, a guard
@@ -154,7 +171,37 @@ function foldDay(
     const b = (slots.weekdays[k] as number) * 24 + h;
     if (week.wants(b)) week.set(b, smooth(week.get(b), rate, cfg.alphaWeek * weight));
     hod[h] = smooth(hod[h] as number, rate, cfg.alphaDay * weight);
+    observedAny = true;
   }
+  return observedAny;
+}
+
+/**
+ * A plan's first own day: no hour above this multiple of the day's median observed level. Diurnal
+ * traffic peaks at 1.2–1.6× its median hour (the simulator's shapes, and web traffic generally);
+ * 3 leaves it whole and cuts a lucky win's spike.
+ */
+export const FIRST_DAY_PEAK = 3;
+
+/** The median of a day's observed levels (levels, not quantised codes); Infinity when none. */
+function medianObserved(n: number, obs: readonly number[]): number {
+  const seen: number[] = [];
+  for (let k = 0; k < n && k < OBS_SLOTS; k++) {
+    const v = levelOf(obs[k] as number);
+    if (v !== undefined) seen.push(v);
+  }
+  if (seen.length === 0) return Number.POSITIVE_INFINITY;
+  seen.sort((a, b) => a - b);
+  return seen[seen.length >> 1] as number;
+}
+
+/** A forecast whose levels are a prior only: hour-of-day levels, none of hour-of-week (prior.ts). */
+export function isPriorOnly(f: TrafficForecast): boolean {
+  let day = false;
+  for (const q of f.hourOfDay) if (q > 0) day = true;
+  if (!day) return false;
+  for (const q of f.hourOfWeek) if (q > 0) return false;
+  return true;
 }
 
 /** Folds the observations of `f.obsDay` into the profiles (pure; `f` when there is nothing to fold). */
@@ -166,7 +213,7 @@ export function foldObservations(
   if (f.obsDay === '') return f;
   const week = [...f.hourOfWeek];
   const day = [...f.hourOfDay];
-  foldDay(f.obsDay, f.obs, f.cover, timeZone, cfg, new FullWeek(week), day);
+  foldDay(f.obsDay, f.obs, f.cover, timeZone, cfg, new FullWeek(week), day, isPriorOnly(f));
   return {
     hourOfWeek: week,
     hourOfDay: day,
@@ -248,14 +295,17 @@ export function dayProfile(
   let bufDay = f.obsDay;
   let bufObs = f.obs;
   let bufCover = f.cover;
+  // Whether the levels are still a prior only, as each fold of the materialised forecast would
+  // find it (a fold that observed a slot sets hour-of-week levels).
+  let prior = isPriorOnly(f);
   if (pending && pending.day < slots.day && pending.slot >= 0 && pending.slot < OBS_SLOTS) {
     // As withObservation(f, pending) would do it.
     if (bufDay !== '' && pending.day < bufDay) {
       const one = single(f, pending);
-      foldDay(pending.day, one.obs, one.cover, timeZone, cfg, view, hod);
+      if (foldDay(pending.day, one.obs, one.cover, timeZone, cfg, view, hod, prior)) prior = false;
     } else {
       if (bufDay !== '' && bufDay !== pending.day) {
-        foldDay(bufDay, bufObs, bufCover, timeZone, cfg, view, hod);
+        if (foldDay(bufDay, bufObs, bufCover, timeZone, cfg, view, hod, prior)) prior = false;
         bufObs = EMPTY_FORECAST.obs;
         bufCover = EMPTY_FORECAST.cover;
       }
@@ -268,7 +318,7 @@ export function dayProfile(
       bufCover = cover;
     }
   }
-  if (bufDay !== '' && bufDay < slots.day) foldDay(bufDay, bufObs, bufCover, timeZone, cfg, view, hod);
+  if (bufDay !== '' && bufDay < slots.day) foldDay(bufDay, bufObs, bufCover, timeZone, cfg, view, hod, prior);
   const n = slots.hours.length;
   const levels: (number | undefined)[] = new Array(n);
   let hash = 0x811c9dc5;
@@ -289,18 +339,22 @@ export function dayProfile(
       known++;
     }
   }
-  const mean = known > 0 ? sum / known : 1;
+  // Known levels that are all zero (a plan that saw no demand in the hours it could observe) say
+  // nothing about the shape: the day is planned as if nothing were known (weights by slot length).
+  // With a zero mean every weight would be zero, and a curve of zero weights cannot grow.
+  const usable = known > 0 && sum > 0;
+  const mean = usable ? sum / known : 1;
   const weights: number[] = new Array(n);
   const demand: number[] = new Array(n);
   for (let k = 0; k < n; k++) {
     const hours = ((slots.knots[k + 1] as number) - (slots.knots[k] as number)) / 3_600_000;
     // Unknown hours get the mean; no hour is planned below shapeFloor × mean (a wrong zero would
     // shut the plan out of an hour that turns out to have traffic).
-    const v = levels[k] ?? mean;
+    const v = usable ? (levels[k] ?? mean) : mean;
     demand[k] = v * hours;
     weights[k] = Math.max(v, cfg.shapeFloor * mean) * hours;
   }
-  return { slots, weights, demand: known > 0 && sum > 0 ? demand : undefined, hash: (hash >>> 8) & 0xffffff };
+  return { slots, weights, demand: usable ? demand : undefined, hash: (hash >>> 8) & 0xffffff };
 }
 
 // ---- encoding -------------------------------------------------------------------------------

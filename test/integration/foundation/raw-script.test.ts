@@ -70,6 +70,7 @@ describe.each(['standalone', 'cluster'] as const)('raw script caller (%s)', (mod
               1000,
               86_400_000,
               15_000,
+              0,
               '0',
               0,
               0,

@@ -1,9 +1,9 @@
 /**
  * The pacer's bulk live-spend read: the raw-RESP reader folds each state hash from its reply bytes
  * and must agree exactly with ioredis + the contract's reader (planDaySnapshot) — random slots,
- * negative in-flight entries, expired slots, uninitialised and missing hashes, hashes large enough
- * to be split across TCP reads — on standalone Redis and a 3-node cluster. Also the CLI's exit code
- * when a store cannot be reached.
+ * negative in-flight entries, expired slots, the release statistics, uninitialised and missing
+ * hashes, hashes large enough to be split across TCP reads — on standalone Redis and a 3-node
+ * cluster. Also the CLI's exit code when a store cannot be reached.
  */
 import { describe, expect, it } from 'vitest';
 import { EXIT, main } from '../../../cli/paceline.js';
@@ -38,6 +38,17 @@ describe.each(['standalone', 'cluster'] as const)('bulk live-spend read (%s)', (
         const s = slot - Math.floor(random() * 20) + 3; // live and expired slots
         fields[`l:${s}`] = String(Math.floor(random() * 5_000));
         fields[`f:${s}`] = String(Math.floor(random() * 6_000) - 1_000); // may be negative
+        // What the guards bid in that slot (release statistics), for two thirds of the hashes.
+        if (i % 3 !== 0) fields[`b:${s}`] = String(Math.floor(random() * 8_000));
+      }
+      if (i % 3 !== 0 && random() < 0.7) {
+        // Learned release statistics; some below the slots they need, so some release nothing.
+        const rb = 1 + Math.floor(random() * 90_000);
+        Object.assign(fields, {
+          rb: String(rb),
+          rf: String(Math.floor(random() * rb)),
+          rn: String(Math.floor(random() * 8_000)),
+        });
       }
       if (i % 3 === 1) {
         // Running sums as the lease script keeps them (no slot field below sk; sl / sf the sums of
@@ -46,13 +57,16 @@ describe.each(['standalone', 'cluster'] as const)('bulk live-spend read (%s)', (
         const sk = slot - 10 - 4 + Math.floor(random() * 7);
         let sl = 0;
         let sf = 0;
+        let sb = 0;
         for (const f of Object.keys(fields)) {
           if (f[1] !== ':') continue;
           if (Number(f.slice(2)) < sk) delete fields[f];
           else if (f[0] === 'l') sl += Number(fields[f]);
-          else sf += Number(fields[f]);
+          else if (f[0] === 'f') sf += Number(fields[f]);
+          else sb += Number(fields[f]);
         }
         Object.assign(fields, { sk: String(sk), sl: String(sl), sf: String(sf) });
+        if (sb > 0) fields.sb = String(sb);
         // Stored with another slot width than the read assumes (60 s): read whole.
         if (i % 7 === 5) fields.q = '30000';
       }
@@ -72,6 +86,8 @@ describe.each(['standalone', 'cluster'] as const)('bulk live-spend read (%s)', (
       const reference = await pipelinedSpendSource(r.redis).read(keys, NOW);
       expect(fast).toEqual(reference);
       expect(fast.filter((s) => !s.initialised).length).toBeGreaterThan(100);
+      // Releases were computed, from the sums and from whole hashes.
+      expect(fast.filter((s) => (s.releasableMicros ?? 0) > 0).length).toBeGreaterThan(300);
       // Both ways were taken: from the sums (sk within 2 slots below the first live one, or above
       // it) and whole (no sums, or sums older than that).
       expect(raw.stats.sums).toBeGreaterThan(400);

@@ -1,11 +1,13 @@
 /**
- * Issue 10's acceptance on one shipped scenario, as tests: the scenario's days run once per file
- * (Paceline, with its history days, and ASAP, which defines the fillable campaigns, on the same
- * seed, on a real redis-server), then Paceline must
+ * The pacing-quality acceptance on one shipped scenario, as tests: the scenario's days run once per
+ * file (Paceline, with its history days, and ASAP, which defines the fillable campaigns, on the
+ * same seed, on a real redis-server), then Paceline must
  * - spend ≥ 98 % of the budget of every fillable campaign-day;
  * - overspend ≤ 0.5 % on every scored plan-day ($1 budgets, account and arm plans included);
  * - stay within 5 % of the budget of the published target curve on every fillable campaign-day;
- * - pay less per impression than ASAP;
+ * - keep the median over fillable campaign-days of their max-ahead (spend beyond a clairvoyant
+ *   traffic-following curve, sim/ideal.ts) ≤ 1 % of the budget;
+ * - pay less per impression than ASAP (on some scenarios by a stated margin);
  * - book every win exactly once (live counters = booked spend) with no guard / tracker errors.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -23,10 +25,19 @@ import { redisForFile } from '../pacing/simulation.js';
 export interface Bounds {
   readonly utilisationMin: number;
   readonly deviationMax: number;
+  /** Median over fillable campaign-days of their max-ahead, fraction of the budget. */
+  readonly aheadMedianMax: number;
+  /** Cost per impression at most this fraction of ASAP's (1: merely below it). */
+  readonly costVsAsapMax: number;
 }
 
-/** Issue 10's acceptance bounds. */
-export const ACCEPTANCE: Bounds = { utilisationMin: 0.98, deviationMax: 0.05 };
+/** The acceptance bounds. */
+export const ACCEPTANCE: Bounds = {
+  utilisationMin: 0.98,
+  deviationMax: 0.05,
+  aheadMedianMax: 0.01,
+  costVsAsapMax: 1,
+};
 
 /** Declares the bounds tests of `sim/scenarios/<name>.json`. */
 export function qualityBounds(
@@ -72,7 +83,9 @@ export function qualityBounds(
     expect(p.overspendMax).toBeLessThanOrEqual(0.005);
     expect(p.campaignsOverBudget).toBe(0);
     expect(p.deviationMax).toBeLessThanOrEqual(bounds.deviationMax);
+    expect(p.aheadMedianFillable).toBeLessThanOrEqual(bounds.aheadMedianMax);
     expect(p.costPerImpression).toBeLessThan(a.costPerImpression);
+    expect(p.costPerImpression).toBeLessThanOrEqual(bounds.costVsAsapMax * a.costPerImpression);
   });
 
   it(`${name}: ASAP (the guard alone) does not overspend either`, () => {

@@ -9,7 +9,9 @@
  * - time zones: Pacific/Auckland and America/Los_Angeles campaigns roll their day at their own
  *   local midnight, on DST switch days too (23 h / 25 h days), and a win is booked on its bid's
  *   local day even when the notice arrives after midnight;
- * - the guard costs far less than one Redis command per bid.
+ * - the guard costs far less than one Redis command per bid;
+ * - in-flight that no notice resolves (no loss notices) is released up to the guard's cap;
+ * - sized by bids, a small plan's guard holds about one bid instead of a whole minimum float.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RunningEmulator, startDynalite } from '../../../local/emulators/aws.js';
@@ -219,6 +221,96 @@ describe('budget guard', () => {
     expect(c2Spent).toBeLessThan(1_100_000);
     expect(errors).toEqual([]);
     await guard.close();
+  });
+
+  it('releases in-flight that no notice resolves, up to its cap; releaseCap 0 counts it all', async () => {
+    // An exchange without loss notices: every bid here is lost and never notified. After the
+    // first slots died with all their bids still in flight (ρ = 1), the guard counts the live
+    // in-flight less min(ρ × live bids, cap): it leases up to B + cap of raw commitments, never more.
+    const inFlight = { ttlMs: 10 * 60_000, slotMs: 60_000 };
+    const B = 10_000_000;
+    for (const releaseCap of [0.01, 0]) {
+      const clock = new ManualClock(Date.parse('2026-11-21T20:00:00Z')); // 12:00 in Los Angeles
+      const b = budgetsOf('America/Los_Angeles', ({ a, c }) => [
+        { level: 'campaign', accountId: a, campaignId: c, dailyBudgetMicros: B, pacingMode: 'asap' },
+      ]);
+      const { guard, errors } = guardOf(clock, { inFlight, releaseCap, minFloatMicros: 20_000 });
+      guard.setBudgets(b);
+      const plan = b.common[0]!;
+      const state = planDayKeys(plan, dayWindow(clock.now(), plan.timeZone).day).state;
+      const bid = { campaignId: b.campaign.campaignId, priceMicros: 10_000 };
+      // 16 minutes of 10 bids a minute: slots of the first 6 minutes die with every bid in flight.
+      for (let m = 0; m < 16; m++) {
+        for (let i = 0; i < 10; i++) {
+          let tries = 0;
+          while (guard.decide(bid) !== 'bid') {
+            expect(++tries, `minute ${m}: no float after the lease calls`).toBeLessThan(5);
+            await guard.idle();
+          }
+        }
+        await guard.maintain();
+        clock.advance(60_000);
+      }
+      const learned = await readPlanDay(redis, state, clock.now());
+      // ρ = 1: everything bid in the live slots is expected to stay unresolved.
+      expect(learned.inFlightMicros).toBeGreaterThan(500_000);
+      expect(learned.releasableMicros).toBe(learned.inFlightMicros);
+      // Until refused three times in a row with the lease calls done in between (a refill is
+      // skipped while the plan's settle call is in flight).
+      for (let refused = 0; refused < 3; ) {
+        if (guard.decide(bid) === 'bid') refused = 0;
+        else {
+          refused++;
+          await guard.idle();
+        }
+      }
+      await guard.maintain();
+      const end = await readPlanDay(redis, state, clock.now());
+      const raw = end.confirmedMicros + end.leasedMicros + end.inFlightMicros;
+      const cap = Math.floor(releaseCap * B);
+      const F = guard.floatOf(plan);
+      expect(raw).toBeLessThanOrEqual(B + cap);
+      expect(raw).toBeGreaterThan(B + cap - F - bid.priceMicros);
+      expect(errors).toEqual([]);
+      await guard.close();
+    }
+  });
+
+  it('floatSizing bids: a small plan’s guard holds about two recent bids instead of a whole F', async () => {
+    // $1.50 a day, F = the 50,000 µ$ minimum float (3.3 % of the day); bids of 6,000–9,000.
+    const held: Record<string, number[]> = {};
+    for (const floatSizing of ['fixed', 'bids'] as const) {
+      const clock = new ManualClock(Date.parse('2026-11-21T20:00:00Z'));
+      const b = budgetsOf('America/Los_Angeles', ({ a, c }) => [
+        { level: 'campaign', accountId: a, campaignId: c, dailyBudgetMicros: 1_500_000, pacingMode: 'asap' },
+      ]);
+      const { guard, errors } = guardOf(clock, { minFloatMicros: 50_000, floatSizing });
+      guard.setBudgets(b);
+      const plan = b.common[0]!;
+      const state = planDayKeys(plan, dayWindow(clock.now(), plan.timeZone).day).state;
+      const seen: number[] = [];
+      let refused = 0;
+      for (let i = 0; i < 60; i++) {
+        const bid = { campaignId: b.campaign.campaignId, priceMicros: 6_000 + ((i * 7919) % 3_001) };
+        if (guard.decide(bid) !== 'bid') refused++;
+        await guard.idle();
+        clock.advance(5_000);
+        const live = await readPlanDay(redis, state, clock.now());
+        // The first lease, before any bid was seen, is a whole F (about six bids here).
+        if (i >= 10) seen.push(live.leasedMicros);
+      }
+      held[floatSizing] = seen;
+      // Both keep bidding: at most the first bids wait for a lease.
+      expect(errors).toEqual([]);
+      expect(refused, floatSizing).toBeLessThanOrEqual(3);
+      expect(errors).toEqual([]);
+      await guard.close();
+    }
+    const mean = (xs: number[]) => xs.reduce((a, x) => a + x, 0) / xs.length;
+    // Fixed: between F/2 and 1.5 F. Sized by bids: at most three of the largest recent bid.
+    expect(mean(held.fixed!)).toBeGreaterThan(25_000);
+    expect(Math.max(...held.bids!)).toBeLessThanOrEqual(3 * 9_000);
+    expect(mean(held.bids!)).toBeLessThan(mean(held.fixed!) / 2);
   });
 
   it('applies a mid-day budget change to the remaining budget', async () => {

@@ -12,10 +12,11 @@
  * booked.
  *
  * For every campaign: confirmed spend (the live counter, equal to the sum of the wins the children
- * booked) must not exceed the cap by more than the stated bound (docs/spend.md): L_T + R·N·K·F,
- * with L_T the wins applied later than T after their bid, R the resets of the plan-day, N guards,
- * K = 2 floats per guard and plan, F the float; N·K·F ≤ 0.5 % of the budget for the $1,000
- * campaigns. And the guard strands no budget: where the offered demand could buy the budget, what
+ * booked) must not exceed the cap by more than the stated bound (docs/spend.md): L_T + R·N·K·F +
+ * ρ_cap·B, with L_T the wins applied later than T after their bid, R the resets of the plan-day, N
+ * guards, K = 2 floats per guard and plan, F the float, ρ_cap·B the guards' release cap (in flight
+ * no notice resolves, counted less: 90 % of these losses are never notified); N·K·F ≤ 0.5 % of
+ * the budget for the $1,000 campaigns. And the guard strands no budget: where the offered demand could buy the budget, what
  * is not spent is what was still committed when bidding stopped (live floats and in-flight bids,
  * read at that step) plus at most N·K·F. The 90 % campaigns reach ≥ 95 % of their cap. Run twice:
  * without a reset (R = 0), and with the counters' redis-server restarted empty in the middle of
@@ -29,6 +30,7 @@ import { dayWindow } from '../../../shared/budget/time-zone.js';
 import { connectRedis, type RedisClient } from '../../../shared/redis/connect.js';
 import { planDayKeys } from '../../../shared/spend/keys.js';
 import { type PlanDaySnapshot, planDaySnapshot, readPlanDay } from '../../../shared/spend/live-counters.js';
+import { DEFAULT_RELEASE_CAP } from '../../../shared/spend/release.js';
 import { type BidderConfig, type BidderReport, barrier } from '../../fixtures/spend/bidder.js';
 
 const PROCESSES = 2;
@@ -201,7 +203,8 @@ async function scenario(resetAtDayFraction: number | undefined) {
     const late = sum((r) => r.lateMicros[c.campaignId] ?? 0);
     const potential = sum((r) => r.potentialMicros[c.campaignId] ?? 0);
     const F = Math.max(MIN_FLOAT, Math.floor(c.budgetMicros * FLOAT_FRACTION));
-    const bound = late + resets * N * K * F;
+    // The guards release up to their cap of what no notice resolves (default releaseCap).
+    const bound = late + resets * N * K * F + Math.floor(DEFAULT_RELEASE_CAP * c.budgetMicros);
     const overshoot = Math.max(0, snap.confirmedMicros - c.budgetMicros);
     const unspent = Math.max(0, c.budgetMicros - snap.confirmedMicros);
     const committedAtStop = stopSnap.leasedMicros + stopSnap.inFlightMicros;

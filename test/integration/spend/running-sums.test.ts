@@ -7,12 +7,15 @@
  * guard on another host) and sometimes jump (a plan-day idle for an hour); from state hashes
  * written before the sums existed; and with the sums' fields deleted (a partial write, an
  * operator). After every call the hash itself must hold the invariant: `sl` / `sf` equal the sums
- * of the slot fields, and no slot field below `sk` is left.
+ * of the slot fields, and no slot field below `sk` is left. The same model checks the release
+ * statistics (`b:<k>`, `sb`, `rf` / `rb` / `rn`: what was bid per slot, and what was still in flight
+ * when a slot died) and the release they allow under a cap, and the pacer's reads of them.
  */
 import { describe, expect, it } from 'vitest';
 import { pipelinedSpendSource, rawSpendSource } from '../../../shared/pacing/spend-source.js';
 import { prng } from '../../../shared/random/prng.js';
 import { spendScripts } from '../../../shared/spend/live-counters.js';
+import { type ReleaseStats, releasableOf, stepReleaseStats } from '../../../shared/spend/release.js';
 import { useRedis } from '../../support/redis.js';
 
 const Q = 60_000;
@@ -30,32 +33,58 @@ class Model {
     return Number(field.slice(2));
   }
 
-  private sumFrom(k0: number): { L: number; F: number } {
+  /** The release statistics (docs/spend.md, "In flight without loss notices"). */
+  readonly stats: ReleaseStats = { rf: 0, rb: 0, rn: 0 };
+  /** What the last lease released (the cap applied). */
+  released = 0;
+
+  private sumFrom(k0: number): { L: number; F: number; B: number } {
     let L = 0;
     let F = 0;
+    let B = 0;
     for (const [f, v] of this.slots) {
       if (Model.slot(f) < k0) continue;
       if (f.startsWith('l:')) L += v;
-      else F += v;
+      else if (f.startsWith('f:')) F += v;
+      else B += v;
     }
-    return { L, F };
+    return { L, F, B };
   }
 
   private dropBelow(k0: number): void {
     for (const f of [...this.slots.keys()]) if (Model.slot(f) < k0) this.slots.delete(f);
   }
 
-  lease(now: number, deltas: [string, number][], expected: number, want: number, minGrant: number): number[] {
+  lease(
+    now: number,
+    deltas: [string, number][],
+    expected: number,
+    want: number,
+    minGrant: number,
+    cap: number,
+  ): number[] {
     const kmin = Math.floor((now - T) / Q);
     let sk: number;
-    if (this.sk !== undefined && kmin - this.sk <= 16) sk = Math.max(this.sk, kmin);
-    else sk = kmin;
+    if (this.sk !== undefined && kmin - this.sk <= 16) {
+      sk = Math.max(this.sk, kmin);
+      // The slots that died since the last step: what was still in flight at T, against what was bid.
+      for (let k = this.sk; k < sk; k++) {
+        const b = this.slots.get(`b:${k}`);
+        if (b !== undefined) stepReleaseStats(this.stats, this.slots.get(`f:${k}`) ?? 0, b);
+      }
+    } else sk = kmin;
     this.dropBelow(sk);
     for (const [f, d] of deltas) {
-      if (Model.slot(f) >= sk) this.slots.set(f, (this.slots.get(f) ?? 0) + d);
+      if (Model.slot(f) < sk) continue;
+      this.slots.set(f, (this.slots.get(f) ?? 0) + d);
+      // A positive in-flight delta is a guard's settle: bids of that slot.
+      if (f.startsWith('f:') && d > 0)
+        this.slots.set(`b:${f.slice(2)}`, (this.slots.get(`b:${f.slice(2)}`) ?? 0) + d);
     }
-    const { L, F } = this.sumFrom(sk);
-    const committed = this.c + Math.max(0, L) + Math.max(0, F);
+    const { L, F, B } = this.sumFrom(sk);
+    const release = Math.min(releasableOf(this.stats, B), cap);
+    this.released = release;
+    const committed = this.c + Math.max(0, L) + Math.max(0, Math.max(0, F) - release);
     const allowance = expected - committed;
     let grant = 0;
     if (want > 0) {
@@ -99,6 +128,7 @@ describe('lease script: running sums', () => {
     let stepped = 0;
     let rebuilt = 0;
     let lagged = 0;
+    let released = 0;
     for (let day = 0; day < 40; day++) {
       const key = `rsum:{p${day}}:s`;
       const notices = `rsum:{p${day}}:n`;
@@ -139,11 +169,27 @@ describe('lease script: running sums', () => {
           }
           const expected = Math.floor(random() * 200_000);
           const want = random() < 0.8 ? 5000 : 0;
-          const args: (string | number)[] = [now, 'e1', expected, want, 1000, 1000, 86_400_000, 0, '0', 0, 0];
+          // Most calls release up to a cap; some count every in-flight amount (cap 0).
+          const cap = random() < 0.2 ? 0 : Math.floor(random() * 6000);
+          const args: (string | number)[] = [
+            now,
+            'e1',
+            expected,
+            want,
+            1000,
+            1000,
+            86_400_000,
+            0,
+            cap,
+            '0',
+            0,
+            0,
+          ];
           for (const [f, d] of deltas) args.push(f, d);
           const reply = await scripts.lease(key, args);
-          const want4 = model.lease(now, deltas, expected, want, 1000);
+          const want4 = model.lease(now, deltas, expected, want, 1000, cap);
           expect([reply[0], reply[2], reply[3], reply[4]], `day ${day} step ${step} lease`).toEqual(want4);
+          if (model.released > 0) released++;
           const kmin = Math.floor((now - T) / Q);
           if (before === undefined || kmin - before > 16) rebuilt++;
           else if (kmin > before) stepped++;
@@ -165,14 +211,24 @@ describe('lease script: running sums', () => {
           const sk = Number(all.sk);
           let L = 0;
           let F = 0;
+          let B = 0;
           for (const [f, v] of Object.entries(all)) {
             if (f[1] !== ':') continue;
             const k = Number(f.slice(2));
             expect(k, `day ${day} step ${step}: ${f} below sk ${sk}`).toBeGreaterThanOrEqual(sk);
             if (f[0] === 'l') L += Number(v);
-            else F += Number(v);
+            else if (f[0] === 'f') F += Number(v);
+            else B += Number(v);
           }
-          expect([Number(all.sl), Number(all.sf)], `day ${day} step ${step} sums`).toEqual([L, F]);
+          expect(
+            [Number(all.sl), Number(all.sf), Number(all.sb ?? 0)],
+            `day ${day} step ${step} sums`,
+          ).toEqual([L, F, B]);
+          if (all.rb !== undefined)
+            expect(
+              [Number(all.rf), Number(all.rb), Number(all.rn)],
+              `day ${day} step ${step} release`,
+            ).toEqual([model.stats.rf, model.stats.rb, model.stats.rn]);
         }
         // The pacer's read at instants around the call's (its clock is not the guards'): the same
         // snapshot from the sums as from every field.
@@ -191,5 +247,7 @@ describe('lease script: running sums', () => {
     expect(stepped).toBeGreaterThan(100);
     expect(rebuilt).toBeGreaterThan(40);
     expect(lagged).toBeGreaterThan(100);
+    // The release statistics were learned and used (docs/spend.md, "In flight without loss notices").
+    expect(released).toBeGreaterThan(100);
   }, 180_000); // ~15 s alone: thousands of script calls, none of them timed (a loaded host is slower)
 });

@@ -23,6 +23,8 @@ import { Plant, requestsForDemand } from './plant.js';
 
 const H = 3_600_000;
 const ctl = createPacingController();
+/** Without the built-in prior: a plan with nothing learned gets a flat curve (anchoring arithmetic). */
+const flat = createPacingController({ builtInShape: null });
 const DAY = dayWindowOf('2026-11-16', 'UTC');
 
 function planOf(budget: number, mode: 'even' | 'asap' = 'even', timeZone = 'UTC'): ResolvedPlan {
@@ -43,13 +45,14 @@ function input(plan: ResolvedPlan, nowMs: number, spend: PlanSpendSnapshot, day?
 describe('single steps', () => {
   it('a fresh plan anchors E at (now, spend) and spreads the budget flat over the rest of the day', () => {
     const now = DAY.startMs + 14 * H;
-    const r = ctl.step(input(planOf(10_000_000), now, spendOf(0)), undefined, undefined);
+    const r = flat.step(input(planOf(10_000_000), now, spendOf(0)), undefined, undefined);
     expect(r.params.curve.atMs[0]).toBe(now);
     expect(r.params.curve.micros[0]).toBe(0);
     expect(evaluateCurve(r.params.curve, DAY.startMs + 19 * H)).toBe(5_000_000);
     expect(evaluateCurve(r.params.curve, DAY.endMs)).toBe(10_000_000);
+    // Nothing known of its demand: the initial pressure (−1: shading to e^−1).
     expect(r.params.throttle).toBe(1);
-    expect(r.params.bidMultiplier).toBe(1);
+    expect(r.params.bidMultiplier).toBeCloseTo(Math.exp(-1), 4);
     expect(r.params).toMatchObject({
       planId: 'campaign',
       day: '2026-11-16',
@@ -87,6 +90,7 @@ describe('single steps', () => {
   });
 
   it('a budget raised mid-day keeps E(now) and spreads the new remainder; a cut below E stops at the new budget', () => {
+    const ctl = flat;
     const plan = planOf(24_000_000);
     let r = ctl.step(input(plan, DAY.startMs, spendOf(0)), undefined, undefined);
     const noon = DAY.startMs + 12 * H;
@@ -302,9 +306,9 @@ describe('closed loops (market model, ideal cap)', () => {
   });
 
   it('catch-up: a day that started late on spend still ends ≥ 98 % (end-of-day push)', () => {
-    // Demand 1.3×: little slack, traffic shaped, fresh campaign (flat curve) — it falls behind at
-    // night and must make it up by day.
-    const plant = new Plant(ctl, {
+    // Demand 1.3×: little slack, traffic shaped, fresh campaign on a flat curve (no prior) — it
+    // falls behind at night and must make it up by day.
+    const plant = new Plant(flat, {
       budgetMicros: 20_000_000,
       requestsPerDay: requestsForDemand(1.3, 20_000_000),
       shape: SHAPES.noonPeak,

@@ -13,13 +13,16 @@ import {
   decodeForecast,
   EMPTY_FORECAST,
   encodeForecast,
+  FIRST_DAY_PEAK,
   foldObservations,
+  isPriorOnly,
   levelOf,
   OUTLIER_FACTOR,
   quantiseLevel,
   type TrafficForecast,
   withObservation,
 } from '../../../shared/pacing/controller/forecast.js';
+import { priorForecast } from '../../../shared/pacing/controller/prior.js';
 import { prng } from '../../../shared/random/prng.js';
 
 const TZ = 'UTC';
@@ -166,12 +169,143 @@ describe('observations and profiles', () => {
   });
 });
 
+describe('levels that say nothing, and priors', () => {
+  it('known levels that are all zero plan the day by time, not the whole budget at once', () => {
+    // A plan that could observe only hours without demand (night, narrow targeting): every known
+    // level is 0. Their mean is 0, so every weight was 0 — and a curve of zero weights published
+    // the whole budget at the day's first instant (the midnight bug).
+    const f = observedDay(EMPTY_FORECAST, '2026-11-20', () => 0);
+    const p = dayProfile(f, undefined, TZ, slotsOf('2026-11-21'), cfg);
+    expect(p.demand).toBeUndefined();
+    expect(new Set(p.weights)).toEqual(new Set([1]));
+    // Only the last hour observed, at zero (a plan that started at 23:00).
+    const last = withObservation(
+      EMPTY_FORECAST,
+      { day: '2026-11-20', slot: 23, level: 1, cover: 32 },
+      TZ,
+      cfg,
+    );
+    const q = dayProfile(last, undefined, TZ, slotsOf('2026-11-21'), cfg);
+    expect(q.weights.every((w) => w > 0)).toBe(true);
+    expect(q.demand).toBeUndefined();
+  });
+
+  it('a prior is recognised by its empty hour-of-week levels', () => {
+    expect(isPriorOnly(EMPTY_FORECAST)).toBe(false);
+    const prior = priorForecast(
+      Array.from({ length: 24 }, (_, h) => 1 + h),
+      24_000,
+    );
+    expect(isPriorOnly(prior)).toBe(true);
+    expect(isPriorOnly(observedDay(EMPTY_FORECAST, '2026-11-19', () => 100))).toBe(false);
+    // Its first fold of the plan's own day sets hour-of-week levels: no longer a prior.
+    const own = foldObservations(
+      observedDay(prior, '2026-11-19', () => 100),
+      TZ,
+      cfg,
+    );
+    expect(isPriorOnly(own)).toBe(false);
+  });
+
+  it("a prior's first fold: the plan's own day replaces it whole, unobserved hours unknown", () => {
+    // Prior: twice as much at 12:00 as at 03:00, at a level of ~1,000/h; the plan really runs at
+    // ~50,000/h (50×: more than the ×4 outlier limit could follow in a day).
+    const shape = Array.from({ length: 24 }, (_, h) => (h === 12 ? 2 : h === 3 ? 1 : 1.5));
+    const prior = priorForecast(shape, 1000 * 36);
+    let f = prior;
+    for (let h = 8; h < 16; h++)
+      f = withObservation(
+        f,
+        { day: '2026-11-20', slot: h, level: quantiseLevel(h === 12 ? 100_000 : 75_000), cover: 32 },
+        TZ,
+        cfg,
+      );
+    const folded = foldObservations(f, TZ, cfg);
+    const at = (h: number) => levelOf(folded.hourOfDay[h] as number);
+    // Observed hours at the plan's own level and shape; an unobserved hour unknown (a profile gives
+    // it the mean of the known ones), not the prior's.
+    expect(at(12)).toBeGreaterThan(95_000);
+    expect(at(12)).toBeLessThan(105_000);
+    expect((at(10) as number) / (at(12) as number)).toBeCloseTo(0.75, 1);
+    expect(at(3)).toBeUndefined();
+    const p = dayProfile(folded, undefined, TZ, slotsOf('2026-11-21'), cfg);
+    expect((p.weights[3] as number) / (p.weights[12] as number)).toBeCloseTo(78_125 / 100_000, 1);
+    // The same without the prior mark (a learned forecast at the prior's level): the outlier limit
+    // holds the observed hours to ×4 before smoothing.
+    const learned = { ...prior, hourOfWeek: prior.hourOfWeek.map(() => 1) };
+    let g: TrafficForecast = learned;
+    for (let h = 8; h < 16; h++)
+      g = withObservation(
+        g,
+        { day: '2026-11-20', slot: h, level: quantiseLevel(75_000), cover: 32 },
+        TZ,
+        cfg,
+      );
+    expect(levelOf(foldObservations(g, TZ, cfg).hourOfDay[10] as number)).toBeLessThan(5_000);
+  });
+});
+
+describe('a prior’s first fold', () => {
+  it('takes the observed shape where the plan was seen, whatever the prior said', () => {
+    // Prior: noon twice as busy as 09:00. The plan's own day says the opposite.
+    const shape = Array.from({ length: 24 }, (_, h) => (h === 12 ? 2 : 1));
+    let f = priorForecast(shape, 24_000);
+    for (const [h, level, cover] of [
+      [9, 2000, 32],
+      [12, 1000, 16],
+    ] as const)
+      f = withObservation(f, { day: '2026-11-20', slot: h, level: quantiseLevel(level), cover }, TZ, cfg);
+    const folded = foldObservations(f, TZ, cfg);
+    const at = (h: number) => levelOf(folded.hourOfDay[h] as number) as number;
+    // Even the half-covered hour takes its observation: nothing of the prior is left to smooth into.
+    expect(at(9) / at(12)).toBeGreaterThan(1.9);
+    expect(at(9) / at(12)).toBeLessThan(2.1);
+    expect(folded.hourOfDay.filter((q) => q > 0)).toHaveLength(2);
+  });
+});
+
+describe('a first own day’s spikes', () => {
+  it('are capped at FIRST_DAY_PEAK × the median observed hour (one lucky win of a small plan)', () => {
+    let f = priorForecast(
+      Array.from({ length: 24 }, () => 1),
+      24_000,
+    );
+    for (let h = 0; h < 24; h++) {
+      const level = h === 4 ? 40_000 : 2_000; // 04:00: one win at a low pressure reads 20×
+      f = withObservation(f, { day: '2026-11-20', slot: h, level: quantiseLevel(level), cover: 32 }, TZ, cfg);
+    }
+    const folded = foldObservations(f, TZ, cfg);
+    const at = (h: number) => levelOf(folded.hourOfDay[h] as number) as number;
+    expect(at(4) / at(10)).toBeGreaterThan(FIRST_DAY_PEAK * 0.97);
+    expect(at(4) / at(10)).toBeLessThan(FIRST_DAY_PEAK * 1.03);
+    // A later day is smoothed as usual (the outlier limit, not the first day's ceiling).
+    const g = foldObservations(
+      withObservation(
+        folded,
+        { day: '2026-11-21', slot: 4, level: quantiseLevel(40_000), cover: 32 },
+        TZ,
+        cfg,
+      ),
+      TZ,
+      cfg,
+    );
+    expect(levelOf(g.hourOfDay[4] as number) as number).toBeGreaterThan(at(4) * 1.5);
+  });
+});
+
 describe('day profile without materialising the fold', () => {
   it('equals the profile of the materialised forecast, bit for bit (random histories and pending observations)', () => {
     const random = prng(77);
     const days = ['2026-11-07', '2026-11-13', '2026-11-14', '2026-11-19', '2026-11-20', '2026-11-21'];
-    for (let trial = 0; trial < 300; trial++) {
-      let f = EMPTY_FORECAST;
+    for (let trial = 0; trial < 400; trial++) {
+      // A third start from a prior (prior.ts): its first fold rescales it to the observed level.
+      let f =
+        trial % 3 === 0
+          ? priorForecast(
+              Array.from({ length: 24 }, () => random()),
+              10 ** (2 + 4 * random()),
+            )
+          : EMPTY_FORECAST;
       const seen = Math.floor(random() * days.length);
       for (let d = 0; d < seen; d++) {
         const day = days[d] as string;
@@ -180,7 +314,8 @@ describe('day profile without materialising the fold', () => {
           const o = {
             day,
             slot: k,
-            level: quantiseLevel(10 ** (1 + 5 * random())),
+            // Some hours saw no demand at all (level 0).
+            level: quantiseLevel(random() < 0.1 ? 0 : 10 ** (1 + 5 * random())),
             cover: Math.floor(33 * random()),
           };
           f = withObservation(f, o, TZ, cfg);

@@ -24,6 +24,15 @@ export interface PlantOptions {
   /** Multiplies traffic over [fromMs, toMs). */
   readonly events?: readonly { fromMs: number; toMs: number; factor: number }[];
   readonly seed?: number;
+  /** Median bid at multiplier 1, micros per impression (σ 0.3). @default 1500 */
+  readonly valuationMicros?: number;
+  /** Micros per iPinYou price unit (the scenario's 10 × priceScale). @default the market's */
+  readonly microsPerUnit?: number;
+  /**
+   * Floats the guards hold, reported as leased: min(this, E − confirmed − in flight) (a guard holds
+   * about one float F; with several guards, their sum). @default 0
+   */
+  readonly floatsMicros?: number;
 }
 
 /** One plan in a market, stepped tick by tick. */
@@ -39,7 +48,7 @@ export class Plant<S, F> {
   /** Max |confirmed − E| / budget seen at minute samples since the last {@link resetDay}. */
   maxDeviation = 0;
   private readonly market: Market;
-  private readonly valuation = valuationSampler(1500);
+  private readonly valuation: ReturnType<typeof valuationSampler>;
   private readonly random;
   private pending: { at: number; price: number; bid: number }[] = [];
   private day: DayWindow | undefined;
@@ -68,7 +77,9 @@ export class Plant<S, F> {
       },
       auction: options.auction ?? 'second-price',
       seed: options.seed ?? 7,
+      ...(options.microsPerUnit === undefined ? {} : { microsPerUnit: options.microsPerUnit }),
     });
+    this.valuation = valuationSampler(options.valuationMicros ?? 1500);
     this.random = prng((options.seed ?? 7) + 1);
   }
 
@@ -91,7 +102,7 @@ export class Plant<S, F> {
           initialised: true,
           confirmedMicros: this.confirmed,
           inFlightMicros: this.inFlight,
-          leasedMicros: 0,
+          leasedMicros: this.leased(now),
         },
       },
       prev,
@@ -101,6 +112,13 @@ export class Plant<S, F> {
     this.forecast = r.forecast;
     this.params = r.params;
     return r.params;
+  }
+
+  private leased(now: number): number {
+    const floats = this.options.floatsMicros ?? 0;
+    if (floats === 0 || !this.params || this.params.day !== this.day?.day) return 0;
+    const e = Math.min(this.plan.dailyBudgetMicros, evaluateCurve(this.params.curve, now));
+    return Math.max(0, Math.min(floats, e - this.confirmed - this.inFlight));
   }
 
   private resetDay(day: DayWindow): void {

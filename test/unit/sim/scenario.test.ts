@@ -54,7 +54,7 @@ function errorOf(mutate: (s: Record<string, unknown>) => void): ScenarioError {
 }
 
 describe('scenario format', () => {
-  it('parses every shipped scenario (eight of one region, three of several)', () => {
+  it('parses every shipped scenario (eight of one region, four generated portfolios, three of several regions)', () => {
     const files = readdirSync(DIR).filter((f) => f.endsWith('.json'));
     expect(files.sort()).toEqual(
       [
@@ -63,6 +63,10 @@ describe('scenario format', () => {
         'fault-day',
         'mid-day-budget-cut',
         'normal-day',
+        'portfolio-evening-new',
+        'portfolio-first-day',
+        'portfolio-first-price',
+        'portfolio-no-loss-notices',
         'regions-flip',
         'regions-home-unreachable',
         'regions-lost',

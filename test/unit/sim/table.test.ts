@@ -19,6 +19,8 @@ function summary(over: Partial<StrategySummary>): StrategySummary {
     deviationMax: 0.03,
     deviationMaxAll: 0.3,
     deviationRmsMean: 0.1,
+    aheadMedianFillable: 0.004,
+    aheadMaxFillable: 0.02,
     minutesAliveMean: 1439,
     impressions: 1000,
     costPerImpression: 500,
@@ -64,11 +66,19 @@ describe('quality table', () => {
         slots: summary({ deviationMax: 0.12 }),
         linear: summary({ costPerImpression: 650 }),
       }),
+      line('t', 1, {
+        paceline: summary({ aheadMedianFillable: 0.0101 }),
+        asap,
+        linear: summary({ costPerImpression: 650 }),
+      }),
     ]);
     const rows = table.split('\n').slice(2);
     expect(rows.map((r) => r.split('|').at(-2)?.trim())).toEqual([
       '**not met**',
       'not met',
+      'not met',
+      'met',
+      '**not met**',
       'not met',
       'met',
     ]);

@@ -1,0 +1,93 @@
+/**
+ * The scorer's reference for "ahead": the curve a clairvoyant pacer that follows the traffic
+ * would publish — the plan's budget spread over its day (from its creation) in proportion to the
+ * market's expected requests (the scenario's hourly shape and its events; no minute or day noise,
+ * which nobody can foresee). Independent of what the pacer published, so spending ahead of the
+ * traffic (a burst after midnight, a flat first-day curve at night) shows even where the published
+ * curve let it through.
+ */
+import type { DayWindow } from '../shared/budget/time-zone.js';
+import { localHourOf, shapeAt, shapeMean } from './market/index.js';
+import type { Scenario } from './scenario.js';
+
+const MINUTE = 60_000;
+
+/** Cumulative expected requests of a day, minute by minute: `at(t)` ∈ [0, total]. */
+export interface TrafficDay {
+  readonly startMs: number;
+  readonly endMs: number;
+  /** Expected requests in [startMs, t). */
+  at(t: number): number;
+}
+
+/** A memo of {@link TrafficDay}s per day window of the scenario's traffic. */
+export function idealTraffic(scenario: Scenario): (day: DayWindow) => TrafficDay {
+  const t = scenario.traffic;
+  const mean = shapeMean(t.shape);
+  const days = new Map<number, TrafficDay>();
+  const expected = (minuteMs: number) => {
+    let factor = 1;
+    for (const e of t.events) if (minuteMs >= e.fromMs && minuteMs < e.toMs) factor *= e.factor;
+    return (shapeAt(t.shape, localHourOf(minuteMs + 30_000, scenario.timeZone)) / mean) * factor;
+  };
+  return (day) => {
+    const hit = days.get(day.startMs);
+    if (hit && hit.endMs === day.endMs) return hit;
+    const n = Math.ceil((day.endMs - day.startMs) / MINUTE);
+    const cum = new Float64Array(n + 1);
+    for (let i = 0; i < n; i++) cum[i + 1] = (cum[i] as number) + expected(day.startMs + i * MINUTE);
+    const traffic: TrafficDay = {
+      startMs: day.startMs,
+      endMs: day.endMs,
+      at(x) {
+        const m = (x - day.startMs) / MINUTE;
+        if (m <= 0) return 0;
+        if (m >= n) return cum[n] as number;
+        const i = Math.floor(m);
+        return (cum[i] as number) + ((cum[i + 1] as number) - (cum[i] as number)) * (m - i);
+      },
+    };
+    days.set(day.startMs, traffic);
+    return traffic;
+  };
+}
+
+/**
+ * The ideal curve of one plan-day, re-anchored like the controller's on a budget change: it
+ * passes through (anchor, value) and reaches the budget at the day's end in proportion to the
+ * expected traffic in between.
+ */
+export class IdealCurve {
+  private anchorMs: number;
+  private anchorMicros = 0;
+  private budget: number;
+
+  constructor(
+    private readonly traffic: TrafficDay,
+    fromMs: number,
+    budgetMicros: number,
+  ) {
+    this.anchorMs = Math.max(fromMs, traffic.startMs);
+    this.budget = budgetMicros;
+  }
+
+  /** E*(t) under the budget in force; a changed budget re-anchors at (t, E*(t)), capped at it. */
+  at(t: number, budgetMicros: number): number {
+    if (budgetMicros !== this.budget) {
+      const now = this.value(t);
+      this.anchorMs = Math.max(this.anchorMs, t);
+      this.anchorMicros = Math.min(now, budgetMicros);
+      this.budget = budgetMicros;
+    }
+    return this.value(t);
+  }
+
+  private value(t: number): number {
+    if (t <= this.anchorMs) return this.anchorMicros;
+    const a = this.traffic.at(this.anchorMs);
+    const total = this.traffic.at(this.traffic.endMs) - a;
+    if (!(total > 0)) return this.budget;
+    const share = Math.min(1, (this.traffic.at(t) - a) / total);
+    return this.anchorMicros + (this.budget - this.anchorMicros) * share;
+  }
+}
