@@ -13,6 +13,7 @@
  *   layout (day / hour / minute bucket sets per user) under the same workload;
  * - the raw pipelined Redis ceiling (bench/ceiling.ts), with ratios.
  */
+import { readFileSync } from 'node:fs';
 import { constants, PerformanceObserver } from 'node:perf_hooks';
 import { Redis } from 'ioredis';
 import { startRedis } from '../local/emulators/redis.js';
@@ -87,16 +88,11 @@ async function usedMemory(client: Redis): Promise<number> {
   return Number(/used_memory:(\d+)/.exec(info)?.[1] ?? Number.NaN);
 }
 
-/** The seed's layout: one set per user and day/hour/minute bucket; member = event bytes. */
-const BUCKET_INGEST_LUA = `
-local added = 0
-for i = 1, #KEYS do
-  local r = redis.call('SADD', KEYS[i], ARGV[2])
-  if i == 3 then added = r end
-  redis.call('PEXPIRE', KEYS[i], ARGV[1])
-end
-return added
-`;
+/**
+ * The seed's layout: one set per user and day/hour/minute bucket; member = event bytes. Read
+ * from beside this file: the benchmarks run from the repository only (tsx).
+ */
+const BUCKET_INGEST_LUA = readFileSync(new URL('./bucket-ingest.lua', import.meta.url), 'utf8');
 
 function bucketKeys(userId: string, ts: number): string[] {
   return [

@@ -13,6 +13,7 @@ import * as logs from 'aws-cdk-lib/aws-logs';
 import type * as sns from 'aws-cdk-lib/aws-sns';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
+import { LUA_BUNDLE_CONDITIONS, LUA_BUNDLE_LOADER } from '../../shared/redis/scripts/bundling.js';
 import type { AccessStatement } from '../../shared/region/access.js';
 import type { ResourceNames } from '../../shared/region/names.js';
 import type { FunctionSpec, KinesisSourceSpec } from '../../shared/region/resources.js';
@@ -136,6 +137,9 @@ export class PacelineFunction extends Construct {
         // ioredis and friends are CommonJS: give the ESM bundle a `require`.
         banner: "import { createRequire } from 'node:module';const require = createRequire(import.meta.url);",
         externalModules: ['@aws-sdk/*'],
+        // The Lua scripts go inside the bundle as text (shared/redis/scripts/bundling.ts).
+        loader: { ...LUA_BUNDLE_LOADER },
+        esbuildArgs: { '--conditions': LUA_BUNDLE_CONDITIONS.join(',') },
       },
     });
     // Tracing set on the resource, not through CDK's `tracing` prop, which would add its own

@@ -5,7 +5,7 @@
  * which matters when 72 pacer instances start together on a 2-core machine.
  *
  * Bundles live in `.local/bundles/` and are rebuilt only when one of their inputs changed (the
- * esbuild metafile's inputs, compared by mtime); writes are atomic (temp file + rename) so two
+ * esbuild metafile's inputs, compared by mtime; the Lua scripts are inputs too); writes are atomic (temp file + rename) so two
  * runners building at once cannot load half a file. A handler that cannot be bundled (e.g. not
  * written yet) is reported, and the caller runs it through `tsx` so the error appears at invoke
  * time exactly as without bundling.
@@ -13,6 +13,7 @@
 import { mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, relative, resolve } from 'node:path';
 import { build } from 'esbuild';
+import { LUA_BUNDLE_CONDITIONS, LUA_BUNDLE_LOADER } from '../../shared/redis/scripts/bundling.js';
 
 /** Where bundles go. */
 export function bundleDir(repoRoot: string): string {
@@ -86,6 +87,9 @@ export async function bundleModule(
     minifyWhitespace: true,
     minifySyntax: true,
     keepNames,
+    // The Lua scripts go inside the bundle as text (shared/redis/scripts/bundling.ts).
+    conditions: [...LUA_BUNDLE_CONDITIONS],
+    loader: { ...LUA_BUNDLE_LOADER },
     // CommonJS dependencies (ioredis…) need `require` inside an ESM bundle.
     banner: {
       js: "import { createRequire as __plCreateRequire } from 'node:module';const require = __plCreateRequire(import.meta.url);",

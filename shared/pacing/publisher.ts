@@ -1,7 +1,7 @@
 /**
- * Fenced publishing of a shard's pacing parameters: two typed Lua scripts over the shard's keys,
- * which all share the hash tag `{pp:<shard>}` (one slot, so each script is atomic in cluster mode
- * too).
+ * Fenced publishing of a shard's pacing parameters: two typed Lua scripts over the shard's keys
+ * (shared/redis/scripts/pacing-claim.lua, pacing-publish.lua), which all share the hash tag
+ * `{pp:<shard>}` (one slot, so each script is atomic in cluster mode too).
  *
  * - `ppClaim` — claims tick t for the shard with fence (g, o, e): accepted iff the fence is ≥ the
  *   stored one (lexicographically) and t > the stored tick. At most one publisher per
@@ -17,6 +17,7 @@
  */
 import type { Result } from 'ioredis';
 import type { RedisClient } from '../redis/connect.js';
+import { defineScripts } from '../redis/scripts/registry.js';
 import { type Fence, parseFence } from './fence.js';
 import { type ShardKeys, shardKeys } from './keys.js';
 
@@ -54,93 +55,9 @@ declare module 'ioredis' {
   }
 }
 
-const CLAIM_LUA = `
-local cur = redis.call('HMGET', KEYS[1], 'g', 'o', 'e', 't', 'p')
-local g, o, e, t = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local why = 'ok'
-if cur[1] then
-  local cg, co, ce, ct = tonumber(cur[1]) or -1, tonumber(cur[2]) or -1, tonumber(cur[3]) or -1, tonumber(cur[4]) or -1
-  if g < cg or (g == cg and (o < co or (o == co and e < ce))) then why = 'fence'
-  elseif t <= ct then why = 'tick' end
-end
-local ok = 0
-if why == 'ok' then
-  ok = 1
-  redis.call('HSET', KEYS[1], 'g', ARGV[1], 'o', ARGV[2], 'e', ARGV[3], 't', ARGV[4], 'p', ARGV[5], 'at', ARGV[6])
-end
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[7], '*', 'k', 'claim', 'ok', ok, 'why', why, 'by', ARGV[5],
-  'f', ARGV[1] .. '.' .. ARGV[2] .. '.' .. ARGV[3], 't', ARGV[4], 'at', ARGV[6])
-return {ok, why, cur[1] or '', cur[2] or '', cur[3] or '', cur[4] or '', cur[5] or ''}
-`;
-
-const PUBLISH_LUA = `
-local cur = redis.call('HMGET', KEYS[1], 'g', 'o', 'e', 't', 'p')
-local g, o, e, t, by, now = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
-local fence = g .. '.' .. o .. '.' .. e
-local n = tonumber(ARGV[12])
-if cur[1] ~= g or cur[2] ~= o or cur[3] ~= e or cur[4] ~= t or cur[5] ~= by then
-  redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[7], '*', 'k', 'publish', 'ok', 0, 'why', 'claim', 'by', by,
-    'f', fence, 't', t, 'at', now, 'n', n)
-  return {0, cur[1] or '', cur[2] or '', cur[3] or '', cur[4] or '', cur[5] or ''}
-end
--- splits one packed argument (parts joined by the unit separator, 31) into f[1..nf]
-local function split(packed)
-  local f, nf, pos = {}, 0, 1
-  if packed == '' then return f, 0 end
-  while true do
-    local sep = string.find(packed, '\\31', pos, true)
-    nf = nf + 1
-    if not sep then
-      f[nf] = string.sub(packed, pos)
-      return f, nf
-    end
-    f[nf] = string.sub(packed, pos, sep - 1)
-    pos = sep + 1
-  end
-end
-if ARGV[9] == '1' then redis.call('DEL', KEYS[4]) end
-local i = 13
-for c = 1, n do
-  local key = KEYS[5 + c]
-  -- one argument per campaign: mode, then field, value, …
-  local f, nf = split(ARGV[i])
-  i = i + 1
-  local mode = f[1]
-  if mode == 'F' then redis.call('DEL', key) end
-  if mode == 'P' then
-    -- a continuing publisher: version, fence and publisher are already this publish's
-    redis.call('HSET', key, 't', t, 'at', now, unpack(f, 2, nf))
-  else
-    redis.call('HSET', key, 'v', '2', 't', t, 'at', now, 'f', fence, 'by', by, unpack(f, 2, nf))
-    redis.call('PEXPIRE', key, ARGV[8])
-  end
-end
-for h = 2, 4 do
-  local f, nf = split(ARGV[i])
-  i = i + 1
-  -- HSET in slices: unpack has a stack limit
-  for s = 1, nf, 4000 do redis.call('HSET', KEYS[h], unpack(f, s, math.min(nf, s + 3999))) end
-end
-for h = 2, 4 do
-  local f, nf = split(ARGV[i])
-  i = i + 1
-  for s = 1, nf, 4000 do redis.call('HDEL', KEYS[h], unpack(f, s, math.min(nf, s + 3999))) end
-end
-if ARGV[10] == '1' then
-  -- the whole publish of tick t has landed (batches run in order on the shard's one node, and a
-  -- claim never returns once replaced, so every earlier batch was accepted): readers take the
-  -- shard's freshness from here (contract v2)
-  redis.call('HSET', KEYS[1], 'pt', t, 'pat', now, 'rp', ARGV[11])
-end
-redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[7], '*', 'k', 'publish', 'ok', 1, 'why', 'ok', 'by', by,
-  'f', fence, 't', t, 'at', now, 'n', n)
-return {1, cur[1], cur[2], cur[3], cur[4], cur[5]}
-`;
-
 /** Registers the pacing scripts on a client (idempotent). */
 export function definePacingCommands(redis: RedisClient): void {
-  redis.defineCommand('ppClaim', { numberOfKeys: 2, lua: CLAIM_LUA });
-  redis.defineCommand('ppPublish', { lua: PUBLISH_LUA });
+  defineScripts(redis, 'ppClaim', 'ppPublish');
 }
 
 /** A shard's claim as stored. */

@@ -8,9 +8,9 @@
  */
 import { pipelineByNode, type RedisClient } from '../redis/connect.js';
 import { type HashVisitor, hmgetCommand, parseIntBytes, RawHashReader } from '../redis/raw-hgetall.js';
-import { MAX_SLOT_STEPS, planDaySnapshot } from '../spend/live-counters.js';
+import { planDaySnapshot } from '../spend/live-counters.js';
 import { defaultInFlight, type InFlightConfig } from '../spend/reconcile.js';
-import { type ReleaseStats, releasableOf, stepReleaseStats } from '../spend/release.js';
+import { MAX_SLOT_STEPS, type ReleaseStats, releasableOf, stepReleaseStats } from '../spend/release.js';
 import type { AllocationFields, PlanSpendSnapshot } from './types.js';
 
 /** Reads plan-day spend snapshots. */

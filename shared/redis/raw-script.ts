@@ -66,7 +66,11 @@ export interface RawScript {
   readonly evalHead: string;
 }
 
-/** Prepares `lua` for {@link RawScriptCaller.call} (its SHA1 and the commands' fixed parts). */
+/**
+ * Prepares `lua` for {@link RawScriptCaller.call} (its SHA1 and the commands' fixed parts). The
+ * product's scripts come prepared from the script registry (`rawScriptOf` in
+ * shared/redis/scripts/registry.ts), which gives ioredis the same text.
+ */
 export function rawScript(name: string, lua: string, numberOfKeys: number): RawScript {
   const sha = createHash('sha1').update(lua).digest('hex');
   const keys = bulk(String(numberOfKeys));

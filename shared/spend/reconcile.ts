@@ -21,6 +21,7 @@ import type { Result } from 'ioredis';
 import type { ResolvedPlan } from '../budget/model.js';
 import { dayWindowOf } from '../budget/time-zone.js';
 import type { RedisClient } from '../redis/connect.js';
+import { defineScripts } from '../redis/scripts/registry.js';
 import type { Clock } from '../time/clock.js';
 import { noticeField, planDayKeys } from './keys.js';
 import type { LedgerEntry, SpendLedger } from './ledger.js';
@@ -90,15 +91,12 @@ export class RebuildUnavailableError extends Error {
   override readonly name = 'RebuildUnavailableError';
 }
 
-/** Releases a rebuild lock only if it is still ours (a lock that expired may belong to another). */
-const RELEASE_LUA = `
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-`;
-
 declare module 'ioredis' {
   interface RedisCommander<Context> {
-    /** KEYS: lock. ARGV: token. Deletes the lock if it holds the token. */
+    /**
+     * KEYS: lock. ARGV: token. Deletes the lock if it holds the token (a lock that expired may
+     * belong to another process).
+     */
     spendUnlock(lock: string, token: string): Result<number, Context>;
   }
 }
@@ -124,7 +122,7 @@ export class Reconciler {
     this.lockMs = options.rebuildLockMs ?? 30_000;
     this.pollMs = options.rebuildPollMs ?? 20;
     defineSpendCommands(options.redis);
-    options.redis.defineCommand('spendUnlock', { numberOfKeys: 1, lua: RELEASE_LUA });
+    defineScripts(options.redis, 'spendUnlock');
   }
 
   /** The ledger entries that count towards a plan on a day. */

@@ -4,7 +4,8 @@
  * that died, the share of a bid that no notice ever resolves (ρ = rf / rb, decayed sums over the
  * dead slots of what was still in flight at T and of what was bid), and the guards and the pacer
  * count in-flight less ρ × the live slots' bids — at most a cap (a fraction of the budget), which
- * is what the release can add to the overshoot bound. Pure: the lease script (live-counters.ts)
+ * is what the release can add to the overshoot bound. Pure: the lease script
+ * (shared/redis/scripts/spend-lease.lua, which receives these constants from the script registry)
  * computes the same in Lua, and the pacer's and the contract's readers with these functions.
  */
 
@@ -15,6 +16,13 @@
 export const RELEASE_DECAY = 0.9;
 /** Dead slots with bids (decayed) the statistics need before anything is released. */
 export const RELEASE_MIN_SLOTS = 3;
+/**
+ * Slots a lease call steps its running sums over (the dead slots since the last call, each one
+ * HMGET of its fields, folded into the release statistics); past this many (a plan-day idle for a
+ * long time) it sums the hash's fields instead and the dead slots' statistics are not learned.
+ * The lease script (`--@const MAX_SLOT_STEPS`) and the readers that mirror it use this value.
+ */
+export const MAX_SLOT_STEPS = 16;
 /**
  * Default cap of the release, as a fraction of a plan's daily budget: the most the guards and the
  * controller count less than every live in-flight amount, and so the most it adds to the

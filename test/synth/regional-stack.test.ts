@@ -1,5 +1,6 @@
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { App, Stack, Validations } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { Peer } from 'aws-cdk-lib/aws-ec2';
@@ -34,6 +35,8 @@ import {
   scheduledTargets,
   statementKeys,
 } from './support.js';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
 
 /** Builds and synthesizes the real app once (esbuild bundling costs seconds per function). */
 let stacks: RegionalStack[];
@@ -326,6 +329,29 @@ describe('regional stacks', () => {
           `log-group:/aws/lambda/paceline-${regionResources.functions[fnKey as FunctionKey].name}:*`,
         );
       }
+    }
+  });
+
+  it('bundles the Lua scripts into every function that uses Redis, as text (nothing read from disk)', () => {
+    const scripts = readdirSync(join(root, 'shared/redis/scripts')).filter((f) => f.endsWith('.lua'));
+    const template = templates[0] as Template;
+    const fns = Object.values(template.findResources('AWS::Lambda::Function'));
+    const users = Object.values(regionResources.functions).filter((spec) => spec.usesRedis);
+    expect(users.length).toBeGreaterThan(0);
+    for (const spec of users) {
+      const fn = fns.find((r) => r.Properties.FunctionName === `paceline-${spec.name}`);
+      const key = fn?.Properties.Code.S3Key as string;
+      const code = readFileSync(join(outdir, `asset.${key.replace(/\.zip$/, '')}`, 'index.mjs'), 'utf8');
+      // A line of each file that esbuild writes unescaped (the bundle holds each file as one string).
+      for (const file of scripts) {
+        const line = readFileSync(join(root, 'shared/redis/scripts', file), 'utf8')
+          .split('\n')
+          .find((l) => /^[ -~]{20,}$/.test(l) && !/['"`\\$]/.test(l)) as string;
+        expect(code.includes(line), `${spec.name}'s bundle holds ${file}`).toBe(true);
+      }
+      expect(code.includes('cannot be read ('), `${spec.name}'s bundle reads .lua files from disk`).toBe(
+        false,
+      );
     }
   });
 

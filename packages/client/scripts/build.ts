@@ -6,7 +6,8 @@
  *   cluster-key-slot) — all but the package's `dependencies` (ioredis), which stay imports. ioredis
  *   stays installed because a caller may pass its own client (`config.redis`) and the client tells
  *   a cluster from a single node with `instanceof Cluster`, which a second, bundled copy of ioredis
- *   would answer wrongly; its types are also part of the public API (`RedisClient`).
+ *   would answer wrongly; its types are also part of the public API (`RedisClient`). The Lua
+ *   scripts (shared/redis/scripts/*.lua) are inside it as text.
  * - `dist/types/`: tsc's declarations of the files the entry's declarations reach. The AWS SDK is
  *   not installed with the package, so the SDK client types they name resolve to
  *   `types/aws-sdk-clients.d.ts` (what Paceline calls on a client).
@@ -20,6 +21,7 @@ import { createRequire } from 'node:module';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type BuildOptions, build, type Metafile } from 'esbuild';
+import { LUA_BUNDLE_CONDITIONS, LUA_BUNDLE_LOADER } from '../../../shared/redis/scripts/bundling.js';
 
 export const packageDir = fileURLToPath(new URL('..', import.meta.url));
 export const repoRoot = resolve(packageDir, '../..');
@@ -52,6 +54,9 @@ export function bundleOptions(): BuildOptions & { metafile: true } {
     // The SDK's ES module builds: they tree-shake; the CommonJS ones are one file per package.
     mainFields: ['module', 'main'],
     external: dependencies(),
+    // The Lua scripts go inside the bundle as text (shared/redis/scripts/bundling.ts).
+    conditions: [...LUA_BUNDLE_CONDITIONS],
+    loader: { ...LUA_BUNDLE_LOADER },
     legalComments: 'eof',
     metafile: true,
     logLevel: 'warning',

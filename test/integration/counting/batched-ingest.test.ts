@@ -8,13 +8,9 @@
 import type { Cluster, Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { type DecodedRecord, decodeRecord } from '../../../shared/counting/schema.js';
-import {
-  ActionStore,
-  INGEST_LUA,
-  MAX_ARRIVALS_PER_CALL,
-  packArrivals,
-} from '../../../shared/counting/store.js';
+import { ActionStore, MAX_ARRIVALS_PER_CALL, packArrivals } from '../../../shared/counting/store.js';
 import { slotOf } from '../../../shared/redis/connect.js';
+import { luaScript } from '../../../shared/redis/scripts/registry.js';
 import { DAY_MS, HOUR_MS, ManualClock } from '../../../shared/time/clock.js';
 import { useRedis } from '../../support/redis.js';
 import { impressionWire } from './fixtures.js';
@@ -103,7 +99,7 @@ describe.each(['standalone', 'cluster'] as const)('batched ingest on %s Redis', 
       ]);
       const settings = `${40 * DAY_MS} ${DAY_MS} 0 1:59`;
       const call = node.eval(
-        INGEST_LUA,
+        luaScript('countingIngest').lua,
         2,
         `${prefix}:v2:{${a}}`,
         `${prefix}:v2:{${a}}:log`,
@@ -118,7 +114,7 @@ describe.each(['standalone', 'cluster'] as const)('batched ingest on %s Redis', 
       const alone = packArrivals([{ userId: a, maintain: true, members: [event(a, 1).member] }]);
       expect(
         await node.eval(
-          INGEST_LUA,
+          luaScript('countingIngest').lua,
           2,
           `${prefix}:v2:{${a}}`,
           `${prefix}:v2:{${a}}:log`,

@@ -2,7 +2,7 @@
  * Allocations in Redis (docs/spend.md, "Allocations"), on a real redis-server, standalone and a
  * 3-node cluster: the lease script grants only within min(E, a) while now ≤ ae, nothing for a
  * strict guard without `a`, and exactly as before without `a` and not strict — through both
- * transports (raw caller and ioredis `defineCommand`, the same LEASE_LUA); the allocation script
+ * transports (raw caller and ioredis `defineCommand`, the same spend-lease.lua); the allocation script
  * merges monotonically (a paused pacer's older view cannot raise a cap above a release), lowers to
  * max(target, committed now) and never below what guards hold, releases nothing while committed
  * is unknown (not initialised, rejoin grace) unless nothing was ever leased (`u`), and its fields

@@ -11,7 +11,7 @@
  * repository's own `dependencies` (so `npm ci` installs what the build reads). The packed-tarball
  * test checks the same at run time in a scratch project and measures what npm installs.
  */
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { builtinModules } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
@@ -53,7 +53,11 @@ async function graph() {
 async function bundle() {
   const result = await build({ ...bundleOptions(), write: false, logLevel: 'silent' });
   const [output] = Object.values(result.metafile.outputs);
-  return { output: output as NonNullable<typeof output>, bundled: bundledPackages(result.metafile) };
+  return {
+    output: output as NonNullable<typeof output>,
+    bundled: bundledPackages(result.metafile),
+    inputs: Object.keys(result.metafile.inputs),
+  };
 }
 
 const FORBIDDEN =
@@ -100,5 +104,14 @@ describe('paceline/client import graph', () => {
     expect(direct).toEqual(expect.arrayContaining(['@aws-sdk/client-dynamodb', '@aws-sdk/client-kinesis']));
     expect([...bundled.keys()].filter((p) => FORBIDDEN.test(p))).toEqual([]);
     expect([...bundled.keys()].filter((p) => p in client.dependencies)).toEqual([]);
+  }, 60_000);
+
+  it('carries the Lua scripts as text (shared/redis/scripts/*.lua), not a reader of files beside it', async () => {
+    const { inputs } = await bundle();
+    const scripts = readdirSync(`${repoRoot}shared/redis/scripts`).filter((f) => f.endsWith('.lua'));
+    expect(scripts.length).toBeGreaterThan(0);
+    for (const file of scripts) expect(inputs).toContain(`shared/redis/scripts/${file}`);
+    expect(inputs).toContain('shared/redis/scripts/files.bundled.ts');
+    expect(inputs).not.toContain('shared/redis/scripts/files.ts');
   }, 60_000);
 });

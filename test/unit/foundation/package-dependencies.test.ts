@@ -24,10 +24,12 @@ function sources(dir: string): string[] {
     .map((e) => join(e.parentPath, e.name));
 }
 
-/** The package a bare specifier names (`@scope/name/sub` → `@scope/name`), or undefined. */
+/**
+ * The package a bare specifier names (`@scope/name/sub` → `@scope/name`), or undefined (relative,
+ * Node built-in, or `#…`: the repository's own package.json `imports`).
+ */
 function packageOf(specifier: string): string | undefined {
-  if (specifier.startsWith('.') || specifier.startsWith('node:') || specifier.startsWith('/'))
-    return undefined;
+  if (/^(\.|\/|#|node:)/.test(specifier)) return undefined;
   const parts = specifier.split('/');
   return specifier.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0];
 }
