@@ -60,7 +60,6 @@ export {
 export type { CapCheckRequest } from '../../../shared/counting/store.js';
 export { PacelineError } from '../../../shared/errors.js';
 export { KinesisPutError } from '../../../shared/kinesis/producer.js';
-export { ControlParameterMissingError } from '../../../shared/pacing/control.js';
 export type { PacingStatus } from '../../../shared/pacing/reader.js';
 export { InvalidShardCountError } from '../../../shared/pacing/shard.js';
 export type { RedisConfig } from '../../../shared/redis/connect.js';

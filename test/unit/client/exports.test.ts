@@ -49,7 +49,6 @@ const VALUES = [
   'noticeUrls',
   'spendPartitionKey',
   // errors
-  'ControlParameterMissingError',
   'IamAuthTokenError',
   'InvalidActionFieldError',
   'InvalidBidInputError',
