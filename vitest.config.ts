@@ -1,12 +1,15 @@
 import { defineConfig } from 'vitest/config';
 
 /**
- * Three tiers, each its own project so CI can run them as separate steps:
+ * Five projects, each run as its own step:
  * - unit: pure logic, no network, no child processes;
  * - integration: real redis-server, dynalite, kinesalite and the local SSM endpoint,
  *   each test file starting the servers it needs on free loopback ports;
- * - soak: multi-process, time-compressed simulations (`*.soak.test.ts`), run alone;
+ * - soak: multi-process, time-compressed and simulated-day tests (`*.soak.test.ts`), one file at
+ *   a time after the integration tests;
+ * - quality: the market simulator's pacing-quality runs (`*.quality.test.ts`), outside `npm test`;
  * - synth: the CDK app synthesized once per file (esbuild bundling costs seconds).
+ * `npm test` runs unit, integration, soak and synth (package.json); `npm run test:quality` runs quality.
  */
 export default defineConfig({
   test: {
@@ -40,9 +43,9 @@ export default defineConfig({
         },
       },
       {
-        // The simulator's pacing-quality runs (issue 10): every strategy over a shipped scenario's
-        // days, several minutes of CPU each. Not part of `npm test` (hours on this machine, and
-        // issue 10's bounds do not hold on every scenario yet: docs/pacing-quality.md); run with
+        // The simulator's pacing-quality runs: each shipped scenario's days against the acceptance
+        // bounds (test/integration/sim/quality.ts), several minutes of CPU per strategy. Not part
+        // of `npm test` (hours on the 2-core machine, results in docs/pacing-quality.md); run with
         // `npm run test:quality`.
         test: {
           name: 'quality',

@@ -12,7 +12,7 @@
  *   npx tsx bench/controller-step.ts [--plans 100000] [--ticks 60]
  *
  * Prints one JSON line. The pacer's budget is 100,000 plans read + computed + published in
- * ≤ 2 s per tick (issue 9), so `step` must stay at a few µs.
+ * ≤ 2 s per tick (DESIGN.md "Performance targets"), so `step` must stay at a few µs.
  */
 import { parseArgs } from 'node:util';
 import { type PacingMode, type ResolvedPlan, resolvePlan } from '../shared/budget/model.js';

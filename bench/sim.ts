@@ -1,6 +1,6 @@
 /**
  * `npm run bench -- sim [--campaigns 1000] [--requests 10000000] [--hours 24]`: the market
- * simulator's speed on issue 10's workload — one day, 1,000 campaigns, 10 million auctioned
+ * simulator's speed on its target's workload — one day, 1,000 campaigns, 10 million auctioned
  * requests — with the Paceline strategy (the real pacer ticking every 10 s over every plan, the
  * reader and guard per bid, every notice through the tracker), on a real redis-server, beside the
  * raw-Redis ceiling measured in the same run.
@@ -123,7 +123,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
       leaseCalls: result.leaseCalls,
       ticks: result.ticks,
       wallSeconds: Math.round(result.wallMs / 100) / 10,
-      // The target's figure: only a run of exactly issue 10's workload (a whole day) carries it.
+      // The target's figure: only a run of exactly the target's workload (a whole day) carries it.
       dayWallSeconds: fullDay ? Math.round(result.wallMs / 100) / 10 : null,
       auctionsPerSec: Math.round(result.requests / (result.wallMs / 1000)),
       cpuSeconds: Math.round(result.cpuMs / 100) / 10,

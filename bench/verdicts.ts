@@ -21,7 +21,7 @@ export interface Verdict {
   readonly pass: boolean;
 }
 
-/** The targets of each benchmark (DESIGN.md; docs/benchmarks.md "Summary against targets"). */
+/** The targets of each benchmark (DESIGN.md; docs/benchmarks.md "Current figures against DESIGN.md targets"). */
 export const benchTargets: Readonly<Record<string, readonly BenchTarget[]>> = {
   counting: [
     {

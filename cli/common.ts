@@ -245,10 +245,10 @@ export function runCli(options: {
  * V8 flags of the simulator's process (`npm run sim`, `npm run bench -- sim`): a 64 MB
  * young-generation semi-space instead of 16 MB. A simulated day keeps many objects alive for a
  * few simulated seconds (tens to hundreds of real milliseconds: notices in flight, the pacer's
- * per-tick state, the readers' refreshed values); with 16 MB semi-spaces they outlived one or two
- * scavenges and were copied and promoted, and scavenges took ~5 ms each, ~12 % of the run. Only the
+ * per-tick state, the readers' refreshed values); with 16 MB semi-spaces they outlive one or two
+ * scavenges and are copied and promoted, and scavenges take ~5 ms each, ~12 % of the run. Only the
  * simulator's own process is tuned: the library's benchmarks run with Node's defaults, as an ad
- * server would (docs/pacing-quality.md, 2026-11-26).
+ * server would (docs/pacing-quality.md, "Speed").
  */
 export const SIM_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=64'];
 
@@ -270,7 +270,7 @@ export async function ensureNodeFlags(flags: readonly string[]): Promise<void> {
  * CDK ships the same modules to Lambda. Under `tsx` every function object created (each closure of
  * the guard, tracker and reader hot paths) also gets a `defineProperty` for its name; a simulated
  * day creates hundreds of millions of them (~10 % of the simulator's CPU; docs/pacing-quality.md,
- * 2026-11-26 fourth session). The bundle is cached in `.local/bundles/` and rebuilt when a source
+ * "Speed"). The bundle is cached in `.local/bundles/` and rebuilt when a source
  * changes. Returns only in the child; when bundling fails, falls back to {@link ensureNodeFlags}
  * (same flags, through `tsx`) with a note on stderr.
  */

@@ -12,9 +12,9 @@ import type { LedgerEntry, LedgerStore } from '../shared/spend/ledger.js';
  * dynalite would not take a simulated day's writes in test time.
  *
  * Entries are kept as columns per campaign-day (typed arrays, and an index from bid id to row),
- * not as the entry objects: a simulated day books millions of wins, and as objects they were
- * most of the old generation by the evening, which every scavenge and mark-compact then paid for
- * (docs/pacing-quality.md, 2026-11-26). Entries are rebuilt as objects when read back.
+ * not as the entry objects: a simulated day books millions of wins, and as objects they would be
+ * most of the old generation by the evening, which every scavenge and mark-compact pays for
+ * (docs/pacing-quality.md, "Speed"). Entries are rebuilt as objects when read back.
  */
 export function memoryLedger(): LedgerStore {
   const days = new Map<string, Map<string, LedgerDay>>();

@@ -12,8 +12,8 @@
  * depends on (spendApply, spendLease, reconcile on first use) on real Redis, at a day's volume
  * dynalite could not take in test time.
  *
- * Reused by the controller's tests (test/integration/pacing/) and meant to grow into the market
- * simulator of issue 10.
+ * Used by the controller's soak tests (test/integration/pacing/); the market simulator
+ * (sim/runner.ts) shares its ledger, day windows and notice batches (sim/engine-parts.ts).
  */
 import {
   type Account,

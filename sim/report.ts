@@ -1,5 +1,6 @@
 /**
- * The pacing-quality report: per campaign-day and aggregated per strategy, as issue 10 lists it.
+ * The pacing-quality report: per campaign-day and aggregated per strategy (DESIGN.md "Pacing
+ * quality"; docs/pacing-quality.md "The report").
  *
  * - utilisation = spent / budget (the budget in force at the day's end);
  * - overspend = max(0, spent − budget) / budget;

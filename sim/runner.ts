@@ -194,8 +194,8 @@ export interface RunOptions {
   /**
    * Write the guards' lease calls and the tracker's scripts while the second's loops still run
    * ({@link LeaseOverlap}), and await the notices' replies after the request loop; `false` writes
-   * them after each loop and awaits the notices before the request loop, as before 2026-11-26
-   * (fourth session). The outcome is the same either way (the determinism test compares them).
+   * them after each loop and awaits the notices before the request loop (Redis idles while the
+   * loop runs). The outcome is the same either way (the determinism test compares them).
    * @default true
    */
   readonly overlap?: boolean;
@@ -1012,7 +1012,7 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
   let lastLog = 0;
 
   // Off (`overlap: false`): commands written after each loop and notices awaited before the
-  // request loop, as before 2026-11-26 (fourth session).
+  // request loop.
   const overlapOn = options.overlap ?? true;
   const overlap = new LeaseOverlap(redis, overlapOn);
   // The ad servers' refresh-ahead of the last tick, while it is in flight.

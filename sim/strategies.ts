@@ -15,7 +15,7 @@
 import type { DayWindow } from '../shared/budget/time-zone.js';
 import type { PacingController, PlanStep, PlanTickInput } from '../shared/pacing/controller/api.js';
 import { daySlots } from '../shared/pacing/controller/day-slots.js';
-import { createPacingController } from '../shared/pacing/controller/index.js';
+import { createPacingController, type PacingControllerConfig } from '../shared/pacing/controller/index.js';
 import { createLinearController, type LinearState } from '../shared/pacing/controller/linear.js';
 import { pacingModeOf } from '../shared/pacing/modes.js';
 import type { CurvePoints } from '../shared/pacing/types.js';
@@ -78,10 +78,13 @@ export function createSlotsController(): PacingController<LinearState, never> {
 }
 
 /** The controller a strategy runs in the pacer. */
-export function controllerOf(strategy: StrategyName): PacingController<unknown, unknown> {
+export function controllerOf(
+  strategy: StrategyName,
+  paceline: Partial<PacingControllerConfig> = {},
+): PacingController<unknown, unknown> {
   switch (strategy) {
     case 'paceline':
-      return createPacingController() as PacingController<unknown, unknown>;
+      return createPacingController(paceline) as PacingController<unknown, unknown>;
     case 'slots':
       return createSlotsController() as PacingController<unknown, unknown>;
     default:

@@ -34,13 +34,17 @@ import { ShardLease } from '../../shared/pacing/lease.js';
 import { recordTick, recordTrailingSkips } from '../../shared/pacing/metrics.js';
 import type { TickOutcome } from '../../shared/pacing/pacer.js';
 import { ProcessTicks } from '../../shared/pacing/process-ticks.js';
-import { allocationSettingsFromEnv } from '../../shared/pacing/regions/allocation-config.js';
+import {
+  allocationSettingsFromEnv,
+  regionalReleaseCap,
+} from '../../shared/pacing/regions/allocation-config.js';
 import type { RegionalShardPacer } from '../../shared/pacing/regions/cross-region.js';
 import { regionalShardPacer } from '../../shared/pacing/regions/wiring.js';
 import { pacerConfigFromEnv, parsePacerInput } from '../../shared/pacing/settings.js';
 import { publisherIdOf } from '../../shared/pacing/status.js';
 import { connectRedis, redisConfigFromEnv } from '../../shared/redis/connect.js';
 import { parameterEnv, redisEnv, regionResources } from '../../shared/region/resources.js';
+import { DEFAULT_RELEASE_CAP } from '../../shared/spend/release.js';
 import { systemClock } from '../../shared/time/clock.js';
 
 const spec = regionResources.functions.pacer;
@@ -76,7 +80,14 @@ const peers = peerEndpointsFromEnv(config.region).map((e) => ({
 const allocationSettings = allocationSettingsFromEnv(config.region);
 const redis = connectRedis(redisConfigFromEnv());
 redis.on('error', (error: Error) => logger.warn('redis connection error', { error: error.message }));
-const controller = createPacingController() as PacingController<unknown, unknown>;
+// A region counts the in-flight release its guards count (their part of the cap, several regions).
+const controller = createPacingController({
+  releaseCap: regionalReleaseCap(
+    DEFAULT_RELEASE_CAP,
+    allocationSettings.mode,
+    allocationSettings.regions.length,
+  ),
+}) as PacingController<unknown, unknown>;
 /**
  * Distinguishes this process from another one running the same instance (publisher ids): the pid
  * (operators and tests map a publisher to its process) and a random part (pids are reused).

@@ -2,8 +2,8 @@
  * The pacer's control plane in SSM Parameter Store, read every tick by every instance:
  *
  * - `/paceline/<region>/publisher-region` — which region's pacer publishes into this region's
- *   cache; its version is the generation `g` of the fence (issue 11 moves publishing across
- *   regions). Today a pacer publishes only when it names its own region.
+ *   cache; its version is the generation `g` of the fence (a failover moves publishing across
+ *   regions by flipping it; shared/pacing/regions/cross-region.ts).
  * - `/paceline/<region>/pacer/leader-override/<shard>` — `auto` (the lease holder publishes) or
  *   an instance id; its version is `o` of the fence, so a change of the override outranks every
  *   claim made before it, without DynamoDB.

@@ -2,8 +2,8 @@
  * The fence every published write carries: the tuple (g, o, e) compared lexicographically, plus
  * the tick t.
  *
- * - g: generation — the version of the region's `publisher-region` SSM parameter (issue 11 moves
- *   publishing between regions by flipping it; a flip outranks every older claim);
+ * - g: generation — the version of the region's `publisher-region` SSM parameter (publishing moves
+ *   between regions by flipping it; a flip outranks every older claim);
  * - o: the version of the shard's leader-override SSM parameter (setting or clearing an override
  *   outranks every claim made before it, without DynamoDB);
  * - e: the lease epoch of the publisher (0 when an override names the publisher).

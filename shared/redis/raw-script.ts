@@ -12,8 +12,9 @@
  *   as ioredis's auto-pipelining does) and answered in order.
  * - Calls run in the order issued: a script's first call on a connection is an `EVAL` with its body
  *   (which loads it), the next ones `EVALSHA`. An `EVALSHA` answered `NOSCRIPT` would be sent
- *   again after the calls written meanwhile: the simulator's outcome then depended on when that
- *   reply was read (docs/pacing-quality.md, 2026-11-26, sixth session).
+ *   again after the calls written meanwhile, and the order of the calls (the simulator's outcome
+ *   with it) would depend on when that reply is read (docs/pacing-quality.md, "Deterministic
+ *   whatever the host's timing").
  * - `NOSCRIPT` (the node's scripts `SCRIPT FLUSH`ed while the connection stayed open): the call is
  *   sent again as `EVAL` with the script's body, on the same connection, which loads it for the
  *   calls after it — what ioredis's `defineCommand` does. The script did not run, so nothing runs

@@ -21,7 +21,11 @@
 import { type CampaignBudgets, plansForBid, type ResolvedPlan } from '../budget/model.js';
 import { defaultCurve, type TargetCurve } from '../budget/pacing.js';
 import { type DayWindow, dayWindow } from '../budget/time-zone.js';
-import { type AllocationConfig, defaultAllocation } from '../pacing/regions/allocation-config.js';
+import {
+  type AllocationConfig,
+  defaultAllocation,
+  regionalReleaseCap,
+} from '../pacing/regions/allocation-config.js';
 import type { RedisClient } from '../redis/connect.js';
 import type { Clock } from '../time/clock.js';
 import { firstLiveSlot, type PlanDayKeys, planDayKeys } from './keys.js';
@@ -281,6 +285,12 @@ export class BudgetGuard {
       throw new RangeError(`allocations is ${String(mode)}: give strict (several regions) or off.`);
     this.strict = mode === 'strict' ? '1' : '0';
     this.defaults = typeof a === 'string' || mode === 'off' ? undefined : a;
+    // Several regions: each region releases its part of the cap (the regions' count unknown —
+    // a region outside the deployment's list — releases nothing), so Σ stays within the cap.
+    if (mode === 'strict')
+      this.releaseCap = this.defaults
+        ? regionalReleaseCap(this.releaseCap, mode, this.defaults.config.regions.length)
+        : 0;
   }
 
   /** The floor and its lease a strict guard leases within while no allocation is stored. */

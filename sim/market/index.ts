@@ -1,6 +1,6 @@
 /**
- * A simple, reusable market for pacing simulations (the controller's tests now, the market
- * simulator of issue 10 later): per-minute bid-request traffic from an hourly shape with noise,
+ * A simple, reusable market for pacing simulations (the controller's soak tests and the market
+ * simulator): per-minute bid-request traffic from an hourly shape with noise,
  * competing bids sampled from real iPinYou clearing prices, second- or first-price auctions,
  * win/loss notices with delay, loss and duplication. Deterministic for a seed.
  */

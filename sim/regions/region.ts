@@ -18,7 +18,11 @@ import { ShardPacer } from '../../shared/pacing/pacer.js';
 import { PublishedReads } from '../../shared/pacing/published-reads.js';
 import { PacingReader, publishedCurve } from '../../shared/pacing/reader.js';
 import { AllocationAuthority } from '../../shared/pacing/regions/allocation-authority.js';
-import { type AllocationConfig, guardAllocations } from '../../shared/pacing/regions/allocation-config.js';
+import {
+  type AllocationConfig,
+  guardAllocations,
+  regionalReleaseCap,
+} from '../../shared/pacing/regions/allocation-config.js';
 import {
   PeerCaches,
   RegionalShardPacer,
@@ -32,6 +36,7 @@ import type { RedisClient } from '../../shared/redis/connect.js';
 import { BudgetGuard } from '../../shared/spend/guard.js';
 import type { LedgerStore } from '../../shared/spend/ledger.js';
 import { defaultInFlight, Reconciler } from '../../shared/spend/reconcile.js';
+import { DEFAULT_RELEASE_CAP } from '../../shared/spend/release.js';
 import { SpendTracker } from '../../shared/spend/tracker.js';
 import type { ManualClock } from '../../shared/time/clock.js';
 import { memoryLedger } from '../engine-parts.js';
@@ -167,7 +172,9 @@ export class SimRegion {
       shard: SHARD,
       region: this.name,
       redis: o.redis,
-      controller: controllerOf(o.strategy),
+      controller: controllerOf(o.strategy, {
+        releaseCap: regionalReleaseCap(DEFAULT_RELEASE_CAP, o.config.mode, o.config.regions.length),
+      }),
       budgets,
       spend,
       sharing: shares,

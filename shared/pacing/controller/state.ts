@@ -216,8 +216,8 @@ function encodeStateText(s: ControllerState, day: number, pend: number): string 
 /**
  * Room for the longest state (19 fields of at most 17 characters and their commas), written per
  * call and copied into one flat string. The pacer encodes every changed plan every tick; the
- * template string's 18-part rope, flattened later by the comparison and the join, cost ~3 µs per
- * plan (docs/benchmarks.md).
+ * template string's 18-part rope, flattened later by the comparison and the join, costs ~3 µs per
+ * plan (a CPU profile of `npm run bench -- pacer`).
  */
 const ENCODE_BUFFER = Buffer.alloc(19 * 18 + 2);
 

@@ -206,6 +206,16 @@ export function defaultAllocation(
 }
 
 /**
+ * One region's in-flight release cap (fraction of the budget; docs/spend.md "In flight without
+ * loss notices"): under strict allocations the single-region cap is split over the regions, so
+ * that their releases together add at most `cap` of the budget to the combined overshoot bound
+ * (docs/pacing.md, "The bound"); the guards and the controller of a region count the same.
+ */
+export function regionalReleaseCap(cap: number, mode: AllocationMode, regions: number): number {
+  return mode === 'strict' ? cap / Math.max(1, regions) : cap;
+}
+
+/**
  * What a budget guard of `region` needs (BudgetGuard's `allocations`): off, or the deployment's
  * allocation settings and its region (its floor before the pacer wrote an allocation).
  */

@@ -223,8 +223,8 @@ describe.each([
     // Dedup state is kept for retention + window; older occurrences are trimmed from the set. The
     // log keeps every counted member once plus the trimmed ones (garbage, I2) until it is compacted,
     // which the day's maintenance does when more than a quarter of it is garbage: after it, at most
-    // a quarter is. (Until 2026-11-26 this asserted no garbage at all; seed 1459261863 leaves one
-    // user with 18.75 %, correctly not compacted.)
+    // a quarter is. (Not "no garbage at all": seed 1459261863 leaves one user with 18.75 %,
+    // correctly not compacted.)
     const trimmed = clock.now() - 30 * DAY_MS - windowMs;
     let compacted = 0;
     for (const userId of log.userIds) {

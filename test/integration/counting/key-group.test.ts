@@ -1,8 +1,8 @@
 /**
  * A user's key group (occurrence set + log) with one key lost: the ingest script detects it on the
  * next write and rebuilds the missing key from the other before anything is counted, so
- * redeliveries and re-stamped copies stay duplicates (key schema v1 counted every redelivered event
- * again once its set was gone: issue 7's measurement). Losses come from DEL (each key alone) and
+ * redeliveries and re-stamped copies stay duplicates (without the repair every redelivered event
+ * counts again once its set is gone: docs/reliability.md, fault 2b). Losses come from DEL (each key alone) and
  * from real evictions: redis-server under `maxmemory` with `allkeys-random`, then the whole log
  * redelivered in its original order — every user's counts must equal the brute-force reference.
  */

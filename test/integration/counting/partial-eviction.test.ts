@@ -1,5 +1,5 @@
 /**
- * Issue 7, breakage 2 (counting half) and the action-time half of breakage 4, through the real
+ * docs/reliability.md, fault 2 (counting half) and the action-time half of fault 4, through the real
  * ingest-actions handler on real Redis: a user's keys are a group (the dedup set and the packed
  * log readers GET). With one of them gone — evicted, or deleted by hand — a redelivery must still
  * count once: the store notices the partial group and rebuilds the missing half instead of

@@ -1,5 +1,5 @@
 /**
- * Issue 7, breakage 3: records that used to be impossible to quarantine (and so took their whole
+ * docs/reliability.md, fault 3: records that are hard to quarantine (and would take their whole
  * batch to the on-failure destination) are quarantined, listed by `dead-letters list` and
  * replayable, through the real track-spend handler, dynalite and the S3 emulator:
  * - a 900 KB record (Kinesis allows 1 MB, a dead-letter item 400 KB) whose reason would also

@@ -1,5 +1,5 @@
 /**
- * Issue 7, breakage 6: a worker crash loop sends batches to the on-failure destination (metadata
+ * docs/reliability.md, fault 6: a worker crash loop sends batches to the on-failure destination (metadata
  * only: shard and sequence range). `dead-letters redrive` reads those entries, fetches the records
  * from the stream and puts them on it again; once the function works, nothing is lost, and a
  * second redrive (or the same entry re-driven twice) counts nothing twice. Both destinations:

@@ -118,9 +118,9 @@ describe('simulator determinism', () => {
     // The benchmark's market at a daytime rate (30 M requests a day, 1,000 campaigns), its first
     // 72 s: every plan-day starts, the first notices apply while leases are in flight. Through
     // proxies adding up to 0.25 … 4 ms per chunk, replies land at other points of the simulator's
-    // awaits. Before 2026-11-26 (sixth session) the raw script caller sent a script's first call as
-    // EVALSHA: its NOSCRIPT retry went after the lease calls written meanwhile, or before them when
-    // the reply was read during the refresh wait — these runs disagreed.
+    // awaits. A raw script caller that sends a script's first call as EVALSHA fails this: its
+    // NOSCRIPT retry goes after the lease calls written meanwhile, or before them when the reply
+    // is read during the refresh wait, and the runs disagree.
     const busy = benchScenario(1000, 30_000_000);
     const runBusy = async (client: RedisClient) => {
       await client.flushall();

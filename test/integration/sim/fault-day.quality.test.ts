@@ -1,5 +1,5 @@
 /**
- * Issue 10's pacing-quality bounds on sim/scenarios/fault-day.json (see quality.ts), and the
+ * The pacing-quality bounds on sim/scenarios/fault-day.json (see quality.ts), and the
  * faults themselves: the takeovers reloaded the stored state (leader killed, region flipped), the
  * old region's pacer was refused by the fence and none of its writes landed after the flip (the
  * shard's audit stream), and the live counters were rebuilt after Redis came back empty.

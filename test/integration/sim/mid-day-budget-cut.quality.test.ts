@@ -1,4 +1,4 @@
-/** Issue 10's pacing-quality bounds on sim/scenarios/mid-day-budget-cut.json (see quality.ts). */
+/** The pacing-quality bounds on sim/scenarios/mid-day-budget-cut.json (see quality.ts). */
 import { describe } from 'vitest';
 import { qualityBounds } from './quality.js';
 

@@ -19,7 +19,7 @@ import type { StrategyRun } from '../../../sim/runner.js';
 import { redisForFile } from '../pacing/simulation.js';
 
 /**
- * Bounds of issue 10's acceptance. A scenario may only loosen them for a measured, documented gap
+ * The acceptance bounds (DESIGN.md "Pacing quality"). A scenario may only loosen them for a measured, documented gap
  * (docs/pacing-quality.md "Results"), never silently.
  */
 export interface Bounds {

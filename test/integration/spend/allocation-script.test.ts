@@ -31,7 +31,7 @@ function leaseArgs(
   deltas: (string | number)[] = [],
   byDefault: [number, number] = [0, 0],
 ) {
-  return [now, '', expected, want, 1, 1000, KEEP, 0, strict ? '1' : '0', ...byDefault, ...deltas];
+  return [now, '', expected, want, 1, 1000, KEEP, 0, 0, strict ? '1' : '0', ...byDefault, ...deltas];
 }
 
 for (const mode of ['standalone', 'cluster'] as const) {
@@ -224,7 +224,13 @@ for (const mode of ['standalone', 'cluster'] as const) {
       const off = rawSpendSource(r.redis);
       const [stale, , clean] = await off.read([key, withSums, plain], NOW);
       expect(stale?.alloc?.a).toBe(9);
-      expect(clean).toEqual({ initialised: true, confirmedMicros: 5, inFlightMicros: 0, leasedMicros: 0 });
+      expect(clean).toEqual({
+        initialised: true,
+        confirmedMicros: 5,
+        inFlightMicros: 0,
+        leasedMicros: 0,
+        releasableMicros: 0,
+      });
       off.close();
     });
   });

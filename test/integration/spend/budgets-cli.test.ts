@@ -284,7 +284,7 @@ function cli(args: string[], childEnv: Record<string, string | undefined>) {
   });
 }
 
-describe('budgets CLI strict input (issue 7): each case is an error and writes nothing', () => {
+describe('budgets CLI strict input: each case is an error and writes nothing', () => {
   const planArgs = ['plan', 'put', '--level', 'campaign', '--account', 'acme', '--campaign', 'spring'];
   const snapshot = async () => JSON.stringify(await main(['plan', 'list', '--account', 'acme']));
 

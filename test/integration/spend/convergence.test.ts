@@ -1,5 +1,5 @@
 /**
- * Issue 7, breakage 1: Redis refuses writes (maxmemory reached, noeviction) for longer than the
+ * docs/reliability.md, fault 1: Redis refuses writes (maxmemory reached, noeviction) for longer than the
  * event source's retry budget. track-spend has written the ledger but not the live counters, and
  * the records end in the on-failure destination — the measured gap that made guards overspend.
  * With the spend outbox, every such win left an intent; after Redis accepts writes again the

@@ -1,5 +1,5 @@
 /**
- * Issue 7, breakages 2 (spend half), 4 and 5, against real Redis and dynalite:
+ * docs/reliability.md, faults 2 (spend half), 4 and 5, against real Redis and dynalite:
  * - a plan-day's notice-dedup hash lost alone (evicted / deleted) while its state survives: 50
  *   redelivered wins must not be counted again (the state counts the dedup fields it must find,
  *   a mismatch drops the sentinel and the plan-day is rebuilt from the ledger);

@@ -60,7 +60,7 @@ describe('dayWindow', () => {
   });
 });
 
-describe('canonical zones and calendar days (issue 7)', () => {
+describe('canonical zones and calendar days', () => {
   it('stores one spelling per zone and refuses offsets', async () => {
     const { canonicalTimeZone, InvalidTimeZoneError } = await import('../../../shared/budget/time-zone.js');
     expect(canonicalTimeZone('america/los_angeles')).toBe('America/Los_Angeles');

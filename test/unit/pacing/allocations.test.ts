@@ -15,6 +15,7 @@ import {
   homeOf,
   keepOf,
   reclaimDelayMs,
+  regionalReleaseCap,
 } from '../../../shared/pacing/regions/allocation-config.js';
 import {
   type AuthorityEntry,
@@ -101,6 +102,18 @@ describe('allocation settings', () => {
     expect(keepOf(BUDGET, B2, config)).toBe(12_500);
     // skew + lease-ahead (T by default) + T + replication margin
     expect(reclaimDelayMs(config)).toBe(5_000 + 600_000 + 600_000 + 5_000);
+  });
+});
+
+describe('in-flight release across regions', () => {
+  it('splits the release cap over the regions under strict allocations, so Σ stays within it', () => {
+    for (const n of [1, 2, 3, 5]) {
+      const each = regionalReleaseCap(0.0025, 'strict', n);
+      expect(each * n).toBeCloseTo(0.0025, 12);
+    }
+    // One region, or allocations off: the guard's own cap.
+    expect(regionalReleaseCap(0.0025, 'off', 3)).toBe(0.0025);
+    expect(regionalReleaseCap(0.0025, 'strict', 0)).toBe(0.0025);
   });
 });
 

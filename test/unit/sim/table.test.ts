@@ -1,7 +1,7 @@
 /**
  * The pacing-quality table (sim/table.ts): runs of the same scenario and seed merge into one row
  * group (strategies run separately, e.g. only Paceline again after a controller change), and each
- * strategy is marked against issue 10's bounds.
+ * strategy is marked against the acceptance bounds.
  */
 import { describe, expect, it } from 'vitest';
 import type { SimJson, StrategySummary } from '../../../sim/report.js';

@@ -1,5 +1,5 @@
 /**
- * The spend booking window (issue 7): times are checked against the consumer's clock — a bid or
+ * The spend booking window: times are checked against the consumer's clock — a bid or
  * notice further ahead than the skew, or a bid older than the maximum age, is rejected with its
  * own reason code (quarantined, never booked); reasons quote field values in bounded form.
  */
