@@ -13,7 +13,8 @@
  *   campaign put --id C --account A --name N [--status active|paused] [--mode …]
  *   campaign list --account A
  *   plan put     --level account|campaign|arm --account A [--campaign C] [--arm X]
- *                (--daily-budget 1000.50 | --daily-budget-micros 1000500000) [--pacing even|asap] [--mode …]
+ *                (--daily-budget 1000.50 | --daily-budget-micros 1000500000) [--pacing <mode>] [--mode …]
+ *                (pacing modes: shared/pacing/modes.ts; `budgets --help` lists them)
  *   plan list    --account A [--campaign C]
  *   reconcile    --campaign C [--day YYYY-MM-DD] [--force]   (needs REDIS_NODES/REDIS_MODE, SPEND_LEDGER_TABLE)
  *   reshard      --shards N   (re-tags every item for N pacer shards: step 2 of the re-shard procedure, docs/pacing.md)
@@ -22,8 +23,8 @@
 import { parseArgs } from 'node:util';
 import { dynamoDbClient, ssmClient } from '../shared/aws/clients.js';
 import {
+  type BudgetPlan,
   BudgetValidationError,
-  type PacingMode,
   type PlanLevel,
   plansForBid,
 } from '../shared/budget/model.js';
@@ -36,6 +37,7 @@ import {
 import { dayWindow, InvalidDayError, InvalidTimeZoneError, parseDay } from '../shared/budget/time-zone.js';
 import { InvalidEnvError, intEnv, MissingEnvError } from '../shared/config/env.js';
 import { ControlParameterMissingError, resolvePacerShards } from '../shared/pacing/control.js';
+import { type PacingMode, pacingModeIds } from '../shared/pacing/modes.js';
 import { connectRedis, type RedisConfig } from '../shared/redis/connect.js';
 import { regionResources, resourceName } from '../shared/region/resources.js';
 import { planDayKeys } from '../shared/spend/keys.js';
@@ -46,7 +48,7 @@ import { systemClock } from '../shared/time/clock.js';
 import { CliUsageError, EXIT, type ExitCodeOf, isUnreachable, joinNegativeValues, runCli } from './common.js';
 import { NO_SSM, redisOf, type TargetNeeds, targetOf } from './paceline/target.js';
 import { rehome } from './rehome.js';
-import { BUDGETS_USAGE } from './usage.js';
+import { BUDGETS_USAGE, budgetsUsage } from './usage.js';
 
 export { CliUsageError } from './common.js';
 export { BUDGETS_USAGE } from './usage.js';
@@ -75,7 +77,7 @@ const options = {
 
 function need(value: string | undefined, flag: string): string {
   if (value === undefined || value === '')
-    throw new CliUsageError(`--${flag} is required.\n${BUDGETS_USAGE}`);
+    throw new CliUsageError(`--${flag} is required.\n${budgetsUsage()}`);
   return value;
 }
 
@@ -152,6 +154,27 @@ function planIds(values: { level?: string; campaign?: string; arm?: string }) {
   };
 }
 
+/**
+ * The plan `plan put` writes, from its flags (strict: see {@link planIds}, {@link dollarsToMicros};
+ * `--pacing` is any mode of the registry, shared/pacing/modes.ts). The repository validates it.
+ */
+export function planFromFlags(values: {
+  level?: string;
+  account?: string;
+  campaign?: string;
+  arm?: string;
+  'daily-budget'?: string;
+  'daily-budget-micros'?: string;
+  pacing?: string;
+}): BudgetPlan {
+  return {
+    ...planIds(values),
+    accountId: need(values.account, 'account'),
+    dailyBudgetMicros: budgetMicros(values),
+    pacingMode: oneOf('pacing', values.pacing ?? 'even', pacingModeIds()) as PacingMode,
+  };
+}
+
 /** What a plan with a daily budget of 0 does (said with the result: 0 is not "paused"). */
 export const ZERO_BUDGET_NOTE =
   'daily budget 0: this plan spends nothing until it is raised (bids under it answer no-budget); ' +
@@ -175,7 +198,7 @@ export async function main(
   const single =
     (what === 'reconcile' || what === 'reshard' || what === 'rehome') && positionals.length === 1;
   if (!single && !known.includes(positionals.join(' '))) {
-    throw new CliUsageError(`Unknown command "${positionals.join(' ')}".\n${BUDGETS_USAGE}`);
+    throw new CliUsageError(`Unknown command "${positionals.join(' ')}".\n${budgetsUsage()}`);
   }
   // What this command reaches: the budgets table; SSM for the pacer shard count of a write
   // (unless PACER_SHARDS says it); Redis and the ledger for reconcile.
@@ -232,15 +255,7 @@ export async function main(
     if (what === 'campaign' && verb === 'list')
       return await repo.listCampaignIds(need(values.account, 'account'));
     if (what === 'plan' && verb === 'put') {
-      const plan = await repo.putPlan(
-        {
-          ...planIds(values),
-          accountId: need(values.account, 'account'),
-          dailyBudgetMicros: budgetMicros(values),
-          pacingMode: oneOf<PacingMode>('pacing', values.pacing, ['even', 'asap']),
-        },
-        mode,
-      );
+      const plan = await repo.putPlan(planFromFlags(values), mode);
       return plan.dailyBudgetMicros === 0 ? { ...plan, note: ZERO_BUDGET_NOTE } : plan;
     }
     if (what === 'plan' && verb === 'list')
@@ -273,7 +288,7 @@ export async function main(
         endpoints.region,
         redisOf(target),
       );
-    throw new CliUsageError(`Unknown command "${positionals.join(' ')}".\n${BUDGETS_USAGE}`);
+    throw new CliUsageError(`Unknown command "${positionals.join(' ')}".\n${budgetsUsage()}`);
   } finally {
     dynamodb.destroy();
   }

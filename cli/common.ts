@@ -5,8 +5,10 @@
  * endpoint variable was missing); human output, or JSON with `--json`; errors as one line (no
  * stack trace; `--debug` adds it) with the exit codes of {@link EXIT}.
  */
+
 import { fileURLToPath } from 'node:url';
 import { quietSdkNodeWarning } from '../shared/aws/endpoints.js';
+import { PacelineError } from '../shared/errors.js';
 
 /** Exit codes shared by the CLIs (documented in their `--help`). */
 export const EXIT = {
@@ -45,18 +47,21 @@ export function awsChosen(
 }
 
 /** Wrong command line or invalid input; the message says what to type. */
-export class CliUsageError extends Error {
+export class CliUsageError extends PacelineError {
   override readonly name: string = 'CliUsageError';
+  override readonly code: string = 'cli.usage';
 }
 
 /** A referenced account, campaign or plan does not exist (exit {@link EXIT.notFound}). */
-export class CliNotFoundError extends Error {
+export class CliNotFoundError extends PacelineError {
   override readonly name = 'CliNotFoundError';
+  override readonly code = 'cli.not-found';
 }
 
 /** Some items of a bulk operation failed; the result is still printed. */
-export class PartialFailureError extends Error {
+export class PartialFailureError extends PacelineError {
   override readonly name = 'PartialFailureError';
+  override readonly code = 'cli.partial-failure';
   constructor(
     message: string,
     readonly result: unknown,

@@ -44,6 +44,7 @@ export { DEAD_LETTERS_USAGE } from './usage.js';
 /** Wrong command line; the message says what to type. */
 export class DeadLettersUsageError extends CliUsageError {
   override readonly name = 'DeadLettersUsageError';
+  override readonly code = 'cli.dead-letters-usage';
 }
 
 const sources = streamFunctions;

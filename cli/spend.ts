@@ -9,7 +9,7 @@
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { dynamoDbClient, ssmClient } from '../shared/aws/clients.js';
-import type { CampaignBudgets, ResolvedPlan } from '../shared/budget/model.js';
+import type { CampaignBudgets, PacingMode, ResolvedPlan } from '../shared/budget/model.js';
 import { BudgetRepository } from '../shared/budget/repository.js';
 import { type DayWindow, dayWindow, dayWindowOf, parseDay } from '../shared/budget/time-zone.js';
 import { resolvePacerShards } from '../shared/pacing/control.js';
@@ -30,7 +30,7 @@ export interface PlanDayStatus {
   readonly plan: string;
   /** The advertiser's local day. */
   readonly day: string;
-  readonly pacingMode: 'even' | 'asap';
+  readonly pacingMode: PacingMode;
   readonly budgetMicros: number;
   /** False: nothing is initialised in Redis for the day yet (no spend, or a reset not rebuilt). */
   readonly initialised: boolean;

@@ -15,6 +15,7 @@
  * each function instance's output to `.paceline/logs/<region>/<function>-<pid>.log`, and
  * supervises the emulators: one that dies is reported and restarted on the same port.
  */
+
 import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -26,6 +27,7 @@ import {
   REGION_ENDPOINTS_ENV,
   REGIONS_ENV,
 } from '../shared/aws/clients.js';
+import { PacelineError } from '../shared/errors.js';
 import {
   defaultRegions,
   type FunctionKey,
@@ -669,8 +671,9 @@ interface CliOptions extends RuntimeOptions {
 }
 
 /** Bad command-line arguments. */
-export class UsageError extends Error {
+export class UsageError extends PacelineError {
   override readonly name = 'UsageError';
+  override readonly code = 'local.usage';
 }
 
 /** Set when the runner begins to stop (see the `log` and `alert` options of parseCli). */

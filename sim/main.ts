@@ -6,9 +6,11 @@
  * pacing-quality report. Exit codes: 0 done, 2 bad usage or invalid scenario, 1 the simulation
  * failed (redis-server missing, an unexpected error).
  */
+
 import { readFileSync, writeFileSync } from 'node:fs';
 import { ensureSimProcess } from '../cli/common.js';
 import { killServersOnSignal, type RunningRedis, startRedis } from '../local/emulators/redis.js';
+import { PacelineError } from '../shared/errors.js';
 import { connectRedis, type RedisClient } from '../shared/redis/connect.js';
 import { ManualClock } from '../shared/time/clock.js';
 import { renderHtml } from './html.js';
@@ -34,8 +36,9 @@ simulated clock; deterministic for a seed.
 
 Exit codes: 0 done, 2 bad usage or invalid scenario, 1 the simulation failed.`;
 
-class UsageError extends Error {
+class UsageError extends PacelineError {
   override readonly name = 'UsageError';
+  override readonly code = 'sim.usage';
 }
 
 interface Args {

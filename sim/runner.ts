@@ -35,6 +35,7 @@ import {
   type Account,
   type CampaignBudgets,
   campaignBudgets,
+  type PacingMode,
   type ResolvedPlan,
 } from '../shared/budget/model.js';
 import type { TargetCurve } from '../shared/budget/pacing.js';
@@ -456,7 +457,7 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
   const rcpu0 = await redisCpuMs(redis);
   const seed = options.seed ?? scenario.seed;
   const asap = strategy === 'asap';
-  const modeOf = (m: 'even' | 'asap') => (asap ? 'asap' : m);
+  const modeOf = (m: PacingMode): PacingMode => (asap ? 'asap' : m);
   const inFlight = defaultInFlight;
   const errors: string[] = [];
   const faultLog: string[] = [];

@@ -4,10 +4,13 @@
  * "Scenario format"). Shared by the scenario and its `regions` (`sim/regions/scenario.ts`).
  */
 import { canonicalTimeZone } from '../shared/budget/time-zone.js';
+import { PacelineError } from '../shared/errors.js';
+import { isPacingMode, type PacingMode, pacingModeIds } from '../shared/pacing/modes.js';
 
 /** Thrown for an invalid scenario; the message names the field (JSON path) and the fix. */
-export class ScenarioError extends Error {
+export class ScenarioError extends PacelineError {
   override readonly name = 'ScenarioError';
+  override readonly code = 'sim.scenario';
   constructor(
     readonly field: string,
     message: string,
@@ -115,10 +118,14 @@ export class Reader {
     return ms;
   }
 
-  mode(k: string, fallback: 'even' | 'asap'): 'even' | 'asap' {
+  /** A pacing mode of the registry (shared/pacing/modes.ts). */
+  mode(k: string, fallback: PacingMode): PacingMode {
     const v = this.obj[k] ?? fallback;
-    if (v !== 'even' && v !== 'asap')
-      throw new ScenarioError(this.at(k), `must be "even" or "asap" (got ${JSON.stringify(v)}).`);
+    if (!isPacingMode(v))
+      throw new ScenarioError(
+        this.at(k),
+        `must be a pacing mode: ${pacingModeIds().join(', ')} (got ${JSON.stringify(v)}).`,
+      );
     return v;
   }
 

@@ -8,6 +8,7 @@
  * crossing a DST change is unambiguous.
  */
 import { canonicalTimeZone, dayWindowOf, parseDay } from '../shared/budget/time-zone.js';
+import type { PacingMode } from '../shared/pacing/modes.js';
 import { type AuctionKind, IPINYOU_CAMPAIGNS, type NoticeOptions, SHAPES } from './market/index.js';
 import { generatePortfolio, type PortfolioSpec } from './portfolio.js';
 import { parseRegions, type ScenarioRegion } from './regions/scenario.js';
@@ -32,7 +33,7 @@ export interface ScenarioArm {
   /** Share of the campaign's eligible requests served by this arm (the arms' shares sum to 1). */
   readonly share: number;
   readonly budgetMicros: number;
-  readonly pacingMode: 'even' | 'asap';
+  readonly pacingMode: PacingMode;
 }
 
 /** A campaign of a scenario. */
@@ -40,7 +41,7 @@ export interface ScenarioCampaign {
   readonly id: string;
   readonly accountId: string;
   readonly budgetMicros: number;
-  readonly pacingMode: 'even' | 'asap';
+  readonly pacingMode: PacingMode;
   /** When it appears in the budgets (undefined: before the scenario starts). */
   readonly createdAtMs: number | undefined;
   readonly arms: readonly ScenarioArm[];
@@ -60,7 +61,7 @@ export interface ScenarioAccount {
   readonly id: string;
   readonly timeZone: string;
   readonly budgetMicros: number | undefined;
-  readonly pacingMode: 'even' | 'asap';
+  readonly pacingMode: PacingMode;
 }
 
 /** A budget change at an instant (campaign, arm or account plan). */

@@ -17,6 +17,7 @@ import type { PacingController, PlanStep, PlanTickInput } from '../shared/pacing
 import { daySlots } from '../shared/pacing/controller/day-slots.js';
 import { createPacingController, type PacingControllerConfig } from '../shared/pacing/controller/index.js';
 import { createLinearController, type LinearState } from '../shared/pacing/controller/linear.js';
+import { pacingModeOf } from '../shared/pacing/modes.js';
 import type { CurvePoints } from '../shared/pacing/types.js';
 
 /** Strategy names, in report order. */
@@ -51,7 +52,7 @@ export function slotsCurve(timeZone: string, day: DayWindow, budgetMicros: numbe
 
 /**
  * The slots controller: the linear baseline (throttle 1, multiplier 1, state = the day) with the
- * slots curve for `even` plans; the curve of a (zone, day, budget) is memoised and returned as the
+ * slots curve for plans of a `paced` mode (`even`; ASAP plans keep the whole budget); the curve of a (zone, day, budget) is memoised and returned as the
  * identical object, so the publisher rewrites it only when it changes.
  */
 export function createSlotsController(): PacingController<LinearState, never> {
@@ -62,7 +63,8 @@ export function createSlotsController(): PacingController<LinearState, never> {
     name: 'slots',
     step(input: PlanTickInput): PlanStep<LinearState, never> {
       const r = linear.step(input, undefined, undefined);
-      if (input.plan.pacingMode === 'asap') return r;
+      // A mode that does not steer (ASAP) keeps its ceiling; the others get the slots curve.
+      if (!pacingModeOf(input.plan.pacingMode).paced) return r;
       const key = `${input.plan.timeZone}|${input.day.startMs}|${r.params.budgetMicros}`;
       let curve = curves.get(key);
       if (!curve) {

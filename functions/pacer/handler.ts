@@ -218,6 +218,13 @@ export const handler = async (event: unknown, context?: Context) => {
       onTick: (outcome, skippedBefore) => {
         recordTick(metrics, outcome, skippedBefore, config.tickMs);
         logger.debug('tick', { shard: input.shard, instance: input.instanceId, ...summarize(outcome) });
+        if (outcome.invalidReason !== undefined) {
+          logger.warn('plans on the fail-safe', {
+            shard: input.shard,
+            plans: outcome.invalidParams,
+            first: outcome.invalidReason,
+          });
+        }
       },
     });
   } finally {

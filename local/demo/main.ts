@@ -4,10 +4,12 @@
  * an occasional poison record) until Ctrl-C. The target comes from the environment `npm start`
  * prints for each region; the demo never runs against AWS.
  */
+
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { EXIT } from '../../cli/common.js';
 import { quietSdkNodeWarning } from '../../shared/aws/endpoints.js';
+import { PacelineError } from '../../shared/errors.js';
 import { DemoTargetError, demoTargetFromEnv, describeDemoTarget } from './target.js';
 import { type DemoStats, EARLY_WINDOW_MS, startDemoTraffic } from './traffic.js';
 
@@ -27,8 +29,9 @@ export interface DemoArgs {
 }
 
 /** Wrong command line: exit 2, one line. */
-export class DemoUsageError extends Error {
+export class DemoUsageError extends PacelineError {
   override readonly name = 'DemoUsageError';
+  override readonly code = 'demo.usage';
 }
 
 export const DEMO_HELP = `Usage: npm run demo -- [options]

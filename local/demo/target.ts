@@ -3,15 +3,18 @@
  * prints ("Client env") and writes to `.paceline/<region>.env`. Never AWS: the demo writes
  * budgets and spend, so without a local endpoint it refuses (one line saying how to choose).
  */
+
 import { type AwsEndpoints, endpointsFromEnv } from '../../shared/aws/clients.js';
 import { InvalidEnvError } from '../../shared/config/env.js';
+import { PacelineError } from '../../shared/errors.js';
 import { type RedisConfig, redisConfigFromEnv } from '../../shared/redis/connect.js';
 
 type Env = Readonly<Record<string, string | undefined>>;
 
 /** No (complete) local target in the environment. Exit code 2. */
-export class DemoTargetError extends Error {
+export class DemoTargetError extends PacelineError {
   override readonly name = 'DemoTargetError';
+  override readonly code = 'demo.target';
 }
 
 /** A local region the demo drives. */

@@ -1,4 +1,5 @@
 import net from 'node:net';
+import { PacelineError } from '../../shared/errors.js';
 
 /** Asks the OS for a free loopback port (redis-server's `--port 0` disables TCP instead). */
 export async function freePort(): Promise<number> {
@@ -30,8 +31,9 @@ export async function assertPortsFree(ports: readonly number[]): Promise<void> {
 }
 
 /** Raised when a fixed port is taken; says what to do. */
-export class PortInUseError extends Error {
+export class PortInUseError extends PacelineError {
   override readonly name = 'PortInUseError';
+  override readonly code = 'local.port-in-use';
   constructor(
     readonly port: number,
     options?: { cause?: unknown },

@@ -7,18 +7,21 @@
  * ElastiCache node replaced without persistence would, and the spend path rebuilds its live
  * counters from the ledger; with one it replays its append-only file.
  */
+
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
+import { PacelineError } from '../../shared/errors.js';
 import { freePort } from './net.js';
 import { restartDelayMs, type SupervisionListener } from './supervision.js';
 import { watchProcess } from './watchdog.js';
 
 /** Raised when `redis-server` is not on PATH; the message says how to install it. */
-export class RedisServerMissingError extends Error {
+export class RedisServerMissingError extends PacelineError {
   override readonly name = 'RedisServerMissingError';
+  override readonly code = 'local.redis-server-missing';
   constructor() {
     super(
       'redis-server was not found on PATH. Paceline runs real Redis locally in place of ElastiCache.\n' +

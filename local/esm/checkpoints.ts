@@ -3,8 +3,10 @@
  * is done (processed, or handed to the on-failure destination). A restarted poller resumes
  * after it, as Lambda resumes a mapping after a redeploy.
  */
+
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { PacelineError } from '../../shared/errors.js';
 
 /** Where a mapping keeps its per-shard position. */
 export interface CheckpointStore {
@@ -38,8 +40,9 @@ export class MemoryCheckpointStore implements CheckpointStore {
 }
 
 /** A checkpoint was asked to move backwards: a poller bug, never a normal condition. */
-export class CheckpointRegressionError extends Error {
+export class CheckpointRegressionError extends PacelineError {
   override readonly name = 'CheckpointRegressionError';
+  override readonly code = 'local.checkpoint-regression';
   constructor(shardId: string, previous: string, next: string) {
     super(`Checkpoint of ${shardId} would move backwards from ${previous} to ${next}.`);
   }

@@ -26,6 +26,7 @@ import {
   ListShardsCommand,
   type ShardIteratorType,
 } from '@aws-sdk/client-kinesis';
+import { PacelineError } from '../../shared/errors.js';
 import type { KinesisSourceSpec } from '../../shared/region/resources.js';
 import { type Clock, systemClock } from '../../shared/time/clock.js';
 import type { InvokeResult, Invoker } from '../worker/invoker.js';
@@ -105,8 +106,9 @@ interface ShardState {
 }
 
 /** Raised by {@link KinesisPoller.waitForIdle} when the mapping does not catch up in time. */
-export class PollerNotIdleError extends Error {
+export class PollerNotIdleError extends PacelineError {
   override readonly name = 'PollerNotIdleError';
+  override readonly code = 'local.poller-not-idle';
 }
 
 /** Polls a Kinesis stream and invokes a function with Lambda's event-source-mapping semantics. */

@@ -4,6 +4,7 @@
  * built client would send to. `clients.ts` re-exports all of it; the operator CLI imports it
  * alone to decide and print its target before any SDK module loads.
  */
+import { PacelineError } from '../errors.js';
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -51,8 +52,9 @@ export interface AwsEndpoints {
 }
 
 /** A client was asked for a service a local target has no endpoint for (never AWS instead). */
-export class LocalEndpointMissingError extends Error {
+export class LocalEndpointMissingError extends PacelineError {
   override readonly name = 'LocalEndpointMissingError';
+  override readonly code = 'aws.local-endpoint-missing';
   constructor(readonly service: AwsService) {
     super(
       `No local endpoint for ${service} (${SERVICE_ENDPOINT_ENV[service]} unset): a local target never falls back to AWS.`,

@@ -4,10 +4,12 @@
  * currency. Plans store budgets only; spend is stored elsewhere (ledger, live counters) and the
  * remainder is always derived, so a mid-day budget change takes effect from what is left.
  */
+import { PacelineError } from '../errors.js';
+import { isPacingMode, type PacingMode, pacingModeIds } from '../pacing/modes.js';
 import { canonicalTimeZone, InvalidTimeZoneError } from './time-zone.js';
 
-/** How a plan's allowance grows over its day. */
-export type PacingMode = 'even' | 'asap';
+/** How a plan's allowance grows over its day: one of the registry's modes (shared/pacing/modes.ts). */
+export type { PacingMode } from '../pacing/modes.js';
 
 /** Level of a budget plan. */
 export type PlanLevel = 'account' | 'campaign' | 'arm';
@@ -64,8 +66,9 @@ export interface ResolvedPlan extends BudgetPlan {
 }
 
 /** Thrown when a budget object is invalid; the message names the field and what to do. */
-export class BudgetValidationError extends Error {
+export class BudgetValidationError extends PacelineError {
   override readonly name = 'BudgetValidationError';
+  override readonly code = 'budget.invalid';
   constructor(
     readonly field: string,
     message: string,
@@ -164,8 +167,11 @@ export function validatePlan(p: BudgetPlan): BudgetPlan {
     throw new BudgetValidationError('armId', `a ${p.level} plan has no arm: drop --arm, or use --level arm`);
   }
   assertBudgetMicros('dailyBudgetMicros', p.dailyBudgetMicros);
-  if (p.pacingMode !== 'even' && p.pacingMode !== 'asap') {
-    throw new BudgetValidationError('pacingMode', `${JSON.stringify(p.pacingMode)} must be "even" or "asap"`);
+  if (!isPacingMode(p.pacingMode)) {
+    throw new BudgetValidationError(
+      'pacingMode',
+      `${JSON.stringify(p.pacingMode)} is not a pacing mode: use ${pacingModeIds().join(', ')}`,
+    );
   }
   return p;
 }

@@ -3,10 +3,12 @@
  * leases only from the allowance R(t) = E(t) − C(t) (C = confirmed + weight × in-flight), so a
  * transient overshoot of the curve is paid back by pausing (seed write-up, "方案二").
  *
- * A curve is a pure function of (plan, day, now). Today: linear over the local day (`even`) and
- * the whole budget at once (`asap`). The pacer's published parameters plug in as another
- * {@link TargetCurve} (e.g. a traffic-shaped curve or a throttle factor) without touching the guard.
+ * A curve is a pure function of (plan, day, now). The default is the plan's mode's
+ * (shared/pacing/modes.ts): linear over the local day (`even`), the whole budget at once
+ * (`asap`). The pacer's published parameters plug in as another {@link TargetCurve} (e.g. a
+ * traffic-shaped curve or a throttle factor) without touching the guard.
  */
+import { safeCurvesOf } from '../pacing/modes.js';
 import type { ResolvedPlan } from './model.js';
 import type { DayWindow } from './time-zone.js';
 
@@ -23,17 +25,14 @@ export interface TargetCurve {
 }
 
 /** E(t) = budget × elapsed / day length (the day may be 23, 24 or 25 hours). */
-export function linearExpected(budgetMicros: number, day: DayWindow, nowMs: number): number {
-  if (nowMs <= day.startMs) return 0;
-  if (nowMs >= day.endMs) return budgetMicros;
-  return Math.floor((budgetMicros * (nowMs - day.startMs)) / (day.endMs - day.startMs));
-}
+export { linearExpected } from '../pacing/controller/curve.js';
 
-/** The default curve: linear for `even` plans, the whole budget for `asap` plans. */
+/**
+ * The default curve: each mode's default E(t) (shared/pacing/modes.ts): linear for `even` plans,
+ * the whole budget for `asap` plans; linear for a mode this process does not know.
+ */
 export const defaultCurve: TargetCurve = {
   expectedMicros(plan, day, nowMs) {
-    return plan.pacingMode === 'asap'
-      ? plan.dailyBudgetMicros
-      : linearExpected(plan.dailyBudgetMicros, day, nowMs);
+    return safeCurvesOf(plan.pacingMode).defaultExpectedMicros(plan.dailyBudgetMicros, day, nowMs);
   },
 };

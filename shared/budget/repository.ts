@@ -19,6 +19,7 @@
  * need the region's shard count N (`pacerShards`); see docs/pacing.md for how N is found and
  * changed.
  */
+
 import { ConditionalCheckFailedException, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import {
   BatchGetCommand,
@@ -29,6 +30,7 @@ import {
   ScanCommand,
   UpdateCommand,
 } from '@aws-sdk/lib-dynamodb';
+import { PacelineError } from '../errors.js';
 import { accountShardKey } from '../pacing/shard.js';
 import {
   type Account,
@@ -57,8 +59,9 @@ export interface BudgetRepositoryOptions {
 }
 
 /** Thrown when a write cannot tag its item with a pacer shard (no shard count configured). */
-export class BudgetShardingError extends Error {
+export class BudgetShardingError extends PacelineError {
   override readonly name = 'BudgetShardingError';
+  override readonly code = 'budget.sharding';
 }
 
 /** Name of the budgets table's index by pacer shard (keys `pacerShard`, `updatedAt`). */
@@ -78,13 +81,15 @@ export type BudgetItem = Record<string, unknown> & {
 };
 
 /** Thrown when an item to create exists already, or an update lost an optimistic-concurrency race. */
-export class BudgetConflictError extends Error {
+export class BudgetConflictError extends PacelineError {
   override readonly name = 'BudgetConflictError';
+  override readonly code = 'budget.conflict';
 }
 
 /** Thrown when a referenced account or campaign does not exist. */
-export class BudgetNotFoundError extends Error {
+export class BudgetNotFoundError extends PacelineError {
   override readonly name = 'BudgetNotFoundError';
+  override readonly code = 'budget.not-found';
 }
 
 /** How a write treats an existing item. */

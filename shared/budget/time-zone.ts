@@ -3,10 +3,12 @@
  * so a day is 23, 24 or 25 hours long around DST switches. Pure functions over `Intl` (no
  * dependency); results are cached per zone because `Intl.DateTimeFormat` is slow to build.
  */
+import { PacelineError } from '../errors.js';
 
 /** Thrown for a time zone name `Intl` does not know. */
-export class InvalidTimeZoneError extends Error {
+export class InvalidTimeZoneError extends PacelineError {
   override readonly name = 'InvalidTimeZoneError';
+  override readonly code = 'budget.invalid-time-zone';
   constructor(
     readonly timeZone: string,
     options?: { cause?: unknown },
@@ -68,8 +70,9 @@ export function canonicalTimeZone(timeZone: string): string {
 }
 
 /** Thrown for a day that is not a real calendar date `YYYY-MM-DD`. */
-export class InvalidDayError extends RangeError {
+export class InvalidDayError extends PacelineError {
   override readonly name = 'InvalidDayError';
+  override readonly code = 'budget.invalid-day';
 }
 
 /** Parses `YYYY-MM-DD`, refusing dates that do not exist (2026-13-45, 2026-02-29). */

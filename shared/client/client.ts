@@ -12,6 +12,7 @@
  * Background failures never throw on the request path: it answers conservatively and reports
  * them to `onError`.
  */
+
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { dynamoDbClient, kinesisClient, ssmClient } from '../aws/clients.js';
 import type { CampaignBudgets } from '../budget/model.js';
@@ -19,6 +20,7 @@ import { BudgetRepository } from '../budget/repository.js';
 import type { CapCheckResult } from '../counting/query.js';
 import { type ActionEvent, encodeActionEvent } from '../counting/schema.js';
 import { ActionStore, type CapCheckRequest } from '../counting/store.js';
+import { PacelineError } from '../errors.js';
 import { KinesisProducer, type KinesisPutError } from '../kinesis/producer.js';
 import { paceBid } from '../pacing/ad-server.js';
 import { resolvePacerShards } from '../pacing/control.js';
@@ -80,8 +82,9 @@ export interface TrackResult {
 }
 
 /** A bid request the client refuses (a programming error in the caller, not a runtime fault). */
-export class InvalidBidInputError extends TypeError {
+export class InvalidBidInputError extends PacelineError {
   override readonly name = 'InvalidBidInputError';
+  override readonly code = 'client.invalid-bid-input';
 }
 
 /** The ad-server client; build it with {@link createPacelineClient}. */

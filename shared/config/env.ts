@@ -3,10 +3,12 @@
  * these helpers so a missing setting fails the cold start with a message naming the variable,
  * instead of surfacing later as `undefined` deep inside a request.
  */
+import { PacelineError } from '../errors.js';
 
 /** Thrown when a required environment variable is unset or empty. */
-export class MissingEnvError extends Error {
+export class MissingEnvError extends PacelineError {
   override readonly name = 'MissingEnvError';
+  override readonly code = 'config.missing-env';
   constructor(readonly variable: string) {
     super(
       `Environment variable ${variable} is not set. Set it in the function's environment ` +
@@ -16,8 +18,9 @@ export class MissingEnvError extends Error {
 }
 
 /** Thrown when an environment variable is set but cannot be parsed. */
-export class InvalidEnvError extends Error {
+export class InvalidEnvError extends PacelineError {
   override readonly name = 'InvalidEnvError';
+  override readonly code = 'config.invalid-env';
   constructor(
     readonly variable: string,
     readonly value: string,

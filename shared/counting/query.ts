@@ -8,6 +8,7 @@
  * trimmed them yet). Duplicates do not exist at this point: the store's log holds each counted
  * occurrence once (an event identity once per dedup window).
  */
+import { PacelineError } from '../errors.js';
 import {
   ACTIONS,
   actionEventSchema,
@@ -49,8 +50,9 @@ export interface RangeCount extends TimeRange {
 }
 
 /** Thrown for a query that cannot be answered as asked; the message says what to change. */
-export class InvalidCountQueryError extends Error {
+export class InvalidCountQueryError extends PacelineError {
   override readonly name = 'InvalidCountQueryError';
+  override readonly code = 'counting.invalid-query';
 }
 
 function specOf(schema: EventSchema, name: string, where: string): FieldSpec {
@@ -98,7 +100,7 @@ function keyAt(buf: Buffer, offset: number, width: number): ValueKey {
   return `s${buf.toString('latin1', offset, offset + width)}`;
 }
 
-/** The key of a caller-given value of a dimension (throws RangeError naming the field). */
+/** The key of a caller-given value of a dimension (throws InvalidActionFieldError naming the field). */
 function valueKey(spec: FieldSpec, value: unknown): ValueKey {
   // Fast paths (a cap check keys hundreds of caps): equal to what keyAt gives for the bytes.
   if (spec.kind === 'id') {
@@ -166,8 +168,9 @@ export function spanOf(queries: readonly CountQuery[]): TimeRange {
 }
 
 /** Thrown when a user's event log holds a layout version this reader does not know. */
-export class UnreadableEventLogError extends Error {
+export class UnreadableEventLogError extends PacelineError {
   override readonly name = 'UnreadableEventLogError';
+  override readonly code = 'counting.unreadable-event-log';
 }
 
 /** The accessors of the layout version at `pos`, built on first sight (unknown version → throws). */

@@ -21,6 +21,7 @@
  * (appended before the user id). Old records keep decoding; readers give a dimension an event's
  * version lacks its zero value.
  */
+import { PacelineError } from '../errors.js';
 import { MalformedRecordError } from '../quarantine/quarantine.js';
 
 /** How a field's bytes are interpreted. */
@@ -241,8 +242,26 @@ export interface ActionEvent {
 
 const U64_MAX = (1n << 64n) - 1n;
 
+/**
+ * A value a caller gave for an action event (`sendAction`, `encodeActionEvent`) or a cap check's
+ * entities that cannot be encoded or would be refused by the ingest function; the message names
+ * the field and what to send instead. (The ingest function's own refusals are {@link ActionEventError}s.)
+ */
+export class InvalidActionFieldError extends PacelineError {
+  override readonly name = 'InvalidActionFieldError';
+  override readonly code = 'counting.invalid-field-value';
+  constructor(
+    /** The field at fault (`userId`, `campaign`, `timestamp`…). */
+    readonly field: string,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
 function fail(field: string, problem: string): never {
-  throw new RangeError(`Action event field "${field}" ${problem}`);
+  throw new InvalidActionFieldError(field, `Action event field "${field}" ${problem}`);
 }
 
 function toU64(field: string, value: unknown): bigint {
@@ -264,7 +283,7 @@ function toU64(field: string, value: unknown): bigint {
 
 /**
  * Encodes a field value to its raw bytes (as a latin1 string, the form filters compare against).
- * Throws RangeError naming the field for values that cannot be encoded.
+ * Throws {@link InvalidActionFieldError} naming the field for values that cannot be encoded.
  */
 export function rawValue(spec: FieldSpec, value: unknown): string {
   const buf = Buffer.alloc(spec.width);
@@ -319,7 +338,11 @@ function writeField(buf: Buffer, offset: number, spec: FieldSpec, value: unknown
   }
 }
 
-/** Encodes an event in the schema's current layout. Throws RangeError naming the bad field. */
+/**
+ * Encodes an event in the schema's current layout. Throws {@link InvalidActionFieldError} naming
+ * the bad field (what the ingest function would quarantine is refused here, its
+ * {@link ActionEventError} as the `cause`).
+ */
 export function encodeActionEvent(event: ActionEvent, schema: EventSchema = actionEventSchema): Buffer {
   const layout = schema.current;
   const buf = Buffer.alloc(layout.recordLength);
@@ -331,7 +354,7 @@ export function encodeActionEvent(event: ActionEvent, schema: EventSchema = acti
   }
   writeField(buf, layout.memberLength, USER_ID_FIELD, event.userId);
   const error = validateRecord(buf, layout);
-  if (error) throw new RangeError(error.message);
+  if (error) throw new InvalidActionFieldError(error.field ?? 'record', error.message, { cause: error });
   return buf;
 }
 

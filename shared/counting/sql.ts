@@ -14,13 +14,15 @@
  * Without a lower time bound the range starts at the retention horizon.
  */
 
+import { PacelineError } from '../errors.js';
 import { DAY_MS, HOUR_MS, MINUTE_MS } from '../time/clock.js';
 import type { CountQuery, DimensionFilter } from './query.js';
 import { actionEventSchema, type EventSchema } from './schema.js';
 
 /** Thrown for text that is not a valid count query; the message shows where and what was expected. */
-export class CountQuerySyntaxError extends Error {
+export class CountQuerySyntaxError extends PacelineError {
   override readonly name = 'CountQuerySyntaxError';
+  override readonly code = 'counting.query-syntax';
   constructor(
     readonly position: number,
     message: string,

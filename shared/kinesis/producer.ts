@@ -17,15 +17,16 @@
  * records (code `ProducerFull`) once `maxWaitingRecords` are already waiting.
  */
 import { type KinesisClient, PutRecordsCommand, type PutRecordsCommandOutput } from '@aws-sdk/client-kinesis';
+import { PacelineError } from '../errors.js';
 import { type AggregationOptions, aggregateRecords, type ProducerRecord } from './aggregation.js';
 
 export type { ProducerRecord } from './aggregation.js';
 
 /** Raised for records that could not be put; `code` is Kinesis's ErrorCode or the error's name. */
-export class KinesisPutError extends Error {
+export class KinesisPutError extends PacelineError {
   override readonly name = 'KinesisPutError';
   constructor(
-    readonly code: string,
+    override readonly code: string,
     message: string,
     options?: { cause?: unknown },
   ) {

@@ -21,17 +21,19 @@
  * completed publish, fields `pt` / `pat` / `rp` of `pp:1:{pp:<shard>}:claim`
  * ({@link decodeShardPublish}, {@link effectivePublish}).
  */
-import type { PacingMode } from '../budget/model.js';
 import type { DayWindow } from '../budget/time-zone.js';
+import { PacelineError } from '../errors.js';
 import { type Fence, parseFence } from './fence.js';
+import { isPacingMode, type PacingMode } from './modes.js';
 import type { CurvePoints, PlanPacingParams } from './types.js';
 
 /** Contract version written in field `v`. */
 export const PACING_CONTRACT_VERSION = 2;
 
 /** Thrown when a controller's output cannot be published (e.g. a NaN throttle). */
-export class InvalidPacingParamsError extends Error {
+export class InvalidPacingParamsError extends PacelineError {
   override readonly name = 'InvalidPacingParamsError';
+  override readonly code = 'pacing.invalid-params';
 }
 
 /** Formats a factor with at most 6 decimals (plain decimal, no exponent). */
@@ -55,7 +57,7 @@ export function assertPublishable(p: PlanPacingParams): void {
     p.bidMultiplier <= 100 &&
     Number.isSafeInteger(p.budgetMicros) &&
     p.budgetMicros >= 0 &&
-    (p.mode === 'even' || p.mode === 'asap') &&
+    isPacingMode(p.mode) &&
     validDays.has(p.day) &&
     validCurves.has(p.curve)
   ) {
@@ -68,7 +70,7 @@ export function assertPublishable(p: PlanPacingParams): void {
   if (!(Number.isFinite(p.bidMultiplier) && p.bidMultiplier > 0 && p.bidMultiplier <= 100))
     bad(`bid multiplier ${p.bidMultiplier} is outside (0, 100]`);
   if (!Number.isSafeInteger(p.budgetMicros) || p.budgetMicros < 0) bad(`budget ${p.budgetMicros} micros`);
-  if (p.mode !== 'even' && p.mode !== 'asap') bad(`mode ${String(p.mode)}`);
+  if (!isPacingMode(p.mode)) bad(`mode ${String(p.mode)} is not a pacing mode this version knows`);
   if (!validDays.has(p.day)) {
     if (!/^\d{4}-\d{2}-\d{2}$/.test(p.day)) bad(`day ${p.day}`);
     if (validDays.size > 1_000) validDays.clear();
@@ -144,11 +146,10 @@ export interface PublishedCampaign {
 }
 
 /** Why a hash could not be decoded. */
-export class PacingDecodeError extends Error {
+export class PacingDecodeError extends PacelineError {
   override readonly name = 'PacingDecodeError';
+  override readonly code = 'pacing.decode';
 }
-
-const MODES = new Set<PacingMode>(['even', 'asap']);
 
 /** Day strings already checked by a decode (a handful are live at any time). */
 const decodedDays = new Set<string>();
@@ -197,12 +198,18 @@ function decodePlan(
     !(throttle >= 0 && throttle <= 1) ||
     !(bidMultiplier > 0 && Number.isFinite(bidMultiplier)) ||
     !Number.isSafeInteger(budgetMicros) ||
-    !MODES.has(mode) ||
+    !isPacingMode(mode) ||
     !isDay(day) ||
     !Number.isSafeInteger(startMs) ||
     !Number.isSafeInteger(endMs) ||
     !curve
   ) {
+    if (!isPacingMode(mode) && /^[a-z][a-z0-9-]*$/.test(mode)) {
+      // A well-formed mode of another version: say so (the campaign's plans get the fail-safe).
+      throw new PacingDecodeError(
+        `plan ${planId}: pacing mode ${JSON.stringify(mode)} is not known to this version: deploy readers that know a mode before any plan uses it (docs/pacing.md, "Adding a pacing mode")`,
+      );
+    }
     throw new PacingDecodeError(`plan ${planId}: malformed parameters ${JSON.stringify(params)}`);
   }
   return {

@@ -12,7 +12,9 @@
  * the snapshot says so): the override keeps working through a DynamoDB outage, and an SSM outage
  * alone changes nothing. A process that never read SSM has no snapshot and does not publish.
  */
+
 import { GetParameterCommand, GetParametersCommand, type SSMClient } from '@aws-sdk/client-ssm';
+import { PacelineError } from '../errors.js';
 import {
   AUTO_LEADER,
   leaderOverridePath,
@@ -39,8 +41,9 @@ export interface ControlSnapshot {
 }
 
 /** Thrown when a control parameter is missing (the region was not provisioned from its description). */
-export class ControlParameterMissingError extends Error {
+export class ControlParameterMissingError extends PacelineError {
   override readonly name = 'ControlParameterMissingError';
+  override readonly code = 'pacing.control-parameter-missing';
 }
 
 /** Options of {@link PacerControl}. */

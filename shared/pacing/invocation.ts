@@ -28,14 +28,16 @@
  *   failed ticks, its cause the first error — thrown, never swallowed.
  * - Time and sleeping are injected, so tests drive an invocation on a manual clock.
  */
+import { PacelineError } from '../errors.js';
 import { scheduleDeliveryDelayMaxMs } from '../region/schedule-delivery.js';
 import type { Clock } from '../time/clock.js';
 import type { ProcessTicks } from './process-ticks.js';
 import { tickOf } from './types.js';
 
 /** Some ticks of an invocation threw (the others ran); `cause` is the first tick's error. */
-export class TickFailedError extends Error {
+export class TickFailedError extends PacelineError {
   override readonly name = 'TickFailedError';
+  override readonly code = 'pacing.tick-failed';
   constructor(
     message: string,
     /** Each failed tick and its error, in order. */

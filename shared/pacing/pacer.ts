@@ -32,6 +32,7 @@ import { failSafeParams, PacingInputError } from './controller/index.js';
 import type { Fence } from './fence.js';
 import { planField } from './keys.js';
 import type { LeaseView } from './lease.js';
+import { UnknownPacingModeError } from './modes.js';
 import { type CampaignWrite, type ClaimOutcome, type PublishOutcome, ShardPublisher } from './publisher.js';
 import type { RegionSharing, SharingRecord } from './regions/region-shares.js';
 import type { SpendSource } from './spend-source.js';
@@ -139,6 +140,8 @@ export interface TickOutcome {
   readonly plansPaced: number;
   /** Plans whose controller output could not be published (fail-safe parameters used). */
   readonly invalidParams: number;
+  /** Why the first of them got the fail-safe (the plan and the error's message), when any did. */
+  readonly invalidReason?: string;
   /** Publish end − tick start (the tick's wall-clock boundary), ms. */
   readonly publishLagMs?: number;
   /** Controller state reloaded from Redis (the previous publisher was someone else). */
@@ -493,6 +496,7 @@ export class ShardPacer {
     let loaded: Awaited<ReturnType<NonNullable<typeof sharing>['load']>> | undefined;
     let results: PlanResult[];
     let invalid = 0;
+    this.invalidReason = undefined;
     let spendDone: number;
     if (source.readParts) {
       // Each plan steps alone (its region share, too, needs only its own spend and the peers'
@@ -642,6 +646,7 @@ export class ShardPacer {
       campaignsPaced: campaigns.length,
       plansPaced: plans.length,
       invalidParams: invalid,
+      ...(this.invalidReason === undefined ? {} : { invalidReason: this.invalidReason }),
       ...(publishLagMs === undefined ? {} : { publishLagMs }),
       ...(paramsAgeMs === undefined ? {} : { paramsAgeMs }),
       stateReloaded: reloaded,
@@ -805,6 +810,9 @@ export class ShardPacer {
 
   private active: { generation: number; list: readonly CampaignBudgets[] } | undefined;
 
+  /** The first fail-safe reason of the tick in progress (reset as its steps begin). */
+  private invalidReason: string | undefined;
+
   private planList: PlanList | undefined;
 
   /**
@@ -825,10 +833,6 @@ export class ShardPacer {
     let invalid = 0;
     for (let i = from; i < to; i++) {
       const { plan, day, memory } = plans[i] as PlanAtDay;
-      if (memory.loadedState !== undefined) {
-        memory.state = controller.decodeState(memory.loadedState);
-        memory.loadedState = undefined;
-      }
       if (memory.loadedForecast !== undefined) {
         memory.forecast = controller.decodeForecast(memory.loadedForecast);
         memory.loadedForecast = undefined;
@@ -836,6 +840,13 @@ export class ShardPacer {
       let params: PlanPacingParams;
       const budgetMicros = shares?.[i - from];
       try {
+        if (memory.loadedState !== undefined) {
+          // A state of a mode this version does not know throws (UnknownPacingModeError): the
+          // stored text stays loaded, so it is neither continued as another mode nor overwritten,
+          // and a leader that knows the mode continues it.
+          memory.state = controller.decodeState(memory.loadedState);
+          memory.loadedState = undefined;
+        }
         // One object shape for every plan (a conditional spread made the controller's reads of
         // its input megamorphic); an undefined share means the plan's own budget.
         const step = controller.step(
@@ -848,10 +859,17 @@ export class ShardPacer {
         memory.state = step.state;
         memory.forecast = step.forecast;
       } catch (error) {
-        // A bad input (a corrupt budget, a tick outside the plan's day) or a bad output of one
-        // plan must not stop the shard: that plan gets the fail-safe, counted in ParamsInvalid.
-        if (!(error instanceof InvalidPacingParamsError) && !(error instanceof PacingInputError)) throw error;
+        // A bad input (a corrupt budget, a tick outside the plan's day, a pacing mode of another
+        // version) or a bad output of one plan must not stop the shard: that plan gets the
+        // fail-safe, counted in ParamsInvalid; the first reason goes into the tick's outcome.
+        if (
+          !(error instanceof InvalidPacingParamsError) &&
+          !(error instanceof PacingInputError) &&
+          !(error instanceof UnknownPacingModeError)
+        )
+          throw error;
         invalid++;
+        this.invalidReason ??= `plan ${plan.scope}/${plan.planId}: ${error.message}`;
         params = failSafeParams(plan, day, budgetMicros === undefined ? {} : { budgetMicros });
       }
       results[i] = { params, day };

@@ -2,7 +2,9 @@
  * The pacer function's configuration from its environment (derived from the region description
  * by the CDK stack and the local runner) and the validation of its EventBridge input.
  */
+
 import { InvalidEnvError, intEnv, requireEnv } from '../config/env.js';
+import { PacelineError } from '../errors.js';
 import {
   type PacerInput,
   type PacerSettings,
@@ -61,8 +63,9 @@ export function pacerConfigFromEnv(env: Env = process.env): PacerConfig {
 }
 
 /** Thrown for an EventBridge input that is not `{shard, instance}` of this layout. */
-export class InvalidPacerInputError extends Error {
+export class InvalidPacerInputError extends PacelineError {
   override readonly name = 'InvalidPacerInputError';
+  override readonly code = 'pacing.invalid-pacer-input';
 }
 
 /** Validates the rule's constant input against the layout; returns it with the instance id. */

@@ -8,6 +8,7 @@
  * The key embeds N, so items written with another N are never mistaken for this layout's: the
  * re-shard procedure (docs/pacing.md) rewrites them.
  */
+import { PacelineError } from '../errors.js';
 
 const encoder = new TextEncoder();
 
@@ -23,8 +24,9 @@ export function fnv1a32(bytes: Uint8Array): number {
 }
 
 /** Thrown for a shard count that is not a whole number ≥ 1. */
-export class InvalidShardCountError extends Error {
+export class InvalidShardCountError extends PacelineError {
   override readonly name = 'InvalidShardCountError';
+  override readonly code = 'pacing.invalid-shard-count';
   constructor(readonly shards: unknown) {
     super(
       `Pacer shard count ${JSON.stringify(shards)} is invalid: give a whole number ≥ 1 (the region's ` +

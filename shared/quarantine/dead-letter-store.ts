@@ -14,6 +14,7 @@
  * reason codes and partition keys are cut to bounded lengths, so no field value echoed in a reason
  * can push the item over the limit either.
  */
+
 import {
   type AttributeValue,
   DeleteItemCommand,
@@ -24,6 +25,7 @@ import {
 import { DeleteObjectCommand, GetObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { s3Client } from '../aws/ops-clients.js';
 import { requireEnv } from '../config/env.js';
+import { PacelineError } from '../errors.js';
 import { regionResources } from '../region/resources.js';
 
 /** A quarantined record. */
@@ -119,8 +121,9 @@ export interface DeadLetterStoreOptions {
 }
 
 /** Thrown when the dead-letter store cannot be written: the record must then be retried, not lost. */
-export class DeadLetterWriteError extends Error {
+export class DeadLetterWriteError extends PacelineError {
   override readonly name = 'DeadLetterWriteError';
+  override readonly code = 'quarantine.dead-letter-write';
 }
 
 /** DynamoDB-backed dead-letter store. */

@@ -5,11 +5,13 @@
  * as transient and retried as a partial batch failure.
  */
 
+import { PacelineError } from '../errors.js';
+
 /**
  * A record that can never be processed (bad schema, impossible values). Subclass it per domain;
  * `reasonCode` is stable (metrics dimension), `message` says what was wrong and what to do.
  */
-export class MalformedRecordError extends Error {
+export class MalformedRecordError extends PacelineError {
   override readonly name: string = 'MalformedRecordError';
   constructor(
     readonly reasonCode: string,
@@ -17,5 +19,10 @@ export class MalformedRecordError extends Error {
     options?: { cause?: unknown },
   ) {
     super(message, options);
+  }
+
+  /** The {@link reasonCode} (e.g. `counting.unknown-version`): the finest stable kind of the failure. */
+  override get code(): string {
+    return this.reasonCode;
   }
 }

@@ -8,9 +8,11 @@
  * (spend: ledger + per-bid dedup; counting: dedup on the full event bytes), so nothing is lost
  * and nothing counts twice.
  */
+
 import { appendFile, readFile } from 'node:fs/promises';
 import { GetRecordsCommand, GetShardIteratorCommand, type KinesisClient } from '@aws-sdk/client-kinesis';
 import { DeleteMessageCommand, ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
+import { PacelineError } from '../errors.js';
 import type { ProducerRecord } from '../kinesis/aggregation.js';
 
 /** The part of Lambda's on-failure record (`KinesisBatchInfo`) a redrive needs. */
@@ -152,8 +154,9 @@ export interface StreamedRecord extends ProducerRecord {
 }
 
 /** Thrown when a batch's records cannot all be read back (past the stream's retention). */
-export class RecordsUnavailableError extends Error {
+export class RecordsUnavailableError extends PacelineError {
   override readonly name = 'RecordsUnavailableError';
+  override readonly code = 'quarantine.records-unavailable';
 }
 
 /** Reads the records of `batch` back from its shard, in order. */

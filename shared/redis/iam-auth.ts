@@ -9,8 +9,10 @@
  * Pure over (credentials, now): the token generator takes an injected clock, so a test pins the
  * exact token for fixed credentials and time.
  */
+
 import { createHash, createHmac, type Hash, type Hmac } from 'node:crypto';
 import { SignatureV4 } from '@smithy/signature-v4';
+import { PacelineError } from '../errors.js';
 import { type Clock, systemClock } from '../time/clock.js';
 
 /** AWS credentials (what the SDK's default provider chain resolves). */
@@ -127,8 +129,9 @@ export interface IamTokenRefresherOptions {
 }
 
 /** Thrown when no first token could be signed (credentials unavailable). */
-export class IamAuthTokenError extends Error {
+export class IamAuthTokenError extends PacelineError {
   override readonly name = 'IamAuthTokenError';
+  override readonly code = 'redis.iam-auth-token';
 }
 
 /**

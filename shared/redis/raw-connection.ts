@@ -5,22 +5,26 @@
  * username and password it currently holds — with ElastiCache IAM auth that password is the
  * signed token `connectRedis` keeps fresh, read at each connect, as ioredis reads it.
  */
+
 import net from 'node:net';
 import tls from 'node:tls';
 import { Cluster } from 'ioredis';
+import { PacelineError } from '../errors.js';
 import type { RedisClient } from './connect.js';
 
 /** Raised when a node refuses the `AUTH` of a raw connection; the message has the node's reply. */
-export class RawRedisAuthError extends Error {
+export class RawRedisAuthError extends PacelineError {
   override readonly name = 'RawRedisAuthError';
+  override readonly code = 'redis.auth';
 }
 
 /**
  * A raw read Redis did not answer in time (the readers' `timeoutMs`): a paused, hung or
  * overloaded node. The connection it waited on is dropped; the next read opens a new one.
  */
-export class RawReadTimeoutError extends Error {
+export class RawReadTimeoutError extends PacelineError {
   override readonly name = 'RawReadTimeoutError';
+  override readonly code = 'redis.read-timeout';
 }
 
 /** The raw readers' `timeoutMs` option (default 1 s), validated. */

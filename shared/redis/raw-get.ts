@@ -25,7 +25,9 @@
  *   referenced only while reads wait on it, so an idle reader never keeps a process alive; the
  *   reader closes when the client ends.
  */
+
 import { Cluster } from 'ioredis';
+import { PacelineError } from '../errors.js';
 import { type RedisClient, slotOf } from './connect.js';
 import {
   bulk,
@@ -43,8 +45,9 @@ import { parseIntBytes } from './raw-hgetall.js';
 export { RawReadTimeoutError };
 
 /** A reply-level error of a raw read (the node's error line, e.g. `WRONGTYPE …`). */
-export class RawReplyError extends Error {
+export class RawReplyError extends PacelineError {
   override readonly name = 'RawReplyError';
+  override readonly code = 'redis.reply';
 }
 
 /** Options of {@link RawValueReader}. */

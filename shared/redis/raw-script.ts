@@ -34,8 +34,10 @@
  *   until TCP gives up (the guard then stops bidding on the plans waiting, fail-closed).
  * - A socket is referenced only while calls wait on it; the caller closes when the client ends.
  */
+
 import { createHash } from 'node:crypto';
 import { Cluster } from 'ioredis';
+import { PacelineError } from '../errors.js';
 import { type RedisClient, slotOf } from './connect.js';
 import {
   bulk,
@@ -50,8 +52,9 @@ import { parseIntBytes } from './raw-hgetall.js';
 export type RespValue = number | string | null | RespValue[];
 
 /** An error reply to a raw script call (the node's error line, e.g. `ERR user_script:3: …`). */
-export class RawScriptError extends Error {
+export class RawScriptError extends PacelineError {
   override readonly name = 'RawScriptError';
+  override readonly code = 'redis.script';
 }
 
 /** A Lua script as the raw caller sends it (built once per script: {@link rawScript}). */

@@ -27,6 +27,7 @@
  *
  * Every error names the bad key and what to give instead.
  */
+import { PacelineError } from '../errors.js';
 import { InvalidStageError, validateStage } from './names.js';
 import {
   type CacheSettings,
@@ -112,8 +113,9 @@ export interface DeploymentSettings {
 }
 
 /** A context value that cannot work; the message names the key. */
-export class InvalidDeploymentSettingsError extends Error {
+export class InvalidDeploymentSettingsError extends PacelineError {
   override readonly name = 'InvalidDeploymentSettingsError';
+  override readonly code = 'region.invalid-deployment-settings';
   constructor(
     readonly key: string,
     message: string,

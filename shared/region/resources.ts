@@ -5,7 +5,9 @@
  *
  * Nothing here touches AWS: it is data plus pure functions over it.
  */
+
 import { REGIONS_ENV } from '../aws/endpoints.js';
+import { PacelineError } from '../errors.js';
 import { invocationWindowMs } from '../pacing/invocation.js';
 import { defaultNames, InvalidStageError, type ResourceNames, stageNames } from './names.js';
 
@@ -441,8 +443,9 @@ export const defaultPacerSettings: PacerSettings = {
 export const localPacerSettings: PacerSettings = { ...defaultPacerSettings, shards: 4 };
 
 /** Thrown for region settings that cannot work; the message says which and why. */
-export class InvalidRegionSettingsError extends Error {
+export class InvalidRegionSettingsError extends PacelineError {
   override readonly name: string = 'InvalidRegionSettingsError';
+  override readonly code: string = 'region.invalid-settings';
   /**
    * @param setting the setting at fault, as its path in the settings (e.g. `pacer.shards`,
    *   `streams.actions.shards`), so the deployment can name the cdk.json key it came from
@@ -458,6 +461,7 @@ export class InvalidRegionSettingsError extends Error {
 /** Thrown for pacer settings that cannot work; the message says which and why. */
 export class InvalidPacerSettingsError extends InvalidRegionSettingsError {
   override readonly name: string = 'InvalidPacerSettingsError';
+  override readonly code: string = 'region.invalid-pacer-settings';
 }
 
 /** Validates pacer settings (whole numbers, ticks dividing the minute, a lease of ≥ 2 ticks). */

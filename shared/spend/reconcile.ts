@@ -16,10 +16,12 @@
  * (SpendLedger.entries), the wins its track-spend applied — the other regions' spend reaches the
  * pacer through their region-spend summaries, and counting it here too would count it twice.
  */
+
 import { randomBytes } from 'node:crypto';
 import type { Result } from 'ioredis';
 import type { ResolvedPlan } from '../budget/model.js';
 import { dayWindowOf } from '../budget/time-zone.js';
+import { PacelineError } from '../errors.js';
 import type { RedisClient } from '../redis/connect.js';
 import { defineScripts } from '../redis/scripts/registry.js';
 import type { Clock } from '../time/clock.js';
@@ -87,8 +89,9 @@ export function keepFor(dayEndMs: number, nowMs: number, retentionMs: number): n
  * Thrown when a plan-day could not be rebuilt in time because another process holds its rebuild
  * lock and has not finished (or Redis keeps refusing): transient, the record is retried.
  */
-export class RebuildUnavailableError extends Error {
+export class RebuildUnavailableError extends PacelineError {
   override readonly name = 'RebuildUnavailableError';
+  override readonly code = 'spend.rebuild-unavailable';
 }
 
 declare module 'ioredis' {

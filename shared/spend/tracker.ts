@@ -17,8 +17,10 @@
  * released twice. Bid events carry no money; they are validated (unknown campaign, prices) and
  * counted.
  */
+
 import { type CampaignBudgets, plansForBid, type ResolvedPlan } from '../budget/model.js';
 import { dayWindow } from '../budget/time-zone.js';
+import { PacelineError } from '../errors.js';
 import type { RedisClient } from '../redis/connect.js';
 import type { Clock } from '../time/clock.js';
 import {
@@ -47,8 +49,9 @@ import {
 export type BudgetLookup = (campaignId: string) => Promise<CampaignBudgets | undefined>;
 
 /** Thrown when a plan-day stays uninitialised after a rebuild (Redis flapping): retried by Lambda. */
-export class LiveCountersUnavailableError extends Error {
+export class LiveCountersUnavailableError extends PacelineError {
   override readonly name = 'LiveCountersUnavailableError';
+  override readonly code = 'spend.live-counters-unavailable';
 }
 
 /** Options of {@link SpendTracker}. */

@@ -4,9 +4,11 @@
  * itself, not a fitted curve, so the floor-price spikes of real markets stay in (13.7 % of
  * campaign 1458's prices sit at exactly 70).
  */
+
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { PacelineError } from '../../shared/errors.js';
 import type { Random } from '../../shared/random/prng.js';
 
 /** The campaigns with a histogram in sim/data/ipinyou/. */
@@ -29,8 +31,9 @@ export interface PriceHistogram {
 }
 
 /** Thrown for a histogram that does not exist or cannot be read. */
-export class PriceDataError extends Error {
+export class PriceDataError extends PacelineError {
   override readonly name = 'PriceDataError';
+  override readonly code = 'sim.price-data';
 }
 
 /**

@@ -7,10 +7,11 @@
  */
 import { type Account, type CampaignBudgets, campaignBudgets } from '../../shared/budget/model.js';
 import type { BudgetItem } from '../../shared/budget/repository.js';
+import type { PacingMode } from '../../shared/pacing/modes.js';
 import { pacerShardKey } from '../../shared/pacing/shard.js';
 import type { Scenario, ScenarioCampaign } from '../scenario.js';
 
-type Mode = 'even' | 'asap';
+type Mode = PacingMode;
 
 /** The scenario's budget items and plans, edited as budget changes apply. */
 export class ScenarioBudgets {

@@ -6,8 +6,8 @@
  *   cluster-key-slot) — all but the package's `dependencies` (ioredis), which stay imports. ioredis
  *   stays installed because a caller may pass its own client (`config.redis`) and the client tells
  *   a cluster from a single node with `instanceof Cluster`, which a second, bundled copy of ioredis
- *   would answer wrongly; its types are also part of the public API (`RedisClient`). The Lua
- *   scripts (shared/redis/scripts/*.lua) are inside it as text.
+ *   would answer wrongly; its types appear in the declarations (`config.redis`). The Lua scripts
+ *   (shared/redis/scripts/*.lua) are inside it as text.
  * - `dist/types/`: tsc's declarations of the files the entry's declarations reach. The AWS SDK is
  *   not installed with the package, so the SDK client types they name resolve to
  *   `types/aws-sdk-clients.d.ts` (what Paceline calls on a client).

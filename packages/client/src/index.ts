@@ -1,10 +1,18 @@
 /**
- * `paceline/client` — the public entry point for ad servers (docs/client.md). One factory,
- * {@link createPacelineClient}, wires the whole request path from a region's environment
- * ({@link configFromEnv}) or explicit options; the building blocks are exported for callers who
- * need them directly. Nothing here imports the CDK or the emulators.
+ * `paceline/client` — the public entry point for ad servers (docs/client.md, "What the entry
+ * exports"). One factory, {@link createPacelineClient}, wires the whole request path from a
+ * region's environment ({@link configFromEnv}) or explicit options. Besides it: its
+ * configuration, the types of the request path (and the constants that spell their values), the
+ * notice and event encodings of the published contracts (pure functions, for a notice endpoint
+ * or producer without a client), and the errors — every one a PacelineError with a stable
+ * `code`. Not here: connections (ioredis), clocks, repositories, the client's building blocks
+ * (reached through a client: `paceline.actions`, `.guard`, `.pacing`) and the region
+ * description. `test/unit/client/exports.test.ts` pins the list. Nothing here imports the CDK or
+ * the emulators.
  */
+
 export type { AwsEndpoints } from '../../../shared/aws/endpoints.js';
+export { LocalEndpointMissingError } from '../../../shared/aws/endpoints.js';
 export type {
   Account,
   BudgetPlan,
@@ -12,7 +20,6 @@ export type {
   CampaignBudgets,
   PacingMode,
 } from '../../../shared/budget/model.js';
-export { BudgetRepository } from '../../../shared/budget/repository.js';
 export {
   type BidInput,
   type BidOutcome,
@@ -42,25 +49,24 @@ export {
 } from '../../../shared/client/notices.js';
 export { InvalidEnvError, MissingEnvError } from '../../../shared/config/env.js';
 export type { CapCandidate, CapCheckResult, CapRule, FrequencyCap } from '../../../shared/counting/query.js';
-export { ACTIONS, type ActionEvent, encodeActionEvent, VIEW_TYPES } from '../../../shared/counting/schema.js';
-export { ActionStore, type CapCheckRequest } from '../../../shared/counting/store.js';
-export { KinesisProducer, KinesisPutError } from '../../../shared/kinesis/producer.js';
-export { PacingReader, type PacingStatus, publishedCurve } from '../../../shared/pacing/reader.js';
+export { InvalidCountQueryError, UnreadableEventLogError } from '../../../shared/counting/query.js';
 export {
-  connectRedis,
-  type RedisClient,
-  type RedisConfig,
-  redisConfigFromEnv,
-} from '../../../shared/redis/connect.js';
-export { RawReadTimeoutError } from '../../../shared/redis/raw-connection.js';
-export { regionResources, resourceName } from '../../../shared/region/resources.js';
-export {
-  auctionPriceToMicros,
-  type BidEvent,
-  encodeSpendEvent,
-  type LossEvent,
-  type SpendEvent,
-  type WinEvent,
-} from '../../../shared/spend/events.js';
-export { BudgetGuard, type Decision } from '../../../shared/spend/guard.js';
-export { type Clock, ManualClock, systemClock } from '../../../shared/time/clock.js';
+  ACTIONS,
+  type ActionEvent,
+  encodeActionEvent,
+  InvalidActionFieldError,
+  VIEW_TYPES,
+} from '../../../shared/counting/schema.js';
+export type { CapCheckRequest } from '../../../shared/counting/store.js';
+export { PacelineError } from '../../../shared/errors.js';
+export { KinesisPutError } from '../../../shared/kinesis/producer.js';
+export type { PacingStatus } from '../../../shared/pacing/reader.js';
+export { InvalidShardCountError } from '../../../shared/pacing/shard.js';
+export type { RedisConfig } from '../../../shared/redis/connect.js';
+export { IamAuthTokenError } from '../../../shared/redis/iam-auth.js';
+export { RawReadTimeoutError, RawRedisAuthError } from '../../../shared/redis/raw-connection.js';
+export { RawReplyError } from '../../../shared/redis/raw-get.js';
+export { RawScriptError } from '../../../shared/redis/raw-script.js';
+export type { BidEvent, LossEvent, SpendEvent, WinEvent } from '../../../shared/spend/events.js';
+export { auctionPriceToMicros, encodeSpendEvent } from '../../../shared/spend/events.js';
+export { RebuildUnavailableError } from '../../../shared/spend/reconcile.js';

@@ -67,11 +67,15 @@ export interface PlanStep<S, F> {
 export interface PacingController<S = unknown, F = unknown> {
   /** Short name (reports, metrics). */
   readonly name: string;
-  /** One tick of one plan. Pure. */
+  /** One tick of one plan. Pure. Throws `PacingInputError` / `UnknownPacingModeError` per plan. */
   step(input: PlanTickInput, previous: S | undefined, forecast: F | undefined): PlanStep<S, F>;
   /** Compact string form of a state (stored every tick). */
   encodeState(state: S): string;
-  /** Parses {@link encodeState}'s output; undefined when unreadable (then the plan starts afresh). */
+  /**
+   * Parses {@link encodeState}'s output; undefined when unreadable (then the plan starts afresh).
+   * Throws `UnknownPacingModeError` (shared/pacing/modes.ts) for a state of a mode this version
+   * does not know: the caller gives the plan the fail-safe and keeps the stored text.
+   */
   decodeState(raw: string): S | undefined;
   /** Compact string form of a forecast. */
   encodeForecast(forecast: F): string;

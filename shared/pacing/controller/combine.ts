@@ -4,8 +4,8 @@
  */
 import type { ResolvedPlan } from '../../budget/model.js';
 import type { DayWindow } from '../../budget/time-zone.js';
+import { safeCurvesOf } from '../modes.js';
 import type { PlanPacingParams } from '../types.js';
-import { flatCurve, linearDayCurve } from './curve.js';
 
 /** What a bid gets: pass it with probability `throttle`, bid `price × bidMultiplier`. */
 export interface BidPacing {
@@ -53,8 +53,9 @@ export interface FailSafeOptions {
 
 /**
  * The stated safe policy when a plan's parameters are stale or missing (DESIGN.md requirement 10):
- * E(t) is the linear day curve (ASAP plans: the whole budget) — the guard enforces it, so the cap
- * holds whatever the throttle — and the throttle and multiplier are the last ones received for
+ * E(t) is the mode's fail-safe curve (modes.ts: the linear day curve; ASAP plans: the whole
+ * budget; a mode this process does not know: linear) — the guard enforces it, so the cap holds
+ * whatever the throttle — and the throttle and multiplier are the last ones received for
  * the same day (they describe the market minutes ago, better than any constant), else throttle
  * {@link FAIL_SAFE_THROTTLE} and multiplier {@link FAIL_SAFE_MULTIPLIER}: the linear R(t) gate
  * alone, which spends evenly in the large and never over the cap.
@@ -73,9 +74,6 @@ export function failSafeParams(
     mode: plan.pacingMode,
     throttle: last ? clamp01(last.throttle) : FAIL_SAFE_THROTTLE,
     bidMultiplier: last && last.bidMultiplier > 0 ? Math.min(1, last.bidMultiplier) : FAIL_SAFE_MULTIPLIER,
-    curve:
-      plan.pacingMode === 'asap'
-        ? flatCurve(day.startMs, day.endMs, budgetMicros)
-        : linearDayCurve(day, budgetMicros),
+    curve: safeCurvesOf(plan.pacingMode).failSafeCurve(day, budgetMicros),
   };
 }

@@ -13,18 +13,23 @@
  * - Catch-up: the curve is anchored, so spend missed earlier stays a positive error until it is
  *   made up; over the last hour the margin and the float allowance go and the horizon shrinks with
  *   the time left, so any shortfall drives the plan to full speed (the guard still caps every bid).
+ * - Modes (shared/pacing/modes.ts): E(t) is the plan's mode's curve function; a mode that is not
+ *   `paced` (ASAP) holds no pressure (throttle 1, multiplier 1) and only a `shaped` one gets the
+ *   traffic profile. Nothing here branches on a mode's id.
  *
  * Pure: no clock, no I/O, no randomness. The curve is memoised on the state object (a private
  * field, never encoded), so an unchanged curve is returned as the identical object.
  */
-import type { PacingMode, ResolvedPlan } from '../../budget/model.js';
+import type { ResolvedPlan } from '../../budget/model.js';
 import type { DayWindow } from '../../budget/time-zone.js';
+import { PacelineError } from '../../errors.js';
 import { countedInFlight } from '../../spend/release.js';
+import { type PacingMode, type PacingModeSpec, pacingModeOf } from '../modes.js';
 import { type CurvePoints, evaluateCurve, type PlanPacingParams } from '../types.js';
 import { actuatorsOf, lowestPressure } from './actuators.js';
 import type { PacingController, PlanStep, PlanTickInput } from './api.js';
 import { type PacingControllerConfig, resolveControllerConfig } from './config.js';
-import { buildCurve, curveSlope, flatCurve } from './curve.js';
+import { curveSlope, flatCurve } from './curve.js';
 import { type DaySlots, daySlots, previousDay, slotAt, slotsOfDay } from './day-slots.js';
 import {
   COVER_UNITS,
@@ -95,8 +100,9 @@ function pendingOf(s: ControllerState): SlotObservation | undefined {
 }
 
 /** Thrown for a tick input that cannot be paced; the message names the field and the fix. */
-export class PacingInputError extends Error {
+export class PacingInputError extends PacelineError {
   override readonly name = 'PacingInputError';
+  override readonly code = 'pacing.input';
 }
 
 function checkInput(input: PlanTickInput): void {
@@ -140,18 +146,20 @@ export function createPacingController(overrides: Partial<PacingControllerConfig
     };
   }
 
-  /** The memo of an anchored curve. */
+  /** The memo of an anchored curve: the curve of the state's mode (modes.ts, `curve`). */
   function anchoredMemo(
     f: TrafficForecast,
     slots: DaySlots,
     s: Pick<ControllerState, 'mode' | 'anchorSec' | 'anchorMicros' | 'budgetMicros'>,
     profile: DayProfile | undefined,
   ): Memo {
-    const from = Math.max(s.anchorSec * 1000, slots.startMs);
-    const curve =
-      s.mode === 'asap' || !profile
-        ? flatCurve(from, slots.endMs, s.budgetMicros)
-        : buildCurve(slots, profile.weights, from, s.anchorMicros, s.budgetMicros);
+    const curve = pacingModeOf(s.mode).curve({
+      slots,
+      weights: profile?.weights,
+      fromMs: Math.max(s.anchorSec * 1000, slots.startMs),
+      anchorMicros: s.anchorMicros,
+      budgetMicros: s.budgetMicros,
+    });
     return { forecast: f, slots, curve, profile };
   }
 
@@ -186,7 +194,7 @@ export function createPacingController(overrides: Partial<PacingControllerConfig
     const hit = StateRecord.memoOf(s) as Memo | undefined;
     if (hit && hit.forecast === f && hit.slots.startMs === day.startMs) return hit;
     const slots = hit && hit.slots.startMs === day.startMs ? hit.slots : daySlots(tz, day);
-    if (s.mode === 'asap') {
+    if (!pacingModeOf(s.mode).shaped) {
       if (hit) {
         hit.forecast = f;
         return hit;
@@ -228,15 +236,15 @@ export function createPacingController(overrides: Partial<PacingControllerConfig
     nowSec: number,
     value: number,
     budget: number,
-    mode: PacingMode,
+    mode: PacingModeSpec,
     profile: DayProfile | undefined,
   ): Memo {
     s.anchorSec = nowSec;
     s.anchorMicros = Math.max(0, Math.min(value, budget));
     s.budgetMicros = budget;
-    s.mode = mode;
-    s.shape = mode === 'even' && profile ? profile.hash : 0;
-    return anchoredMemo(f, slots, s, mode === 'even' ? profile : undefined);
+    s.mode = mode.id as PacingMode;
+    s.shape = mode.shaped && profile ? profile.hash : 0;
+    return anchoredMemo(f, slots, s, mode.shaped ? profile : undefined);
   }
 
   function step(
@@ -248,7 +256,9 @@ export function createPacingController(overrides: Partial<PacingControllerConfig
     checkInput(input);
     const tz = plan.timeZone;
     const budget = Math.max(0, Math.floor(input.budgetMicros ?? plan.dailyBudgetMicros));
-    const mode = plan.pacingMode;
+    // The plan's mode (an UnknownPacingModeError for a mode of another version: the caller's
+    // fail-safe, never another mode's curve).
+    const mode = pacingModeOf(plan.pacingMode);
     const nowSec = Math.floor(nowMs / 1000);
     // Spend = confirmed + in flight. Leased float is budget handed to guards, not spend: counting
     // it would make C jump by a whole float at every grant (for small budgets a float is several
@@ -294,7 +304,7 @@ export function createPacingController(overrides: Partial<PacingControllerConfig
         }
         pending = closed ?? older;
       }
-      let profile = mode === 'even' ? dayProfile(f, pending, tz, slots, cfg) : undefined;
+      let profile = mode.shaped ? dayProfile(f, pending, tz, slots, cfg) : undefined;
       if (
         profile &&
         (profile.demand === undefined || (isPriorOnly(f) && !ownObservations(f, pending, day.day)))
@@ -310,7 +320,7 @@ export function createPacingController(overrides: Partial<PacingControllerConfig
       }
       s = new StateRecord(BLANK_STATE) as Draft;
       s.day = day.day;
-      s.mode = mode;
+      s.mode = plan.pacingMode;
       s.budgetMicros = budget;
       s.lastSec = nowSec;
       s.lastCommitted = committed;
@@ -318,7 +328,7 @@ export function createPacingController(overrides: Partial<PacingControllerConfig
       s.accSlot = slotAt(slots, nowMs);
       memo = reanchor(s, f, slots, nowSec, committed, budget, mode, profile);
       const need = budget - s.anchorMicros;
-      s.integral = quantP(mode === 'asap' ? 0 : initialIntegral(profile, slots, nowMs, need, prev));
+      s.integral = quantP(mode.paced ? initialIntegral(profile, slots, nowMs, need, prev) : 0);
       s.pressure = s.integral;
     } else {
       s = new StateRecord(prev) as Draft;
@@ -339,13 +349,15 @@ export function createPacingController(overrides: Partial<PacingControllerConfig
           mode,
           dayProfile(f, pending, tz, slots, cfg),
         );
-      } else if (budget !== prev.budgetMicros || mode !== prev.mode) {
+      } else if (budget !== prev.budgetMicros || plan.pacingMode !== prev.mode) {
         // Budget or mode changed: keep E(now) (a cut below it stops at the new budget) and spread
         // what is left of the new budget over the rest of the day by the same profile. Switching
-        // from ASAP, E(now) is the spend so far.
-        const eNow = prev.mode === 'asap' ? committed : evaluateCurve(held.curve, nowMs);
-        const profile =
-          mode === 'even' ? (held.profile ?? dayProfile(f, pending, tz, held.slots, cfg)) : undefined;
+        // from a mode that does not steer (ASAP: its curve is only a ceiling), E(now) is the spend
+        // so far.
+        const eNow = pacingModeOf(prev.mode).paced ? evaluateCurve(held.curve, nowMs) : committed;
+        const profile = mode.shaped
+          ? (held.profile ?? dayProfile(f, pending, tz, held.slots, cfg))
+          : undefined;
         // Demand is what the market offered, whatever the budget: learning goes on.
         memo = reanchor(s, f, held.slots, nowSec, eNow, budget, mode, profile);
       } else {
@@ -365,10 +377,9 @@ export function createPacingController(overrides: Partial<PacingControllerConfig
       // margin of E (the controller keeps them a margin below): such an interval measures the
       // cap, not the demand.
       const band = 0.5 * marginMicros + prev.leasedAvg;
-      const capped =
-        mode === 'asap'
-          ? budget - committed < 0.01 * budget
-          : prev.lastExpected - prev.lastCommitted < band || expected - committed < band;
+      const capped = mode.paced
+        ? prev.lastExpected - prev.lastCommitted < band || expected - committed < band
+        : budget - committed < 0.01 * budget;
       const learn = dtSec > 0 && dtSec * 1000 <= cfg.maxGapMs;
       if (learn && !capped && spend.initialised) {
         s.accSpend += committed - prev.lastCommitted;
@@ -395,7 +406,7 @@ export function createPacingController(overrides: Partial<PacingControllerConfig
     }
 
     // ---- control --------------------------------------------------------------------------------
-    if (mode === 'asap') {
+    if (!mode.paced) {
       s.integral = 0;
       s.pressure = 0;
     } else {

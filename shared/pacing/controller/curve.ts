@@ -23,6 +23,44 @@ export function linearDayCurve(day: DayWindow, budgetMicros: number): CurvePoint
   return { atMs: [day.startMs, day.endMs], micros: [0, budgetMicros] };
 }
 
+/** {@link linearDayCurve} at `nowMs` without building it (the guard's default, on every lease). */
+export function linearExpected(budgetMicros: number, day: DayWindow, nowMs: number): number {
+  if (nowMs <= day.startMs) return 0;
+  if (nowMs >= day.endMs) return budgetMicros;
+  return Math.floor((budgetMicros * (nowMs - day.startMs)) / (day.endMs - day.startMs));
+}
+
+/**
+ * What a pacing mode's curve function gets when the controller (re-)anchors a plan-day's E(t)
+ * (shared/pacing/modes.ts, `curve`): the curve must pass through (fromMs, anchorMicros), end at
+ * (slots.endMs, budgetMicros), never decrease, and have strictly increasing instants.
+ */
+export interface ModeCurveInput {
+  /** The plan-day's hour slots (knots at every hour boundary). */
+  readonly slots: DaySlots;
+  /**
+   * The forecast's weight of every slot (its full-speed demand × its length), for modes that are
+   * `shaped`; undefined for the others, or when no profile could be computed.
+   */
+  readonly weights: readonly number[] | undefined;
+  /** The anchor's instant (never before the day's start), epoch ms. */
+  readonly fromMs: number;
+  readonly anchorMicros: number;
+  readonly budgetMicros: number;
+}
+
+/** `even`: the remainder spread over the slots ahead by the forecast's weights. */
+export function evenCurve(c: ModeCurveInput): CurvePoints {
+  return c.weights
+    ? buildCurve(c.slots, c.weights, c.fromMs, c.anchorMicros, c.budgetMicros)
+    : flatCurve(c.fromMs, c.slots.endMs, c.budgetMicros);
+}
+
+/** `asap`: the whole budget from the anchor on. */
+export function asapCurve(c: ModeCurveInput): CurvePoints {
+  return flatCurve(c.fromMs, c.slots.endMs, c.budgetMicros);
+}
+
 /**
  * E(t) from the anchor to the day's end over the weighted hour slots: E(anchor) = anchorMicros,
  * E(end) = budget, in between the remainder spread in proportion to the slot weights. A budget at

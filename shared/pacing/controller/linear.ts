@@ -1,7 +1,7 @@
 /**
- * The linear baseline controller: E(t) linear over the advertiser's local day for `even` plans
- * (the seed's R(t) gate), the whole budget from the day's start for `asap` plans, throttle 1 and
- * bid multiplier 1 — no feedback. It is the market simulator's "linear" baseline and the pacer's
+ * The linear baseline controller: each plan's fail-safe curve (modes.ts) — E(t) linear over the
+ * advertiser's local day for `even` plans (the seed's R(t) gate), the whole budget from the day's
+ * start for `asap` plans — throttle 1 and bid multiplier 1, no feedback. It is the market simulator's "linear" baseline and the pacer's
  * controller until the real one lands; it implements the same {@link PacingController} interface,
  * so the pacer, the benchmark and the simulator swap controllers without other changes.
  *
@@ -9,8 +9,8 @@
  * once and returned as the same object every tick, so the publisher rewrites curve fields only
  * when the day, the budget or the mode changes.
  */
-import type { PacingMode } from '../../budget/model.js';
 import type { DayWindow } from '../../budget/time-zone.js';
+import { type PacingMode, pacingModeOf } from '../modes.js';
 import type { CurvePoints, PlanPacingParams } from '../types.js';
 import type { PacingController, PlanStep, PlanTickInput } from './api.js';
 
@@ -19,12 +19,12 @@ export interface LinearState {
   readonly day: string;
 }
 
-/** The whole-day E(t) of a plan: linear for `even`, the whole budget for `asap`. */
+/**
+ * The whole-day E(t) of a plan: its mode's fail-safe curve (modes.ts) — linear for `even`, the
+ * whole budget for `asap`. Throws `UnknownPacingModeError` for a mode this process does not know.
+ */
 export function linearCurve(day: DayWindow, budgetMicros: number, mode: PacingMode): CurvePoints {
-  return {
-    atMs: [day.startMs, day.endMs],
-    micros: mode === 'asap' ? [budgetMicros, budgetMicros] : [0, budgetMicros],
-  };
+  return pacingModeOf(mode).failSafeCurve(day, budgetMicros);
 }
 
 /** Options of {@link createLinearController}. */

@@ -4,12 +4,14 @@
  * a short string) — the controller quantises as it goes — so `decodeState(encodeState(s))` equals
  * `s` and a continued run is bit-identical to an uninterrupted one.
  *
- * Encoding (`encodeState`): the format version and the mode (`1e` even, `1a` ASAP), then the
- * fields in a fixed order as decimal integers, all separated by `,` (70–110 bytes for realistic
- * budgets, ≤ 140 for $10 M ones). Decimal because it is the cheapest to produce in JavaScript
- * (the pacer encodes 100,000 states a tick) and the simplest to read in any language.
+ * Encoding (`encodeState`): the format version and the mode's state code (`1e` even, `1a` ASAP:
+ * shared/pacing/modes.ts), then the fields in a fixed order as decimal integers, all separated by
+ * `,` (70–110 bytes for realistic budgets, ≤ 140 for $10 M ones). Decimal because it is the
+ * cheapest to produce in JavaScript (the pacer encodes 100,000 states a tick) and the simplest to
+ * read in any language. A state code this process does not know is an error
+ * (`UnknownPacingModeError`), never read as another mode.
  */
-import type { PacingMode } from '../../budget/model.js';
+import { type PacingMode, pacingModeOf, pacingModeOfStateCode, stateCodeByteOf } from '../modes.js';
 
 /** Fixed-point scale of the integral and the pressure (u × 10 000). */
 export const PRESSURE_SCALE = 10_000;
@@ -179,7 +181,7 @@ export function encodeState(s: ControllerState): string {
   const day = dayNumberOf(s.day);
   const b = ENCODE_BUFFER;
   b[0] = 0x31; // '1'
-  b[1] = s.mode === 'asap' ? 0x61 : 0x65;
+  b[1] = stateCodeByteOf(s.mode);
   let p = writeField(b, 2, day);
   // INT_FIELDS, in order (decodeState reads them by that list; the round-trip tests hold the two
   // together): one property read each, no keyed loop.
@@ -206,7 +208,7 @@ export function encodeState(s: ControllerState): string {
 
 /** The same text from template strings (for a field that is not a safe integer). */
 function encodeStateText(s: ControllerState, day: number, pend: number): string {
-  let out = `1${s.mode === 'asap' ? 'a' : 'e'},${day}`;
+  let out = `1${pacingModeOf(s.mode).stateCode},${day}`;
   for (const k of INT_FIELDS) out += `,${s[k]}`;
   return `${out},${pend},${s.pendLevel},${s.pendCover}`;
 }
@@ -260,12 +262,18 @@ function writeDigits(b: Buffer, p: number, v: number): number {
   return end;
 }
 
-/** Parses {@link encodeState}'s output; undefined when the text is not a state of this format. */
+/**
+ * Parses {@link encodeState}'s output; undefined when the text is not a state of this format.
+ * Throws `UnknownPacingModeError` (modes.ts) for a state of this format whose mode code this
+ * process does not know (written by a version with more modes): continuing it as another mode
+ * would publish that mode's curve for the plan.
+ */
 export function decodeState(raw: string): ControllerState | undefined {
   const parts = raw.split(',');
   if (parts.length !== INT_FIELDS.length + 5) return undefined;
-  const head = parts[0];
-  if (head !== '1e' && head !== '1a') return undefined;
+  const head = parts[0] as string;
+  const code = head.charCodeAt(1); // the mode's state code: one letter a–z
+  if (head.length !== 2 || head.charCodeAt(0) !== 0x31 || code < 0x61 || code > 0x7a) return undefined;
   const v: number[] = [];
   for (let i = 1; i < parts.length; i++) {
     const n = parseInteger(parts[i] as string);
@@ -282,9 +290,10 @@ export function decodeState(raw: string): ControllerState | undefined {
   if (s.budgetMicros < 0 || s.anchorMicros < 0 || s.leasedAvg < 0 || s.integral > 0 || s.pressure > 0)
     return undefined;
   if (s.accSlot < -1 || s.accSlot > 24) return undefined;
+  const mode = pacingModeOfStateCode(head.charAt(1), raw).id as PacingMode;
   const d = s as unknown as { -readonly [K in keyof ControllerState]: ControllerState[K] };
   d.day = day;
-  d.mode = head === '1a' ? 'asap' : 'even';
+  d.mode = mode;
   d.pendSlot = pend < 0 ? -1 : pend % 32;
   d.pendPrevDay = pend >= 32;
   d.pendLevel = pendLevel;

@@ -4,8 +4,10 @@
  * with, the headroom an idle region keeps, and how long after its ack a lost region's allocation
  * comes back. Pure; the rule is `allocations.ts`, the design docs/pacing.md ("Many regions").
  */
+
 import { REGIONS_ENV } from '../../aws/clients.js';
 import { InvalidEnvError, optionalEnv } from '../../config/env.js';
+import { PacelineError } from '../../errors.js';
 
 /** Whether guards cap at the region's allocation. */
 export type AllocationMode = 'strict' | 'off';
@@ -48,8 +50,9 @@ export interface AllocationConfig {
 }
 
 /** Thrown for an allocation setting out of range. */
-export class AllocationConfigError extends RangeError {
+export class AllocationConfigError extends PacelineError {
   override readonly name = 'AllocationConfigError';
+  override readonly code = 'pacing.allocation-config';
 }
 
 /** Defaults of {@link AllocationConfig} (without mode and regions). */

@@ -16,11 +16,13 @@
  * peer's replication group ({@link cacheReplicationGroupId}) in the peer's region, cached for
  * `ttlMs` and re-discovered after a connection failure.
  */
+
 import {
   DescribeReplicationGroupsCommand,
   type DescribeReplicationGroupsCommandOutput,
   type ElastiCacheClient,
 } from '@aws-sdk/client-elasticache';
+import { PacelineError } from '../../errors.js';
 import { connectRedis, type RedisClient, type RedisConfig } from '../../redis/connect.js';
 import { cacheReplicationGroupId } from '../../region/resources.js';
 import { type Clock, systemClock } from '../../time/clock.js';
@@ -30,8 +32,9 @@ import type { AllocationAuthority, AuthorityTickOutcome } from './allocation-aut
 import type { RegionSpendView } from './region-spend-items.js';
 
 /** Thrown when a peer region's cache cannot be found or described. */
-export class PeerCacheDiscoveryError extends Error {
+export class PeerCacheDiscoveryError extends PacelineError {
   override readonly name = 'PeerCacheDiscoveryError';
+  override readonly code = 'pacing.peer-cache-discovery';
 }
 
 /**

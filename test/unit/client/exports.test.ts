@@ -1,0 +1,138 @@
+/**
+ * The public client entry (`paceline/client` = packages/client/src/index.ts) exports exactly the
+ * factory, its configuration, the request path's types, the notice and event encodings, and the
+ * errors (docs/client.md, "What the entry exports") — no ioredis, clocks, repositories or the
+ * client's building blocks. The list is pinned: an addition or removal is a decision to make
+ * here. Every exported error is a PacelineError.
+ */
+import { fileURLToPath } from 'node:url';
+import ts from 'typescript';
+import { describe, expect, it } from 'vitest';
+import * as entry from '../../../packages/client/src/index.js';
+import { PacelineError } from '../../../shared/errors.js';
+
+const index = fileURLToPath(new URL('../../../packages/client/src/index.ts', import.meta.url));
+
+/** Every name the entry exports (values and types), from the TypeScript checker. */
+function exportedNames(): string[] {
+  const program = ts.createProgram([index], {
+    target: ts.ScriptTarget.ES2022,
+    module: ts.ModuleKind.NodeNext,
+    moduleResolution: ts.ModuleResolutionKind.NodeNext,
+    strict: true,
+    noEmit: true,
+    skipLibCheck: true,
+  });
+  const checker = program.getTypeChecker();
+  const file = program.getSourceFile(index) as ts.SourceFile;
+  const module = checker.getSymbolAtLocation(file) as ts.Symbol;
+  return checker
+    .getExportsOfModule(module)
+    .map((s) => s.getName())
+    .sort();
+}
+
+const VALUES = [
+  // the factory and its configuration
+  'createPacelineClient',
+  'configFromEnv',
+  'resourcesFromEnv',
+  // notices and events on the wire, and the constants of the request path's types
+  'ACTIONS',
+  'AUCTION_LOSS_MACRO',
+  'AUCTION_PRICE_MACRO',
+  'VIEW_TYPES',
+  'auctionPriceToMicros',
+  'encodeActionEvent',
+  'encodeSpendEvent',
+  'noticeEvent',
+  'noticeUrls',
+  'spendPartitionKey',
+  // errors
+  'IamAuthTokenError',
+  'InvalidActionFieldError',
+  'InvalidBidInputError',
+  'InvalidCountQueryError',
+  'InvalidEnvError',
+  'InvalidShardCountError',
+  'KinesisPutError',
+  'LocalEndpointMissingError',
+  'MissingEnvError',
+  'NoticeUrlError',
+  'PacelineError',
+  'RawReadTimeoutError',
+  'RawRedisAuthError',
+  'RawReplyError',
+  'RawScriptError',
+  'RebuildUnavailableError',
+  'UnreadableEventLogError',
+];
+
+const TYPES = [
+  'Account',
+  'ActionEvent',
+  'AwsEndpoints',
+  'BidEvent',
+  'BidInput',
+  'BidOutcome',
+  'BudgetPlan',
+  'Campaign',
+  'CampaignBudgets',
+  'CapCandidate',
+  'CapCheckRequest',
+  'CapCheckResult',
+  'CapRule',
+  'ClientMetrics',
+  'ClientResources',
+  'DecisionOutcome',
+  'DecisionRecord',
+  'FrequencyCap',
+  'LossEvent',
+  'MetricsHooks',
+  'NoticeBid',
+  'NoticeKind',
+  'NoticeUrls',
+  'PacelineClient',
+  'PacelineClientConfig',
+  'PacingMode',
+  'PacingStatus',
+  'RedisConfig',
+  'SpendEvent',
+  'TrackResult',
+  'WinEvent',
+];
+
+describe('paceline/client exports', () => {
+  it('exactly the pinned names (values and types)', () => {
+    expect(exportedNames()).toEqual([...VALUES, ...TYPES].sort());
+  }, 120_000);
+
+  it('exactly the pinned values at run time, with no connection, clock or repository among them', () => {
+    expect(Object.keys(entry).sort()).toEqual([...VALUES].sort());
+    for (const gone of [
+      'connectRedis',
+      'redisConfigFromEnv',
+      'RedisClient',
+      'ManualClock',
+      'systemClock',
+      'Clock',
+      'BudgetRepository',
+      'ActionStore',
+      'BudgetGuard',
+      'PacingReader',
+      'KinesisProducer',
+      'regionResources',
+    ]) {
+      expect(Object.keys(entry)).not.toContain(gone);
+    }
+  });
+
+  it('every exported error is a PacelineError', () => {
+    const errors = Object.entries(entry).filter(([name]) => name.endsWith('Error'));
+    expect(errors).toHaveLength(VALUES.filter((v) => v.endsWith('Error')).length);
+    for (const [name, value] of errors) {
+      const cls = value as abstract new (...args: never[]) => unknown;
+      expect(cls === PacelineError || cls.prototype instanceof PacelineError, name).toBe(true);
+    }
+  });
+});
