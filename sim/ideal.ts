@@ -1,10 +1,11 @@
 /**
- * The scorer's reference for "ahead": the curve a clairvoyant pacer that follows the traffic
+ * The scorer's reference for "ahead": the curve a pacer that knows the market's traffic shape
  * would publish — the plan's budget spread over its day (from its creation) in proportion to the
- * market's expected requests (the scenario's hourly shape and its events; no minute or day noise,
- * which nobody can foresee). Independent of what the pacer published, so spending ahead of the
- * traffic (a burst after midnight, a flat first-day curve at night) shows even where the published
- * curve let it through.
+ * market's expected requests (the scenario's hourly shape). Not its events (spikes, outages) nor
+ * minute or day noise, which nobody can foresee: against a curve that knew a 3 pm spike, every
+ * pacer would count the spike's share of the day as "ahead" all morning. Independent of what the
+ * pacer published, so spending ahead of the traffic (a burst after midnight, a flat first-day
+ * curve at night) shows even where the published curve let it through.
  */
 import type { DayWindow } from '../shared/budget/time-zone.js';
 import { localHourOf, shapeAt, shapeMean } from './market/index.js';
@@ -25,11 +26,8 @@ export function idealTraffic(scenario: Scenario): (day: DayWindow) => TrafficDay
   const t = scenario.traffic;
   const mean = shapeMean(t.shape);
   const days = new Map<number, TrafficDay>();
-  const expected = (minuteMs: number) => {
-    let factor = 1;
-    for (const e of t.events) if (minuteMs >= e.fromMs && minuteMs < e.toMs) factor *= e.factor;
-    return (shapeAt(t.shape, localHourOf(minuteMs + 30_000, scenario.timeZone)) / mean) * factor;
-  };
+  const expected = (minuteMs: number) =>
+    shapeAt(t.shape, localHourOf(minuteMs + 30_000, scenario.timeZone)) / mean;
   return (day) => {
     const hit = days.get(day.startMs);
     if (hit && hit.endMs === day.endMs) return hit;

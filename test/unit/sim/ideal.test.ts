@@ -29,12 +29,20 @@ describe('ideal curve', () => {
     expect(noon.at(day.startMs + 18 * H, 24_000_000)).toBeGreaterThan(18_000_000);
   });
 
-  it('starts at the plan’s creation and is flat through an outage', () => {
-    const outage = [{ from: '2026-03-04T10:00:00-05:00', to: '2026-03-04T11:00:00-05:00', factor: 0 }];
-    const c = new IdealCurve(idealTraffic(scenario('flat', outage))(day), day.startMs + 8 * H, 15_000_000);
-    expect(c.at(day.startMs + 8 * H, 15_000_000)).toBe(0);
-    expect(c.at(day.startMs + 10 * H, 15_000_000)).toBeCloseTo(c.at(day.startMs + 11 * H, 15_000_000), -1);
-    expect(c.at(day.endMs, 15_000_000)).toBeCloseTo(15_000_000, -3);
+  it('starts at the plan’s creation and ignores unforeseeable events (spikes, outages)', () => {
+    const events = [
+      { from: '2026-03-04T10:00:00-05:00', to: '2026-03-04T11:00:00-05:00', factor: 0 },
+      { from: '2026-03-04T15:00:00-05:00', to: '2026-03-04T16:00:00-05:00', factor: 5 },
+    ];
+    const c = new IdealCurve(idealTraffic(scenario('flat', events))(day), day.startMs + 8 * H, 16_000_000);
+    const plain = new IdealCurve(idealTraffic(scenario('flat'))(day), day.startMs + 8 * H, 16_000_000);
+    expect(c.at(day.startMs + 8 * H, 16_000_000)).toBe(0);
+    // Linear from 8:00 over 16 hours, through the outage and the spike alike.
+    for (const h of [10, 11, 15, 16, 20]) {
+      expect(c.at(day.startMs + h * H, 16_000_000)).toBeCloseTo((h - 8) * 1_000_000, -3);
+      expect(c.at(day.startMs + h * H, 16_000_000)).toBe(plain.at(day.startMs + h * H, 16_000_000));
+    }
+    expect(c.at(day.endMs, 16_000_000)).toBeCloseTo(16_000_000, -3);
   });
 
   it('a budget change re-anchors at its value, capped at the new budget', () => {
