@@ -235,6 +235,8 @@ export class SimRegion {
         inFlight: defaultInFlight,
         curve: publishedCurve(reader),
         minFloatMicros: o.minFloatMicros,
+        // As the single-region simulator's ad servers: small plans' floats sized by their bids.
+        floatSizing: 'bids',
         initPlanDay: (plan, day) => this.reconciler.reconcile(plan, day),
         onError: (e) => o.onError(`${this.name} guard: ${String(e)}`),
         allocations: guardAllocations(o.config.mode, o.config.regions, this.name),
