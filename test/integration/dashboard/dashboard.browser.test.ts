@@ -159,7 +159,10 @@ describe('live dashboard in chromium', () => {
         : undefined;
     });
     expect(last(moved[`spent/${id}`] ?? [])[0]).toBeGreaterThan(last(first.spend[`spent/${id}`] ?? [])[0]);
-    expect(last(moved[`target/${id}`] ?? [])[1]).toBeGreaterThanOrEqual(before[1]);
+    // The target is the region's share of the plan's curve (what its guards enforce): with several
+    // regions it moves with the shares and may dip, so only its time axis is held to move here;
+    // that E(t) rises somewhere is the next check.
+    expect(last(moved[`target/${id}`] ?? [])[0]).toBeGreaterThan(before[0]);
     await waitFor('E(t) of some campaign to rise', 120_000, async () => {
       const spend = await chartData(page, 'spend');
       return Object.keys(spend).some(
