@@ -210,18 +210,11 @@ class LedgerDay {
 }
 
 /**
- * The advertiser day of an instant in a zone, remembering the last day per zone: a simulation
- * asks for the same few days millions of times, and `dayWindow` computes zone offsets.
+ * The advertiser day of an instant in a zone (`dayWindow`, which remembers the last day per zone:
+ * a simulation asks for the same few days millions of times).
  */
 export function dayWindows(): (timeZone: string, nowMs: number) => DayWindow {
-  const windows = new Map<string, DayWindow>();
-  return (timeZone, nowMs) => {
-    const w = windows.get(timeZone);
-    if (w && nowMs >= w.startMs && nowMs < w.endMs) return w;
-    const n = dayWindow(nowMs, timeZone);
-    windows.set(timeZone, n);
-    return n;
-  };
+  return (timeZone, nowMs) => dayWindow(nowMs, timeZone);
 }
 
 /**

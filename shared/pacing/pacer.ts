@@ -363,7 +363,6 @@ export class ShardPacer {
   private readonly plans = new Map<string, PlanMemory>();
   private readonly published = new Map<string, CampaignMemory>();
   private lastPublished: { publisherId: string; tick: number } | undefined;
-  private readonly days = new Map<string, DayWindow>();
   private readonly publishers = new Map<string, ShardPublisher>();
   private readonly expiryRefreshMs: number;
   private readonly deadband: { readonly throttle: number; readonly multiplier: number };
@@ -730,14 +729,6 @@ export class ShardPacer {
     }
   }
 
-  private dayOf(timeZone: string, nowMs: number): DayWindow {
-    const cached = this.days.get(timeZone);
-    if (cached && nowMs >= cached.startMs && nowMs < cached.endMs) return cached;
-    const day = dayWindow(nowMs, timeZone);
-    this.days.set(timeZone, day);
-    return day;
-  }
-
   /**
    * Every distinct plan of the campaigns, with its current day and spend key (one entry per
    * account plan). Rebuilt only when the budgets change or a plan's day ends.
@@ -763,7 +754,7 @@ export class ShardPacer {
         const field = planField(plan);
         let at = index.get(field);
         if (at === undefined) {
-          const day = this.dayOf(plan.timeZone, nowMs);
+          const day = dayWindow(nowMs, plan.timeZone);
           if (day.endMs < validUntil) validUntil = day.endMs;
           let memory = this.plans.get(field);
           if (!memory) {

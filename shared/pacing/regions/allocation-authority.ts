@@ -59,7 +59,6 @@ interface HomePlanDay {
 export class AllocationAuthority {
   /** Confirmed figures asked for, by `key|region|ack` (one ledger read per lost region and ack). */
   private readonly confirmed = new Map<string, number>();
-  private readonly days = new Map<string, DayWindow>();
 
   constructor(private readonly options: AllocationAuthorityOptions) {}
 
@@ -157,19 +156,11 @@ export class AllocationAuthority {
         if (seen.has(field)) continue;
         seen.add(field);
         if (homeOf(plan, this.options.config) !== this.options.region) continue;
-        const day = this.dayOf(plan.timeZone, nowMs);
+        const day = dayWindow(nowMs, plan.timeZone);
         out.push({ key: `${field}|${day.day}`, plan, day });
       }
     }
     return out;
-  }
-
-  private dayOf(timeZone: string, nowMs: number): DayWindow {
-    const cached = this.days.get(timeZone);
-    if (cached && nowMs >= cached.startMs && nowMs < cached.endMs) return cached;
-    const day = dayWindow(nowMs, timeZone);
-    this.days.set(timeZone, day);
-    return day;
   }
 
   /** Writes the entries in parts; false when a part was refused (a newer tick or epoch). */
