@@ -25,6 +25,7 @@ import { type RegionRuntime, startRuntime } from '../../../local/main.js';
 import type { ScheduleTiming } from '../../../local/scheduler.js';
 import { BudgetRepository } from '../../../shared/budget/repository.js';
 import { type AuditEntry, readAuditLog } from '../../../shared/pacing/publisher.js';
+import { parsePublisherId } from '../../../shared/pacing/status.js';
 import { connectRedis, type RedisClient, redisConfigFromEnv } from '../../../shared/redis/connect.js';
 import { tempDir } from '../../support/tmp.js';
 import { waitFor } from '../../support/wait.js';
@@ -109,7 +110,7 @@ function ticksOf(log: readonly AuditEntry[]) {
 
 const nowTick = () => Math.floor(Date.now() / TICK);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const instanceOf = (publisher: string) => publisher.split('/')[0] as string;
+const instanceOf = (publisher: string) => parsePublisherId(publisher).instanceId;
 
 describe('the pacer under EventBridge-like schedule timing (npm start runtime)', () => {
   it('10 scaled minutes of 2 shards × 3 instances: ≥ 98 % of every shard’s ticks published, one publisher per tick', async () => {
