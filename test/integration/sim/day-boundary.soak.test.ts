@@ -5,7 +5,7 @@
  * 23 hours): at the first and the last instant of each local day, what every ad server's guard
  * takes as E(t) (`publishedCurve` of its reader) never exceeds the curve the pacer published for
  * that day (at the last instant: the largest published in the day's last half minute, since a
- * reader may hold the one before the latest publish); at a day's first instant it is 0 (nothing may be spent before any time has passed);
+ * reader may hold the one before the latest publish, or the fail-safe linear curve of that day); at a day's first instant it is 0 (nothing may be spent before any time has passed);
  * and at every second of a day's first minute no plan-day's live counters (confirmed + in flight
  * + leased to guards) exceed the new day's curve. The real pacer, readers, guards and tracker on a
  * real redis-server (the simulator's runner, Paceline strategy, one history day).
@@ -155,10 +155,14 @@ beforeAll(async () => {
           plan.dailyBudgetMicros,
         );
       const at = new Date(now).toISOString();
-      // At the last instant: the largest of the day's curves published in its last half minute.
+      // At the last instant: the largest of the day's curves published in its last half minute
+      // (a reader holds parameters up to 3 ticks old), or the fail-safe linear E(t) a guard uses
+      // when its reader holds none fresh — linear over the plan's own day, so it is 0 at the day's
+      // first instant and cannot carry a day's budget across midnight (checked at first instants).
       const bound = last
         ? Math.max(
             curveAt(now),
+            Math.min(linearExpected(plan.dailyBudgetMicros, day, now), plan.dailyBudgetMicros),
             ...(recentCurves.get(name) ?? []).map((c) =>
               Math.min(evaluateCurve(c, now), plan.dailyBudgetMicros),
             ),
