@@ -422,8 +422,9 @@ export interface PacerSettings {
 }
 
 /**
- * The pacer's default memory, MB: what a shard of 100,000 campaigns needs — one pacer's measured
- * peak of 1,670 MiB over a cold takeover and steady ticks (`pacerPeakRssMb`) — with 30 % headroom;
+ * The pacer's default memory, MB: sized as one pacer's measured peak over a cold takeover and
+ * steady ticks at 100,000 campaigns (`pacerPeakRssMb`, then 1,670 MiB) with 30 % headroom — the
+ * peak now measures 2,201 MiB (docs/operations.md, "Pacer memory"), so this is to be re-derived;
  * it also gives more than the full vCPU (1,769 MB) the cold and takeover ticks need to fit in a
  * 10 s tick (docs/operations.md, "Pacer memory").
  */
