@@ -5,6 +5,7 @@
  */
 import { type DayWindow, dayWindow } from '../shared/budget/time-zone.js';
 import type { LedgerEntry, LedgerStore } from '../shared/spend/ledger.js';
+import type { ScenarioCampaign } from './scenario.js';
 
 /**
  * The ledger's contract in memory (first write of a bid wins, entries per campaign-day, start
@@ -249,4 +250,21 @@ export class NoticeQueue<N> {
     if (list) this.due.delete(nowMs);
     return list;
   }
+}
+
+/**
+ * The arm of a campaign a request falls into: `u` is the request's draw for the campaign (below
+ * its reach: the request is in its audience), spread over the arms by their shares; undefined
+ * for a campaign without arms.
+ */
+export function armOf(spec: ScenarioCampaign, u: number): string | undefined {
+  if (spec.arms.length === 0) return undefined;
+  let armId: string | undefined;
+  let x = u / spec.reach;
+  for (const a of spec.arms) {
+    armId = a.id;
+    x -= a.share;
+    if (x < 0) break;
+  }
+  return armId;
 }

@@ -31,15 +31,8 @@
  */
 
 import { Redis } from 'ioredis';
-import {
-  type Account,
-  type CampaignBudgets,
-  campaignBudgets,
-  type PacingMode,
-  type ResolvedPlan,
-} from '../shared/budget/model.js';
+import type { CampaignBudgets, PacingMode, ResolvedPlan } from '../shared/budget/model.js';
 import type { TargetCurve } from '../shared/budget/pacing.js';
-import type { BudgetItem } from '../shared/budget/repository.js';
 import { ShardBudgets } from '../shared/pacing/budgets-cache.js';
 import type { ControlSnapshot } from '../shared/pacing/control.js';
 import type { LeaseView } from '../shared/pacing/lease.js';
@@ -47,7 +40,6 @@ import { ShardPacer, type TickIdentity } from '../shared/pacing/pacer.js';
 import { PublishedReads } from '../shared/pacing/published-reads.js';
 import { readAuditLog } from '../shared/pacing/publisher.js';
 import { PacingReader, publishedCurve } from '../shared/pacing/reader.js';
-import { pacerShardKey } from '../shared/pacing/shard.js';
 import { rawSpendSource } from '../shared/pacing/spend-source.js';
 import { TICK_MS } from '../shared/pacing/types.js';
 import { prng, type Random } from '../shared/random/prng.js';
@@ -59,7 +51,8 @@ import { readPlanDay } from '../shared/spend/live-counters.js';
 import { defaultInFlight, Reconciler } from '../shared/spend/reconcile.js';
 import { SpendTracker, type TrackOutcome } from '../shared/spend/tracker.js';
 import type { ManualClock } from '../shared/time/clock.js';
-import { dayWindows, memoryLedger, NoticeQueue } from './engine-parts.js';
+import { ScenarioBudgets } from './budgets.js';
+import { armOf, dayWindows, memoryLedger, NoticeQueue } from './engine-parts.js';
 import { IdealCurve, idealTraffic } from './ideal.js';
 import {
   type AuctionBid,
@@ -269,8 +262,6 @@ interface CampaignRun {
   /** The account's time zone (its advertiser day). */
   readonly timeZone: string;
   budgets: CampaignBudgets | undefined;
-  budgetMicros: number;
-  armBudgets: Map<string, number>;
   /** Plan tracks a bid falls under, without an arm (`''`) and per arm id (set on activation). */
   tracksByArm: Map<string, PlanTrack[]>;
   /** Guard questions, without an arm (`''`) and per arm id. */
@@ -468,140 +459,14 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
   clock.set(runStart);
 
   // ---- Budgets: the items a pacer shard's index would return, and the ad servers' view.
-  const accounts = new Map<string, Account>(
-    scenario.accounts.map((a) => [
-      a.id,
-      { accountId: a.id, name: a.id, timeZone: a.timeZone, currency: 'USD' } satisfies Account,
-    ]),
-  );
-  const accountBudget = new Map<string, number | undefined>(
-    scenario.accounts.map((a) => [a.id, a.budgetMicros]),
-  );
-  const accountSpec = new Map(scenario.accounts.map((a) => [a.id, a]));
-  const items = new Map<string, BudgetItem>();
-  const pacerShard = pacerShardKey(SHARD, SHARDS);
-  let version = 0;
-  const putItem = (item: Omit<BudgetItem, 'version' | 'updatedAt' | 'pacerShard'>, now: number) => {
-    version++;
-    items.set(`${item.pk}|${item.sk}`, { ...item, version, updatedAt: now, pacerShard } as BudgetItem);
-  };
-  const putAccount = (accountId: string, now: number) => {
-    const a = accountSpec.get(accountId);
-    if (!a) return;
-    putItem(
-      {
-        pk: `ACCOUNT#${a.id}`,
-        sk: 'ACCOUNT',
-        type: 'account',
-        accountId: a.id,
-        name: a.id,
-        timeZone: a.timeZone,
-        currency: 'USD',
-      },
-      now,
-    );
-    const budget = accountBudget.get(a.id);
-    if (budget !== undefined)
-      putItem(
-        {
-          pk: `ACCOUNT#${a.id}`,
-          sk: 'PLAN#account',
-          type: 'plan',
-          level: 'account',
-          accountId: a.id,
-          dailyBudgetMicros: budget,
-          pacingMode: modeOf(a.pacingMode),
-        },
-        now,
-      );
-  };
-  const putCampaign = (c: CampaignRun, now: number) => {
-    const s = c.spec;
-    putItem(
-      {
-        pk: `CAMPAIGN#${s.id}`,
-        sk: 'CAMPAIGN',
-        type: 'campaign',
-        campaignId: s.id,
-        accountId: s.accountId,
-        name: s.id,
-        status: 'active',
-      },
-      now,
-    );
-    putItem(
-      {
-        pk: `CAMPAIGN#${s.id}`,
-        sk: 'PLAN#campaign',
-        type: 'plan',
-        level: 'campaign',
-        accountId: s.accountId,
-        campaignId: s.id,
-        dailyBudgetMicros: c.budgetMicros,
-        pacingMode: modeOf(s.pacingMode),
-      },
-      now,
-    );
-    for (const arm of s.arms)
-      putItem(
-        {
-          pk: `CAMPAIGN#${s.id}`,
-          sk: `PLAN#arm:${arm.id}`,
-          type: 'plan',
-          level: 'arm',
-          accountId: s.accountId,
-          campaignId: s.id,
-          armId: arm.id,
-          dailyBudgetMicros: c.armBudgets.get(arm.id) ?? arm.budgetMicros,
-          pacingMode: modeOf(arm.pacingMode),
-        },
-        now,
-      );
-  };
-  const budgetsOf = (c: CampaignRun): CampaignBudgets => {
-    const s = c.spec;
-    const account = accounts.get(s.accountId) as Account;
-    const plans: Parameters<typeof campaignBudgets>[2][number][] = [
-      {
-        level: 'campaign',
-        accountId: s.accountId,
-        campaignId: s.id,
-        dailyBudgetMicros: c.budgetMicros,
-        pacingMode: modeOf(s.pacingMode),
-      },
-    ];
-    const ab = accountBudget.get(s.accountId);
-    if (ab !== undefined)
-      plans.push({
-        level: 'account',
-        accountId: s.accountId,
-        dailyBudgetMicros: ab,
-        pacingMode: modeOf(accountSpec.get(s.accountId)?.pacingMode ?? 'even'),
-      });
-    for (const arm of s.arms)
-      plans.push({
-        level: 'arm',
-        accountId: s.accountId,
-        campaignId: s.id,
-        armId: arm.id,
-        dailyBudgetMicros: c.armBudgets.get(arm.id) ?? arm.budgetMicros,
-        pacingMode: modeOf(arm.pacingMode),
-      });
-    return campaignBudgets(
-      account,
-      { campaignId: s.id, accountId: s.accountId, name: s.id, status: 'active' },
-      plans,
-    );
-  };
+  const budgets = new ScenarioBudgets(scenario, modeOf, SHARD, SHARDS);
 
   const campaigns: CampaignRun[] = scenario.campaigns.map((spec, index) => ({
     spec,
     index,
     salt: Math.imul(index + 1, 0x2545f491) ^ seed,
-    timeZone: (accounts.get(spec.accountId) as Account).timeZone,
+    timeZone: budgets.timeZoneOf(spec),
     budgets: undefined,
-    budgetMicros: spec.budgetMicros,
-    armBudgets: new Map(spec.arms.map((a) => [a.id, a.budgetMicros])),
     tracksByArm: new Map(),
     guardBids: new Map<string, ReusableBid>([
       ['', { campaignId: spec.id, priceMicros: 0 }],
@@ -723,8 +588,7 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
 
   // Campaigns with budgets, as the readers' prefetch takes them (rebuilt on activation).
   let active: { accountId: string; campaignId: string }[] = [];
-  const activate = (c: CampaignRun) => {
-    const b = budgetsOf(c);
+  const activate = (c: CampaignRun, b: CampaignBudgets) => {
     c.budgets = b;
     live.set(c.spec.id, b);
     trackPlans(b);
@@ -743,9 +607,7 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
 
   // ---- The pacer (one shard; a new process per takeover).
   const controller = controllerOf(strategy);
-  const source = async (sinceMs: number) => ({
-    items: [...items.values()].filter((i) => i.updatedAt >= sinceMs),
-  });
+  const source = budgets.source;
   let generation = 1;
   let epoch = 1;
   let region = 'sim-a';
@@ -869,9 +731,7 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
     let dirty = false;
     for (const c of campaigns) {
       if (!c.budgets && (c.spec.createdAtMs === undefined || c.spec.createdAtMs <= now)) {
-        putAccount(c.spec.accountId, c.spec.createdAtMs ?? scenario.startMs - 86_400_000);
-        putCampaign(c, c.spec.createdAtMs ?? scenario.startMs - 86_400_000);
-        activate(c);
+        activate(c, budgets.activate(c.spec, c.spec.createdAtMs ?? scenario.startMs - 86_400_000));
         dirty = true;
       }
     }
@@ -880,19 +740,10 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
       (scenario.budgetChanges[changeIdx]?.atMs ?? 0) <= now
     ) {
       const ch = scenario.budgetChanges[changeIdx++] as Scenario['budgetChanges'][number];
-      const affected: CampaignRun[] = [];
-      if (ch.campaignId === undefined) {
-        accountBudget.set(ch.accountId, ch.budgetMicros);
-        putAccount(ch.accountId, now);
-        affected.push(...campaigns.filter((c) => c.spec.accountId === ch.accountId));
-      } else {
-        const c = byId.get(ch.campaignId) as CampaignRun;
-        if (ch.armId === undefined) c.budgetMicros = ch.budgetMicros;
-        else c.armBudgets.set(ch.armId, ch.budgetMicros);
-        putCampaign(c, now);
-        affected.push(c);
+      for (const spec of budgets.change(ch, now)) {
+        const c = byId.get(spec.id) as CampaignRun;
+        if (c.budgets) activate(c, budgets.budgetsOf(spec));
       }
-      for (const c of affected) if (c.budgets) activate(c);
       dirty = true;
     }
     if (dirty) for (const s of servers) await s.reader.prefetch(active);
@@ -1186,15 +1037,7 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
         if (!c.budgets) continue;
         const u = mix(id, c.salt);
         if (u >= c.spec.reach) continue;
-        let armId: string | undefined;
-        if (c.spec.arms.length > 0) {
-          let x = u / c.spec.reach;
-          for (const a of c.spec.arms) {
-            armId = a.id;
-            x -= a.share;
-            if (x < 0) break;
-          }
-        }
+        const armId = armOf(c.spec, u);
         const pacing = server.reader.forBid(c.spec.accountId, c.spec.id, armId);
         if (pacing.throttle < 1 && random() >= pacing.throttle) continue;
         const v = valuations[c.index] as { median: number; sigma: number };

@@ -20,7 +20,8 @@ import { planDayKeys } from '../../shared/spend/keys.js';
 import { readPlanDay } from '../../shared/spend/live-counters.js';
 import type { SpendTracker } from '../../shared/spend/tracker.js';
 import type { ManualClock } from '../../shared/time/clock.js';
-import { dayWindows, NoticeQueue } from '../engine-parts.js';
+import { ScenarioBudgets } from '../budgets.js';
+import { armOf, dayWindows, NoticeQueue } from '../engine-parts.js';
 import { idealTraffic } from '../ideal.js';
 import {
   type AuctionBid,
@@ -33,7 +34,6 @@ import {
 import { minFloat, minuteRequests, mix, noticeEvent, type RegionRun, type StrategyRun } from '../runner.js';
 import type { Scenario, ScenarioCampaign } from '../scenario.js';
 import type { StrategyName } from '../strategies.js';
-import { ScenarioBudgets } from './budgets.js';
 import { SimRegion } from './region.js';
 import { ReplicatedTable } from './replication.js';
 import { type ScenarioRegion, trafficAt, within } from './scenario.js';
@@ -394,15 +394,7 @@ export async function runRegions(options: RegionsRunOptions): Promise<StrategyRu
       if (!c.budgets) continue;
       const u = mix(id, c.salt);
       if (u >= c.spec.reach) continue;
-      let armId: string | undefined;
-      if (c.spec.arms.length > 0) {
-        let x = u / c.spec.reach;
-        for (const a of c.spec.arms) {
-          armId = a.id;
-          x -= a.share;
-          if (x < 0) break;
-        }
-      }
+      const armId = armOf(c.spec, u);
       const pacing = server.reader.forBid(c.spec.accountId, c.spec.id, armId);
       if (pacing.throttle < 1 && random() >= pacing.throttle) continue;
       const v = valuations[c.index] as { median: number; sigma: number };

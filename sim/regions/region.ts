@@ -39,9 +39,9 @@ import { defaultInFlight, Reconciler } from '../../shared/spend/reconcile.js';
 import { DEFAULT_RELEASE_CAP } from '../../shared/spend/release.js';
 import { SpendTracker } from '../../shared/spend/tracker.js';
 import type { ManualClock } from '../../shared/time/clock.js';
+import type { ScenarioBudgets } from '../budgets.js';
 import { memoryLedger } from '../engine-parts.js';
 import { controllerOf, type StrategyName } from '../strategies.js';
-import type { ScenarioBudgets } from './budgets.js';
 import type { ReplicatedTable } from './replication.js';
 import type { ScenarioRegion } from './scenario.js';
 

@@ -1,15 +1,15 @@
 /**
- * A multi-region scenario's budgets: the items of the `budgets` global table (what every region's
- * pacer shard reads through its `ShardBudgets` cache; replicated at once — budget edits are rare
- * and their lag is not what these scenarios measure) and each campaign's `CampaignBudgets` as the
- * ad servers and track-spend hold them. The same items and plans as the single-region engine
- * (`sim/runner.ts`) writes.
+ * A scenario's budgets: the items of the `budgets` table a pacer shard's index would return (what
+ * the pacer reads through its `ShardBudgets` cache; with several regions, every region's, as the
+ * global table replicates them at once — budget edits are rare and their lag is not what these
+ * scenarios measure) and each campaign's `CampaignBudgets` as the ad servers and track-spend hold
+ * them. Both engines (`sim/runner.ts`, `sim/regions/engine.ts`) keep their budgets here.
  */
-import { type Account, type CampaignBudgets, campaignBudgets } from '../../shared/budget/model.js';
-import type { BudgetItem } from '../../shared/budget/repository.js';
-import type { PacingMode } from '../../shared/pacing/modes.js';
-import { pacerShardKey } from '../../shared/pacing/shard.js';
-import type { Scenario, ScenarioCampaign } from '../scenario.js';
+import { type Account, type CampaignBudgets, campaignBudgets } from '../shared/budget/model.js';
+import type { BudgetItem } from '../shared/budget/repository.js';
+import type { PacingMode } from '../shared/pacing/modes.js';
+import { pacerShardKey } from '../shared/pacing/shard.js';
+import type { Scenario, ScenarioCampaign } from './scenario.js';
 
 type Mode = PacingMode;
 
