@@ -199,6 +199,18 @@ export class RegionShares implements RegionSharing {
       const m = this.memoryOf(key);
       const s = spend[i] as PlanSpendSnapshot;
       const ownSpent = spentOf(s);
+      if (this.leaseLapsed(s, nowMs)) {
+        // No guard of this region can lease until the authority renews its allocation (the home
+        // unreachable): it aims at what it has committed, so its E(t) — and the combined curve —
+        // stops where its spend stops instead of promising what no guard may spend. The peers'
+        // rule already moves the remainder to them once this region's summary goes stale.
+        const remaining = Math.max(0, p.plan.dailyBudgetMicros - ownSpent);
+        const decision = { shareMicros: ownSpent, weight: 0, remainingMicros: remaining, held: false };
+        m.share = ownSpent;
+        m.lastDecision = decision;
+        out[i] = ownSpent;
+        continue;
+      }
       // The smallest own figure a peer may hold: those this process published within the window
       // and the one in the table now (a predecessor's, after a leader change).
       const stored = this.ownStored.get(key);
@@ -230,6 +242,12 @@ export class RegionShares implements RegionSharing {
     return out;
   }
 
+  /** Strict: the region's allocation lease (`ae`) ran out, so its guards can lease nothing. */
+  private leaseLapsed(s: PlanSpendSnapshot, nowMs: number): boolean {
+    const until = s.alloc?.ae;
+    return this.strict && until !== undefined && nowMs > until;
+  }
+
   /** The last decision of a plan-day (tests, status). */
   decision(field: string, day: string): ShareDecision | undefined {
     return this.memory.get(`${field}|${day}`)?.lastDecision;
@@ -252,7 +270,13 @@ export class RegionShares implements RegionSharing {
       const m = this.memoryOf(key);
       const spent = spentOf(spend[i] as PlanSpendSnapshot);
       const q = params[i] as PlanPacingParams | undefined;
-      const heldBack = this.strict ? (spend[i] as PlanSpendSnapshot).alloc?.ac : undefined;
+      const snapshot = spend[i] as PlanSpendSnapshot;
+      // A lapsed allocation holds every lease back: the interval says nothing of demand.
+      const heldBack = this.leaseLapsed(snapshot, nowMs)
+        ? nowMs
+        : this.strict
+          ? snapshot.alloc?.ac
+          : undefined;
       m.demand.observe(nowMs, spent, q ? q.throttle * q.bidMultiplier : 1, heldBack);
       const estimate = m.demand.demandMicrosPerSec();
       const stored = this.ownStored.get(key);

@@ -201,10 +201,21 @@ describe('one $5 budget at full speed across regions', () => {
     const bidsPerSecond = { [REGION_A]: 3, [REGION_B]: 5 };
     // A (every plan's home: the first region) is lost 30 s in: its pacer and ad servers stop and
     // its replica is cut off. B keeps bidding until the lease A last gave it runs out.
+    const day = dayWindow(T0, 'America/New_York').day;
+    // B's share once its allocation lease (`ae`) ran out: what it has committed, not a share of
+    // what is left (its guards can lease nothing, so its E(t) must not run ahead of them).
+    const lapsed: { share: number; cap: number; weight: number }[] = [];
     const loseHome = async (
       i: number,
       ctx: Parameters<NonNullable<Parameters<typeof fullSpeedRun>[0]['onTick']>>[1],
     ) => {
+      const b = ctx.regions.get(REGION_B);
+      const [cap, until] = (await ctx.two.redis[REGION_B]?.hmget(campaignStateKey(), 'a', 'ae')) ?? [];
+      const decision = b?.instance.wiring.shares.decision(`c:${CAMPAIGN}:campaign`, day);
+      // The decision read here is the one of the tick before this hook: compare with that tick's clock.
+      if (decision && until && ctx.clock.now() - TICK > Number(until) + TICK) {
+        lapsed.push({ share: decision.shareMicros, cap: Number(cap), weight: decision.weight });
+      }
       if (i !== 3) return;
       const a = ctx.regions.get(REGION_A);
       if (!a) return;
@@ -223,6 +234,12 @@ describe('one $5 budget at full speed across regions', () => {
     });
     report('home lost', 'strict', run);
     expect(run.combined).toBeLessThanOrEqual(BOUND);
+    expect(lapsed.length).toBeGreaterThan(0);
+    for (const l of lapsed) {
+      expect(l.weight).toBe(0);
+      expect(l.share).toBeLessThanOrEqual(l.cap);
+    }
+    lapsed.length = 0;
     await stopRun(run);
     run = await fullSpeedRun({
       names: [REGION_A, REGION_B],
