@@ -825,7 +825,12 @@ export class ShardPacer {
     for (let i = from; i < to; i++) {
       const { plan, day, memory } = plans[i] as PlanAtDay;
       if (memory.loadedForecast !== undefined) {
-        memory.forecast = controller.decodeForecast(memory.loadedForecast);
+        // The loaded text is what the decoded object encodes to: the publish compares it with
+        // what is stored without encoding it again (a takeover holds 100,000-odd forecasts).
+        const f = controller.decodeForecast(memory.loadedForecast);
+        memory.forecast = f;
+        memory.forecastTextOf = f;
+        memory.forecastText = memory.loadedForecast;
         memory.loadedForecast = undefined;
       }
       let params: PlanPacingParams;
