@@ -399,8 +399,8 @@ export function encodeForecast(f: TrafficForecast): string {
 
 /**
  * `n` 2-character levels of `raw` from `at`; undefined at a character outside the alphabet. All
- * zero: the shared frozen zeros of {@link EMPTY_FORECAST} (a prior-only forecast has no week
- * levels and no observations: a takeover decodes 100,000-odd of them, each otherwise 200 numbers).
+ * zero: the shared frozen zeros of {@link EMPTY_FORECAST} (a prior has no week levels and no
+ * observations: a takeover decodes 100,000-odd of them, each otherwise 200 numbers).
  */
 function read2(raw: string, at: number, n: number, empty: readonly number[]): readonly number[] | undefined {
   const out = new Array<number>(n);
@@ -411,13 +411,13 @@ function read2(raw: string, at: number, n: number, empty: readonly number[]): re
     const a = hi < 128 ? (B64_CODE[hi] as number) : -1;
     const z = lo < 128 ? (B64_CODE[lo] as number) : -1;
     if (a < 0 || z < 0) return undefined;
-    const q = (a << 6) | z;
-    out[i] = q;
-    any |= q;
+    out[i] = (a << 6) | z;
+    any |= a | z;
   }
   return any === 0 ? empty : out;
 }
 
+/** The last `obsDay` decoded: one string per day for every forecast decoded (a takeover's 100,000). */
 let lastObsDay = '';
 
 /** Parses {@link encodeForecast}'s output; undefined when it is not a valid forecast. */
@@ -428,7 +428,6 @@ export function decodeForecast(raw: string): TrafficForecast | undefined {
   if (bar < 0 || raw.length - bar - 1 !== BODY) return undefined;
   let obsDay = '';
   if (bar > 3) {
-    // One string per day for every forecast decoded (a takeover decodes them by the 100,000).
     obsDay = raw.startsWith(lastObsDay, 3) && bar === 3 + lastObsDay.length ? lastObsDay : raw.slice(3, bar);
     if (!/^\d{4}-\d{2}-\d{2}$/.test(obsDay)) return undefined;
     lastObsDay = obsDay;
