@@ -10,11 +10,17 @@
  * Fields of plans that no longer exist (deleted campaigns and arms) are found apart, and only when
  * a hash holds more fields than the reads found ({@link StateReloader.counts}): a sweep of the
  * hash's field names ({@link StateReloader.unknownFields}), which the pacer runs after its publish.
+ *
+ * {@link TakeoverReloads} is the pacer's side: which plans' state to read, in which parts, and
+ * how what arrives is adopted into its plan memories.
  */
+import type { CampaignBudgets, ResolvedPlan } from '../budget/model.js';
 import type { RedisClient } from '../redis/connect.js';
 import { bulk } from '../redis/raw-connection.js';
 import { type HashVisitor, RawHashReader } from '../redis/raw-hgetall.js';
-import type { ShardKeys } from './keys.js';
+import type { Clock } from '../time/clock.js';
+import { planField, type ShardKeys } from './keys.js';
+import { campaignPlans, type PlanBook, type PlanList, plansOfCampaign } from './plan-list.js';
 
 /** The stored texts of one part's plans, aligned with its fields (undefined: none stored). */
 export interface StoredTexts {
@@ -156,5 +162,230 @@ export class StateReloader {
   /** Closes the raw connection (it also closes with the client). */
   close(): void {
     this.reader.close();
+  }
+}
+
+/**
+ * Plans per part of the tick's own reads (the spend read's parts: a part's stored state arrives
+ * beside its spend). Fields per part of the reads of the plans the tick does not step (other
+ * campaigns' plans of the budgets, plans this process met before): only their stored state is
+ * adopted. Campaign hashes per part of the read of what the predecessor published.
+ */
+const REST_PART = 1_000;
+const PUBLISHED_PART = 500;
+
+/** A takeover's reload in flight ({@link TakeoverReloads.begin}). */
+export interface Reload {
+  /** Part k: the plans [k · part size, …) of the tick's list hold what was stored. */
+  readonly parts: Promise<void>[];
+  /** Every other plan holds what was stored (awaited before the publish encodes state). */
+  readonly rest: Promise<void>;
+  /**
+   * Per active campaign, what its hash holds now: `plans`, then `p:` and `e:` of each of its
+   * plans in publishing order (undefined: no such field).
+   */
+  readonly published: Promise<(string | undefined)[][]>;
+  readonly startedAt: number;
+}
+
+/** Options of {@link TakeoverReloads}. */
+export interface TakeoverReloadsOptions {
+  readonly redis: RedisClient;
+  readonly keys: Pick<ShardKeys, 'state' | 'forecast' | 'campaign'>;
+  readonly clock: Clock;
+  /** The pacer's plan memories (what is read is adopted into them). */
+  readonly book: PlanBook;
+  /** Longest silence of the node while replies are due, ms. @default 1000 */
+  readonly timeoutMs?: number;
+}
+
+/**
+ * A takeover's loads of the controller state and forecasts the previous publisher stored, so the
+ * new publisher continues them (no jump in the parameters at a leader change). A plan with nothing
+ * stored keeps this process's own state.
+ */
+export class TakeoverReloads {
+  private reloader: StateReloader | undefined;
+  /** The sweep for fields of deleted plans, while it runs. */
+  private sweeping: Promise<void> | undefined;
+  /** Reloads begun (the latest one's parts adopt what they read). */
+  private generation = 0;
+  /** Fields of deleted plans found by a sweep, for a later publish to delete. */
+  pendingDeletes: { state: string[]; forecast: string[] } = { state: [], forecast: [] };
+
+  constructor(private readonly options: TakeoverReloadsOptions) {}
+
+  /**
+   * Begins the reads, in parts (see the module comment): part k of the tick's plan list (parts of
+   * `partSize`, aligned with the spend read's), then every other plan of this process and of the
+   * budgets (`everyCampaign`: paused campaigns' plans are adopted, not stepped), and what each of
+   * the active `campaigns`' hashes holds. Forgets what this process believed was stored. Fields
+   * of plans that no longer exist are looked for only when a hash holds more than the reads found
+   * ({@link sweepUnknown}).
+   */
+  begin(
+    planList: PlanList,
+    campaigns: readonly CampaignBudgets[],
+    everyCampaign: Iterable<CampaignBudgets>,
+    partSize: number,
+  ): Reload {
+    const startedAt = this.options.clock.now();
+    const reloader = this.reader();
+    // A reload of a tick that failed may still be landing: only the latest one adopts.
+    const generation = ++this.generation;
+    const plans = this.options.book.plans;
+    for (const m of plans.values()) {
+      m.writtenState = undefined;
+      m.writtenForecast = undefined;
+    }
+    const fields = planList.list.map((p) => p.field);
+    const rest = this.restOfPlans(planList, everyCampaign);
+    const found = { state: 0, forecast: 0 };
+    const adopt = (field: string, plan: ResolvedPlan | undefined, texts: StoredTexts, j: number) => {
+      if (generation !== this.generation) return;
+      const s = texts.state[j];
+      const f = texts.forecast[j];
+      if (s === undefined && f === undefined) return;
+      let m = plans.get(field);
+      if (!m) {
+        m = { plan: plan as ResolvedPlan, state: undefined, forecast: undefined };
+        plans.set(field, m);
+      }
+      if (s !== undefined) {
+        m.loadedState = s;
+        m.writtenState = s;
+        found.state++;
+      }
+      if (f !== undefined) {
+        m.loadedForecast = f;
+        m.writtenForecast = f;
+        found.forecast++;
+      }
+    };
+    const sizes = reloader.counts();
+    sizes.catch(() => {});
+    const parts = reloader.read(fields, partSize).map((part, k) =>
+      part.then((texts) => {
+        const from = k * partSize;
+        for (let j = 0; j < texts.state.length; j++) adopt(fields[from + j] as string, undefined, texts, j);
+      }),
+    );
+    const restRead = Promise.all(
+      reloader.read(rest.fields, REST_PART).map((part, k) =>
+        part.then((texts) => {
+          const from = k * REST_PART;
+          for (let j = 0; j < texts.state.length; j++) {
+            adopt(rest.fields[from + j] as string, rest.plans[from + j], texts, j);
+          }
+        }),
+      ),
+    ).then(async () => {
+      await Promise.all(parts);
+      const stored = await sizes;
+      if (stored.state > found.state || stored.forecast > found.forecast) {
+        this.sweepUnknown(stored.state > found.state, stored.forecast > found.forecast, rest.unpaced);
+      }
+    });
+    const published = this.readPublished(campaigns);
+    // Handled here too: a tick that fails at an earlier part never awaits the later ones.
+    for (const p of parts) p.catch(() => {});
+    restRead.catch(() => {});
+    published.catch(() => {});
+    return { parts, rest: restRead, published, startedAt };
+  }
+
+  /** Waits for a sweep of deleted plans' fields in progress (tests). */
+  async settled(): Promise<void> {
+    await this.sweeping;
+  }
+
+  private reader(): StateReloader {
+    this.reloader ??= new StateReloader({
+      redis: this.options.redis,
+      keys: this.options.keys,
+      ...(this.options.timeoutMs === undefined ? {} : { timeoutMs: this.options.timeoutMs }),
+    });
+    return this.reloader;
+  }
+
+  /**
+   * Plans not stepped this tick: this process's other memories, and the plans of the campaigns
+   * not paced (paused: the active ones' are all in the list) that it has no memory of (one is
+   * made only if something is stored for them).
+   */
+  private restOfPlans(
+    planList: PlanList,
+    everyCampaign: Iterable<CampaignBudgets>,
+  ): { fields: string[]; plans: (ResolvedPlan | undefined)[]; unpaced: Set<string> } {
+    const plans = this.options.book.plans;
+    const fields: string[] = [];
+    const resolved: (ResolvedPlan | undefined)[] = [];
+    for (const [field, m] of plans) {
+      if (m.listedIn === planList.id) continue;
+      fields.push(field);
+      resolved.push(undefined);
+    }
+    const unpaced = new Set<string>();
+    for (const b of everyCampaign) {
+      if (b.campaign.status === 'active') continue;
+      for (const p of plansOfCampaign(b)) {
+        const field = planField(p);
+        if (plans.has(field) || unpaced.has(field)) continue;
+        unpaced.add(field);
+        fields.push(field);
+        resolved.push(p);
+      }
+    }
+    return { fields, plans: resolved, unpaced };
+  }
+
+  /**
+   * What the predecessor published in each campaign hash (read after the state: the state is
+   * needed first, to step), so the whole rewrite skips the fields that already hold their value.
+   */
+  private readPublished(campaigns: readonly CampaignBudgets[]): Promise<(string | undefined)[][]> {
+    const fieldsByPlans = new Map<string, string[]>();
+    const fieldsOf = campaigns.map((b) => {
+      const { plans, key } = campaignPlans(b);
+      let fields = fieldsByPlans.get(key);
+      if (fields === undefined) {
+        fields = ['plans'];
+        for (const p of plans) fields.push(`p:${p.planId}`, `e:${p.planId}`);
+        fieldsByPlans.set(key, fields);
+      }
+      return fields;
+    });
+    const { keys } = this.options;
+    return Promise.all(
+      this.reader().hmget(
+        campaigns.map((b) => keys.campaign(b.campaign.campaignId)),
+        (i) => fieldsOf[i] as string[],
+        PUBLISHED_PART,
+      ),
+    ).then((parts) => parts.flat());
+  }
+
+  /**
+   * Finds the fields of plans that no longer exist (neither in the budgets nor met by this
+   * process), off the tick's path; the next publish deletes them. One sweep at a time.
+   */
+  private sweepUnknown(state: boolean, forecast: boolean, unpaced: Set<string>): void {
+    if (this.sweeping) return;
+    const reloader = this.reader();
+    const plans = this.options.book.plans;
+    // Every plan of the list, and every plan found stored, has a memory by now.
+    const isKnown = (field: string) => plans.has(field) || unpaced.has(field);
+    this.sweeping = Promise.all([
+      state ? reloader.unknownFields('state', isKnown) : [],
+      forecast ? reloader.unknownFields('forecast', isKnown) : [],
+    ])
+      .then(([s, f]) => {
+        this.pendingDeletes = { state: s, forecast: f };
+      })
+      // A failed sweep is retried at the next takeover; nothing depends on it but memory.
+      .catch(() => {})
+      .finally(() => {
+        this.sweeping = undefined;
+      });
   }
 }

@@ -180,6 +180,13 @@ describe('state encoding', () => {
       `${good},1`,
       good.replace(/,\d+$/, ',1.5'),
       good.replace(/,/, ',,'),
+      `${good},`,
+      good.replace(/,\d+$/, ''),
+      good.replace(/,\d+$/, ',-'),
+      good.replace(/,\d+$/, ',12345678901234567'),
+      good.replace(/,\d+$/, ',1 '),
+      good.replace(/^1e,/, '1e;'),
+      good.replace(/^1e/, '1E'),
     ]) {
       expect(ctl.decodeState(bad)).toBeUndefined();
     }

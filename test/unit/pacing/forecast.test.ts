@@ -352,6 +352,29 @@ describe('forecast encoding', () => {
     expect(decodeForecast(encodeForecast(EMPTY_FORECAST))).toEqual(EMPTY_FORECAST);
   });
 
+  it('decodes to the text it came from, with the levels of a day apart and zeros shared', () => {
+    const f = observedDay(EMPTY_FORECAST, '2026-11-19', (h) => 100 * h);
+    const pendingDay = {
+      ...f,
+      obsDay: '2026-11-20',
+      obs: f.hourOfDay.concat([0]),
+      cover: f.hourOfDay.map(() => 7).concat([32]),
+    };
+    for (const g of [f, pendingDay, EMPTY_FORECAST]) {
+      const text = encodeForecast(g);
+      const back = decodeForecast(text);
+      expect(back).toEqual(g);
+      expect(encodeForecast(back as TrafficForecast)).toBe(text);
+    }
+    // A forecast with no week levels and no observations (a prior) holds one array of its own.
+    const prior = decodeForecast(
+      encodeForecast({ ...EMPTY_FORECAST, hourOfDay: f.hourOfDay }),
+    ) as TrafficForecast;
+    expect(prior.hourOfWeek).toBe(EMPTY_FORECAST.hourOfWeek);
+    expect(prior.obs).toBe(EMPTY_FORECAST.obs);
+    expect(prior.cover).toBe(EMPTY_FORECAST.cover);
+  });
+
   it('rejects text that is not a forecast', () => {
     const good = encodeForecast(EMPTY_FORECAST);
     for (const bad of [
@@ -361,6 +384,10 @@ describe('forecast encoding', () => {
       good.slice(0, -1),
       `${good.slice(0, -1)}*`,
       'f1|2026-1-1|AAAA',
+      `f1|2026-11-2${good.slice(3)}`,
+      `${good.slice(0, -1)}h`,
+      `${good.slice(0, 10)}é${good.slice(11)}`,
+      `${good.slice(0, 10)}|${good.slice(11)}`,
     ]) {
       expect(decodeForecast(bad)).toBeUndefined();
     }
