@@ -70,6 +70,183 @@ function tokenize(text: string): Token[] {
 
 const DURATION_UNITS: Record<string, number> = { m: MINUTE_MS, h: HOUR_MS, d: DAY_MS };
 
+/** The conditions of a WHERE clause, gathered. */
+interface Conditions {
+  userId: string | undefined;
+  from: number;
+  to: number;
+  readonly filter: Record<string, (string | number)[]>;
+}
+
+/** A recursive-descent reader over the tokens: one method per piece of the grammar. */
+class QueryReader {
+  private i = 0;
+  constructor(
+    private readonly tokens: readonly Token[],
+    private readonly now: number,
+    private readonly schema: EventSchema,
+  ) {}
+
+  peek(): Token {
+    return this.tokens[this.i] as Token;
+  }
+
+  next(): Token {
+    return this.tokens[this.i++] as Token;
+  }
+
+  /** Throws the syntax error for the current token. */
+  fail(expected: string): never {
+    const t = this.peek();
+    throw new CountQuerySyntaxError(t.at, `Expected ${expected} at position ${t.at}, found "${t.text}".`);
+  }
+
+  keyword(word: string): Token {
+    return this.isKeyword(word) ? this.next() : this.fail(word);
+  }
+
+  isKeyword(word: string): boolean {
+    const t = this.peek();
+    return t.kind === 'word' && t.text.toUpperCase() === word;
+  }
+
+  symbol(s: string): Token {
+    const t = this.peek();
+    return t.kind === 'symbol' && t.text === s ? this.next() : this.fail(`"${s}"`);
+  }
+
+  dimension(): string {
+    const t = this.peek();
+    if (t.kind !== 'word' || !this.schema.dimension(t.text)) {
+      return this.fail(`a dimension (${this.schema.dimensions.join(', ')})`);
+    }
+    return this.next().text;
+  }
+
+  value(): string | number {
+    const t = this.next();
+    if (t.kind === 'number') return t.text.length > 15 ? t.text : Number(t.text);
+    if (t.kind === 'string' || t.kind === 'word') return t.text;
+    this.i--;
+    return this.fail('a value (number or quoted string)');
+  }
+
+  /** `now()`, `now() - <duration>`, epoch ms or an ISO date string. */
+  instant(): number {
+    const t = this.peek();
+    if (t.kind === 'word' && t.text.toLowerCase() === 'now') {
+      this.next();
+      this.symbol('(');
+      this.symbol(')');
+      if (this.peek().kind === 'symbol' && this.peek().text === '-') {
+        this.next();
+        const d = this.peek();
+        if (d.kind !== 'duration') return this.fail('a duration such as 15m, 6h or 7d');
+        this.next();
+        return this.now - Number(d.text.slice(0, -1)) * (DURATION_UNITS[d.text.slice(-1)] as number);
+      }
+      return this.now;
+    }
+    if (t.kind === 'number') return Number(this.next().text);
+    if (t.kind === 'string') {
+      const ms = Date.parse(t.text);
+      if (Number.isNaN(ms)) return this.fail('an ISO date');
+      this.next();
+      return ms;
+    }
+    return this.fail('now(), now() - <duration>, epoch ms or an ISO date string');
+  }
+
+  /** `SELECT COUNT(*) FROM actions WHERE`. */
+  head(): void {
+    this.keyword('SELECT');
+    this.keyword('COUNT');
+    this.symbol('(');
+    this.symbol('*');
+    this.symbol(')');
+    this.keyword('FROM');
+    this.keyword('ACTIONS');
+    this.keyword('WHERE');
+  }
+
+  /** The WHERE clause's conditions joined by AND. */
+  conditions(): Conditions {
+    const c: Conditions = { userId: undefined, from: 0, to: Number.MAX_SAFE_INTEGER, filter: {} };
+    for (;;) {
+      const t = this.peek();
+      if (t.kind === 'word' && t.text.toLowerCase() === 'user') {
+        this.next();
+        this.symbol('=');
+        if (c.userId !== undefined)
+          throw new CountQuerySyntaxError(t.at, 'user is given twice: a query counts one user.');
+        c.userId = String(this.value());
+      } else if (t.kind === 'word' && t.text.toLowerCase() === 'time') {
+        this.next();
+        this.timeCondition(c);
+      } else {
+        const dim = this.dimension();
+        c.filter[dim] = [...(c.filter[dim] ?? []), ...this.values()];
+      }
+      if (!this.isKeyword('AND')) return c;
+      this.next();
+    }
+  }
+
+  /** After `time`: `BETWEEN a AND b` or a comparison; narrows the range. */
+  private timeCondition(c: Conditions): void {
+    if (this.isKeyword('BETWEEN')) {
+      this.next();
+      c.from = Math.max(c.from, this.instant());
+      this.keyword('AND');
+      c.to = Math.min(c.to, this.instant());
+      return;
+    }
+    const op = this.next();
+    if (op.kind !== 'symbol' || !['<', '<=', '>', '>='].includes(op.text)) {
+      this.i--;
+      this.fail('<, <=, > or >= after time');
+    }
+    const at = this.instant();
+    if (op.text === '>') c.from = Math.max(c.from, at + 1);
+    else if (op.text === '>=') c.from = Math.max(c.from, at);
+    else if (op.text === '<') c.to = Math.min(c.to, at);
+    else c.to = Math.min(c.to, at + 1);
+  }
+
+  /** After a dimension: `= v` or `IN (v, …)`. */
+  private values(): (string | number)[] {
+    const values: (string | number)[] = [];
+    if (!this.isKeyword('IN')) {
+      this.symbol('=');
+      values.push(this.value());
+      return values;
+    }
+    this.next();
+    this.symbol('(');
+    values.push(this.value());
+    while (this.peek().text === ',') {
+      this.next();
+      values.push(this.value());
+    }
+    this.symbol(')');
+    return values;
+  }
+
+  /** An optional `GROUP BY d, …`. */
+  groupBy(): string[] {
+    const groupBy: string[] = [];
+    if (!this.isKeyword('GROUP')) return groupBy;
+    this.next();
+    this.keyword('BY');
+    groupBy.push(this.dimension());
+    while (this.peek().text === ',') {
+      this.next();
+      groupBy.push(this.dimension());
+    }
+    return groupBy;
+  }
+}
+
 /**
  * Parses the text form into a user id and a {@link CountQuery} with one range.
  * @param now the injected clock's time, for `now()`
@@ -79,131 +256,11 @@ export function parseCountQuery(
   now: number,
   schema: EventSchema = actionEventSchema,
 ): ParsedCountQuery {
-  const tokens = tokenize(text);
-  let i = 0;
-  const peek = () => tokens[i] as Token;
-  const next = () => tokens[i++] as Token;
-  const fail = (expected: string): never => {
-    const t = peek();
-    throw new CountQuerySyntaxError(t.at, `Expected ${expected} at position ${t.at}, found "${t.text}".`);
-  };
-  const keyword = (word: string) => {
-    const t = peek();
-    if (t.kind === 'word' && t.text.toUpperCase() === word) return next();
-    return fail(word);
-  };
-  const isKeyword = (word: string) => peek().kind === 'word' && peek().text.toUpperCase() === word;
-  const symbol = (s: string) => (peek().kind === 'symbol' && peek().text === s ? next() : fail(`"${s}"`));
-  const dimension = (): string => {
-    const t = peek();
-    if (t.kind !== 'word' || !schema.dimension(t.text)) {
-      return fail(`a dimension (${schema.dimensions.join(', ')})`);
-    }
-    return next().text;
-  };
-  const value = (): string | number => {
-    const t = next();
-    if (t.kind === 'number') return t.text.length > 15 ? t.text : Number(t.text);
-    if (t.kind === 'string' || t.kind === 'word') return t.text;
-    i--;
-    return fail('a value (number or quoted string)');
-  };
-  const instant = (): number => {
-    const t = peek();
-    if (t.kind === 'word' && t.text.toLowerCase() === 'now') {
-      next();
-      symbol('(');
-      symbol(')');
-      if (peek().kind === 'symbol' && peek().text === '-') {
-        next();
-        const d = peek();
-        if (d.kind !== 'duration') return fail('a duration such as 15m, 6h or 7d');
-        next();
-        return now - Number(d.text.slice(0, -1)) * (DURATION_UNITS[d.text.slice(-1)] as number);
-      }
-      return now;
-    }
-    if (t.kind === 'number') return Number(next().text);
-    if (t.kind === 'string') {
-      const ms = Date.parse(t.text);
-      if (Number.isNaN(ms)) return fail('an ISO date');
-      next();
-      return ms;
-    }
-    return fail('now(), now() - <duration>, epoch ms or an ISO date string');
-  };
-
-  keyword('SELECT');
-  keyword('COUNT');
-  symbol('(');
-  symbol('*');
-  symbol(')');
-  keyword('FROM');
-  keyword('ACTIONS');
-  keyword('WHERE');
-  let userId: string | undefined;
-  let from = 0;
-  let to = Number.MAX_SAFE_INTEGER;
-  const filter: Record<string, (string | number)[]> = {};
-  for (;;) {
-    const t = peek();
-    if (t.kind === 'word' && t.text.toLowerCase() === 'user') {
-      next();
-      symbol('=');
-      if (userId !== undefined)
-        throw new CountQuerySyntaxError(t.at, 'user is given twice: a query counts one user.');
-      userId = String(value());
-    } else if (t.kind === 'word' && t.text.toLowerCase() === 'time') {
-      next();
-      if (isKeyword('BETWEEN')) {
-        next();
-        from = Math.max(from, instant());
-        keyword('AND');
-        to = Math.min(to, instant());
-      } else {
-        const op = next();
-        if (op.kind !== 'symbol' || !['<', '<=', '>', '>='].includes(op.text)) {
-          i--;
-          fail('<, <=, > or >= after time');
-        }
-        const at = instant();
-        if (op.text === '>') from = Math.max(from, at + 1);
-        else if (op.text === '>=') from = Math.max(from, at);
-        else if (op.text === '<') to = Math.min(to, at);
-        else to = Math.min(to, at + 1);
-      }
-    } else {
-      const dim = dimension();
-      const values: (string | number)[] = [];
-      if (isKeyword('IN')) {
-        next();
-        symbol('(');
-        values.push(value());
-        while (peek().text === ',') {
-          next();
-          values.push(value());
-        }
-        symbol(')');
-      } else {
-        symbol('=');
-        values.push(value());
-      }
-      filter[dim] = [...(filter[dim] ?? []), ...values];
-    }
-    if (!isKeyword('AND')) break;
-    next();
-  }
-  const groupBy: string[] = [];
-  if (isKeyword('GROUP')) {
-    next();
-    keyword('BY');
-    groupBy.push(dimension());
-    while (peek().text === ',') {
-      next();
-      groupBy.push(dimension());
-    }
-  }
-  if (peek().kind !== 'end') fail('AND, GROUP BY or the end of the query');
+  const reader = new QueryReader(tokenize(text), now, schema);
+  reader.head();
+  const { userId, from, to, filter } = reader.conditions();
+  const groupBy = reader.groupBy();
+  if (reader.peek().kind !== 'end') reader.fail('AND, GROUP BY or the end of the query');
   if (userId === undefined)
     throw new CountQuerySyntaxError(0, 'The WHERE clause must name the user: user = <id>.');
   if (from >= to)

@@ -197,7 +197,8 @@ export class ShardPublisher {
    * a lost claim are all rejected: the outcome counts them.
    */
   async publish(input: PublishBatchInput): Promise<PublishOutcome> {
-    const head = (replaceBudgets: boolean, complete: boolean) => [
+    const k = this.keys;
+    const head = (replaceBudgets: boolean): (string | number)[] => [
       input.fence.g,
       input.fence.o,
       input.fence.e,
@@ -207,125 +208,27 @@ export class ShardPublisher {
       this.logMaxLen,
       this.keepMs,
       replaceBudgets ? '1' : '0',
-      complete ? '1' : '0',
+      '0',
       input.republishMs ?? 0,
     ];
-    const k = this.keys;
-    const fixedKeys = [k.claim, k.state, k.forecast, k.budgets, k.log];
-    type Batch = { keys: string[]; args: (string | number)[]; campaigns: number };
-    // Each batch is sent as soon as the next one is built, so Redis runs the scripts while this
-    // loop builds the rest (the shard's keys share one slot: one connection, run in order). The
-    // last is held back until it is known to be the last, which records the completed publish.
-    const redis = this.options.redis;
-    const sent: Promise<[Error | null, unknown]>[] = [];
-    const campaignsPerBatch: number[] = [];
-    const send = (b: Batch) => {
-      campaignsPerBatch.push(b.campaigns);
-      sent.push(
-        redis.ppPublish(b.keys.length, ...b.keys, ...b.args).then(
-          (reply): [Error | null, unknown] => [null, reply],
-          (error: Error): [Error | null, unknown] => [error, null],
-        ),
-      );
-    };
-    let held: Batch | undefined;
-    let replace = input.replaceBudgets === true;
-    const push = (
-      campaignKeys: string[],
-      body: string[],
-      sets: readonly string[],
-      dels: readonly string[],
-    ) => {
-      const args: (string | number)[] = [
-        ...head(replace, false),
-        campaignKeys.length,
-        ...body,
-        ...sets,
-        ...dels,
-      ];
-      if (held) send(held);
-      held = { keys: [...fixedKeys, ...campaignKeys], args, campaigns: campaignKeys.length };
-      replace = false; // only the first batch clears the old snapshot
-    };
-    const noChanges = ['', '', ''];
+    const batches = new PublishBatches(
+      this.options.redis,
+      [k.claim, k.state, k.forecast, k.budgets, k.log],
+      head,
+      input.replaceBudgets === true,
+    );
     // Side hashes (state, forecast, snapshot) first: one packed argument per slice, same claim
     // check. Every value is checked before anything is sent.
     const sides = [input.state, input.forecast, input.budgets];
-    for (const changes of sides) {
-      for (const list of [changes?.set ?? [], changes?.del ?? []]) {
-        for (const x of list) {
-          if (x.includes('\x1f'))
-            throw new RangeError(
-              `publish: ${JSON.stringify(x)} holds the unit separator 0x1f, which the script splits on`,
-            );
-        }
-      }
-    }
-    const slice = this.maxArgs * 4;
-    for (let h = 0; h < 3; h++) {
-      const changes = sides[h];
-      if (!changes) continue;
-      for (const [list, isDel] of [
-        [changes.set, false],
-        [changes.del ?? [], true],
-      ] as const) {
-        for (let i = 0; i < list.length; i += slice) {
-          const packed = ['', '', ''];
-          packed[h] = list.slice(i, i + slice).join('\x1f');
-          push([], [], isDel ? noChanges : packed, isDel ? packed : noChanges);
-        }
-      }
-    }
+    checkSeparators(sides);
+    pushSides(batches, sides, this.maxArgs * 4);
     // Campaign hashes, in batches of about maxArgs script arguments' worth of fields.
     const built = typeof input.campaigns === 'function' ? input.campaigns() : input.campaigns;
     // Awaited only when it is a promise: a synchronous build keeps the batches in one turn.
     const campaigns = built instanceof Promise ? await built : built;
-    let keys: string[] = [];
-    let body: string[] = [];
-    let size = 0;
-    for (const c of campaigns) {
-      keys.push(k.campaign(c.campaignId));
-      // One packed argument per campaign: a script argument costs the client far more than its
-      // bytes, and the script splits it cheaply. Field names and encoded values never hold 0x1f.
-      body.push(c.fields.length === 0 ? c.mode : `${c.mode}\x1f${c.fields.join('\x1f')}`);
-      size += 2 + (c.fields.length >> 2);
-      if (size >= this.maxArgs) {
-        push(keys, body, noChanges, noChanges);
-        keys = [];
-        body = [];
-        size = 0;
-      }
-    }
-    if (keys.length > 0) push(keys, body, noChanges, noChanges);
-    // The last batch records the completed publish in the claim hash (an empty one if need be).
-    if (replace || held === undefined) push([], [], noChanges, noChanges);
-    const last = held as unknown as Batch;
-    last.args[9] = '1';
-    send(last);
-    const results = await Promise.all(sent);
-    let accepted = 0;
-    let rejected = 0;
-    let written = 0;
-    let heldBy: StoredClaim | undefined;
-    for (let i = 0; i < results.length; i++) {
-      const [error, reply] = results[i] as [Error | null, unknown];
-      if (error) throw error;
-      const [ok, ...claim] = reply as [number, ...string[]];
-      if (ok === 1) {
-        accepted++;
-        written += campaignsPerBatch[i] as number;
-      } else {
-        rejected++;
-        heldBy ??= claimFrom(claim);
-      }
-    }
-    return {
-      batches: sent.length,
-      acceptedBatches: accepted,
-      rejectedBatches: rejected,
-      campaignsWritten: written,
-      ...(heldBy ? { heldBy } : {}),
-    };
+    pushCampaigns(batches, campaigns, k, this.maxArgs);
+    batches.finish();
+    return batches.outcome();
   }
 
   /** The shard's stored claim (operator view, continuity checks). */
@@ -377,4 +280,151 @@ export async function readAuditLog(
       ...(f.n === undefined ? {} : { campaigns: Number(f.n) }),
     };
   });
+}
+
+type Batch = { keys: string[]; args: (string | number)[]; campaigns: number };
+
+/** A side hash's or campaign batch's empty slot: nothing to set or delete. */
+const NO_CHANGES: readonly string[] = ['', '', ''];
+
+/**
+ * The batches of one publish. Each batch is sent as soon as the next one is built, so Redis runs
+ * the scripts while the caller builds the rest (the shard's keys share one slot: one connection,
+ * run in order). The last is held back until it is known to be the last, which records the
+ * completed publish.
+ */
+class PublishBatches {
+  private readonly sent: Promise<[Error | null, unknown]>[] = [];
+  private readonly campaignsPerBatch: number[] = [];
+  private held: Batch | undefined;
+
+  constructor(
+    private readonly redis: RedisClient,
+    private readonly fixedKeys: readonly string[],
+    /** The script's fixed arguments, with the replace-snapshot flag; `complete` at index 9. */
+    private readonly head: (replaceBudgets: boolean) => (string | number)[],
+    /** The next batch clears the old snapshot (only the first batch does). */
+    private replace: boolean,
+  ) {}
+
+  push(campaignKeys: string[], body: string[], sets: readonly string[], dels: readonly string[]): void {
+    const args: (string | number)[] = [
+      ...this.head(this.replace),
+      campaignKeys.length,
+      ...body,
+      ...sets,
+      ...dels,
+    ];
+    if (this.held) this.send(this.held);
+    this.held = { keys: [...this.fixedKeys, ...campaignKeys], args, campaigns: campaignKeys.length };
+    this.replace = false;
+  }
+
+  /** Sends the last batch, marked complete (an empty one if need be). */
+  finish(): void {
+    if (this.replace || this.held === undefined) this.push([], [], NO_CHANGES, NO_CHANGES);
+    const last = this.held as unknown as Batch;
+    last.args[9] = '1';
+    this.send(last);
+  }
+
+  /** The batches' replies, counted (the first failure to send is thrown). */
+  async outcome(): Promise<PublishOutcome> {
+    const results = await Promise.all(this.sent);
+    let accepted = 0;
+    let rejected = 0;
+    let written = 0;
+    let heldBy: StoredClaim | undefined;
+    for (let i = 0; i < results.length; i++) {
+      const [error, reply] = results[i] as [Error | null, unknown];
+      if (error) throw error;
+      const [ok, ...claim] = reply as [number, ...string[]];
+      if (ok === 1) {
+        accepted++;
+        written += this.campaignsPerBatch[i] as number;
+      } else {
+        rejected++;
+        heldBy ??= claimFrom(claim);
+      }
+    }
+    return {
+      batches: this.sent.length,
+      acceptedBatches: accepted,
+      rejectedBatches: rejected,
+      campaignsWritten: written,
+      ...(heldBy ? { heldBy } : {}),
+    };
+  }
+
+  private send(b: Batch): void {
+    this.campaignsPerBatch.push(b.campaigns);
+    this.sent.push(
+      this.redis.ppPublish(b.keys.length, ...b.keys, ...b.args).then(
+        (reply): [Error | null, unknown] => [null, reply],
+        (error: Error): [Error | null, unknown] => [error, null],
+      ),
+    );
+  }
+}
+
+/** Refuses a side-hash field or value holding the unit separator the script splits on. */
+function checkSeparators(sides: readonly (HashChanges | undefined)[]): void {
+  for (const changes of sides) {
+    for (const list of [changes?.set ?? [], changes?.del ?? []]) {
+      for (const x of list) {
+        if (x.includes('\x1f'))
+          throw new RangeError(
+            `publish: ${JSON.stringify(x)} holds the unit separator 0x1f, which the script splits on`,
+          );
+      }
+    }
+  }
+}
+
+/** The side hashes' changes (state, forecast, snapshot), `slice` values per packed argument. */
+function pushSides(
+  batches: PublishBatches,
+  sides: readonly (HashChanges | undefined)[],
+  slice: number,
+): void {
+  for (let h = 0; h < 3; h++) {
+    const changes = sides[h];
+    if (!changes) continue;
+    for (const [list, isDel] of [
+      [changes.set, false],
+      [changes.del ?? [], true],
+    ] as const) {
+      for (let i = 0; i < list.length; i += slice) {
+        const packed = ['', '', ''];
+        packed[h] = list.slice(i, i + slice).join('\x1f');
+        batches.push([], [], isDel ? NO_CHANGES : packed, isDel ? packed : NO_CHANGES);
+      }
+    }
+  }
+}
+
+/** The campaign hashes, in batches of about `maxArgs` script arguments' worth of fields. */
+function pushCampaigns(
+  batches: PublishBatches,
+  campaigns: Iterable<CampaignWrite>,
+  k: ShardKeys,
+  maxArgs: number,
+): void {
+  let keys: string[] = [];
+  let body: string[] = [];
+  let size = 0;
+  for (const c of campaigns) {
+    keys.push(k.campaign(c.campaignId));
+    // One packed argument per campaign: a script argument costs the client far more than its
+    // bytes, and the script splits it cheaply. Field names and encoded values never hold 0x1f.
+    body.push(c.fields.length === 0 ? c.mode : `${c.mode}\x1f${c.fields.join('\x1f')}`);
+    size += 2 + (c.fields.length >> 2);
+    if (size >= maxArgs) {
+      batches.push(keys, body, NO_CHANGES, NO_CHANGES);
+      keys = [];
+      body = [];
+      size = 0;
+    }
+  }
+  if (keys.length > 0) batches.push(keys, body, NO_CHANGES, NO_CHANGES);
 }

@@ -1,0 +1,102 @@
+/**
+ * The hot loop of a cap check (caps.ts): one pass over the user's packed event log that adds each
+ * event to the counters the setup (cap-setup.ts) laid out in the scratch. Per event and level it
+ * does two 32-bit reads and a probe or two of the level's id table, and allocates nothing: this
+ * loop is most of a cap check's CPU (`npm run bench -- counting`), so it reads everything it needs
+ * into locals first and calls nothing per event but the DataView getters the optimizing compiler
+ * inlines.
+ */
+import { CapLayout, type CapScratch, SLOT, slotOf, TWO_32 } from './cap-scratch.js';
+import { layoutAt, packLog } from './event-log.js';
+import type { EventSchema, Layout } from './schema.js';
+
+/**
+ * Counts the log's events into the scratch's counters (`counts`, scan order) or, on the fast path
+ * (`startCount` > 0 window classes), into the entities' buckets.
+ */
+export function scanLog(
+  s: CapScratch,
+  log: Buffer | readonly Buffer[],
+  notBefore: number,
+  schema: EventSchema,
+  startCount: number,
+): void {
+  const { levelCount, shift, mask, levelInts, table, watchedActions, starts, buckets, counts } = s;
+  const { action: cAction, view: cView, since: cSince, levels } = s;
+  const fast = startCount > 0;
+  const buf = packLog(log);
+  const floor = Math.max(notBefore, s.minSince);
+  // The previous check may have had more levels: drop them (a shape change, so rare).
+  if (levels.length > levelCount) {
+    levels.length = levelCount;
+    s.levelNames.length = levelCount;
+    s.valueKeys.length = levelCount;
+    s.candidateEntity.length = levelCount;
+    s.candidateStamp.length = levelCount;
+  }
+  const cache = s.layoutCache(schema, levels);
+  const build = (layout: Layout) => new CapLayout(layout, levels);
+  // DataView getters are inlined by the optimizing compiler; Buffer's readers are slower here.
+  const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+  for (let pos = 0; pos < buf.length; ) {
+    // A version seen before is an array read.
+    const acc = cache[buf[pos] as number] ?? layoutAt(cache, buf, pos, schema, build);
+    const at = pos;
+    pos += acc.length;
+    const action = buf[at + acc.action] as number;
+    if (watchedActions[action] === 0) continue;
+    const ts = view.getUint16(at + 3) * TWO_32 + view.getUint32(at + 5);
+    if (ts < floor) continue;
+    const viewType = buf[at + acc.viewType] as number;
+    // Window class (fast path): ts ≥ floor ≥ the first window start.
+    let cls = 0;
+    while (cls + 1 < startCount && ts >= (starts[cls + 1] as number)) cls++;
+    const offsets = acc.offsets;
+    for (let li = 0; li < levelCount; li++) {
+      const offset = offsets[li] as number;
+      const hi = offset >= 0 ? view.getInt32(at + offset) : 0;
+      const lo = offset >= 0 ? view.getInt32(at + offset + 4) : 0;
+      const base = li * levelInts;
+      let slot = slotOf(hi, lo, shift);
+      let p = base + slot * SLOT;
+      let end = table[p + 3] as number;
+      while (end !== 0 && (table[p + 1] !== lo || table[p] !== hi)) {
+        slot = (slot + 1) & mask;
+        p = base + slot * SLOT;
+        end = table[p + 3] as number;
+      }
+      if (end === 0) continue;
+      if (fast) {
+        const b = (table[p + 2] as number) + cls;
+        buckets[b] = (buckets[b] as number) + 1;
+        continue;
+      }
+      for (let k = table[p + 2] as number; k < end && ts >= (cSince[k] as number); k++) {
+        if (cAction[k] === action) {
+          const v = cView[k] as number;
+          if (v < 0 || v === viewType) counts[k] = (counts[k] as number) + 1;
+        }
+      }
+    }
+  }
+}
+
+/**
+ * Fast path, after the scan: buckets → counts. Per entity, suffix sums over the window classes;
+ * a counter takes its class's sum.
+ */
+export function foldBuckets(s: CapScratch, startCount: number): void {
+  const { buckets, starts, entitySlot, entityFirst, table, since: cSince, counts } = s;
+  for (let e = 0; e < s.entityCount; e++) {
+    const base = e * startCount;
+    for (let c = startCount - 2; c >= 0; c--) {
+      buckets[base + c] = (buckets[base + c] as number) + (buckets[base + c + 1] as number);
+    }
+    const p = entitySlot[e] as number;
+    for (let k = entityFirst[e] as number; k < (table[p + 3] as number); k++) {
+      let c = 0;
+      while (starts[c] !== cSince[k]) c++;
+      counts[k] = buckets[base + c] as number;
+    }
+  }
+}

@@ -1,0 +1,300 @@
+/**
+ * The setup of a cap check (caps.ts), before the scan of the user's events. It works on the flat
+ * integer arrays of a {@link CapScratch}: a candidate's entity is resolved once per level (the
+ * windows of a level share it) and found in its level's id table (the same table the scan
+ * probes), identical caps share one counter (same entity, action, view type and window start),
+ * and each entity's counters end up contiguous, so the scan finds them with one probe per event
+ * and level. Nothing here allocates per cap; what it leaves is in the scratch.
+ */
+import {
+  type CapCandidate,
+  type CapRule,
+  checkRule,
+  codeOf,
+  type FrequencyCap,
+  whereCap,
+} from './cap-rules.js';
+import { type CapScratch, idHalves, MAX_FAST_WINDOWS, SLOT, slotOf, TWO_32 } from './cap-scratch.js';
+import { InvalidCountQueryError, specOf, valueKey } from './event-log.js';
+import { ACTIONS, type EventSchema, type FieldSpec } from './schema.js';
+
+/**
+ * Resolves every cap of the request to a counter (`capCounter`, by setup-order id; −1 for a
+ * block), filling the levels' id tables, the entities' counter lists and the watched actions.
+ * Throws {@link InvalidCountQueryError} naming the first unusable cap.
+ */
+export function resolveCaps(
+  s: CapScratch,
+  capTotal: number,
+  candidates: readonly CapCandidate[],
+  now: number,
+  schema: EventSchema,
+): void {
+  // A level holds at most one entity per candidate: ≥ 4 slots per candidate keeps the load ≤ 1/4.
+  let bits = 4;
+  while (1 << bits < candidates.length * 4) bits++;
+  s.shift = 32 - bits;
+  s.mask = (1 << bits) - 1;
+  s.levelInts = (1 << bits) * SLOT;
+  s.levelCount = 0;
+  s.entityCount = 0;
+  s.counterCount = 0;
+  s.ensure(capTotal);
+  s.watchedActions.fill(0);
+  s.codesFor(schema);
+  const capCounter = s.capCounter;
+  let lastActionValue: unknown;
+  let lastAction = 0;
+  let lastViewValue: unknown;
+  let lastView = 0;
+  let minSince = Number.POSITIVE_INFINITY;
+  let capIndex = 0;
+  for (let ci = 0; ci < candidates.length; ci++) {
+    const c = candidates[ci] as CapCandidate;
+    const caps = c.caps;
+    for (let k = 0; k < caps.length; k++) {
+      const rule = caps[k] as CapRule;
+      if (
+        rule.block !== undefined ||
+        !Number.isSafeInteger(rule.windowMs) ||
+        rule.windowMs <= 0 ||
+        !Number.isSafeInteger(rule.max) ||
+        rule.max < 1
+      ) {
+        checkRule(schema, c, ci, k, rule);
+        // A block: no counter (−1); the verdict rejects on it.
+        capCounter[capIndex++] = -1;
+        continue;
+      }
+      const cap = rule as FrequencyCap;
+      const li = levelIndex(s, schema, c, ci, k, cap.level);
+      const entity =
+        s.candidateStamp[li] === ci ? (s.candidateEntity[li] as number) : entityOf(s, c, ci, k, li);
+      const actionValue = cap.action ?? ACTIONS.impression;
+      let action: number;
+      if (actionValue === lastActionValue) action = lastAction;
+      else {
+        action = codeFor(s.actionCodes, schema, 'action', actionValue, c, ci, k);
+        lastActionValue = actionValue;
+        lastAction = action;
+      }
+      let viewType = -1;
+      const viewValue = cap.viewType;
+      if (viewValue === undefined) viewType = -1;
+      else if (viewValue === lastViewValue) viewType = lastView;
+      else {
+        viewType = codeFor(s.viewCodes, schema, 'viewType', viewValue, c, ci, k);
+        lastViewValue = viewValue;
+        lastView = viewType;
+      }
+      // (now − w, now]: the first millisecond that counts is one after now − w.
+      const since = now - cap.windowMs + 1;
+      if (since < minSince) minSince = since;
+      capCounter[capIndex++] = counterOf(s, entity, action, viewType, since);
+    }
+  }
+  s.minSince = minSince;
+}
+
+/** The index of `level` among the request's levels, added (with an empty id table) on first sight. */
+function levelIndex(
+  s: CapScratch,
+  schema: EventSchema,
+  c: CapCandidate,
+  ci: number,
+  k: number,
+  level: string,
+): number {
+  // A handful of levels per request, found by comparison.
+  const levelNames = s.levelNames;
+  const levelCount = s.levelCount;
+  let li = 0;
+  while (li < levelCount && levelNames[li] !== level) li++;
+  if (li < levelCount) return li;
+  // The message is built only for the error (it was a string per level per check).
+  const spec = schema.dimension(level) ?? specOf(schema, level, whereCap(c, ci, k));
+  if (spec.kind !== 'id')
+    throw new InvalidCountQueryError(
+      `${whereCap(c, ci, k)}: level "${level}" is not an entity id dimension.`,
+    );
+  s.levels[li] = spec;
+  levelNames[li] = level;
+  s.valueKeys[li] = undefined;
+  s.candidateEntity[li] = 0;
+  s.candidateStamp[li] = -1;
+  s.levelCount = levelCount + 1;
+  const levelInts = s.levelInts;
+  s.ensureTable((li + 1) * levelInts);
+  s.table.fill(0, li * levelInts, (li + 1) * levelInts);
+  return li;
+}
+
+/**
+ * The entity candidate `ci` names on level `li`: found in (or added to) the level's id table,
+ * where 5 and '5' are one entity, and remembered for the candidate's other caps on the level.
+ */
+function entityOf(s: CapScratch, c: CapCandidate, ci: number, k: number, li: number): number {
+  const level = s.levelNames[li] as string;
+  const value = c.entities[level];
+  if (value === undefined) {
+    throw new InvalidCountQueryError(
+      `${whereCap(c, ci, k)}: the candidate has no "${level}" id in entities.`,
+    );
+  }
+  let hi: number;
+  let lo: number;
+  if (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) {
+    // What valueKey gives a plain id, split without allocating.
+    hi = value < TWO_32 ? 0 : Math.floor(value / TWO_32) | 0;
+    lo = value | 0;
+  } else {
+    // Entity values that are not plain numbers: value → key per level (parsing once).
+    const spec = s.levels[li] as FieldSpec;
+    let keys = s.valueKeys[li];
+    if (keys === undefined) {
+      keys = new Map();
+      s.valueKeys[li] = keys;
+    }
+    let key = keys.get(value);
+    if (key === undefined) {
+      try {
+        key = valueKey(spec, value);
+      } catch (error) {
+        throw new InvalidCountQueryError(`${whereCap(c, ci, k)}: ${(error as Error).message}`, {
+          cause: error,
+        });
+      }
+      keys.set(value, key);
+    }
+    [hi, lo] = idHalves(key, spec);
+  }
+  const table = s.table;
+  const mask = s.mask;
+  const base = li * s.levelInts;
+  let p = base + slotOf(hi, lo, s.shift) * SLOT;
+  let mark = table[p + 2] as number;
+  while (mark !== 0 && (table[p] !== hi || table[p + 1] !== lo)) {
+    p = base + (((p - base) / SLOT + 1) & mask) * SLOT;
+    mark = table[p + 2] as number;
+  }
+  let entity: number;
+  if (mark === 0) {
+    entity = s.entityCount++;
+    table[p] = hi;
+    table[p + 1] = lo;
+    table[p + 2] = entity + 1;
+    s.entitySlot[entity] = p;
+    s.entityHead[entity] = -1;
+  } else entity = mark - 1;
+  s.candidateEntity[li] = entity;
+  s.candidateStamp[li] = ci;
+  return entity;
+}
+
+/** The code of an action or view-type value, remembered in `codes` (the scratch's, per schema). */
+function codeFor(
+  codes: Map<unknown, number>,
+  schema: EventSchema,
+  dim: string,
+  value: string | number,
+  c: CapCandidate,
+  ci: number,
+  k: number,
+): number {
+  const cached = codes.get(value);
+  if (cached !== undefined) return cached;
+  const code = codeOf(schema, dim, value, whereCap(c, ci, k));
+  codes.set(value, code);
+  return code;
+}
+
+/** The entity's counter for (action, view type, window start): identical caps share one. */
+function counterOf(s: CapScratch, entity: number, action: number, viewType: number, since: number): number {
+  const { setupAction, setupView, setupSince, counterNext, entityHead } = s;
+  // An entity has a few counters (its windows × actions).
+  let counter = entityHead[entity] as number;
+  while (
+    counter >= 0 &&
+    (setupSince[counter] !== since || setupAction[counter] !== action || setupView[counter] !== viewType)
+  ) {
+    counter = counterNext[counter] as number;
+  }
+  if (counter >= 0) return counter;
+  counter = s.counterCount++;
+  setupAction[counter] = action;
+  setupView[counter] = viewType;
+  setupSince[counter] = since;
+  counterNext[counter] = -1;
+  if ((entityHead[entity] as number) < 0) entityHead[entity] = counter;
+  else counterNext[s.entityTail[entity] as number] = counter;
+  s.entityTail[entity] = counter;
+  s.watchedActions[action] = 1;
+  return counter;
+}
+
+/**
+ * Lays the counters out in scan order: each entity's counters contiguous, longest window first
+ * (the scan stops at the first window an event is older than); its table slot gets their range.
+ */
+export function orderCounters(s: CapScratch): void {
+  const { entityHead, counterNext, setupAction, setupView, setupSince, entitySlot, entityFirst, table } = s;
+  const { finalIndex, origin, action: cAction, view: cView, since: cSince, counts } = s;
+  counts.fill(0, 0, s.counterCount);
+  let next = 0;
+  for (let e = 0; e < s.entityCount; e++) {
+    const first = next;
+    for (let id = entityHead[e] as number; id >= 0; id = counterNext[id] as number) {
+      // Insertion sort by window start (an entity has a few counters).
+      const since = setupSince[id] as number;
+      let k = next++;
+      while (k > first && (cSince[k - 1] as number) > since) {
+        cAction[k] = cAction[k - 1] as number;
+        cView[k] = cView[k - 1] as number;
+        cSince[k] = cSince[k - 1] as number;
+        origin[k] = origin[k - 1] as number;
+        k--;
+      }
+      cAction[k] = setupAction[id] as number;
+      cView[k] = setupView[id] as number;
+      cSince[k] = since;
+      origin[k] = id;
+    }
+    for (let k = first; k < next; k++) finalIndex[origin[k] as number] = k;
+    const p = entitySlot[e] as number;
+    table[p + 2] = first;
+    table[p + 3] = next;
+    entityFirst[e] = first;
+  }
+}
+
+/**
+ * Prepares the fast path when the request allows it and returns its number of window classes
+ * (0: the general scan). The usual request has every cap count one action in any view type, over
+ * a few distinct windows: an event's window class (the last window start it is at or after) is
+ * found once per event, and each level adds one to its entity's bucket of that class; a counter's
+ * count is then the sum of its entity's buckets from its window's class up. The hot loop then
+ * has no loop over an entity's counters, whose window comparisons the CPU mispredicts.
+ */
+export function fastWindows(s: CapScratch): number {
+  const { starts, view: cView, action: cAction, since: cSince } = s;
+  const counterCount = s.counterCount;
+  if (counterCount === 0) return 0;
+  let startCount = 0;
+  const fastAction = cAction[0] as number;
+  for (let k = 0; k < counterCount; k++) {
+    if ((cView[k] as number) >= 0 || cAction[k] !== fastAction) return 0;
+    const since = cSince[k] as number;
+    let j = 0;
+    while (j < startCount && (starts[j] as number) < since) j++;
+    if (j < startCount && starts[j] === since) continue;
+    if (startCount === MAX_FAST_WINDOWS) return 0;
+    for (let m = startCount; m > j; m--) starts[m] = starts[m - 1] as number;
+    starts[j] = since;
+    startCount++;
+  }
+  s.bucketsFor(s.entityCount * startCount);
+  // The table slot of an entity now holds its first bucket (the end mark stays non-zero).
+  const { table, entitySlot } = s;
+  for (let e = 0; e < s.entityCount; e++) table[(entitySlot[e] as number) + 2] = e * startCount;
+  return startCount;
+}

@@ -1,0 +1,48 @@
+/**
+ * The controller's learning, on every step after a plan-day's first: this interval's spend
+ * against the gain that was applied during it, accumulated per slot of the day; a closed slot
+ * becomes an observation for the forecast. Also the smoothed float the guards hold.
+ */
+
+import { slotAt } from './day-slots.js';
+import { withObservation } from './forecast.js';
+import { observation } from './memo.js';
+import { type ControllerState, GAIN_SCALE, PRESSURE_SCALE } from './state.js';
+import type { Position, Tick, Tuning, Working } from './step-parts.js';
+
+/** Learns from the interval since `prev` (a step of the same plan-day) into `w`. */
+export function learn(t: Tuning, tick: Tick, prev: ControllerState, w: Working, at: Position): void {
+  const { cfg } = t;
+  const { committed, budget, mode } = tick;
+  const { s, dtSec } = w;
+  // The guard may have refused bids when spend plus the guards' floats came within half the
+  // margin of E (the controller keeps them a margin below): such an interval measures the
+  // cap, not the demand.
+  const band = 0.5 * at.marginMicros + prev.leasedAvg;
+  const capped = mode.paced
+    ? prev.lastExpected - prev.lastCommitted < band || at.expected - committed < band
+    : budget - committed < 0.01 * budget;
+  const learnable = dtSec > 0 && dtSec * 1000 <= cfg.maxGapMs;
+  if (learnable && !capped && tick.input.spend.initialised) {
+    s.accSpend += committed - prev.lastCommitted;
+    s.accGain += Math.round(Math.exp(prev.pressure / PRESSURE_SCALE) * dtSec * GAIN_SCALE);
+    s.accSeconds += dtSec;
+  }
+  const slots = w.memo.slots;
+  const slotNow = slotAt(slots, tick.nowMs);
+  if (slotNow !== s.accSlot) {
+    const closed = observation(cfg, s, slots);
+    if (closed) {
+      if (w.pending) w.f = withObservation(w.f, w.pending, tick.tz, cfg);
+      w.pending = closed;
+    }
+    s.accSlot = slotNow;
+    s.accSpend = 0;
+    s.accGain = 0;
+    s.accSeconds = 0;
+  }
+  if (dtSec > 0) {
+    const a = Math.min(1, (dtSec * 1000) / cfg.leaseSmoothingMs);
+    s.leasedAvg = Math.max(0, Math.round(s.leasedAvg + a * (tick.leased - s.leasedAvg)));
+  }
+}

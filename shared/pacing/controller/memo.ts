@@ -1,0 +1,114 @@
+/**
+ * The controller's curve memo (step-parts.ts, `Memo`): E(t) of a state, kept on the state object
+ * and rebuilt from state + forecast after a decode, bit-identical; and the observations of closed
+ * slots that feed the forecast.
+ */
+import type { DayWindow } from '../../budget/time-zone.js';
+import { type PacingMode, type PacingModeSpec, pacingModeOf } from '../modes.js';
+import type { PacingControllerConfig } from './config.js';
+import { type DaySlots, daySlots, previousDay } from './day-slots.js';
+import {
+  COVER_UNITS,
+  type DayProfile,
+  dayProfile,
+  quantiseLevel,
+  type SlotObservation,
+  type TrafficForecast,
+} from './forecast.js';
+import { type ControllerState, GAIN_SCALE, StateRecord } from './state.js';
+import type { Draft, Memo } from './step-parts.js';
+
+/** The observation a state carries for the forecast, if any. */
+export function pendingOf(s: ControllerState): SlotObservation | undefined {
+  if (s.pendSlot < 0) return undefined;
+  return {
+    day: s.pendPrevDay ? previousDay(s.day) : s.day,
+    slot: s.pendSlot,
+    level: s.pendLevel,
+    cover: s.pendCover,
+  };
+}
+
+/** The observation of a closed slot, if enough of it was seen. */
+export function observation(
+  cfg: PacingControllerConfig,
+  s: Draft | ControllerState,
+  slots: DaySlots,
+): SlotObservation | undefined {
+  if (s.accSlot < 0 || s.accSlot >= slots.hours.length) return undefined;
+  const lenSec = ((slots.knots[s.accSlot + 1] as number) - (slots.knots[s.accSlot] as number)) / 1000;
+  if (s.accSeconds < cfg.minCoverage * lenSec || s.accGain <= 0) return undefined;
+  const perHour = (Math.max(0, s.accSpend) / (s.accGain / GAIN_SCALE)) * 3600;
+  return {
+    day: slots.day,
+    slot: s.accSlot,
+    level: quantiseLevel(perHour),
+    cover: Math.min(COVER_UNITS, Math.round((COVER_UNITS * s.accSeconds) / lenSec)),
+  };
+}
+
+/** The memo of an anchored curve: the curve of the state's mode (modes.ts, `curve`). */
+export function anchoredMemo(
+  f: TrafficForecast,
+  slots: DaySlots,
+  s: Pick<ControllerState, 'mode' | 'anchorSec' | 'anchorMicros' | 'budgetMicros'>,
+  profile: DayProfile | undefined,
+): Memo {
+  const curve = pacingModeOf(s.mode).curve({
+    slots,
+    weights: profile?.weights,
+    fromMs: Math.max(s.anchorSec * 1000, slots.startMs),
+    anchorMicros: s.anchorMicros,
+    budgetMicros: s.budgetMicros,
+  });
+  return { forecast: f, slots, curve, profile };
+}
+
+/**
+ * The memo of a state (its curve), rebuilt from the forecast after a decode or when a different
+ * forecast object is passed in; undefined when that forecast no longer gives the state's shape.
+ */
+export function memoOf(
+  cfg: PacingControllerConfig,
+  s: ControllerState,
+  f: TrafficForecast,
+  tz: string,
+  day: DayWindow,
+): Memo | undefined {
+  const hit = StateRecord.memoOf(s) as Memo | undefined;
+  if (hit && hit.forecast === f && hit.slots.startMs === day.startMs) return hit;
+  const slots = hit && hit.slots.startMs === day.startMs ? hit.slots : daySlots(tz, day);
+  if (!pacingModeOf(s.mode).shaped) {
+    if (hit) {
+      hit.forecast = f;
+      return hit;
+    }
+    return anchoredMemo(f, slots, s, undefined);
+  }
+  const profile = dayProfile(f, pendingOf(s), tz, slots, cfg);
+  if (profile.hash !== s.shape) return undefined;
+  if (hit) {
+    hit.forecast = f;
+    return hit;
+  }
+  return anchoredMemo(f, slots, s, profile);
+}
+
+/** Re-anchors `s` at (now, value) with `profile`'s shape; returns the new memo. */
+export function reanchor(
+  s: Draft,
+  f: TrafficForecast,
+  slots: DaySlots,
+  nowSec: number,
+  value: number,
+  budget: number,
+  mode: PacingModeSpec,
+  profile: DayProfile | undefined,
+): Memo {
+  s.anchorSec = nowSec;
+  s.anchorMicros = Math.max(0, Math.min(value, budget));
+  s.budgetMicros = budget;
+  s.mode = mode.id as PacingMode;
+  s.shape = mode.shaped && profile ? profile.hash : 0;
+  return anchoredMemo(f, slots, s, mode.shaped ? profile : undefined);
+}
