@@ -21,6 +21,9 @@ import { readPlanDay } from '../../shared/spend/live-counters.js';
 import type { SpendTracker } from '../../shared/spend/tracker.js';
 import type { ManualClock } from '../../shared/time/clock.js';
 import { ScenarioBudgets } from '../budgets.js';
+import { minFloat, noticeEvent } from '../engine/bidding.js';
+import { minuteRequests, mix } from '../engine/market.js';
+import type { RegionRun, StrategyRun } from '../engine/types.js';
 import { armOf, dayWindows, NoticeQueue } from '../engine-parts.js';
 import { idealTraffic } from '../ideal.js';
 import {
@@ -31,7 +34,6 @@ import {
   priceSampler,
   runAuction,
 } from '../market/index.js';
-import { minFloat, minuteRequests, mix, noticeEvent, type RegionRun, type StrategyRun } from '../runner.js';
 import type { Scenario, ScenarioCampaign } from '../scenario.js';
 import type { StrategyName } from '../strategies.js';
 import { SimRegion } from './region.js';
