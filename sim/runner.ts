@@ -1,22 +1,23 @@
 /**
- * The market simulator's engine: replays a {@link Scenario}'s days of auctions, second by second on
- * a `ManualClock`, against the production pacing path on a real redis-server:
+ * The market simulator's engine: replays a scenario's days of auctions, second by second on a
+ * `ManualClock`, against the production pacing path on a real redis-server. This file orders the
+ * simulated second; each phase of the world is a module of `sim/engine/`:
  *
- * - the pacer: `ShardPacer` (budgets from a real `ShardBudgets` cache fed by the scenario's
+ * - the pacer (`pacer.ts`): `ShardPacer` (budgets from a real `ShardBudgets` cache fed by the scenario's
  *   budget items, live spend through `rawSpendSource` as the pacer function reads it, the
  *   strategy's controller, the fenced claim + publish Lua scripts of `publisher.ts` and the pacing
  *   codec) ticking every 10 s;
- * - ad servers (`scenario.guards` of them): each a `PacingReader` (refresh-ahead after every tick,
+ * - ad servers (`ad-servers.ts`, `bidding.ts`; `scenario.guards` of them): each a `PacingReader` (refresh-ahead after every tick,
  *   `forBid` per bid) and a `BudgetGuard` whose E(t) is `publishedCurve(reader)`;
- * - spend: every win/loss notice through the real `SpendTracker` into the live counters, with an
+ * - spend (`notices.ts`): every win/loss notice through the real `SpendTracker` into the live counters, with an
  *   in-memory ledger holding the DynamoDB ledger's contract; counters lost with Redis are rebuilt
  *   by the real `Reconciler` from it;
- * - the market (`sim/market/`): global request traffic from an hourly shape with noise, spikes
+ * - the market (`market.ts`, `world.ts` over the model of `sim/market/`): global request traffic from an hourly shape with noise, spikes
  *   and outages; each request has a segment and is eligible for the campaigns that target it
  *   (deterministic per request and campaign, so every strategy sees the same requests); our
  *   eligible bids and the market's best competing bid (iPinYou clearing prices, scaled, shifted)
  *   meet in one second- or first-price auction; notices are delayed, lost and duplicated;
- * - faults: the leader killed (no publisher for the lease TTL, then a new process takes over
+ * - faults (`faults.ts`): the leader killed (no publisher for the lease TTL, then a new process takes over
  *   with a higher lease epoch and decodes the stored state), Redis restarted empty (FLUSHALL),
  *   notices stalled (delivered when the stall ends), the region flipped (a new publisher identity
  *   with a higher fence generation g; the old one, still reading the old control value for a few
@@ -27,7 +28,7 @@
  * except the lease and apply scripts (the client's raw script connection, shared by the guards and
  * the tracker: one ordered stream, shared/redis/raw-script.ts) and the pacer's spend read (raw
  * sockets that only read once the writes before it are acknowledged); within a phase, what runs on
- * different connections touches disjoint keys.
+ * different connections touches disjoint keys. Scoring per plan-day: `scoring.ts`.
  */
 
 import { TICK_MS } from '../shared/pacing/types.js';

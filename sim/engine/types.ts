@@ -6,6 +6,7 @@ import type { ResolvedPlan } from '../../shared/budget/model.js';
 import type { TargetCurve } from '../../shared/budget/pacing.js';
 import type { RedisClient } from '../../shared/redis/connect.js';
 import type { ManualClock } from '../../shared/time/clock.js';
+import type { SimRegion } from '../regions/region.js';
 import type { Scenario } from '../scenario.js';
 import type { StrategyName } from '../strategies.js';
 import type { PhaseTimes } from './overlap.js';
@@ -149,4 +150,34 @@ export interface RunProbe {
   readonly plans: readonly ResolvedPlan[];
   /** The ad servers' guard curves (`publishedCurve` of each server's reader), as the guards use them. */
   readonly curves: readonly TargetCurve[];
+}
+
+/** Options of `runRegions` (sim/regions/engine.ts). */
+export interface RegionsRunOptions {
+  /** One empty Redis per scenario region, in the scenario's order. */
+  readonly redis: readonly RedisClient[];
+  readonly clock: ManualClock;
+  readonly scenario: Scenario;
+  readonly strategy: StrategyName;
+  /** @default scenario.seed */
+  readonly seed?: number;
+  /** Keep 10-minute series of the combined figures (charts). @default false */
+  readonly series?: boolean;
+  readonly onProgress?: (line: string) => void;
+  /** Stop bidding at this instant instead of the scenario's end (short tests). */
+  readonly untilMs?: number;
+  /**
+   * Called every simulated minute, after the sample, with the regions (tests and diagnostics:
+   * their caches, what their pacers published).
+   */
+  readonly onMinute?: (nowMs: number, regions: readonly RegionProbe[]) => Promise<void> | void;
+}
+
+/** What {@link RegionsRunOptions.onMinute} sees of a region. */
+export interface RegionProbe {
+  readonly name: string;
+  readonly up: boolean;
+  readonly redis: RedisClient;
+  /** The scorer's reader of the region's published parameters (fresh this minute when up). */
+  readonly published: SimRegion['monitor'];
 }

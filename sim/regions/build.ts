@@ -8,7 +8,7 @@ import { allocationConfig } from '../../shared/pacing/regions/allocation-config.
 import type { RedisClient } from '../../shared/redis/connect.js';
 import type { ScenarioBudgets } from '../budgets.js';
 import { minFloat } from '../engine/bidding.js';
-import type { RegionsRunOptions } from './engine.js';
+import type { RegionsRunOptions } from '../engine/types.js';
 import { SimRegion } from './region.js';
 import { ReplicatedTable } from './replication.js';
 import { type ScenarioRegion, within } from './scenario.js';

@@ -17,51 +17,22 @@ import { prng } from '../../shared/random/prng.js';
 import type { RedisClient } from '../../shared/redis/connect.js';
 import { planDayKeys } from '../../shared/spend/keys.js';
 import { readPlanDay } from '../../shared/spend/live-counters.js';
-import type { ManualClock } from '../../shared/time/clock.js';
 import { ScenarioBudgets } from '../budgets.js';
 import { Auctioneer, minFloat, type NoticeEvent } from '../engine/bidding.js';
 import { MinuteQueue, mix } from '../engine/market.js';
-import type { RegionRun, StrategyRun } from '../engine/types.js';
+import type { RegionRun, RegionsRunOptions, StrategyRun } from '../engine/types.js';
+
+export type { RegionProbe, RegionsRunOptions } from '../engine/types.js';
+
 import { type CampaignRun, tracksOf, World } from '../engine/world.js';
 import { dayWindows, NoticeQueue } from '../engine-parts.js';
 import { idealTraffic } from '../ideal.js';
 import type { Scenario } from '../scenario.js';
-import type { StrategyName } from '../strategies.js';
 import { buildRegions } from './build.js';
 import type { SimRegion } from './region.js';
 import type { ReplicatedTable } from './replication.js';
 import { type ScenarioRegion, trafficAt, within } from './scenario.js';
 import { type PlanTrack, Tracks } from './scoring.js';
-
-/** Options of {@link runRegions}. */
-export interface RegionsRunOptions {
-  /** One empty Redis per scenario region, in the scenario's order. */
-  readonly redis: readonly RedisClient[];
-  readonly clock: ManualClock;
-  readonly scenario: Scenario;
-  readonly strategy: StrategyName;
-  /** @default scenario.seed */
-  readonly seed?: number;
-  /** Keep 10-minute series of the combined figures (charts). @default false */
-  readonly series?: boolean;
-  readonly onProgress?: (line: string) => void;
-  /** Stop bidding at this instant instead of the scenario's end (short tests). */
-  readonly untilMs?: number;
-  /**
-   * Called every simulated minute, after the sample, with the regions (tests and diagnostics:
-   * their caches, what their pacers published).
-   */
-  readonly onMinute?: (nowMs: number, regions: readonly RegionProbe[]) => Promise<void> | void;
-}
-
-/** What {@link RegionsRunOptions.onMinute} sees of a region. */
-export interface RegionProbe {
-  readonly name: string;
-  readonly up: boolean;
-  readonly redis: RedisClient;
-  /** The scorer's reader of the region's published parameters (fresh this minute when up). */
-  readonly published: SimRegion['monitor'];
-}
 
 const MINUTE = 60_000;
 const NOTICE_BATCH_MS = 5_000;
