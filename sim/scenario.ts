@@ -7,12 +7,21 @@
  * strings with an offset (`2026-03-10T12:00:00-04:00`), never local wall-clock times, so a scenario
  * crossing a DST change is unambiguous.
  */
-import { canonicalTimeZone, dayWindowOf, parseDay } from '../shared/budget/time-zone.js';
+import { dayWindowOf, parseDay } from '../shared/budget/time-zone.js';
 import type { PacingMode } from '../shared/pacing/modes.js';
-import { type AuctionKind, IPINYOU_CAMPAIGNS, type NoticeOptions, SHAPES } from './market/index.js';
-import { generatePortfolio, type PortfolioSpec } from './portfolio.js';
+import type { AuctionKind, NoticeOptions } from './market/index.js';
+import { generatePortfolio } from './portfolio.js';
 import { parseRegions, type ScenarioRegion } from './regions/scenario.js';
-import { isObject, type Json, MAX_BUDGET_USD, Reader, ScenarioError } from './scenario-reader.js';
+import { type Json, Reader, ScenarioError } from './scenario-reader.js';
+import {
+  parseBudgetChanges,
+  parseFaults,
+  parseMarket,
+  parseNotices,
+  parseSegments,
+  parseTraffic,
+  portfolioSpec,
+} from './scenario-sections.js';
 
 export { ScenarioError } from './scenario-reader.js';
 
@@ -128,19 +137,6 @@ export interface Scenario {
   readonly regions?: readonly ScenarioRegion[];
 }
 
-function ranges(r: Reader, k: string, window: TimeRange, factorMax: number): RangeFactor[] {
-  return r.array(k).map((v, i) => {
-    const e = r.item(k, i, v);
-    e.only(['from', 'to', 'factor']);
-    const fromMs = e.instant('from');
-    const toMs = e.instant('to');
-    if (toMs <= fromMs) throw new ScenarioError(e.at('to'), 'must be after `from`.');
-    if (toMs <= window.fromMs || fromMs >= window.toMs)
-      throw new ScenarioError(e.path, 'lies outside the scenario’s days: move it inside them or remove it.');
-    return { fromMs, toMs, factor: e.number('factor', { min: 0, max: factorMax }) };
-  });
-}
-
 function nextDay(day: string): string {
   const { y, m, d } = parseDay(day);
   const t = new Date(Date.UTC(y, m - 1, d + 1));
@@ -153,83 +149,124 @@ export interface ParseOptions {
   readonly seed?: number;
 }
 
-function portfolioSpec(r: Reader): PortfolioSpec {
-  const p = r.child('portfolio');
-  p.only([
-    'campaigns',
-    'accounts',
-    'timeZones',
-    'budget',
-    'demand',
-    'reachMax',
-    'segments',
-    'valuation',
-    'created',
-  ]);
-  const zonesRaw = p.raw('timeZones');
-  if (!isObject(zonesRaw) || Object.keys(zonesRaw).length === 0)
-    throw new ScenarioError(p.at('timeZones'), 'must be an object of IANA zone → share of accounts.');
-  const zr = new Reader(zonesRaw, p.at('timeZones'));
-  const timeZones: Record<string, number> = {};
-  for (const z of Object.keys(zonesRaw)) {
-    let zone: string;
-    try {
-      zone = canonicalTimeZone(z);
-    } catch {
-      throw new ScenarioError(
-        zr.at(z),
-        `${JSON.stringify(z)} is not an IANA time zone (e.g. "America/New_York").`,
-      );
-    }
-    timeZones[zone] = zr.number(z, { min: 0 });
+/** What the accounts' section needs of the sections before it. */
+interface AccountsContext {
+  /** The scenario's zone (an account's default). */
+  readonly timeZone: string;
+  readonly window: TimeRange;
+  readonly seed: number;
+  readonly requestsPerDay: number;
+  readonly segments: ReadonlyMap<string, number>;
+  readonly market: Scenario['market'];
+  readonly firstScoredDay: string;
+}
+
+/** `accounts` (hand-written, then a generated `portfolio`'s) and their campaigns. */
+function parseAccounts(
+  r: Reader,
+  ctx: AccountsContext,
+): { accounts: ScenarioAccount[]; campaigns: ScenarioCampaign[] } {
+  const accounts: ScenarioAccount[] = [];
+  const campaigns: ScenarioCampaign[] = [];
+  const campaignIds = new Set<string>();
+  const rawAccounts = [...r.array('accounts', !r.has('portfolio'))];
+  if (r.has('portfolio')) {
+    // A generated portfolio: its accounts follow the hand-written ones and are validated alike.
+    rawAccounts.push(
+      ...generatePortfolio(portfolioSpec(r), {
+        seed: ctx.seed,
+        requestsPerDay: ctx.requestsPerDay,
+        segments: ctx.segments,
+        auction: ctx.market.auction,
+        priceCampaign: ctx.market.priceCampaign,
+        microsPerUnit: ctx.market.microsPerUnit,
+        floorMicros: ctx.market.floorMicros,
+        firstScoredDay: ctx.firstScoredDay,
+      }),
+    );
   }
-  const b = p.child('budget');
-  b.only(['shape', 'scale', 'min', 'max']);
-  const d = p.child('demand');
-  d.only(['median', 'sigma']);
-  const sg = p.child('segments');
-  sg.only(['min', 'max']);
-  const v = p.child('valuation');
-  v.only(['medianCpm', 'sigma', 'spread']);
-  const spec: PortfolioSpec = {
-    campaigns: p.number('campaigns', { min: 1, max: 10_000, integer: true }),
-    accounts: p.number('accounts', { min: 1, max: 10_000, integer: true }),
-    timeZones,
-    budget: {
-      shape: b.number('shape', { min: 1, max: 100 }),
-      scale: b.number('scale', { min: 0.01, max: 10, fallback: 1 }),
-      min: b.number('min', { min: 0.000001, max: MAX_BUDGET_USD, fallback: 1 }),
-      max: b.number('max', { min: 0.000001, max: MAX_BUDGET_USD, fallback: MAX_BUDGET_USD }),
-    },
-    demand: {
-      median: d.number('median', { min: 0.01, max: 1000 }),
-      sigma: d.number('sigma', { min: 0, max: 3 }),
-    },
-    reachMax: p.number('reachMax', { min: 0.0001, max: 1, fallback: 1 }),
-    segments: {
-      min: sg.number('min', { min: 0, max: 100, integer: true, fallback: 0 }),
-      max: sg.number('max', { min: 0, max: 100, integer: true, fallback: 0 }),
-    },
-    valuation: {
-      medianCpm: v.number('medianCpm', { min: 0.001, max: 1000, fallback: 1.5 }),
-      sigma: v.number('sigma', { min: 0, max: 2, fallback: 0.3 }),
-      spread: v.number('spread', { min: 0, max: 2, fallback: 0 }),
-    },
+  if (rawAccounts.length === 0)
+    throw new ScenarioError('accounts', 'needs at least one account with a campaign.');
+  rawAccounts.forEach((v, i) => {
+    const a = r.item('accounts', i, v);
+    a.only(['id', 'timeZone', 'dailyBudget', 'pacingMode', 'campaigns']);
+    const id = a.id('id');
+    if (accounts.some((x) => x.id === id)) throw new ScenarioError(a.at('id'), `duplicate account id ${id}.`);
+    const account: ScenarioAccount = {
+      id,
+      timeZone: a.timeZone('timeZone', ctx.timeZone),
+      budgetMicros: a.has('dailyBudget') ? a.budget('dailyBudget') : undefined,
+      pacingMode: a.mode('pacingMode', 'even'),
+    };
+    accounts.push(account);
+    const rawCampaigns = a.array('campaigns', true);
+    if (rawCampaigns.length === 0) throw new ScenarioError(a.at('campaigns'), 'needs at least one campaign.');
+    rawCampaigns.forEach((cv, j) => {
+      campaigns.push(parseCampaign(a.item('campaigns', j, cv), id, campaignIds, ctx));
+    });
+  });
+  return { accounts, campaigns };
+}
+
+/** One campaign of account `accountId` (its id added to `campaignIds`, which must not hold it). */
+function parseCampaign(
+  c: Reader,
+  accountId: string,
+  campaignIds: Set<string>,
+  ctx: AccountsContext,
+): ScenarioCampaign {
+  c.only(['id', 'dailyBudget', 'pacingMode', 'createdAt', 'arms', 'targeting', 'valuation', 'ctr']);
+  const cid = c.id('id');
+  if (campaignIds.has(cid)) throw new ScenarioError(c.at('id'), `duplicate campaign id ${cid}.`);
+  campaignIds.add(cid);
+  const tg = c.child('targeting');
+  tg.only(['segments', 'reach']);
+  const segs = tg.array('segments').map((s, k) => {
+    if (typeof s !== 'string' || !ctx.segments.has(s))
+      throw new ScenarioError(
+        `${tg.at('segments')}[${k}]`,
+        `unknown segment ${JSON.stringify(s)}: declare it in "segments".`,
+      );
+    return s;
+  });
+  const val = c.child('valuation');
+  val.only(['medianCpm', 'sigma']);
+  const arms: ScenarioArm[] = c.array('arms').map((av, k) => {
+    const ar = c.item('arms', k, av);
+    ar.only(['id', 'share', 'dailyBudget', 'pacingMode']);
+    return {
+      id: ar.id('id'),
+      share: ar.share('share'),
+      budgetMicros: ar.budget('dailyBudget'),
+      pacingMode: ar.mode('pacingMode', c.mode('pacingMode', 'even')),
+    };
+  });
+  if (arms.length > 0) {
+    const total = arms.reduce((x, y) => x + y.share, 0);
+    if (Math.abs(total - 1) > 1e-6)
+      throw new ScenarioError(c.at('arms'), `arm shares must sum to 1 (got ${total}).`);
+    if (new Set(arms.map((x) => x.id)).size !== arms.length)
+      throw new ScenarioError(c.at('arms'), 'arm ids must be unique within the campaign.');
+  }
+  const createdAtMs = c.has('createdAt') ? c.instant('createdAt') : undefined;
+  if (createdAtMs !== undefined && (createdAtMs < ctx.window.fromMs || createdAtMs >= ctx.window.toMs))
+    throw new ScenarioError(
+      c.at('createdAt'),
+      'must lie inside the scenario’s days (omit it for a campaign that exists from the start).',
+    );
+  return {
+    id: cid,
+    accountId,
+    budgetMicros: c.budget('dailyBudget'),
+    pacingMode: c.mode('pacingMode', 'even'),
+    createdAtMs,
+    arms,
+    segments: segs,
+    reach: tg.share('reach', 1),
+    medianBidMicros: Math.round(val.number('medianCpm', { min: 0.001, max: 1000, fallback: 1.5 }) * 1000),
+    bidSigma: val.number('sigma', { min: 0, max: 2, fallback: 0.3 }),
+    ctr: c.share('ctr', 0.002),
   };
-  if (spec.budget.min > spec.budget.max) throw new ScenarioError(b.at('min'), 'must not exceed `max`.');
-  if (spec.segments.min > spec.segments.max) throw new ScenarioError(sg.at('min'), 'must not exceed `max`.');
-  if (p.has('created')) {
-    const c = p.child('created');
-    c.only(['share', 'localTime']);
-    const localTime = c.string('localTime');
-    if (!/^([01]\d|2[0-3]):[0-5]\d$/.test(localTime))
-      throw new ScenarioError(
-        c.at('localTime'),
-        `must be a local time HH:MM (got ${JSON.stringify(localTime)}).`,
-      );
-    return { ...spec, created: { share: c.share('share'), localTime } };
-  }
-  return spec;
 }
 
 /** Validates a parsed scenario file. Throws {@link ScenarioError} naming the first bad field. */
@@ -274,228 +311,21 @@ export function parseScenario(input: unknown, options: ParseOptions = {}): Scena
   const window = { fromMs: startMs, toMs: endMs };
   const seed = options.seed ?? r.number('seed', { min: 0, max: 2 ** 31 - 1, integer: true, fallback: 1 });
 
-  const t = r.child('traffic');
-  t.only(['requestsPerDay', 'shape', 'minuteNoise', 'dayNoise', 'events']);
-  const requestsPerDay = t.number('requestsPerDay', { min: 0, max: 1e9 });
-  let shape: readonly number[];
-  const rawShape = t.raw('shape') ?? 'noonPeak';
-  if (typeof rawShape === 'string') {
-    const named = (SHAPES as Record<string, readonly number[]>)[rawShape];
-    if (!named)
-      throw new ScenarioError(
-        t.at('shape'),
-        `unknown shape ${JSON.stringify(rawShape)}: use ${Object.keys(SHAPES).join(', ')} or 24 numbers.`,
-      );
-    shape = named;
-  } else if (
-    Array.isArray(rawShape) &&
-    rawShape.length === 24 &&
-    rawShape.every((v) => typeof v === 'number' && Number.isFinite(v) && v >= 0) &&
-    rawShape.some((v) => (v as number) > 0)
-  ) {
-    shape = rawShape as number[];
-  } else {
-    throw new ScenarioError(
-      t.at('shape'),
-      'must be a named shape or 24 numbers ≥ 0 (local hours 0–23), one > 0.',
-    );
-  }
-  const traffic = {
-    requestsPerDay,
-    shape,
-    minuteNoise: t.number('minuteNoise', { min: 0, max: 2, fallback: 0.1 }),
-    dayNoise: t.number('dayNoise', { min: 0, max: 2, fallback: 0.05 }),
-    events: ranges(t, 'events', window, 100),
-  };
-
-  const segments = new Map<string, number>();
-  const rawSeg = r.raw('segments') ?? { all: 1 };
-  if (!isObject(rawSeg))
-    throw new ScenarioError('segments', 'must be an object of segment name → share of traffic.');
-  const segReader = new Reader(rawSeg, 'segments');
-  for (const k of Object.keys(rawSeg)) segments.set(k, segReader.share(k));
-  const segTotal = [...segments.values()].reduce((a, b) => a + b, 0);
-  if (segments.size === 0 || Math.abs(segTotal - 1) > 1e-6)
-    throw new ScenarioError('segments', `shares must sum to 1 (got ${segTotal}).`);
-
-  const m = r.child('market');
-  m.only(['auction', 'priceCampaign', 'priceScale', 'floorCpm', 'shifts']);
-  const auction = m.string('auction', 'second-price');
-  if (auction !== 'second-price' && auction !== 'first-price')
-    throw new ScenarioError(
-      m.at('auction'),
-      `must be "second-price" or "first-price" (got ${JSON.stringify(auction)}).`,
-    );
-  const priceCampaign = m.string('priceCampaign', '1458');
-  if (!(IPINYOU_CAMPAIGNS as readonly string[]).includes(priceCampaign))
-    throw new ScenarioError(
-      m.at('priceCampaign'),
-      `no iPinYou histogram ${priceCampaign}: use one of ${IPINYOU_CAMPAIGNS.join(', ')}.`,
-    );
-  const market = {
-    auction: auction as AuctionKind,
-    priceCampaign,
-    microsPerUnit: 10 * m.number('priceScale', { min: 0.01, max: 1000, fallback: 1 }),
-    floorMicros: Math.round(m.number('floorCpm', { min: 0, max: 1000, fallback: 0 }) * 1000),
-    shifts: ranges(m, 'shifts', window, 100),
-  };
-
-  const n = r.child('notices');
-  n.only(['meanDelayMs', 'maxDelayMs', 'winNoticeLoss', 'duplicateRate', 'lossNoticeRate']);
-  const notices: Required<NoticeOptions> = {
-    meanDelayMs: n.number('meanDelayMs', { min: 0, max: 600_000, fallback: 2_000 }),
-    maxDelayMs: n.number('maxDelayMs', { min: 0, max: 3_600_000, fallback: 60_000 }),
-    winNoticeLoss: n.share('winNoticeLoss', 0),
-    duplicateRate: n.share('duplicateRate', 0.01),
-    lossNoticeRate: n.share('lossNoticeRate', 1),
-  };
-
-  const accounts: ScenarioAccount[] = [];
-  const campaigns: ScenarioCampaign[] = [];
-  const campaignIds = new Set<string>();
-  const rawAccounts = [...r.array('accounts', !r.has('portfolio'))];
-  if (r.has('portfolio')) {
-    // A generated portfolio: its accounts follow the hand-written ones and are validated alike.
-    rawAccounts.push(
-      ...generatePortfolio(portfolioSpec(r), {
-        seed,
-        requestsPerDay,
-        segments,
-        auction: market.auction,
-        priceCampaign: market.priceCampaign,
-        microsPerUnit: market.microsPerUnit,
-        floorMicros: market.floorMicros,
-        firstScoredDay: days[history] as string,
-      }),
-    );
-  }
-  if (rawAccounts.length === 0)
-    throw new ScenarioError('accounts', 'needs at least one account with a campaign.');
-  rawAccounts.forEach((v, i) => {
-    const a = r.item('accounts', i, v);
-    a.only(['id', 'timeZone', 'dailyBudget', 'pacingMode', 'campaigns']);
-    const id = a.id('id');
-    if (accounts.some((x) => x.id === id)) throw new ScenarioError(a.at('id'), `duplicate account id ${id}.`);
-    const account: ScenarioAccount = {
-      id,
-      timeZone: a.timeZone('timeZone', timeZone),
-      budgetMicros: a.has('dailyBudget') ? a.budget('dailyBudget') : undefined,
-      pacingMode: a.mode('pacingMode', 'even'),
-    };
-    accounts.push(account);
-    const rawCampaigns = a.array('campaigns', true);
-    if (rawCampaigns.length === 0) throw new ScenarioError(a.at('campaigns'), 'needs at least one campaign.');
-    rawCampaigns.forEach((cv, j) => {
-      const c = a.item('campaigns', j, cv);
-      c.only(['id', 'dailyBudget', 'pacingMode', 'createdAt', 'arms', 'targeting', 'valuation', 'ctr']);
-      const cid = c.id('id');
-      if (campaignIds.has(cid)) throw new ScenarioError(c.at('id'), `duplicate campaign id ${cid}.`);
-      campaignIds.add(cid);
-      const tg = c.child('targeting');
-      tg.only(['segments', 'reach']);
-      const segs = tg.array('segments').map((s, k) => {
-        if (typeof s !== 'string' || !segments.has(s))
-          throw new ScenarioError(
-            `${tg.at('segments')}[${k}]`,
-            `unknown segment ${JSON.stringify(s)}: declare it in "segments".`,
-          );
-        return s;
-      });
-      const val = c.child('valuation');
-      val.only(['medianCpm', 'sigma']);
-      const arms: ScenarioArm[] = c.array('arms').map((av, k) => {
-        const ar = c.item('arms', k, av);
-        ar.only(['id', 'share', 'dailyBudget', 'pacingMode']);
-        return {
-          id: ar.id('id'),
-          share: ar.share('share'),
-          budgetMicros: ar.budget('dailyBudget'),
-          pacingMode: ar.mode('pacingMode', c.mode('pacingMode', 'even')),
-        };
-      });
-      if (arms.length > 0) {
-        const total = arms.reduce((x, y) => x + y.share, 0);
-        if (Math.abs(total - 1) > 1e-6)
-          throw new ScenarioError(c.at('arms'), `arm shares must sum to 1 (got ${total}).`);
-        if (new Set(arms.map((x) => x.id)).size !== arms.length)
-          throw new ScenarioError(c.at('arms'), 'arm ids must be unique within the campaign.');
-      }
-      const createdAtMs = c.has('createdAt') ? c.instant('createdAt') : undefined;
-      if (createdAtMs !== undefined && (createdAtMs < startMs || createdAtMs >= endMs))
-        throw new ScenarioError(
-          c.at('createdAt'),
-          'must lie inside the scenario’s days (omit it for a campaign that exists from the start).',
-        );
-      campaigns.push({
-        id: cid,
-        accountId: id,
-        budgetMicros: c.budget('dailyBudget'),
-        pacingMode: c.mode('pacingMode', 'even'),
-        createdAtMs,
-        arms,
-        segments: segs,
-        reach: tg.share('reach', 1),
-        medianBidMicros: Math.round(val.number('medianCpm', { min: 0.001, max: 1000, fallback: 1.5 }) * 1000),
-        bidSigma: val.number('sigma', { min: 0, max: 2, fallback: 0.3 }),
-        ctr: c.share('ctr', 0.002),
-      });
-    });
+  const traffic = parseTraffic(r, window);
+  const segments = parseSegments(r);
+  const market = parseMarket(r, window);
+  const notices = parseNotices(r);
+  const { accounts, campaigns } = parseAccounts(r, {
+    timeZone,
+    window,
+    seed,
+    requestsPerDay: traffic.requestsPerDay,
+    segments,
+    market,
+    firstScoredDay: days[history] as string,
   });
-
-  const budgetChanges: BudgetChange[] = r.array('budgetChanges').map((v, i) => {
-    const b = r.item('budgetChanges', i, v);
-    b.only(['at', 'account', 'campaign', 'arm', 'dailyBudget']);
-    const atMs = b.instant('at');
-    if (atMs < startMs || atMs >= endMs)
-      throw new ScenarioError(b.at('at'), 'must lie inside the scenario’s days.');
-    const budgetMicros = b.budget('dailyBudget');
-    if (b.has('campaign')) {
-      const cid = b.string('campaign');
-      const c = campaigns.find((x) => x.id === cid);
-      if (!c) throw new ScenarioError(b.at('campaign'), `no campaign ${JSON.stringify(cid)} in "accounts".`);
-      const armId = b.has('arm') ? b.string('arm') : undefined;
-      if (armId !== undefined && !c.arms.some((x) => x.id === armId))
-        throw new ScenarioError(b.at('arm'), `campaign ${cid} has no arm ${JSON.stringify(armId)}.`);
-      return { atMs, accountId: c.accountId, campaignId: cid, armId, budgetMicros };
-    }
-    if (!b.has('account'))
-      throw new ScenarioError(b.path, 'name the plan: "campaign" (and optionally "arm") or "account".');
-    const aid = b.string('account');
-    const a = accounts.find((x) => x.id === aid);
-    if (!a) throw new ScenarioError(b.at('account'), `no account ${JSON.stringify(aid)}.`);
-    if (a.budgetMicros === undefined)
-      throw new ScenarioError(
-        b.at('account'),
-        `account ${aid} has no account plan: give it a "dailyBudget" first.`,
-      );
-    return { atMs, accountId: aid, campaignId: undefined, armId: undefined, budgetMicros };
-  });
-  budgetChanges.sort((x, y) => x.atMs - y.atMs);
-
-  const faults: Fault[] = r.array('faults').map((v, i) => {
-    const f = r.item('faults', i, v);
-    const kind = f.string('kind');
-    if (kind === 'notices-stalled') {
-      f.only(['kind', 'from', 'to']);
-      const atMs = f.instant('from');
-      const untilMs = f.instant('to');
-      if (untilMs <= atMs) throw new ScenarioError(f.at('to'), 'must be after `from`.');
-      if (atMs < startMs || untilMs > endMs)
-        throw new ScenarioError(f.path, 'must lie inside the scenario’s days.');
-      return { kind, atMs, untilMs };
-    }
-    if (kind !== 'leader-killed' && kind !== 'redis-restarted' && kind !== 'region-flipped')
-      throw new ScenarioError(
-        f.at('kind'),
-        `unknown fault ${JSON.stringify(kind)}: use leader-killed, redis-restarted, notices-stalled or region-flipped.`,
-      );
-    f.only(['kind', 'at']);
-    const atMs = f.instant('at');
-    if (atMs < startMs || atMs >= endMs)
-      throw new ScenarioError(f.at('at'), 'must lie inside the scenario’s days.');
-    return { kind, atMs };
-  });
-  faults.sort((x, y) => x.atMs - y.atMs);
+  const budgetChanges = parseBudgetChanges(r, accounts, campaigns, window);
+  const faults = parseFaults(r, window);
   const regions = parseRegions(r, window);
   if (regions && faults.length > 0)
     throw new ScenarioError(

@@ -12,8 +12,8 @@ import type { ResolvedPlan } from '../../shared/budget/model.js';
 import type { DayWindow } from '../../shared/budget/time-zone.js';
 import type { PacingReader } from '../../shared/pacing/reader.js';
 import { evaluateCurve } from '../../shared/pacing/types.js';
+import type { PlanDayResult } from '../engine/types.js';
 import { IdealCurve, type TrafficDay } from '../ideal.js';
-import type { PlanDayResult } from '../runner.js';
 
 const MINUTE = 60_000;
 

@@ -17,9 +17,10 @@ import { beforeAll, expect, it } from 'vitest';
 import { dayWindow } from '../../../shared/budget/time-zone.js';
 import { planDayKeys } from '../../../shared/spend/keys.js';
 import { readPlanDay } from '../../../shared/spend/live-counters.js';
+import { minFloat } from '../../../sim/engine/bidding.js';
 import { loadScenario, simulate } from '../../../sim/main.js';
 import type { SimJson } from '../../../sim/report.js';
-import { minFloat, type StrategyRun } from '../../../sim/runner.js';
+import type { StrategyRun } from '../../../sim/runner.js';
 import type { Scenario } from '../../../sim/scenario.js';
 
 /** Bounds of the multi-region acceptance. */

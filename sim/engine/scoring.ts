@@ -1,0 +1,204 @@
+/**
+ * The scoring phase of the single-region engine, per plan-day: spend booked by the tracker,
+ * what the exchange charged, and every minute the deviation from the curve the pacer published
+ * (read by the scorer's own reader), the lead over the traffic-following ideal curve
+ * (sim/ideal.ts), the overspend and the minutes alive.
+ */
+import type { CampaignBudgets, ResolvedPlan } from '../../shared/budget/model.js';
+import type { TargetCurve } from '../../shared/budget/pacing.js';
+import type { DayWindow } from '../../shared/budget/time-zone.js';
+import type { PacingReader } from '../../shared/pacing/reader.js';
+import type { RedisClient } from '../../shared/redis/connect.js';
+import { planDayKeys } from '../../shared/spend/keys.js';
+import { readPlanDay } from '../../shared/spend/live-counters.js';
+import type { Reconciler } from '../../shared/spend/reconcile.js';
+import { IdealCurve, idealTraffic } from '../ideal.js';
+import type { Scenario } from '../scenario.js';
+import type { PlanDayResult } from './types.js';
+import { type CampaignRun, tracksOf } from './world.js';
+
+/** One plan-day's running figures. */
+interface DayTrack {
+  budget: number;
+  spent: number;
+  charged: number;
+  impressions: number;
+  clicks: number;
+  maxDev: number;
+  sumSq: number;
+  samples: number;
+  maxOver: number;
+  maxAhead: number;
+  ideal: IdealCurve | undefined;
+  alive: number;
+  series: [number, number, number, number, number][] | undefined;
+}
+
+/** A plan's days. */
+export interface PlanTrack {
+  plan: ResolvedPlan;
+  readonly key: string;
+  readonly days: Map<string, DayTrack>;
+  /** The last day looked up and its track (bids and notices of a day come in runs). */
+  lastDay: string | undefined;
+  lastTrack: DayTrack | undefined;
+}
+
+const planKeyOf = (p: Pick<ResolvedPlan, 'scope' | 'planId'>) => `${p.scope}/${p.planId}`;
+
+/** The plan tracks of a run (module comment). */
+export class Scorer {
+  readonly tracks = new Map<string, PlanTrack>();
+  private readonly trafficOf: ReturnType<typeof idealTraffic>;
+
+  constructor(
+    private readonly scenario: Scenario,
+    private readonly windowOf: (timeZone: string, nowMs: number) => DayWindow,
+    /** Keep series every `seriesEveryMs` (undefined: none). */
+    private readonly seriesEveryMs: number | undefined,
+  ) {
+    this.trafficOf = idealTraffic(scenario);
+  }
+
+  /** Tracks a campaign's (new) budgets and links the campaign to the plans its bids fall under. */
+  link(c: CampaignRun<PlanTrack>, b: CampaignBudgets): void {
+    const { tracks } = this;
+    for (const p of [...b.common, ...b.arms.values()]) {
+      const key = planKeyOf(p);
+      const t = tracks.get(key);
+      if (t) t.plan = p;
+      else tracks.set(key, { plan: p, key, days: new Map(), lastDay: undefined, lastTrack: undefined });
+    }
+    // The plans a bid falls under (plansForBid's order: account, campaign, then the arm).
+    const common = b.common.map((p) => tracks.get(planKeyOf(p)) as PlanTrack);
+    c.tracksByArm = new Map([['', common]]);
+    for (const arm of c.spec.arms) {
+      const p = b.arms.get(arm.id);
+      c.tracksByArm.set(arm.id, p ? [...common, tracks.get(planKeyOf(p)) as PlanTrack] : common);
+    }
+  }
+
+  /** Every tracked plan, as last resolved. */
+  plans(): ResolvedPlan[] {
+    return [...this.tracks.values()].map((t) => t.plan);
+  }
+
+  private day(t: PlanTrack, day: string): DayTrack {
+    if (t.lastDay === day) return t.lastTrack as DayTrack;
+    let d = t.days.get(day);
+    if (!d) {
+      d = {
+        budget: t.plan.dailyBudgetMicros,
+        spent: 0,
+        charged: 0,
+        impressions: 0,
+        clicks: 0,
+        maxDev: 0,
+        sumSq: 0,
+        samples: 0,
+        maxOver: Number.NEGATIVE_INFINITY,
+        maxAhead: 0,
+        ideal: undefined,
+        alive: 0,
+        series: this.seriesEveryMs === undefined ? undefined : [],
+      };
+      t.days.set(day, d);
+    }
+    t.lastDay = day;
+    t.lastTrack = d;
+    return d;
+  }
+
+  /** A won impression of a bid of `c` at `at`. */
+  win(
+    c: CampaignRun<PlanTrack>,
+    armId: string | undefined,
+    at: number,
+    priceMicros: number,
+    clicked: boolean,
+  ): void {
+    const day = this.windowOf(c.timeZone, at).day;
+    for (const t of tracksOf(c, armId)) {
+      const d = this.day(t, day);
+      d.impressions++;
+      d.charged += priceMicros;
+      if (clicked) d.clicks++;
+    }
+  }
+
+  /** Spend the tracker booked for a bid of `c` made on advertiser day `day`. */
+  book(c: CampaignRun<PlanTrack>, armId: string | undefined, day: string, micros: number): void {
+    if (!c.budgets) return;
+    for (const t of tracksOf(c, armId)) this.day(t, day).spent += micros;
+  }
+
+  /** The minute's sample of every plan against `monitor`'s published curve (read fresh this minute). */
+  sample(
+    now: number,
+    monitor: PacingReader,
+    monitorCurve: TargetCurve,
+    createdAtOf: (id: string) => number | undefined,
+  ): void {
+    for (const t of this.tracks.values()) {
+      const day = this.windowOf(t.plan.timeZone, now);
+      const d = this.day(t, day.day);
+      const budget = t.plan.dailyBudgetMicros;
+      d.budget = budget;
+      const created = t.plan.campaignId === undefined ? undefined : createdAtOf(t.plan.campaignId);
+      d.ideal ??= new IdealCurve(this.trafficOf(day), Math.max(day.startMs, created ?? day.startMs), budget);
+      d.maxAhead = Math.max(d.maxAhead, (d.spent - d.ideal.at(now, budget)) / budget);
+      const e = monitorCurve.expectedMicros(t.plan, day, now);
+      const dev = (d.spent - e) / budget;
+      d.maxDev = Math.max(d.maxDev, Math.abs(dev));
+      d.sumSq += dev * dev;
+      d.samples++;
+      d.maxOver = Math.max(d.maxOver, d.spent - budget);
+      if (e - d.spent > 0) d.alive++;
+      if (d.series && now % (this.seriesEveryMs as number) === 0) {
+        const p = monitor.freshPlan(t.plan, day);
+        d.series.push([now, d.spent, e, p?.throttle ?? -1, p?.bidMultiplier ?? -1]);
+      }
+    }
+  }
+
+  /**
+   * Every plan-day's result, with the live counters at `atMs` (a plan-day lost with a Redis
+   * restart after its last notice is rebuilt first, as a guard or the tracker would: the real
+   * reconcile path, from the ledger).
+   */
+  async results(redis: RedisClient, reconciler: Reconciler, atMs: number): Promise<PlanDayResult[]> {
+    const scored = new Set(this.scenario.scoredDays);
+    const plans: PlanDayResult[] = [];
+    for (const t of this.tracks.values()) {
+      for (const [day, d] of t.days) {
+        if (d.samples === 0 && d.spent === 0) continue;
+        let snap = await readPlanDay(redis, planDayKeys(t.plan, day).state, atMs);
+        if (snap.epoch === undefined && d.spent > 0) {
+          await reconciler.reconcile(t.plan, day);
+          snap = await readPlanDay(redis, planDayKeys(t.plan, day).state, atMs);
+        }
+        plans.push({
+          plan: t.key,
+          level: t.plan.level,
+          campaignId: t.plan.campaignId,
+          day,
+          scored: scored.has(day),
+          budgetMicros: d.budget,
+          spentMicros: d.spent,
+          countersMicros: snap.confirmedMicros,
+          chargedMicros: d.charged,
+          impressions: d.impressions,
+          clicks: d.clicks,
+          maxDeviation: d.maxDev,
+          rmsDeviation: d.samples > 0 ? Math.sqrt(d.sumSq / d.samples) : 0,
+          maxOverCapMicros: d.maxOver,
+          maxAhead: d.maxAhead,
+          minutesAlive: d.alive,
+          ...(d.series ? { series: d.series } : {}),
+        });
+      }
+    }
+    plans.sort((a, b) => a.plan.localeCompare(b.plan) || a.day.localeCompare(b.day));
+    return plans;
+  }
+}
