@@ -19,9 +19,9 @@
  * memory.
  */
 import { Cluster, type Result } from 'ioredis';
+import { PacelineError } from '../errors.js';
 import { type RedisClient, slotOf, slotsReady } from '../redis/connect.js';
 import { clientValueReader, RawValueReader, type ValueReader } from '../redis/raw-get.js';
-import { PacelineError } from '../errors.js';
 import { defineScripts } from '../redis/scripts/registry.js';
 import { type Clock, DAY_MS, MINUTE_MS } from '../time/clock.js';
 import {
