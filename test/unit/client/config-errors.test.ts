@@ -18,7 +18,7 @@ const base: PacelineClientConfig = {
     ssm: 'http://127.0.0.1:9',
     localOnly: true,
   },
-  redis: { mode: 'standalone', nodes: [{ host: '127.0.0.1', port: 9 }] },
+  redis: { mode: 'standalone', nodes: [{ host: '127.0.0.1', port: 9 }], tls: false },
   pacerShards: 1,
   onError: () => {},
 };
@@ -47,7 +47,7 @@ describe('createPacelineClient configuration errors', () => {
   });
 
   it('no Redis node: InvalidRedisConfigError saying what to give', async () => {
-    const error = await refusal({ ...base, redis: { mode: 'standalone', nodes: [] } });
+    const error = await refusal({ ...base, redis: { mode: 'standalone', nodes: [], tls: false } });
     expect(error).toBeInstanceOf(InvalidRedisConfigError);
     expect(error.code).toBe('redis.invalid-config');
     expect(error.message).toMatch(/nodes is empty: give at least one/);
