@@ -52,57 +52,59 @@ export const READY_PREFIX = 'Paceline local regions ready';
 /** First port of the stable layout `npm start` uses (see `regionPorts`); `--base-port` overrides. */
 export { DEFAULT_BASE_PORT };
 
-function parseCli(argv: readonly string[]): CliOptions {
-  const { values } = parseArgs({
-    args: [...argv],
-    options: {
-      regions: { type: 'string' },
-      redis: { type: 'string' },
-      prewarm: { type: 'boolean' },
-      'no-bundle': { type: 'boolean' },
-      'pacer-shards': { type: 'string' },
-      'pacer-instances': { type: 'string' },
-      handler: { type: 'string', multiple: true },
-      'data-dir': { type: 'string' },
-      'base-port': { type: 'string' },
-      logs: { type: 'string' },
-      'state-dir': { type: 'string' },
-      'dashboard-port': { type: 'string' },
-      scheduler: { type: 'string' },
-      iam: { type: 'string' },
-      help: { type: 'boolean' },
-    },
-  });
-  if (values.help) {
-    console.log(
-      'Usage: npm start -- [--regions us-east-1,us-west-2] [--redis standalone|cluster] [--prewarm]\n' +
-        `                    [--pacer-shards N] [--pacer-instances K]   (pacer layout; default ${localPacerSettings.shards} × ${localPacerSettings.instancesPerShard}, AWS 24 × 3)\n` +
-        '                    [--handler <function>=<module path>]...   (run a function with another handler module)\n' +
-        '                    [--no-bundle]   (compile handlers with tsx at each cold start instead of esbuild bundles)\n' +
-        '                    [--data-dir DIR]   (keep state across restarts: Redis AOF, DynamoDB, Kinesis, SSM, S3; default in memory)\n' +
-        `                    [--base-port N]   (stable ports: region i uses N+10i…N+10i+8; default ${DEFAULT_BASE_PORT}; 0 = free ports)\n` +
-        "                    [--logs compact|full]   (console: one line per invocation (default), or every instance's output too)\n" +
-        '                    [--state-dir DIR]   (env files and instance logs; default .paceline)\n' +
-        '                    [--dashboard-port N]   (live dashboard; default 7400, any free port when taken; 0 = any)\n' +
-        "                    [--scheduler eventbridge|exact]   (schedule timing: EventBridge's (default) or exactly on the minute)",
-      "                    [--iam on|off]   (check every function's and the ad-server client's calls against their synthesized IAM policies; default on)",
-    );
-    process.exit(0);
-  }
-  const redis = values.redis ?? 'standalone';
-  if (redis !== 'standalone' && redis !== 'cluster') {
-    throw new UsageError(`--redis must be 'standalone' or 'cluster', got '${redis}'`);
-  }
-  const regions = (values.regions ?? defaultRegions.join(','))
+const CLI_FLAGS = {
+  regions: { type: 'string' },
+  redis: { type: 'string' },
+  prewarm: { type: 'boolean' },
+  'no-bundle': { type: 'boolean' },
+  'pacer-shards': { type: 'string' },
+  'pacer-instances': { type: 'string' },
+  handler: { type: 'string', multiple: true },
+  'data-dir': { type: 'string' },
+  'base-port': { type: 'string' },
+  logs: { type: 'string' },
+  'state-dir': { type: 'string' },
+  'dashboard-port': { type: 'string' },
+  scheduler: { type: 'string' },
+  iam: { type: 'string' },
+  help: { type: 'boolean' },
+} as const;
+
+const USAGE =
+  'Usage: npm start -- [--regions us-east-1,us-west-2] [--redis standalone|cluster] [--prewarm]\n' +
+  `                    [--pacer-shards N] [--pacer-instances K]   (pacer layout; default ${localPacerSettings.shards} × ${localPacerSettings.instancesPerShard}, AWS 24 × 3)\n` +
+  '                    [--handler <function>=<module path>]...   (run a function with another handler module)\n' +
+  '                    [--no-bundle]   (compile handlers with tsx at each cold start instead of esbuild bundles)\n' +
+  '                    [--data-dir DIR]   (keep state across restarts: Redis AOF, DynamoDB, Kinesis, SSM, S3; default in memory)\n' +
+  `                    [--base-port N]   (stable ports: region i uses N+10i…N+10i+8; default ${DEFAULT_BASE_PORT}; 0 = free ports)\n` +
+  "                    [--logs compact|full]   (console: one line per invocation (default), or every instance's output too)\n" +
+  '                    [--state-dir DIR]   (env files and instance logs; default .paceline)\n' +
+  '                    [--dashboard-port N]   (live dashboard; default 7400, any free port when taken; 0 = any)\n' +
+  "                    [--scheduler eventbridge|exact]   (schedule timing: EventBridge's (default) or exactly on the minute)";
+const USAGE_IAM =
+  "                    [--iam on|off]   (check every function's and the ad-server client's calls against their synthesized IAM policies; default on)";
+
+/** `value` if it is one of `allowed`, else a UsageError naming the flag and the choices. */
+function oneOf<T extends string>(flag: string, value: string, allowed: readonly T[]): T {
+  if ((allowed as readonly string[]).includes(value)) return value as T;
+  throw new UsageError(`--${flag} must be ${allowed.map((m) => `'${m}'`).join(' or ')}, got '${value}'`);
+}
+
+function parseRegions(raw: string | undefined): string[] {
+  const regions = (raw ?? defaultRegions.join(','))
     .split(',')
     .map((r) => r.trim())
     .filter(Boolean);
   if (regions.length === 0 || new Set(regions).size !== regions.length) {
     throw new UsageError(`--regions needs distinct region names, e.g. --regions us-east-1,us-west-2`);
   }
+  return regions;
+}
+
+function parseHandlers(pairs: readonly string[]): Record<string, string> {
   const names = new Set<string>(Object.values(regionResources.functions).map((f) => f.name));
   const handlerOverrides: Record<string, string> = {};
-  for (const pair of values.handler ?? []) {
+  for (const pair of pairs) {
     const [fn, module] = pair.split('=', 2);
     if (!fn || !module || !names.has(fn)) {
       throw new UsageError(
@@ -111,6 +113,14 @@ function parseCli(argv: readonly string[]): CliOptions {
     }
     handlerOverrides[fn] = module;
   }
+  return handlerOverrides;
+}
+
+/** `--pacer-shards` / `--pacer-instances`, checked against the description's pacer limits. */
+function parsePacerLayout(values: {
+  'pacer-shards'?: string;
+  'pacer-instances'?: string;
+}): Partial<PacerSettings> {
   const pacer: { -readonly [K in keyof PacerSettings]?: PacerSettings[K] } = {};
   for (const [flag, field] of [
     ['pacer-shards', 'shards'],
@@ -123,40 +133,48 @@ function parseCli(argv: readonly string[]): CliOptions {
       throw new UsageError(`--${flag} takes a whole number, got '${raw}'`);
     pacer[field] = n;
   }
-  const basePortRaw = values['base-port'] ?? String(DEFAULT_BASE_PORT);
-  const basePort = Number(basePortRaw);
-  const highest = basePort + 10 * (regions.length - 1) + 8;
-  if (!/^\d+$/.test(basePortRaw) || (basePort !== 0 && (basePort < 1024 || highest + 10000 > 65535))) {
-    throw new UsageError(
-      `--base-port takes 0 (free ports) or a port from 1024 leaving room for ${regions.length} region block(s) and cluster bus ports (+10000), got '${basePortRaw}'`,
-    );
-  }
-  const logsMode = values.logs ?? 'compact';
-  if (logsMode !== 'compact' && logsMode !== 'full') {
-    throw new UsageError(`--logs must be 'compact' or 'full', got '${logsMode}'`);
-  }
-  const timing = values.scheduler ?? 'eventbridge';
-  if (!(SCHEDULE_TIMING_MODES as readonly string[]).includes(timing)) {
-    throw new UsageError(
-      `--scheduler must be ${SCHEDULE_TIMING_MODES.map((m) => `'${m}'`).join(' or ')}, got '${timing}'`,
-    );
-  }
-  const iamMode = values.iam ?? 'on';
-  if (iamMode !== 'on' && iamMode !== 'off')
-    throw new UsageError(`--iam must be 'on' or 'off', got '${iamMode}'`);
-  const stateDir = resolve(values['state-dir'] ?? (process.env[STATE_DIR_ENV] || stateFolder(repoRoot)));
-  const dashboardRaw = values['dashboard-port'];
-  if (dashboardRaw !== undefined && (!/^\d+$/.test(dashboardRaw) || Number(dashboardRaw) > 65_535))
-    throw new UsageError(`--dashboard-port takes a port number (0 = any free port), got '${dashboardRaw}'`);
   try {
     runtimeDescription({ pacer });
   } catch (error) {
     if (error instanceof InvalidPacerSettingsError) throw new UsageError(error.message);
     throw error;
   }
+  return pacer;
+}
+
+function parseBasePort(raw: string | undefined, regions: number): number {
+  const basePortRaw = raw ?? String(DEFAULT_BASE_PORT);
+  const basePort = Number(basePortRaw);
+  const highest = basePort + 10 * (regions - 1) + 8;
+  if (!/^\d+$/.test(basePortRaw) || (basePort !== 0 && (basePort < 1024 || highest + 10000 > 65535))) {
+    throw new UsageError(
+      `--base-port takes 0 (free ports) or a port from 1024 leaving room for ${regions} region block(s) and cluster bus ports (+10000), got '${basePortRaw}'`,
+    );
+  }
+  return basePort;
+}
+
+function parseCli(argv: readonly string[]): CliOptions {
+  const { values } = parseArgs({ args: [...argv], options: CLI_FLAGS });
+  if (values.help) {
+    console.log(`${USAGE}\n${USAGE_IAM}`);
+    process.exit(0);
+  }
+  const redisMode = oneOf('redis', values.redis ?? 'standalone', ['standalone', 'cluster'] as const);
+  const regions = parseRegions(values.regions);
+  const handlerOverrides = parseHandlers(values.handler ?? []);
+  const pacer = parsePacerLayout(values);
+  const basePort = parseBasePort(values['base-port'], regions.length);
+  const logsMode = oneOf('logs', values.logs ?? 'compact', ['compact', 'full'] as const);
+  const timing = oneOf('scheduler', values.scheduler ?? 'eventbridge', SCHEDULE_TIMING_MODES);
+  const iamMode = oneOf('iam', values.iam ?? 'on', ['on', 'off'] as const);
+  const stateDir = resolve(values['state-dir'] ?? (process.env[STATE_DIR_ENV] || stateFolder(repoRoot)));
+  const dashboardRaw = values['dashboard-port'];
+  if (dashboardRaw !== undefined && (!/^\d+$/.test(dashboardRaw) || Number(dashboardRaw) > 65_535))
+    throw new UsageError(`--dashboard-port takes a port number (0 = any free port), got '${dashboardRaw}'`);
   return {
     regions,
-    redisMode: redis,
+    redisMode,
     prewarm: values.prewarm ?? false,
     bundle: !values['no-bundle'],
     pacer,
@@ -199,19 +217,13 @@ function printLine(line: string): Promise<void> {
   return new Promise((resolve) => process.stdout.write(`${line}\n`, () => resolve()));
 }
 
-async function runCli(): Promise<void> {
-  quietSdkNodeWarning();
-  let options: CliOptions;
-  try {
-    options = parseCli(process.argv.slice(2));
-  } catch (error) {
-    console.error(error instanceof Error ? error.message : String(error));
-    process.exit(64);
-  }
-  let runtimes: RegionRuntime[] | undefined;
-  let dashboard: Dashboard | undefined;
+/**
+ * One stop for every signal: dashboard, then each region (a line per region once it is down),
+ * then exit 0; a stop that takes over 15 s kills the remaining children and exits 1.
+ */
+function stopper(state: { runtimes?: RegionRuntime[]; dashboard?: Dashboard }): (reason: string) => void {
   let stopping: Promise<void> | undefined;
-  const shutdown = (_reason: string) => {
+  return (_reason) => {
     // A Ctrl-C reaches the runner twice (from the terminal, and relayed by npm): one stop.
     if (stopping) return;
     stopRequested = true;
@@ -219,7 +231,7 @@ async function runCli(): Promise<void> {
       // A child that ignores its stop request must not keep the runner (and itself) alive.
       const timer = setTimeout(() => {
         console.error('Shutdown took over 15 s; killing remaining children.');
-        for (const rt of runtimes ?? []) {
+        for (const rt of state.runtimes ?? []) {
           for (const pid of [...rt.region.redis.pids, ...[...rt.invokers.values()].flatMap((i) => i.pids)]) {
             try {
               process.kill(pid, 'SIGKILL');
@@ -228,37 +240,25 @@ async function runCli(): Promise<void> {
         }
         process.exit(1);
       }, 15_000);
-      await dashboard?.stop();
+      await state.dashboard?.stop();
       // One line per region, once it is down (and nothing else).
       await Promise.all(
-        (runtimes ?? []).map(async (rt) => {
+        (state.runtimes ?? []).map(async (rt) => {
           await rt.stop();
-          const state = rt.region.dataDir
-            ? `state kept in ${rt.region.dataDir}`
-            : 'in-memory state discarded';
-          await printLine(`${rt.region.region} stopped (${state})`);
+          const kept = rt.region.dataDir ? `state kept in ${rt.region.dataDir}` : 'in-memory state discarded';
+          await printLine(`${rt.region.region} stopped (${kept})`);
         }),
       );
       clearTimeout(timer);
       process.exit(0);
     })();
   };
-  let pendingSignal: string | undefined;
-  const onSignal = (signal: string) => {
-    if (runtimes) shutdown(signal);
-    else pendingSignal = signal; // still starting: stop as soon as the start finishes
-  };
-  process.on('SIGINT', () => onSignal('SIGINT'));
-  process.on('SIGTERM', () => onSignal('SIGTERM'));
-  // A launcher that died without passing a signal on (tsx SIGKILLs a child that does not confirm
-  // a relayed signal within 30 ms; a test's SIGKILL of `npm start`) must not leave the regions
-  // running unattended: a changed parent pid means we were orphaned.
-  const parent = process.ppid;
-  setInterval(() => {
-    if (process.ppid !== parent) onSignal('parent exited');
-  }, 1_000).unref();
+}
+
+/** Starts the regions, or exits with one line: 2 for a missing redis-server or a taken port, else 1. */
+async function startOrExit(options: CliOptions): Promise<RegionRuntime[]> {
   try {
-    runtimes = await startRuntime(options);
+    return await startRuntime(options);
   } catch (error) {
     if (error instanceof RedisServerMissingError) {
       console.error(error.message);
@@ -271,11 +271,15 @@ async function runCli(): Promise<void> {
     console.error('Could not start the local regions:', error);
     process.exit(1);
   }
-  console.log(describeRuntime(runtimes));
-  // The client environment of each region, for `source .paceline/<region>.env`; marked stale
-  // (unsets the variables, returns 1) when the runner stops.
+}
+
+/**
+ * The client environment of each region, for `source .paceline/<region>.env`; marked stale
+ * (unsets the variables, returns 1) when the runner stops, or by the watchdog when it is killed.
+ */
+function writeEnvFiles(runtimes: readonly RegionRuntime[], envDir: string): void {
   for (const rt of runtimes) {
-    const path = writeEnvFile(options.envDir, rt.region.region, rt.region.clientEnv);
+    const path = writeEnvFile(envDir, rt.region.region, rt.region.clientEnv);
     console.log(`Env file ${rt.region.region}: source ${relativeToCwd(path)}`);
     // Killed without its exit handlers (kill -9, the OOM killer): the watchdog marks it stale.
     onRunnerDeath(
@@ -289,10 +293,10 @@ async function runCli(): Promise<void> {
     );
   }
   process.once('exit', () => {
-    for (const rt of runtimes ?? []) {
+    for (const rt of runtimes) {
       try {
         markEnvFileStale(
-          options.envDir,
+          envDir,
           rt.region.region,
           Object.keys(rt.region.clientEnv),
           `runner pid ${process.pid} stopped at ${new Date().toISOString()}`,
@@ -300,21 +304,32 @@ async function runCli(): Promise<void> {
       } catch {}
     }
   });
+}
+
+/** The live dashboard; the regions work without it, so a failure is one line, not a failed start. */
+async function startDashboardOrSay(
+  runtimes: readonly RegionRuntime[],
+  port: number | undefined,
+): Promise<Dashboard | undefined> {
   try {
-    dashboard = await startDashboard({
+    const dashboard = await startDashboard({
       regions: runtimes.map((rt) => ({ region: rt.region.region, env: rt.region.clientEnv })),
-      ...(options.dashboardPort === undefined ? {} : { port: options.dashboardPort }),
+      ...(port === undefined ? {} : { port }),
       onError: (error) => console.error(`dashboard: ${String(error)}`),
     });
     console.log(
       `Dashboard: ${dashboard.url} (live charts of every region; docs/local-region.md "Dashboard")`,
     );
+    return dashboard;
   } catch (error) {
-    // The regions work without it: say why there is no dashboard instead of failing the start.
     console.error(`Dashboard not started: ${(error as Error).message}`);
+    return undefined;
   }
-  // Lets `paceline …` find the running local regions without pasting their env.
-  const regionsFile = localRegionsFile(options.envDir);
+}
+
+/** Lets `paceline …` find the running local regions without pasting their env. */
+function writeRegionsFile(runtimes: readonly RegionRuntime[], envDir: string): void {
+  const regionsFile = localRegionsFile(envDir);
   mkdirSync(dirname(regionsFile), { recursive: true });
   writeFileSync(
     regionsFile,
@@ -325,6 +340,40 @@ async function runCli(): Promise<void> {
   );
   process.once('exit', () => rmSync(regionsFile, { force: true }));
   onRunnerDeath(regionsFile, `"pid":${process.pid}`);
+}
+
+async function runCli(): Promise<void> {
+  quietSdkNodeWarning();
+  let options: CliOptions;
+  try {
+    options = parseCli(process.argv.slice(2));
+  } catch (error) {
+    console.error(error instanceof Error ? error.message : String(error));
+    process.exit(64);
+  }
+  const state: { runtimes?: RegionRuntime[]; dashboard?: Dashboard } = {};
+  const shutdown = stopper(state);
+  let pendingSignal: string | undefined;
+  const onSignal = (signal: string) => {
+    if (state.runtimes) shutdown(signal);
+    else pendingSignal = signal; // still starting: stop as soon as the start finishes
+  };
+  process.on('SIGINT', () => onSignal('SIGINT'));
+  process.on('SIGTERM', () => onSignal('SIGTERM'));
+  // A launcher that died without passing a signal on (tsx SIGKILLs a child that does not confirm
+  // a relayed signal within 30 ms; a test's SIGKILL of `npm start`) must not leave the regions
+  // running unattended: a changed parent pid means we were orphaned.
+  const parent = process.ppid;
+  setInterval(() => {
+    if (process.ppid !== parent) onSignal('parent exited');
+  }, 1_000).unref();
+  const runtimes = await startOrExit(options);
+  state.runtimes = runtimes;
+  console.log(describeRuntime(runtimes));
+  writeEnvFiles(runtimes, options.envDir);
+  const dashboard = await startDashboardOrSay(runtimes, options.dashboardPort);
+  if (dashboard) state.dashboard = dashboard;
+  writeRegionsFile(runtimes, options.envDir);
   // performance.now() counts from process start, so this includes loading the modules.
   const seconds = (performance.now() / 1000).toFixed(1);
   console.log(

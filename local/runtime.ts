@@ -144,6 +144,117 @@ export interface RegionRuntime {
   stop(): Promise<void>;
 }
 
+/** What a region's functions are wired to, filled by {@link wireFunction}. */
+interface RegionWiring {
+  readonly invokers: Map<FunctionKey, ProcessInvoker>;
+  readonly pollers: Map<FunctionKey, KinesisPoller>;
+  readonly readers: { destroy(): void }[];
+  readonly onFailure: Map<FunctionKey, LocalOnFailureDestination>;
+  readonly targets: ScheduleTarget[];
+  readonly handlerModules: Map<FunctionKey, string>;
+}
+
+/** The instance logs of a region, when kept. */
+function regionLogs(name: string, options: RuntimeOptions): { logDir?: string; logs?: InstanceLogs } {
+  if (!options.logs) return {};
+  const logDir = join(options.logs.dir, name);
+  return {
+    logDir,
+    logs: new InstanceLogs({ dir: logDir, echo: options.logs.console === 'full', prefix: `[${name}] ` }),
+  };
+}
+
+/** One function of a region: its process invoker, its event-source poller, its schedule targets. */
+function wireFunction(
+  key: FunctionKey,
+  region: LocalRegion,
+  options: RuntimeOptions,
+  context: { peerEnv: Readonly<Record<string, string>>; logs?: InstanceLogs; log: (line: string) => void },
+  wiring: RegionWiring,
+): void {
+  const name = region.region;
+  const { logs, log } = context;
+  const spec: FunctionSpec = region.description.functions[key];
+  const handlerModule = options.handlerOverrides?.[spec.name] ?? spec.entry;
+  const invoker = new ProcessInvoker({
+    functionName: spec.name,
+    handlerModule,
+    // The pacer also gets every region's name and local API endpoints (its peers' switches
+    // and caches: docs/pacing.md, "Many regions").
+    env: {
+      ...region.functionEnv(key),
+      ...(key === 'pacer' ? context.peerEnv : {}),
+      ...options.extraEnv?.[spec.name],
+    },
+    timeoutMs: spec.timeoutSeconds * 1000,
+    memoryMb: spec.memoryMb,
+    ...(options.functionOutput ? { stdio: options.functionOutput } : {}),
+    ...(logs
+      ? {
+          logs,
+          onInvocation: (record) =>
+            log(formatInvocation(name, record, record.pid ? logs.file(spec.name, record.pid) : undefined)),
+        }
+      : {}),
+  });
+  wiring.invokers.set(key, invoker);
+  wiring.handlerModules.set(key, handlerModule);
+  if (spec.source) {
+    const stateDir = options.stateDir ?? join(repoRoot, '.local');
+    const destination = new LocalOnFailureDestination({
+      file: join(stateDir, name, 'on-failure', `${spec.name}.jsonl`),
+    });
+    wiring.onFailure.set(key, destination);
+    // Lambda reads the stream with the function's execution role: so does the local poller.
+    const streamReader = kinesisClient({
+      ...region.endpoints,
+      credentials: principalCredentials(name, spec.name),
+    });
+    wiring.readers.push(streamReader);
+    const checkpoints =
+      region.dataDir === undefined
+        ? undefined
+        : new FileCheckpointStore(join(region.dataDir, 'checkpoints', `${spec.name}.json`));
+    wiring.pollers.set(
+      key,
+      new KinesisPoller({
+        kinesis: streamReader,
+        streamName: region.streamName(spec.source.stream),
+        source: spec.source,
+        invoker,
+        onFailure: destination,
+        region: name,
+        ...withCheckpoints(checkpoints),
+        log: (line) => log(`[${name}] ${line}`),
+      }),
+    );
+  }
+  if (spec.schedule) wiring.targets.push(...scheduleTargets(spec.name, spec.schedule, invoker));
+}
+
+/** The region's scheduler; it logs failed invocations and the unusual deliveries. */
+function regionScheduler(
+  name: string,
+  targets: readonly ScheduleTarget[],
+  options: RuntimeOptions,
+  log: (line: string) => void,
+): Scheduler {
+  return new Scheduler([...targets], {
+    region: name,
+    ...(options.msPerMinute === undefined ? {} : { msPerMinute: options.msPerMinute }),
+    ...(options.scheduler ? { timing: options.scheduler } : {}),
+    onResult: (target, _at, result) => {
+      if (!result.ok) log(`[${name}] ${target.ruleName}: ${result.errorType}: ${result.errorMessage}`);
+    },
+    // Only the unusual deliveries: they explain a gap or a second invocation in the logs.
+    onFiring: (target, firing) => {
+      const at = new Date(firing.scheduledAt).toISOString().slice(11, 23);
+      if (firing.deliverAt.length === 0) log(`[${name}] ${target.ruleName}: firing of ${at} not delivered`);
+      if (firing.deliverAt.length > 1) log(`[${name}] ${target.ruleName}: firing of ${at} delivered twice`);
+    },
+  });
+}
+
 async function startRegionRuntime(
   region: LocalRegion,
   options: RuntimeOptions,
@@ -153,92 +264,23 @@ async function startRegionRuntime(
   const name = region.region;
   const log = options.log ?? (() => {});
   const description = region.description;
-  const dataDir = region.dataDir;
-  const logDir = options.logs ? join(options.logs.dir, name) : undefined;
-  const logs = logDir
-    ? new InstanceLogs({ dir: logDir, echo: options.logs?.console === 'full', prefix: `[${name}] ` })
-    : undefined;
-  const checkpointsFor = (fn: string): CheckpointStore | undefined =>
-    dataDir === undefined ? undefined : new FileCheckpointStore(join(dataDir, 'checkpoints', `${fn}.json`));
-  const invokers = new Map<FunctionKey, ProcessInvoker>();
-  const pollers = new Map<FunctionKey, KinesisPoller>();
-  const readers: { destroy(): void }[] = [];
-  const onFailure = new Map<FunctionKey, LocalOnFailureDestination>();
-  const targets: ScheduleTarget[] = [];
-  const handlerModules = new Map<FunctionKey, string>();
-  const stateDir = options.stateDir ?? join(repoRoot, '.local');
+  const { logDir, logs } = regionLogs(name, options);
+  const wiring: RegionWiring = {
+    invokers: new Map(),
+    pollers: new Map(),
+    readers: [],
+    onFailure: new Map(),
+    targets: [],
+    handlerModules: new Map(),
+  };
+  const { invokers, pollers, readers } = wiring;
   const keys = (Object.keys(description.functions) as FunctionKey[]).filter(
     (k) => !options.functions || options.functions.includes(k),
   );
   try {
-    for (const key of keys) {
-      const spec: FunctionSpec = description.functions[key];
-      const invoker = new ProcessInvoker({
-        functionName: spec.name,
-        handlerModule: options.handlerOverrides?.[spec.name] ?? spec.entry,
-        // The pacer also gets every region's name and local API endpoints (its peers' switches
-        // and caches: docs/pacing.md, "Many regions").
-        env: {
-          ...region.functionEnv(key),
-          ...(key === 'pacer' ? peerEnv : {}),
-          ...options.extraEnv?.[spec.name],
-        },
-        timeoutMs: spec.timeoutSeconds * 1000,
-        memoryMb: spec.memoryMb,
-        ...(options.functionOutput ? { stdio: options.functionOutput } : {}),
-        ...(logs
-          ? {
-              logs,
-              onInvocation: (record) =>
-                log(
-                  formatInvocation(name, record, record.pid ? logs.file(spec.name, record.pid) : undefined),
-                ),
-            }
-          : {}),
-      });
-      invokers.set(key, invoker);
-      handlerModules.set(key, options.handlerOverrides?.[spec.name] ?? spec.entry);
-      if (spec.source) {
-        const destination = new LocalOnFailureDestination({
-          file: join(stateDir, name, 'on-failure', `${spec.name}.jsonl`),
-        });
-        onFailure.set(key, destination);
-        // Lambda reads the stream with the function's execution role: so does the local poller.
-        const streamReader = kinesisClient({
-          ...region.endpoints,
-          credentials: principalCredentials(name, spec.name),
-        });
-        readers.push(streamReader);
-        pollers.set(
-          key,
-          new KinesisPoller({
-            kinesis: streamReader,
-            streamName: region.streamName(spec.source.stream),
-            source: spec.source,
-            invoker,
-            onFailure: destination,
-            region: name,
-            ...withCheckpoints(checkpointsFor(spec.name)),
-            log: (line) => log(`[${name}] ${line}`),
-          }),
-        );
-      }
-      if (spec.schedule) targets.push(...scheduleTargets(spec.name, spec.schedule, invoker));
-    }
-    const scheduler = new Scheduler(targets, {
-      region: name,
-      ...(options.msPerMinute === undefined ? {} : { msPerMinute: options.msPerMinute }),
-      ...(options.scheduler ? { timing: options.scheduler } : {}),
-      onResult: (target, _at, result) => {
-        if (!result.ok) log(`[${name}] ${target.ruleName}: ${result.errorType}: ${result.errorMessage}`);
-      },
-      // Only the unusual deliveries: they explain a gap or a second invocation in the logs.
-      onFiring: (target, firing) => {
-        const at = new Date(firing.scheduledAt).toISOString().slice(11, 23);
-        if (firing.deliverAt.length === 0) log(`[${name}] ${target.ruleName}: firing of ${at} not delivered`);
-        if (firing.deliverAt.length > 1) log(`[${name}] ${target.ruleName}: firing of ${at} delivered twice`);
-      },
-    });
+    for (const key of keys)
+      wireFunction(key, region, options, { peerEnv, ...(logs ? { logs } : {}), log }, wiring);
+    const scheduler = regionScheduler(name, wiring.targets, options, log);
     // Bundles are built in the background: the region is ready at once, instances started before
     // the bundles exist run through tsx, later ones from the bundles.
     const bundling = options.bundle
@@ -260,10 +302,10 @@ async function startRegionRuntime(
       description,
       invokers,
       pollers,
-      onFailure,
+      onFailure: wiring.onFailure,
       scheduler,
       bundled: bundling,
-      handlerModules,
+      handlerModules: wiring.handlerModules,
       supervisionEvents,
       ...(logDir ? { logDir } : {}),
       async stop() {
