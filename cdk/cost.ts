@@ -103,20 +103,16 @@ export interface RegionCost {
   readonly totalUsd: number;
 }
 
-/** The cost of one region of `regions` in all, from its description and the traffic assumption. */
-export function regionCost(
-  region: string,
-  d: RegionDescription,
-  regions: number,
-  traffic: TrafficAssumption = defaultTraffic,
-): RegionCost {
+/** Adds one line of a region's cost. */
+type AddCost = (item: string, monthlyUsd: number, basis: string) => void;
+
+const eventsMonth = (rate: number) => rate * SECONDS_PER_MONTH;
+
+/** The functions: the always-on pacer, the stream functions at the traffic, the sweeper. */
+function lambdaCosts(d: RegionDescription, traffic: TrafficAssumption, add: AddCost): void {
   const p = unitPrices;
   const pacer = d.settings.pacer;
   const fn = d.functions;
-  const lines: CostLine[] = [];
-  const add = (item: string, monthlyUsd: number, basis: string) =>
-    lines.push({ item, monthlyUsd: Math.round(monthlyUsd * 100) / 100, basis });
-
   // The pacer runs all the time: an instance is invoked every minute and runs about a minute; an
   // invocation overlaps its successor by about a tick (shared/pacing/invocation.ts).
   const instances = pacer.shards * pacer.instancesPerShard;
@@ -131,7 +127,6 @@ export function regionCost(
   const batchSeconds = 0.01;
   const ingestBatch = fn.ingestActions.source.batchSize;
   const trackBatch = fn.trackSpend.source.batchSize;
-  const eventsMonth = (rate: number) => rate * SECONDS_PER_MONTH;
   const streamGbS = (events: number, perEvent: number, batch: number, memoryMb: number) =>
     (events * perEvent + (events / batch) * batchSeconds) * (memoryMb / 1024);
   const ingestGbS = streamGbS(
@@ -160,7 +155,11 @@ export function regionCost(
     sweepGbS * p.lambdaGbSecondArm + MINUTES_PER_MONTH * p.lambdaRequest,
     `one invocation a minute, ~2 s at ${fn.sweepSpend.memoryMb} MB`,
   );
+}
 
+/** The cache cluster's nodes. */
+function cacheCost(d: RegionDescription, add: AddCost): void {
+  const p = unitPrices;
   const cache = d.settings.cache;
   const nodes = cache.shards * (1 + cache.replicasPerShard);
   const nodeHour = p.cacheNodeHour[cache.nodeType];
@@ -171,7 +170,11 @@ export function regionCost(
     nodes * nodeHour * HOURS_PER_MONTH,
     `${nodes} × ${cache.nodeType} (${cache.shards} shards × ${1 + cache.replicasPerShard} nodes)`,
   );
+}
 
+/** The streams, on demand or provisioned as the description says. */
+function streamCost(d: RegionDescription, traffic: TrafficAssumption, add: AddCost): void {
+  const p = unitPrices;
   const streamSpecs = Object.values(d.streams);
   const records = traffic.actionsPerSec / traffic.actionsPerRecord + traffic.noticesPerSec;
   if (d.settings.streams.capacityMode === 'on-demand') {
@@ -189,7 +192,13 @@ export function regionCost(
       `${shardCount} shards; ${Math.round(records)} records/s (actions aggregated ${traffic.actionsPerRecord} per record)`,
     );
   }
+}
 
+/** DynamoDB writes and reads: leases, region-spend summaries, the ledger, and their replication. */
+function dynamoCost(d: RegionDescription, traffic: TrafficAssumption, regions: number, add: AddCost): void {
+  const p = unitPrices;
+  const pacer = d.settings.pacer;
+  const instances = pacer.shards * pacer.instancesPerShard;
   // Every instance ticks its lease each tick; the publisher writes its region-spend summary each
   // tick (replicated to every other region); every instance queries its shard's budgets.
   const ticksPerMonth = (60_000 / pacer.tickMs) * MINUTES_PER_MONTH;
@@ -207,7 +216,13 @@ export function regionCost(
       budgetReads * p.dynamoRead,
     `leases ${Math.round(leaseWrites / 1e6)} M, summaries ${Math.round(summaryWrites / 1e6)} M, ledger ${Math.round(ledgerWrites / 1e6)} M writes; ${Math.round(replicated / 1e6)} M replicated to ${regions - 1} other region(s)`,
   );
+}
 
+/** VPC endpoints, CloudWatch alarms and metrics, KMS. */
+function networkAndMonitoringCosts(d: RegionDescription, add: AddCost): void {
+  const p = unitPrices;
+  const pacer = d.settings.pacer;
+  const fn = d.functions;
   const endpoints = regionEndpoints(d);
   const interfaces = new Set<string>([...endpoints.interface, 'ssm', 'elasticache']);
   add(
@@ -223,7 +238,24 @@ export function regionCost(
     `${alarms} alarms, ~${metrics} custom metrics (per shard: leader, parameter age, tick, skips, top campaigns)`,
   );
   add('KMS', p.kmsKeyMonth, 'one customer-managed key (requests: DynamoDB and Kinesis cache data keys)');
+}
 
+/** The cost of one region of `regions` in all, from its description and the traffic assumption. */
+export function regionCost(
+  region: string,
+  d: RegionDescription,
+  regions: number,
+  traffic: TrafficAssumption = defaultTraffic,
+): RegionCost {
+  const pacer = d.settings.pacer;
+  const lines: CostLine[] = [];
+  const add: AddCost = (item, monthlyUsd, basis) =>
+    lines.push({ item, monthlyUsd: Math.round(monthlyUsd * 100) / 100, basis });
+  lambdaCosts(d, traffic, add);
+  cacheCost(d, add);
+  streamCost(d, traffic, add);
+  dynamoCost(d, traffic, regions, add);
+  networkAndMonitoringCosts(d, add);
   const totalUsd = Math.round(lines.reduce((s, l) => s + l.monthlyUsd, 0) * 100) / 100;
   return { region, shards: pacer.shards, instancesPerShard: pacer.instancesPerShard, lines, totalUsd };
 }

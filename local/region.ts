@@ -278,27 +278,7 @@ export async function startLocalRegion(options: LocalRegionOptions = {}): Promis
       s3: s3Client(endpoints),
     };
     await provisionRegion(region, clients, description);
-    const clientEnv: Record<string, string> = {
-      ...endpointsToEnv(endpoints),
-      // The AWS CLI and older SDKs read AWS_DEFAULT_REGION; Lambda sets both.
-      AWS_DEFAULT_REGION: region,
-      // The operator's key (CLI, tools: never checked); s3rver checks signatures against it.
-      AWS_ACCESS_KEY_ID: 'local',
-      AWS_SECRET_ACCESS_KEY: LOCAL_SECRET_ACCESS_KEY,
-      // The ad-server client's own key: configFromEnv prefers it, so the client is held to the
-      // ad-server access policy while the CLI in the same shell keeps the operator's.
-      [clientCredentialsEnv.accessKeyId]: accessKeyFor(region, AD_SERVER_PRINCIPAL),
-      [clientCredentialsEnv.secretAccessKey]: LOCAL_SECRET_ACCESS_KEY,
-      PACELINE_REGION: region,
-      [redisEnv.nodes]: redis.nodesEnv,
-      [redisEnv.mode]: redis.mode,
-      [redisEnv.tls]: 'false',
-      [pacerEnv.shards]: String(description.settings.pacer.shards),
-      // Several regions share every budget: clients derive their allocation mode from this.
-      ...(options.deploymentRegions && options.deploymentRegions.length > 1
-        ? { [REGIONS_ENV]: options.deploymentRegions.join(',') }
-        : {}),
-    };
+    const clientEnv = regionClientEnv(region, endpoints, redis, description, options.deploymentRegions);
     const tableName = (key: TableKey) => physicalName(regionResources.tables[key].suffix);
     const streamName = (key: StreamKey) => physicalName(regionResources.streams[key].suffix);
     const bucketName = (key: BucketKey) => physicalName(regionResources.buckets[key].suffix);
@@ -337,6 +317,40 @@ export async function startLocalRegion(options: LocalRegionOptions = {}): Promis
     await Promise.all(started.map((s) => s.stop().catch(() => {})));
     throw error;
   }
+}
+
+/**
+ * The environment that points SDK clients, the CLI and the ad-server client at a region (its
+ * `clientEnv`: endpoints, the operator's and the client's keys, Redis, the pacer shard count).
+ */
+function regionClientEnv(
+  region: string,
+  endpoints: Parameters<typeof endpointsToEnv>[0],
+  redis: Pick<RunningRedis, 'nodesEnv' | 'mode'>,
+  description: RegionDescription,
+  deploymentRegions: readonly string[] | undefined,
+): Record<string, string> {
+  return {
+    ...endpointsToEnv(endpoints),
+    // The AWS CLI and older SDKs read AWS_DEFAULT_REGION; Lambda sets both.
+    AWS_DEFAULT_REGION: region,
+    // The operator's key (CLI, tools: never checked); s3rver checks signatures against it.
+    AWS_ACCESS_KEY_ID: 'local',
+    AWS_SECRET_ACCESS_KEY: LOCAL_SECRET_ACCESS_KEY,
+    // The ad-server client's own key: configFromEnv prefers it, so the client is held to the
+    // ad-server access policy while the CLI in the same shell keeps the operator's.
+    [clientCredentialsEnv.accessKeyId]: accessKeyFor(region, AD_SERVER_PRINCIPAL),
+    [clientCredentialsEnv.secretAccessKey]: LOCAL_SECRET_ACCESS_KEY,
+    PACELINE_REGION: region,
+    [redisEnv.nodes]: redis.nodesEnv,
+    [redisEnv.mode]: redis.mode,
+    [redisEnv.tls]: 'false',
+    [pacerEnv.shards]: String(description.settings.pacer.shards),
+    // Several regions share every budget: clients derive their allocation mode from this.
+    ...(deploymentRegions && deploymentRegions.length > 1
+      ? { [REGIONS_ENV]: deploymentRegions.join(',') }
+      : {}),
+  };
 }
 
 function withoutClientCredentials(env: Readonly<Record<string, string>>): Record<string, string> {

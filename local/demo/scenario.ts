@@ -4,7 +4,7 @@
  * table, the streams, the guard — is in `traffic.ts`.
  */
 import type { Account, BudgetPlan, Campaign } from '../../shared/budget/model.js';
-import { encodeActionEvent } from '../../shared/counting/schema.js';
+import { type ActionEvent, encodeActionEvent } from '../../shared/counting/schema.js';
 import type { Random } from '../../shared/random/prng.js';
 import { encodeSpendEvent, type SpendEvent } from '../../shared/spend/events.js';
 
@@ -173,6 +173,27 @@ export function spendRecord(event: SpendEvent): DemoRecord {
   return { stream: 'spend', data: encodeSpendEvent(event), partitionKey: event.campaignId };
 }
 
+/** An impression or click of a campaign's ad by a user. */
+export function actionEvent(
+  campaign: DemoCampaign,
+  action: 'impression' | 'click',
+  userId: number,
+  atMs: number,
+  random: Random,
+): ActionEvent {
+  return {
+    userId,
+    timestamp: atMs,
+    insertionId: randomBytes(random),
+    action,
+    viewType: 'home',
+    ad: campaign.campaignNumber * 10 + 1,
+    adGroup: campaign.campaignNumber * 10,
+    campaign: campaign.campaignNumber,
+    advertiser: campaign.advertiserNumber,
+  };
+}
+
 /** An action event record (partition key: the decimal user id, as docs/counting.md asks). */
 export function actionRecord(
   campaign: DemoCampaign,
@@ -183,17 +204,7 @@ export function actionRecord(
 ): DemoRecord {
   return {
     stream: 'actions',
-    data: encodeActionEvent({
-      userId,
-      timestamp: atMs,
-      insertionId: randomBytes(random),
-      action,
-      viewType: 'home',
-      ad: campaign.campaignNumber * 10 + 1,
-      adGroup: campaign.campaignNumber * 10,
-      campaign: campaign.campaignNumber,
-      advertiser: campaign.advertiserNumber,
-    }),
+    data: encodeActionEvent(actionEvent(campaign, action, userId, atMs, random)),
     partitionKey: String(userId),
   };
 }

@@ -1,46 +1,36 @@
 /**
  * The demo's ad server and exchange, against a running local region: seeds the budget model
- * (`BudgetRepository`), then for every bid request reads the pacing parameters
- * (`PacingReader`), throttles, shades and asks the `BudgetGuard` (`paceBid`, the documented
- * call sequence); a bid that goes out is put on the spend stream, and after a notice delay its
- * win (with an impression — and sometimes a click — on the actions stream) or loss follows.
+ * (`BudgetRepository`, as the operator), then is an ad server built the documented way — one
+ * `createPacelineClient` from the region's environment (`configFromEnv`), asked `bid()` for every
+ * bid request (pacing read, throttle, price × multiplier, budget guard; the bid event goes out);
+ * after a notice delay the exchange's win (with an impression — and sometimes a click — on the
+ * actions stream) or loss follows through the same client.
  * Every `poisonEverySec` one malformed record goes to a stream, so the dead-letter counts move.
  *
  * Used by `npm run demo` (local/demo/main.ts) and by the dashboard's browser test.
  */
 
 import { randomUUID } from 'node:crypto';
-import { dynamoDbClient, kinesisClient, ssmClient } from '../../shared/aws/clients.js';
+import type { KinesisClient } from '@aws-sdk/client-kinesis';
+import { dynamoDbClient, kinesisClient } from '../../shared/aws/clients.js';
 import { BudgetRepository } from '../../shared/budget/repository.js';
-import { KinesisProducer, type KinesisPutError } from '../../shared/kinesis/producer.js';
-import { paceBid } from '../../shared/pacing/ad-server.js';
-import { resolvePacerShards } from '../../shared/pacing/control.js';
-import { PacingReader, publishedCurve } from '../../shared/pacing/reader.js';
-import {
-  allocationSettingsFromEnv,
-  guardAllocations,
-} from '../../shared/pacing/regions/allocation-config.js';
+import { createPacelineClient, type PacelineClient } from '../../shared/client/client.js';
+import { configFromEnv } from '../../shared/client/config.js';
+import { KinesisProducer, KinesisPutError } from '../../shared/kinesis/producer.js';
 import { TICK_MS } from '../../shared/pacing/types.js';
 import { prng, type Random } from '../../shared/random/prng.js';
-import { connectRedis } from '../../shared/redis/connect.js';
 import { regionResources, resourceName } from '../../shared/region/resources.js';
-import { BudgetGuard } from '../../shared/spend/guard.js';
-import { SpendLedger } from '../../shared/spend/ledger.js';
-import { Reconciler } from '../../shared/spend/reconcile.js';
-import { spendSettingsFromEnv } from '../../shared/spend/runtime.js';
 import { type Clock, systemClock } from '../../shared/time/clock.js';
 import {
   type AuctionModel,
-  actionRecord,
+  actionEvent,
   auctionOutcome,
   type DemoCampaign,
-  type DemoRecord,
   type DemoShape,
   defaultAuctionModel,
   demoBudgets,
   pickCampaign,
   poisonRecord,
-  spendRecord,
 } from './scenario.js';
 import type { DemoTarget } from './target.js';
 
@@ -119,199 +109,224 @@ export async function seedDemo(
 
 const STEP_MS = 100;
 
+function newStats(): DemoStats {
+  return {
+    requests: 0,
+    bids: 0,
+    throttled: 0,
+    noBudget: 0,
+    wins: 0,
+    losses: 0,
+    impressions: 0,
+    clicks: 0,
+    poison: 0,
+    spentMicros: 0,
+    putErrors: 0,
+    earlyNoBudget: 0,
+    earlyAllocationNoBudget: 0,
+  };
+}
+
+/** What one demo run shares: its client, randomness, counters and the notices not yet sent. */
+interface DemoRun {
+  readonly client: PacelineClient;
+  readonly campaigns: readonly DemoCampaign[];
+  readonly clock: Clock;
+  readonly random: Random;
+  readonly model: AuctionModel;
+  readonly users: number;
+  readonly stats: DemoStats;
+  readonly startedAt: number;
+  /** Each campaign's campaign-plan budget (the early no-budget count). */
+  readonly budgetOf: ReadonlyMap<string, number>;
+  /** Each campaign's booked spend. */
+  readonly spentBy: Map<string, number>;
+  /** Scheduled notices, so stop() can send them at once instead of dropping them. */
+  readonly notices: Map<NodeJS.Timeout, () => void>;
+}
+
+/** Counts a refused bid; a no-budget answer early in the run to a campaign that spent little is counted apart. */
+function countRefusal(run: DemoRun, campaignId: string, reason: string, now: number, refusalsBefore: number) {
+  const { stats } = run;
+  if (reason === 'throttled') {
+    stats.throttled++;
+    return;
+  }
+  stats.noBudget++;
+  const budget = run.budgetOf.get(campaignId) ?? 0;
+  if (now - run.startedAt < EARLY_WINDOW_MS && (run.spentBy.get(campaignId) ?? 0) < 0.05 * budget) {
+    stats.earlyNoBudget++;
+    if (run.client.guard.stats.allocationRefusals > refusalsBefore) stats.earlyAllocationNoBudget++;
+  }
+}
+
+/** The exchange's answer to a bid that went out: after its delay, a win (impression, click) or a loss. */
+function scheduleNotice(
+  run: DemoRun,
+  c: DemoCampaign,
+  bid: { bidId: string; bidAt: number; priceMicros: number },
+) {
+  const { client, stats, random } = run;
+  const base = {
+    v: 1 as const,
+    bidId: bid.bidId,
+    campaignId: c.campaignId,
+    bidAt: bid.bidAt,
+    bidPriceMicros: bid.priceMicros,
+  };
+  const outcome = auctionOutcome(bid.priceMicros, run.model, random);
+  const userId = 1 + Math.floor(random() * run.users);
+  const notice = () => {
+    run.notices.delete(timer);
+    const at = run.clock.now();
+    if (outcome.kind === 'win') {
+      stats.wins++;
+      stats.impressions++;
+      stats.spentMicros += outcome.clearingPriceMicros;
+      run.spentBy.set(c.campaignId, (run.spentBy.get(c.campaignId) ?? 0) + outcome.clearingPriceMicros);
+      client.sendSpendEvent({ ...base, type: 'win', at, clearingPriceMicros: outcome.clearingPriceMicros });
+      client.sendAction(actionEvent(c, 'impression', userId, at, random));
+      if (outcome.clicked) {
+        stats.clicks++;
+        client.sendAction(actionEvent(c, 'click', userId, at, random));
+      }
+    } else {
+      stats.losses++;
+      if (outcome.notice) client.sendSpendEvent({ ...base, type: 'loss', at });
+    }
+  };
+  const timer = setTimeout(notice, outcome.delayMs);
+  run.notices.set(timer, notice);
+}
+
+/** One bid request: a campaign, the client's decision, and the exchange's notice for a bid. */
+function request(run: DemoRun, now: number): void {
+  run.stats.requests++;
+  const c = pickCampaign(run.campaigns, run.random);
+  const refusalsBefore = run.client.guard.stats.allocationRefusals;
+  const outcome = run.client.bid({
+    bidId: randomUUID(),
+    campaignId: c.campaignId,
+    basePriceMicros: c.basePriceMicros,
+  });
+  if (!outcome.bid) {
+    countRefusal(run, c.campaignId, outcome.reason, now, refusalsBefore);
+    return;
+  }
+  run.stats.bids++;
+  scheduleNotice(run, c, outcome);
+}
+
 /** Seeds the target region and starts the traffic; resolves once the first requests can go out. */
 export async function startDemoTraffic(options: DemoTrafficOptions): Promise<DemoTraffic> {
   const { target } = options;
   const clock = options.clock ?? systemClock;
   const random: Random = prng(options.seed ?? Math.floor(Math.random() * 2 ** 31));
   const onError = options.onError ?? (() => {});
-  const model: AuctionModel = { ...defaultAuctionModel, ...options.auction };
-  const rate = options.requestsPerSec ?? 100;
-  const users = options.users ?? 5_000;
-  const poisonEveryMs = (options.poisonEverySec ?? 30) * 1000;
-
+  const stats = newStats();
+  const countingErrors = (error: unknown) => {
+    if (error instanceof KinesisPutError) stats.putErrors++;
+    onError(error);
+  };
+  // The ad server: the documented client, from the region's environment (its own credentials).
+  const client = await createPacelineClient(
+    configFromEnv(target.env, {
+      clock,
+      random,
+      autoTrack: false,
+      pacing: { tickMs: options.tickMs ?? TICK_MS },
+      onError: countingErrors,
+    }),
+  );
+  // The operator's side: budgets written, poison records put (what no ad server does).
   const dynamodb = dynamoDbClient(target.endpoints);
-  const ssm = ssmClient(target.endpoints);
   const kinesis = kinesisClient(target.endpoints);
-  const redis = connectRedis(target.redis);
-  redis.on('error', onError);
-  const closeClients = () => {
-    redis.disconnect();
+  const closeAll = async () => {
+    await client.close();
     dynamodb.destroy();
-    ssm.destroy();
     kinesis.destroy();
   };
-
   try {
-    const shards = await resolvePacerShards(target.env, ssm, target.region);
     const repo = new BudgetRepository({
       client: dynamodb,
       tableName: resourceName(regionResources.tables.budgets, target.env),
-      pacerShards: shards,
+      pacerShards: client.pacerShards,
     });
     const campaigns = await seedDemo(repo, options, clock.now());
-    const reader = new PacingReader({ redis, clock, shards, tickMs: options.tickMs ?? TICK_MS, onError });
-    const ledger = new SpendLedger({
-      client: dynamodb,
-      tableName: resourceName(regionResources.tables.spendLedger, target.env),
-      region: target.region,
-      clock,
-    });
-    const { inFlight } = spendSettingsFromEnv(target.env);
-    const reconciler = new Reconciler({
-      redis,
-      ledger,
-      clock,
-      inFlight,
-      campaignsOfAccount: (a) => repo.listCampaignIds(a),
-    });
-    // Several local regions: lease within the region's allocation, as ad servers there would.
-    const deployment = allocationSettingsFromEnv(target.region, target.env);
-    const guard = new BudgetGuard({
-      redis,
-      clock,
-      inFlight,
-      initPlanDay: (plan, day) => reconciler.reconcile(plan, day),
-      curve: publishedCurve(reader),
-      onError,
-      allocations: guardAllocations(deployment.mode, deployment.regions, target.region),
-    });
-    for (const c of campaigns) {
-      const budgets = await repo.getCampaignBudgets(c.campaignId);
-      if (budgets) guard.setBudgets(budgets);
-    }
-    await reader.prefetch(campaigns);
-    reader.start();
-    guard.start();
-
-    const producers = {
-      spend: new KinesisProducer({
-        client: kinesis,
-        streamName: resourceName(regionResources.streams.spend, target.env),
-      }),
-      actions: new KinesisProducer({
-        client: kinesis,
-        streamName: resourceName(regionResources.streams.actions, target.env),
-      }),
-    };
-    const stats: DemoStats = {
-      requests: 0,
-      bids: 0,
-      throttled: 0,
-      noBudget: 0,
-      wins: 0,
-      losses: 0,
-      impressions: 0,
-      clicks: 0,
-      poison: 0,
-      spentMicros: 0,
-      putErrors: 0,
-      earlyNoBudget: 0,
-      earlyAllocationNoBudget: 0,
-    };
-    const startedAt = clock.now();
-    // Each campaign's booked spend against its campaign plan's budget (the early no-budget count).
-    const spentBy = new Map<string, number>();
+    await client.track(campaigns.map((c) => c.campaignId));
     const budgetOf = new Map<string, number>();
     for (const c of campaigns) {
       const plan = (await repo.getCampaignBudgets(c.campaignId))?.common.find((p) => p.level === 'campaign');
       if (plan) budgetOf.set(c.campaignId, plan.dailyBudgetMicros);
     }
-    const put = (r: DemoRecord) =>
-      producers[r.stream].enqueue(
-        { data: r.data, partitionKey: r.partitionKey },
-        (error: KinesisPutError) => {
-          stats.putErrors++;
-          onError(error);
-        },
-      );
-    /** Scheduled notices, so stop() can send them at once instead of dropping them. */
-    const notices = new Map<NodeJS.Timeout, () => void>();
-
-    const request = (now: number) => {
-      stats.requests++;
-      const c = pickCampaign(campaigns, random);
-      const refusalsBefore = guard.stats.allocationRefusals;
-      const paced = paceBid(reader, guard, c, random);
-      if (!paced.bid) {
-        if (paced.reason === 'throttled') stats.throttled++;
-        else {
-          stats.noBudget++;
-          const budget = budgetOf.get(c.campaignId) ?? 0;
-          if (now - startedAt < EARLY_WINDOW_MS && (spentBy.get(c.campaignId) ?? 0) < 0.05 * budget) {
-            stats.earlyNoBudget++;
-            if (guard.stats.allocationRefusals > refusalsBefore) stats.earlyAllocationNoBudget++;
-          }
-        }
-        return;
-      }
-      stats.bids++;
-      const base = {
-        v: 1 as const,
-        bidId: randomUUID(),
-        campaignId: c.campaignId,
-        bidAt: now,
-        bidPriceMicros: paced.priceMicros,
-      };
-      put(spendRecord({ ...base, type: 'bid' }));
-      const outcome = auctionOutcome(paced.priceMicros, model, random);
-      const userId = 1 + Math.floor(random() * users);
-      const notice = () => {
-        notices.delete(timer);
-        const at = clock.now();
-        if (outcome.kind === 'win') {
-          stats.wins++;
-          stats.impressions++;
-          stats.spentMicros += outcome.clearingPriceMicros;
-          spentBy.set(c.campaignId, (spentBy.get(c.campaignId) ?? 0) + outcome.clearingPriceMicros);
-          put(spendRecord({ ...base, type: 'win', at, clearingPriceMicros: outcome.clearingPriceMicros }));
-          put(actionRecord(c, 'impression', userId, at, random));
-          if (outcome.clicked) {
-            stats.clicks++;
-            put(actionRecord(c, 'click', userId, at, random));
-          }
-        } else {
-          stats.losses++;
-          if (outcome.notice) put(spendRecord({ ...base, type: 'loss', at }));
-        }
-      };
-      const timer = setTimeout(notice, outcome.delayMs);
-      notices.set(timer, notice);
-    };
-
-    // Requests on a fixed step with a fractional carry: the offered rate holds at any step length.
-    let carry = 0;
-    let lastPoison = clock.now();
-    const loop = setInterval(() => {
-      const now = clock.now();
-      carry += (rate * STEP_MS) / 1000;
-      const n = Math.floor(carry);
-      carry -= n;
-      for (let i = 0; i < n; i++) request(now);
-      if (poisonEveryMs > 0 && now - lastPoison >= poisonEveryMs) {
-        lastPoison = now;
-        put(poisonRecord(stats.poison++, pickCampaign(campaigns, random), now));
-      }
-    }, STEP_MS);
-
-    return {
-      stats,
+    const run: DemoRun = {
+      client,
       campaigns,
-      async stop() {
-        clearInterval(loop);
-        // Notices of bids already out are still sent (an exchange would send them too), at once.
-        for (const [timer, notice] of [...notices]) {
-          clearTimeout(timer);
-          notice();
-        }
-        await Promise.all([producers.spend.flush(), producers.actions.flush()]);
-        reader.close();
-        await guard.close();
-        closeClients();
-      },
+      clock,
+      random,
+      model: { ...defaultAuctionModel, ...options.auction },
+      users: options.users ?? 5_000,
+      stats,
+      startedAt: clock.now(),
+      budgetOf,
+      spentBy: new Map(),
+      notices: new Map(),
     };
+    return runTraffic(run, options, kinesis, closeAll, countingErrors);
   } catch (error) {
-    closeClients();
+    await closeAll();
     throw error;
   }
+}
+
+/** Requests on a fixed step, a poison record every `poisonEverySec`; `stop()` ends them. */
+function runTraffic(
+  run: DemoRun,
+  options: DemoTrafficOptions,
+  kinesis: KinesisClient,
+  closeAll: () => Promise<void>,
+  onPutError: (error: KinesisPutError) => void,
+): DemoTraffic {
+  const { target } = options;
+  const rate = options.requestsPerSec ?? 100;
+  const poisonEveryMs = (options.poisonEverySec ?? 30) * 1000;
+  const poison = {
+    spend: new KinesisProducer({
+      client: kinesis,
+      streamName: resourceName(regionResources.streams.spend, target.env),
+    }),
+    actions: new KinesisProducer({
+      client: kinesis,
+      streamName: resourceName(regionResources.streams.actions, target.env),
+    }),
+  };
+  // Requests on a fixed step with a fractional carry: the offered rate holds at any step length.
+  let carry = 0;
+  let lastPoison = run.clock.now();
+  const loop = setInterval(() => {
+    const now = run.clock.now();
+    carry += (rate * STEP_MS) / 1000;
+    const n = Math.floor(carry);
+    carry -= n;
+    for (let i = 0; i < n; i++) request(run, now);
+    if (poisonEveryMs > 0 && now - lastPoison >= poisonEveryMs) {
+      lastPoison = now;
+      const r = poisonRecord(run.stats.poison++, pickCampaign(run.campaigns, run.random), now);
+      poison[r.stream].enqueue({ data: r.data, partitionKey: r.partitionKey }, onPutError);
+    }
+  }, STEP_MS);
+  return {
+    stats: run.stats,
+    campaigns: run.campaigns,
+    async stop() {
+      clearInterval(loop);
+      // Notices of bids already out are still sent (an exchange would send them too), at once.
+      for (const [timer, notice] of [...run.notices]) {
+        clearTimeout(timer);
+        notice();
+      }
+      await Promise.all([poison.spend.flush(), poison.actions.flush()]);
+      await closeAll();
+    },
+  };
 }

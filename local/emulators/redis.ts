@@ -263,20 +263,10 @@ export async function startRedis(options: StartRedisOptions = {}): Promise<Runni
     }
   };
   try {
-    for (let i = 0; i < count; i++) {
-      const port = options.ports?.[i] ?? (await freePort());
-      const extra = [
-        ...(mode === 'cluster'
-          ? ['--cluster-enabled', 'yes', '--cluster-config-file', join(dir, `nodes-${port}.conf`)]
-          : []),
-        ...(options.debugCommand ? ['--enable-debug-command', 'local'] : []),
-      ];
-      const node = await spawnServer(port, serverArgs(port, dir, persistent, extra));
+    await launchNodes(options, { mode, count, dir, persistent }, (node) => {
       supervise(node);
       nodes.push(node);
-    }
-    // A persistent cluster formed by an earlier run reloads its slot map from nodes-*.conf.
-    if (mode === 'cluster') await formCluster(nodes.map((n) => n.port));
+    });
   } catch (error) {
     stopped = true;
     await Promise.all(nodes.map((n) => stopProc(n.proc)));
@@ -321,6 +311,32 @@ export async function startRedis(options: StartRedisOptions = {}): Promise<Runni
       await waitForPing(node.port);
     },
   };
+}
+
+/**
+ * Spawns the servers (each handed to `started` at once, so a failure stops those already up) and,
+ * in cluster mode, forms the cluster.
+ */
+async function launchNodes(
+  options: StartRedisOptions,
+  layout: { mode: 'standalone' | 'cluster'; count: number; dir: string; persistent: boolean },
+  started: (node: NodeProc) => void,
+): Promise<void> {
+  const { mode, dir } = layout;
+  const ports: number[] = [];
+  for (let i = 0; i < layout.count; i++) {
+    const port = options.ports?.[i] ?? (await freePort());
+    const extra = [
+      ...(mode === 'cluster'
+        ? ['--cluster-enabled', 'yes', '--cluster-config-file', join(dir, `nodes-${port}.conf`)]
+        : []),
+      ...(options.debugCommand ? ['--enable-debug-command', 'local'] : []),
+    ];
+    started(await spawnServer(port, serverArgs(port, dir, layout.persistent, extra)));
+    ports.push(port);
+  }
+  // A persistent cluster formed by an earlier run reloads its slot map from nodes-*.conf.
+  if (mode === 'cluster') await formCluster(ports);
 }
 
 /**

@@ -4,6 +4,7 @@
  * built client would send to. `clients.ts` re-exports all of it; the operator CLI imports it
  * alone to decide and print its target before any SDK module loads.
  */
+import { InvalidEnvError } from '../config/env.js';
 import { PacelineError } from '../errors.js';
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -170,11 +171,10 @@ export function peerEndpointsFromEnv(self: string, env: Env = process.env): AwsE
     try {
       local = JSON.parse(raw) as typeof local;
     } catch (error) {
-      throw new Error(
-        `${REGION_ENDPOINTS_ENV} is not JSON ({"<region>": {"ssm": url, "elasticache": url}}).`,
-        {
-          cause: error,
-        },
+      throw new InvalidEnvError(
+        REGION_ENDPOINTS_ENV,
+        raw,
+        `JSON of the form {"<region>": {"ssm": url, "elasticache": url}} (${(error as Error).message})`,
       );
     }
   }

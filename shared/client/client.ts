@@ -13,24 +13,16 @@
  * them to `onError`.
  */
 
-import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { dynamoDbClient, kinesisClient, ssmClient } from '../aws/clients.js';
-import type { CampaignBudgets } from '../budget/model.js';
-import { BudgetRepository } from '../budget/repository.js';
+import type { BudgetRepository } from '../budget/repository.js';
 import type { CapCheckResult } from '../counting/query.js';
 import { type ActionEvent, encodeActionEvent } from '../counting/schema.js';
-import { ActionStore, type CapCheckRequest } from '../counting/store.js';
+import type { ActionStore, CapCheckRequest } from '../counting/store.js';
 import { PacelineError } from '../errors.js';
-import { KinesisProducer, type KinesisPutError } from '../kinesis/producer.js';
+import type { KinesisPutError } from '../kinesis/producer.js';
 import { paceBid } from '../pacing/ad-server.js';
-import { resolvePacerShards } from '../pacing/control.js';
-import { PacingReader, type PacingStatus, publishedCurve } from '../pacing/reader.js';
-import { guardAllocations } from '../pacing/regions/allocation-config.js';
-import { connectRedis, type RedisClient, type RedisConfig } from '../redis/connect.js';
+import type { PacingReader, PacingStatus } from '../pacing/reader.js';
 import { encodeSpendEvent, type SpendEvent } from '../spend/events.js';
-import { BudgetGuard } from '../spend/guard.js';
-import { SpendLedger } from '../spend/ledger.js';
-import { defaultInFlight, Reconciler } from '../spend/reconcile.js';
+import type { BudgetGuard } from '../spend/guard.js';
 import { type Clock, systemClock } from '../time/clock.js';
 import { type ClientResources, type PacelineClientConfig, resourcesFromEnv } from './config.js';
 import {
@@ -42,6 +34,7 @@ import {
   newCounters,
 } from './metrics.js';
 import { type NoticeBid, type NoticeUrls, noticeEvent, noticeUrls, spendPartitionKey } from './notices.js';
+import { CampaignTracking, type ClientParts, connectParts, every, resolveClientShards } from './parts.js';
 
 /** One bid opportunity, as the ad server asks about it. */
 export interface BidInput {
@@ -150,25 +143,121 @@ function defaultOnError(clock: Clock): (error: unknown) => void {
   };
 }
 
-function isRedisClient(value: RedisConfig | RedisClient): value is RedisClient {
-  return typeof (value as RedisClient).defineCommand === 'function';
+/** Refuses a bid input that is a programming error in the caller. */
+function validateBidInput(input: BidInput): void {
+  if (!BID_ID.test(input.bidId)) {
+    throw new InvalidBidInputError(
+      `bidId ${JSON.stringify(input.bidId).slice(0, 80)} must be 1–128 printable ASCII characters (the OpenRTB bid id).`,
+    );
+  }
+  if (!Number.isSafeInteger(input.basePriceMicros) || input.basePriceMicros <= 0) {
+    throw new InvalidBidInputError(
+      `basePriceMicros ${input.basePriceMicros} must be a positive integer (micros per impression = CPM × 1000).`,
+    );
+  }
 }
 
-async function mapLimit<T>(
-  items: readonly T[],
-  limit: number,
-  fn: (item: T) => Promise<void>,
-): Promise<void> {
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) await fn(items[next++] as T);
+/** What the request path of a client shares: its parts, tracking, clock and event senders. */
+interface RequestPath {
+  readonly config: PacelineClientConfig;
+  readonly parts: ClientParts;
+  readonly tracking: CampaignTracking;
+  readonly clock: Clock;
+  readonly decided: (record: DecisionRecord) => void;
+  readonly sendSpendEvent: (event: SpendEvent) => void;
+  readonly isClosed: () => boolean;
+}
+
+/** `bid()`: pacing read → throttle → price × multiplier → guard, then the bid event and notices. */
+function bidder(path: RequestPath): (input: BidInput) => BidOutcome {
+  const { config, parts, tracking, clock, decided } = path;
+  const random = config.random ?? Math.random;
+  const bidEvents = config.bidEvents ?? true;
+  const autoTrack = config.autoTrack ?? true;
+  return (input) => {
+    validateBidInput(input);
+    const arm = input.armId === undefined ? {} : { armId: input.armId };
+    const accountId = tracking.accountOf(input.campaignId);
+    if (accountId === undefined) {
+      if (autoTrack && !path.isClosed()) tracking.trackInBackground(input.campaignId);
+      decided({ campaignId: input.campaignId, ...arm, outcome: 'unknown-campaign', pacing: 'missing' });
+      return { bid: false, reason: 'unknown-campaign', pacing: 'missing' };
+    }
+    const paced = paceBid(
+      parts.pacing,
+      parts.guard,
+      { accountId, campaignId: input.campaignId, ...arm, basePriceMicros: input.basePriceMicros },
+      random,
+    );
+    if (!paced.bid) {
+      decided({ campaignId: input.campaignId, ...arm, outcome: paced.reason, pacing: paced.status });
+      return { bid: false, reason: paced.reason, pacing: paced.status };
+    }
+    const bidAt = clock.now();
+    const notice: NoticeBid = {
+      bidId: input.bidId,
+      campaignId: input.campaignId,
+      ...arm,
+      bidAt,
+      bidPriceMicros: paced.priceMicros,
+    };
+    if (bidEvents) path.sendSpendEvent({ v: 1, type: 'bid', ...notice });
+    decided({
+      campaignId: input.campaignId,
+      ...arm,
+      outcome: 'bid',
+      pacing: paced.status,
+      priceMicros: paced.priceMicros,
+    });
+    return {
+      bid: true,
+      bidId: input.bidId,
+      priceMicros: paced.priceMicros,
+      bidAt,
+      pacing: paced.status,
+      ...(config.noticeBaseUrl === undefined ? {} : { notices: noticeUrls(config.noticeBaseUrl, notice) }),
+    };
   };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
 }
 
-/** What budgets a decision depends on, as a comparable string (a change means re-register). */
-function fingerprint(b: CampaignBudgets): string {
-  return JSON.stringify([b.account.timeZone, b.campaign.status, b.common, [...b.arms]]);
+/** The client's totals since start, from its counters and its parts' stats. */
+function metricsOf(parts: ClientParts, counters: ReturnType<typeof newCounters>): ClientMetrics {
+  const r = parts.pacing.metrics;
+  return buildMetrics({
+    decisions: counters.decisions,
+    pacingLookups: r.lookups,
+    pacingHits: r.hits,
+    pacingFailSafeServes: r.staleServes,
+    leaseCalls: parts.guard.stats.leaseCalls,
+    eventsSent: parts.actionsProducer.stats.entriesSent + parts.spendProducer.stats.entriesSent,
+    eventsFailed: counters.eventsFailed,
+    errors: counters.errors,
+  });
+}
+
+/** Starts the reader, the guard's maintenance, the budget refresh and the metrics snapshots. */
+function startBackground(
+  config: PacelineClientConfig,
+  parts: ClientParts,
+  tracking: CampaignTracking,
+  client: PacelineClient,
+  report: (error: unknown) => void,
+): NodeJS.Timeout[] {
+  const timers: NodeJS.Timeout[] = [];
+  parts.pacing.start();
+  parts.guard.start(config.guard?.maintainIntervalMs ?? 1_000);
+  timers.push(every(config.budgetRefreshMs ?? 30_000, () => tracking.refresh(), report));
+  const hooks = config.metrics;
+  if (hooks?.onSnapshot) {
+    let previous = client.metrics();
+    const snapshot = () => {
+      const now = client.metrics();
+      hooks.onSnapshot?.(now, metricsDelta(previous, now));
+      previous = now;
+    };
+    timers.push(every(hooks.intervalMs ?? 60_000, snapshot, report));
+  }
+  return timers;
 }
 
 /**
@@ -185,162 +274,26 @@ export async function createPacelineClient(config: PacelineClientConfig): Promis
     onError(error);
   };
   const resources: ClientResources = { ...resourcesFromEnv({}), ...config.resources };
-  let pacerShards = config.pacerShards;
-  if (pacerShards === undefined) {
-    const ssm = ssmClient(config.endpoints);
-    try {
-      pacerShards = await resolvePacerShards({}, ssm, config.endpoints.region);
-    } finally {
-      ssm.destroy();
-    }
-  }
-  const shards = pacerShards;
+  const shards = await resolveClientShards(config);
   if (config.noticeBaseUrl !== undefined) noticeUrls(config.noticeBaseUrl, probeBid); // fail fast on a bad base
-
-  const ownRedis = !isRedisClient(config.redis);
-  const redis = isRedisClient(config.redis) ? config.redis : connectRedis(config.redis);
-  if (ownRedis) redis.on('error', report);
-  const dynamodb: DynamoDBClient = dynamoDbClient(config.endpoints);
-  const kinesis = config.kinesis ?? kinesisClient(config.endpoints);
-  const budgets = new BudgetRepository({
-    client: dynamodb,
-    tableName: resources.budgetsTable,
-    pacerShards: shards,
-  });
-  // The guard rebuilds this region's live counters from this region's wins in the ledger.
-  const ledger = new SpendLedger({
-    client: dynamodb,
-    tableName: resources.spendLedgerTable,
-    region: config.endpoints.region,
-    clock,
-  });
-  const inFlight = config.inFlight ?? defaultInFlight;
-  const reconciler = new Reconciler({
-    redis,
-    ledger,
-    clock,
-    inFlight,
-    campaignsOfAccount: (accountId) => budgets.listCampaignIds(accountId),
-  });
-  const pacing = new PacingReader({ ...config.pacing, redis, clock, shards, onError: report });
-  const { maintainIntervalMs, ...guardTuning } = config.guard ?? {};
-  const guard = new BudgetGuard({
-    ...guardTuning,
-    redis,
-    clock,
-    inFlight,
-    curve: publishedCurve(pacing),
-    initPlanDay: (plan, day) => reconciler.reconcile(plan, day),
-    onError: report,
-    allocations: guardAllocations(
-      config.allocations ?? 'off',
-      config.regions ?? [config.endpoints.region],
-      config.endpoints.region,
-    ),
-  });
-  const actions = new ActionStore({ ...config.actions, redis, clock });
-  const producer = (streamName: string) =>
-    new KinesisProducer({ ...config.producer, client: kinesis, streamName });
-  const actionsProducer = producer(resources.actionsStream);
-  const spendProducer = producer(resources.spendStream);
+  const parts = connectParts(config, { shards, resources, clock, report });
+  const { actions, guard, pacing, budgets, actionsProducer, spendProducer } = parts;
+  const tracking = new CampaignTracking(parts, report);
   const onPutError = (error: KinesisPutError) => {
     counters.eventsFailed++;
     report(error);
   };
-
-  /** Tracked campaigns: account id (pacing keys) and the fingerprint of the registered budgets. */
-  const tracked = new Map<string, { accountId: string; fingerprint: string }>();
-  const autoTracking = new Set<string>();
-  const random = config.random ?? Math.random;
-  const bidEvents = config.bidEvents ?? true;
-  let closed = false;
-
-  /** Loads budgets; registers new or changed ones; returns the ids whose budgets changed. */
-  async function load(ids: readonly string[], unknown: string[]): Promise<string[]> {
-    const changed: string[] = [];
-    await mapLimit(ids, 8, async (id) => {
-      const b = await budgets.getCampaignBudgets(id);
-      if (!b) {
-        unknown.push(id);
-        return;
-      }
-      const f = fingerprint(b);
-      if (tracked.get(id)?.fingerprint === f) return;
-      guard.setBudgets(b);
-      tracked.set(id, { accountId: b.account.accountId, fingerprint: f });
-      changed.push(id);
-    });
-    return changed;
-  }
-
-  async function warm(ids: readonly string[]): Promise<void> {
-    await pacing.prefetch(
-      ids.map((id) => ({ accountId: (tracked.get(id) as { accountId: string }).accountId, campaignId: id })),
-    );
-    await Promise.all(ids.map((id) => guard.warmUp(id)));
-  }
-
-  async function track(ids: readonly string[]): Promise<TrackResult> {
-    const unknown: string[] = [];
-    const changed = await load([...new Set(ids)], unknown);
-    await warm(changed);
-    return { tracked: ids.filter((id) => tracked.has(id)), unknown };
-  }
-
-  async function refreshBudgets(): Promise<void> {
-    const unknown: string[] = [];
-    const changed = await load([...tracked.keys()], unknown);
-    for (const id of unknown) {
-      report(new Error(`Campaign ${id} is no longer in the budgets table; its last budgets stay in force.`));
-    }
-    await warm(changed);
-  }
-
-  const timers: NodeJS.Timeout[] = [];
-  const every = (ms: number, fn: () => Promise<void> | void) => {
-    // A round slower than the interval (DynamoDB slow) is not overlapped by the next one.
-    let running = false;
-    const t = setInterval(() => {
-      if (running) return;
-      running = true;
-      Promise.resolve()
-        .then(fn)
-        .catch((e: unknown) => report(e))
-        .finally(() => {
-          running = false;
-        });
-    }, ms);
-    t.unref();
-    timers.push(t);
-  };
-
-  function metrics(): ClientMetrics {
-    const r = pacing.metrics;
-    return buildMetrics({
-      decisions: counters.decisions,
-      pacingLookups: r.lookups,
-      pacingHits: r.hits,
-      pacingFailSafeServes: r.staleServes,
-      leaseCalls: guard.stats.leaseCalls,
-      eventsSent: actionsProducer.stats.entriesSent + spendProducer.stats.entriesSent,
-      eventsFailed: counters.eventsFailed,
-      errors: counters.errors,
-    });
-  }
-
-  const onDecision = config.metrics?.onDecision;
-  const decided = (record: DecisionRecord) => {
-    counters.decisions[record.outcome]++;
-    onDecision?.(record);
-  };
-
-  function sendSpendEvent(event: SpendEvent): void {
+  const sendSpendEvent = (event: SpendEvent) =>
     spendProducer.enqueue(
       { data: encodeSpendEvent(event), partitionKey: spendPartitionKey(event) },
       onPutError,
     );
-  }
-
+  let closed = false;
+  let timers: NodeJS.Timeout[] = [];
+  const decided = (record: DecisionRecord) => {
+    counters.decisions[record.outcome]++;
+    config.metrics?.onDecision?.(record);
+  };
   const client: PacelineClient = {
     actions,
     guard,
@@ -348,71 +301,9 @@ export async function createPacelineClient(config: PacelineClientConfig): Promis
     budgets,
     resources,
     pacerShards: shards,
-    track,
+    track: (ids) => tracking.track(ids),
     checkFrequencyCaps: (request) => actions.checkFrequencyCaps(request),
-    bid(input) {
-      if (!BID_ID.test(input.bidId)) {
-        throw new InvalidBidInputError(
-          `bidId ${JSON.stringify(input.bidId).slice(0, 80)} must be 1–128 printable ASCII characters (the OpenRTB bid id).`,
-        );
-      }
-      if (!Number.isSafeInteger(input.basePriceMicros) || input.basePriceMicros <= 0) {
-        throw new InvalidBidInputError(
-          `basePriceMicros ${input.basePriceMicros} must be a positive integer (micros per impression = CPM × 1000).`,
-        );
-      }
-      const arm = input.armId === undefined ? {} : { armId: input.armId };
-      const t = tracked.get(input.campaignId);
-      if (!t) {
-        if ((config.autoTrack ?? true) && !closed && !autoTracking.has(input.campaignId)) {
-          autoTracking.add(input.campaignId);
-          track([input.campaignId])
-            .catch(report)
-            .finally(() => autoTracking.delete(input.campaignId));
-        }
-        decided({ campaignId: input.campaignId, ...arm, outcome: 'unknown-campaign', pacing: 'missing' });
-        return { bid: false, reason: 'unknown-campaign', pacing: 'missing' };
-      }
-      const paced = paceBid(
-        pacing,
-        guard,
-        {
-          accountId: t.accountId,
-          campaignId: input.campaignId,
-          ...arm,
-          basePriceMicros: input.basePriceMicros,
-        },
-        random,
-      );
-      if (!paced.bid) {
-        decided({ campaignId: input.campaignId, ...arm, outcome: paced.reason, pacing: paced.status });
-        return { bid: false, reason: paced.reason, pacing: paced.status };
-      }
-      const bidAt = clock.now();
-      const notice: NoticeBid = {
-        bidId: input.bidId,
-        campaignId: input.campaignId,
-        ...arm,
-        bidAt,
-        bidPriceMicros: paced.priceMicros,
-      };
-      if (bidEvents) sendSpendEvent({ v: 1, type: 'bid', ...notice });
-      decided({
-        campaignId: input.campaignId,
-        ...arm,
-        outcome: 'bid',
-        pacing: paced.status,
-        priceMicros: paced.priceMicros,
-      });
-      return {
-        bid: true,
-        bidId: input.bidId,
-        priceMicros: paced.priceMicros,
-        bidAt,
-        pacing: paced.status,
-        ...(config.noticeBaseUrl === undefined ? {} : { notices: noticeUrls(config.noticeBaseUrl, notice) }),
-      };
-    },
+    bid: bidder({ config, parts, tracking, clock, decided, sendSpendEvent, isClosed: () => closed }),
     noticeUrls(bid) {
       if (config.noticeBaseUrl === undefined) {
         throw new InvalidBidInputError('noticeUrls needs noticeBaseUrl in the client configuration.');
@@ -431,7 +322,7 @@ export async function createPacelineClient(config: PacelineClientConfig): Promis
         onPutError,
       );
     },
-    metrics,
+    metrics: () => metricsOf(parts, counters),
     async flush() {
       await Promise.all([actionsProducer.flush(), spendProducer.flush()]);
     },
@@ -442,26 +333,14 @@ export async function createPacelineClient(config: PacelineClientConfig): Promis
       pacing.close();
       await guard.close().catch(report);
       await client.flush().catch(report);
-      if (ownRedis) await redis.quit().catch(() => redis.disconnect());
-      dynamodb.destroy();
-      if (!config.kinesis) kinesis.destroy();
+      if (parts.ownRedis) await parts.redis.quit().catch(() => parts.redis.disconnect());
+      parts.dynamodb.destroy();
+      if (!config.kinesis) parts.kinesis.destroy();
     },
   };
-
   try {
-    pacing.start();
-    guard.start(maintainIntervalMs ?? 1_000);
-    every(config.budgetRefreshMs ?? 30_000, refreshBudgets);
-    const hooks = config.metrics;
-    if (hooks?.onSnapshot) {
-      let previous = metrics();
-      every(hooks.intervalMs ?? 60_000, () => {
-        const now = metrics();
-        hooks.onSnapshot?.(now, metricsDelta(previous, now));
-        previous = now;
-      });
-    }
-    if (config.campaigns && config.campaigns.length > 0) await track(config.campaigns);
+    timers = startBackground(config, parts, tracking, client, report);
+    if (config.campaigns && config.campaigns.length > 0) await tracking.track(config.campaigns);
   } catch (error) {
     await client.close();
     throw error;

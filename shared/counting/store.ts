@@ -19,6 +19,7 @@
  * memory.
  */
 import { Cluster, type Result } from 'ioredis';
+import { PacelineError } from '../errors.js';
 import { type RedisClient, slotOf, slotsReady } from '../redis/connect.js';
 import { clientValueReader, RawValueReader, type ValueReader } from '../redis/raw-get.js';
 import { defineScripts } from '../redis/scripts/registry.js';
@@ -213,6 +214,12 @@ export function packArrivals(
   return out;
 }
 
+/** {@link ActionStore} options out of range (the message names the option and its range). */
+export class InvalidActionStoreOptionsError extends PacelineError {
+  override readonly name = 'InvalidActionStoreOptionsError';
+  override readonly code = 'counting.invalid-store-options';
+}
+
 /** Redis-backed store and query API of user-action events. */
 export class ActionStore {
   readonly retentionMs: number;
@@ -238,12 +245,14 @@ export class ActionStore {
   constructor(options: ActionStoreOptions) {
     const days = options.retentionDays ?? 30;
     if (!Number.isInteger(days) || days < 1 || days > 90) {
-      throw new RangeError(`retentionDays is ${days}: give an integer from 1 to 90 (default 30).`);
+      throw new InvalidActionStoreOptionsError(
+        `retentionDays is ${days}: give an integer from 1 to 90 (default 30).`,
+      );
     }
     this.retentionMs = days * DAY_MS;
     const window = options.dedupWindowMs ?? DAY_MS;
     if (!Number.isSafeInteger(window) || window < 0 || window > this.retentionMs) {
-      throw new RangeError(
+      throw new InvalidActionStoreOptionsError(
         `dedupWindowMs is ${window}: give an integer number of ms from 0 (exact-bytes dedup only) ` +
           `to the retention (${this.retentionMs}); default ${DAY_MS} (one day).`,
       );

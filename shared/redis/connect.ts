@@ -8,6 +8,7 @@
 import calculateSlot from 'cluster-key-slot';
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
 import { boolEnv, InvalidEnvError, requireEnv } from '../config/env.js';
+import { PacelineError } from '../errors.js';
 import { redisEnv } from '../region/resources.js';
 import type { Clock } from '../time/clock.js';
 import { type CredentialProvider, type IamAuthTarget, IamTokenRefresher } from './iam-auth.js';
@@ -165,6 +166,12 @@ function withIamAuth(client: RedisClient, target: IamAuthTarget, options: Connec
   return client;
 }
 
+/** A {@link RedisConfig} that cannot be connected to (the message says what to give). */
+export class InvalidRedisConfigError extends PacelineError {
+  override readonly name = 'InvalidRedisConfigError';
+  override readonly code = 'redis.invalid-config';
+}
+
 /** Opens a client for `config`. */
 export function connectRedis(config: RedisConfig, options: ConnectOptions = {}): RedisClient {
   const base: RedisOptions = {
@@ -174,7 +181,11 @@ export function connectRedis(config: RedisConfig, options: ConnectOptions = {}):
     ...options.redisOptions,
   };
   const first = config.nodes[0];
-  if (!first) throw new Error('RedisConfig.nodes is empty: give at least one host:port.');
+  if (!first) {
+    throw new InvalidRedisConfigError(
+      'RedisConfig.nodes is empty: give at least one { host, port } (or REDIS_NODES=host:port,…).',
+    );
+  }
   // With IAM auth the first connect waits for a signed token (withIamAuth starts it).
   const iam = config.iam ? { username: config.iam.userId, lazyConnect: true } : {};
   if (config.mode === 'standalone') {

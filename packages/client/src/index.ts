@@ -31,6 +31,7 @@ export {
 export {
   type ClientResources,
   configFromEnv,
+  InvalidClientConfigError,
   type MetricsHooks,
   type PacelineClientConfig,
   resourcesFromEnv,
@@ -47,6 +48,7 @@ export {
   noticeUrls,
   spendPartitionKey,
 } from '../../../shared/client/notices.js';
+export { CampaignRemovedError } from '../../../shared/client/parts.js';
 export { InvalidEnvError, MissingEnvError } from '../../../shared/config/env.js';
 export type { CapCandidate, CapCheckResult, CapRule, FrequencyCap } from '../../../shared/counting/query.js';
 export { InvalidCountQueryError, UnreadableEventLogError } from '../../../shared/counting/query.js';
@@ -57,12 +59,12 @@ export {
   InvalidActionFieldError,
   VIEW_TYPES,
 } from '../../../shared/counting/schema.js';
-export type { CapCheckRequest } from '../../../shared/counting/store.js';
+export { type CapCheckRequest, InvalidActionStoreOptionsError } from '../../../shared/counting/store.js';
 export { PacelineError } from '../../../shared/errors.js';
 export { KinesisPutError } from '../../../shared/kinesis/producer.js';
 export type { PacingStatus } from '../../../shared/pacing/reader.js';
 export { InvalidShardCountError } from '../../../shared/pacing/shard.js';
-export type { RedisConfig } from '../../../shared/redis/connect.js';
+export { InvalidRedisConfigError, type RedisConfig } from '../../../shared/redis/connect.js';
 export { IamAuthTokenError } from '../../../shared/redis/iam-auth.js';
 export { RawReadTimeoutError, RawRedisAuthError } from '../../../shared/redis/raw-connection.js';
 export { RawReplyError } from '../../../shared/redis/raw-get.js';

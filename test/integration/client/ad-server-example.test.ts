@@ -9,7 +9,7 @@
  */
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type RegionRuntime, startRuntime } from '../../../local/main.js';
+import { type RegionRuntime, startRuntime } from '../../../local/runtime.js';
 import { BudgetRepository } from '../../../shared/budget/repository.js';
 import { dayWindow } from '../../../shared/budget/time-zone.js';
 import { ActionStore } from '../../../shared/counting/store.js';

@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Dashboard, startDashboard } from '../../../local/dashboard/server.js';
 import { demoTargetFromEnv } from '../../../local/demo/target.js';
 import { type DemoTraffic, startDemoTraffic } from '../../../local/demo/traffic.js';
-import { type RegionRuntime, startRuntime } from '../../../local/main.js';
+import { type RegionRuntime, startRuntime } from '../../../local/runtime.js';
 import { repoRoot } from '../../../local/worker/process-invoker.js';
 import { runChild } from '../../support/child.js';
 import { tempDir } from '../../support/tmp.js';

@@ -9,8 +9,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LocalIam } from '../../../local/iam/gate.js';
 import { principalId, withoutAction } from '../../../local/iam/policy.js';
-import { type RegionRuntime, startRuntime } from '../../../local/main.js';
 import { type LocalRegion, localIam, startLocalRegion } from '../../../local/region.js';
+import { type RegionRuntime, startRuntime } from '../../../local/runtime.js';
 import { configFromEnv, createPacelineClient } from '../../../packages/client/src/index.js';
 import { BudgetRepository } from '../../../shared/budget/repository.js';
 import { dayWindow } from '../../../shared/budget/time-zone.js';

@@ -21,7 +21,7 @@
  */
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type RegionRuntime, startRuntime } from '../../../local/main.js';
+import { type RegionRuntime, startRuntime } from '../../../local/runtime.js';
 import type { ScheduleTiming } from '../../../local/scheduler.js';
 import { BudgetRepository } from '../../../shared/budget/repository.js';
 import { type AuditEntry, readAuditLog } from '../../../shared/pacing/publisher.js';

@@ -12,7 +12,7 @@ import { ListStreamsCommand } from '@aws-sdk/client-kinesis';
 import { ListBucketsCommand } from '@aws-sdk/client-s3';
 import { GetParametersByPathCommand } from '@aws-sdk/client-ssm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type RegionRuntime, startRuntime } from '../../../local/main.js';
+import { type RegionRuntime, startRuntime } from '../../../local/runtime.js';
 import { BudgetRepository } from '../../../shared/budget/repository.js';
 import { dayWindow } from '../../../shared/budget/time-zone.js';
 import { KinesisProducer } from '../../../shared/kinesis/producer.js';

@@ -20,7 +20,7 @@
 import { execFile } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
 import { main as paceline } from '../../../cli/paceline.js';
-import { type RegionRuntime, startRuntime } from '../../../local/main.js';
+import { type RegionRuntime, startRuntime } from '../../../local/runtime.js';
 import type { ScheduleTiming } from '../../../local/scheduler.js';
 import { repoRoot } from '../../../local/worker/process-invoker.js';
 import { BudgetRepository } from '../../../shared/budget/repository.js';

@@ -6,7 +6,7 @@
  * quarantined with its reason.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type RegionRuntime, startRuntime } from '../../../local/main.js';
+import { type RegionRuntime, startRuntime } from '../../../local/runtime.js';
 import { BudgetRepository } from '../../../shared/budget/repository.js';
 import { dayWindow } from '../../../shared/budget/time-zone.js';
 import { KinesisProducer } from '../../../shared/kinesis/producer.js';
