@@ -25,7 +25,7 @@
  * Deterministic for (scenario, seed): every draw comes from seeded generators, and every Redis
  * call is awaited at fixed points of the simulated second. Calls go over the client's connection,
  * except the lease and apply scripts (the client's raw script connection, shared by the guards and
- * the tracker: one ordered stream, shared/redis/raw-script.ts) and the pacer's spend read (raw
+ * the tracker: one ordered stream, shared/redis/resp/script-caller.ts) and the pacer's spend read (raw
  * sockets that only read once the writes before it are acknowledged); within a phase, what runs on
  * different connections touches disjoint keys.
  */
@@ -44,7 +44,7 @@ import { rawSpendSource } from '../shared/pacing/spend-source.js';
 import { TICK_MS } from '../shared/pacing/types.js';
 import { prng, type Random } from '../shared/random/prng.js';
 import type { RedisClient } from '../shared/redis/connect.js';
-import { RawScriptCaller } from '../shared/redis/raw-script.js';
+import { RawScriptCaller } from '../shared/redis/resp/script-caller.js';
 import { BudgetGuard } from '../shared/spend/guard.js';
 import { planDayKeys } from '../shared/spend/keys.js';
 import { readPlanDay } from '../shared/spend/live-counters.js';
@@ -305,7 +305,7 @@ class Phases {
  * Sends the guards' lease calls to Redis while the second's request loop is still running, so
  * redis-server works through them while this process runs the next auctions, without changing
  * what any command sees or returns. The lease and apply scripts go over the raw script connection
- * (shared/redis/raw-script.ts), which writes what was issued at the end of each `process.nextTick`
+ * (shared/redis/resp/script-caller.ts), which writes what was issued at the end of each `process.nextTick`
  * turn — so the yield below is what sends them; commands on the client's own connection (a rebuild
  * after a reset) are collected and written here.
  *
