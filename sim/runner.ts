@@ -215,7 +215,7 @@ const SHARDS = 1;
 const MINUTE = 60_000;
 const NOTICE_BATCH_MS = 5_000;
 /**
- * The raw readers' no-reply timeout in the simulator: minutes of real time. The simulated clock
+ * The raw calls' no-reply timeout in the simulator (reads and scripts): minutes of real time. The simulated clock
  * stands still while the process waits, so a slow, shared machine only makes a run longer; the
  * readers' timeouts themselves are tested in test/integration/pacing/.
  */
@@ -443,6 +443,8 @@ async function redisCpuMs(redis: RedisClient): Promise<number> {
 /** Runs one strategy over the scenario on an empty Redis (the caller flushes between runs). */
 export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
   const { redis, clock, scenario, strategy } = options;
+  // Script calls wait as long as reads (the client's shared caller takes it when first made).
+  RawScriptCaller.of(redis, { timeoutMs: SIM_READ_TIMEOUT_MS });
   const wall0 = Date.now();
   const cpu0 = cpuMs();
   const rcpu0 = await redisCpuMs(redis);
