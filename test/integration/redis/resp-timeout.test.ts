@@ -83,8 +83,9 @@ describe('a large script reply trickling in', () => {
 
   beforeAll(async () => {
     server = await startRedis({ mode: 'standalone' });
-    // The server's replies at 1 MB/s: a 2 MB reply takes ~2 s, many times the 300 ms limit.
-    proxy = await startLatencyProxy(Number(server.nodes[0]?.split(':')[1]), 0, 1, 1_000_000);
+    // The server's replies at 200 KB/s: a 1 MB reply takes ~5 s, five times the 1 s limit (a limit
+    // well above the first byte's latency on a loaded host, where the proxy's thread waits too).
+    proxy = await startLatencyProxy(Number(server.nodes[0]?.split(':')[1]), 0, 1, 200_000);
     slow = connectRedis({ nodes: parseNodes(`127.0.0.1:${proxy.port}`), mode: 'standalone', tls: false });
   }, 60_000);
 
@@ -95,13 +96,13 @@ describe('a large script reply trickling in', () => {
   });
 
   it('is read whole: the limit is on silence, not on the call’s duration', async () => {
-    const caller = new RawScriptCaller(slow, { timeoutMs: 300 });
+    const caller = new RawScriptCaller(slow, { timeoutMs: 1_000 });
     try {
       await slow.ping();
       const started = performance.now();
-      const reply = await caller.call(BLOB, ['blob'], [2_000_000]);
-      expect(performance.now() - started).toBeGreaterThan(1_000);
-      expect(reply).toBe('z'.repeat(2_000_000));
+      const reply = await caller.call(BLOB, ['blob'], [1_000_000]);
+      expect(performance.now() - started).toBeGreaterThan(3_000);
+      expect(reply).toBe('z'.repeat(1_000_000));
     } finally {
       caller.close();
     }
