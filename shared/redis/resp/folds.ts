@@ -7,7 +7,7 @@
  *   {@link HashVisitor}'s result (the pacer folds live spend into a few numbers).
  * - {@link replyValue}: any reply as a JavaScript value (script replies).
  */
-import { ARRAY, BULK, ERROR, INTEGER, parseIntBytes } from './parser.js';
+import { ARRAY, BULK, BULK_ARRAY, ERROR, INTEGER, parseIntBytes } from './parser.js';
 
 /** A reply as a script returns it: integer, bulk string, nil, array. */
 export type RespValue = number | string | null | RespValue[];
@@ -52,9 +52,9 @@ export function foldHash<T>(
   visitor: HashVisitor<T>,
   index: number,
 ): T | typeof NOT_A_HASH {
-  if (t[0] !== ARRAY) return NOT_A_HASH;
+  // The parser marked the arrays of bulk strings: no second look at the elements.
+  if (t[0] !== BULK_ARRAY) return t[0] === ARRAY && t[1] === -1 ? emptyHash(visitor, index) : NOT_A_HASH;
   const n = count - 1;
-  for (let i = 1; i <= n; i++) if (t[3 * i] !== BULK) return NOT_A_HASH;
   visitor.begin(n > 0, index);
   if (visitor.item) {
     for (let i = 0; i < n; i++) visitor.item(i, buf, t[3 * i + 4] as number, t[3 * i + 5] as number);
@@ -66,6 +66,12 @@ export function foldHash<T>(
   return visitor.end();
 }
 
+/** A nil array: an empty hash, as HGETALL's `*0`. */
+function emptyHash<T>(visitor: HashVisitor<T>, index: number): T {
+  visitor.begin(false, index);
+  return visitor.end();
+}
+
 /**
  * Token `i` as a value (integers as numbers, bulk and simple strings decoded as UTF-8, nils as
  * `null`, an error inside an array as its line); sets {@link next} to the token after it.
@@ -74,7 +80,7 @@ function valueAt(buf: Buffer, t: Int32Array, i: number): RespValue {
   const kind = t[3 * i];
   const a = t[3 * i + 1] as number;
   const b = t[3 * i + 2] as number;
-  if (kind === ARRAY) {
+  if (kind === ARRAY || kind === BULK_ARRAY) {
     if (a < 0) {
       next = i + 1;
       return null;

@@ -19,12 +19,14 @@ export const ERROR = 0x2d; // -
 export const INTEGER = 0x3a; // :
 export const BULK = 0x24; // $
 export const ARRAY = 0x2a; // *
+/** An array whose elements are all bulk strings or nils (a hash's reply): told apart while scanning. */
+export const BULK_ARRAY = 0x12a;
 
 /**
  * A parsed reply: token `i` is `kind = t[3i]`, `a = t[3i + 1]`, `b = t[3i + 2]`:
  * SIMPLE / ERROR / INTEGER: the line's bytes `[a, b)`; BULK: the value's bytes `[a, b)`, `a` −1 for
- * a nil; ARRAY: `a` elements (−1 for a nil array), `b` the index of the token after its last
- * element (to skip it). Valid only during the handler's call (both buffer and tokens are reused).
+ * a nil; ARRAY (or BULK_ARRAY, when every element is a BULK): `a` elements (−1 for a nil array),
+ * `b` the index of the token after its last element (to skip it). Valid only during the handler's call (both buffer and tokens are reused).
  */
 export type ReplyHandler = (buf: Buffer, tokens: Int32Array, count: number) => void;
 
@@ -61,13 +63,16 @@ let needed = 0;
 /** After an INVALID scan: what was wrong. */
 let invalid = '';
 
+/** Makes room for `count` tokens. */
+function grow(count: number): void {
+  const grown = new Int32Array(Math.max(3 * count, tokens.length * 2));
+  grown.set(tokens);
+  tokens = grown;
+}
+
 function token(kind: number, a: number, b: number): number {
   const i = tokenCount++;
-  if (3 * tokenCount > tokens.length) {
-    const grown = new Int32Array(tokens.length * 2);
-    grown.set(tokens);
-    tokens = grown;
-  }
+  if (3 * tokenCount > tokens.length) grow(tokenCount);
   tokens[3 * i] = kind;
   tokens[3 * i + 1] = a;
   tokens[3 * i + 2] = b;
@@ -114,15 +119,56 @@ function scanValue(buf: Buffer, pos: number, len: number): number {
       return INVALID;
     }
     const t = token(ARRAY, n, 0);
+    // Room for every element at once (more for nested ones is made as they come).
+    if (3 * (tokenCount + n) > tokens.length) grow(tokenCount + n);
+    // Locals in the loop: module variables are context loads and stores on every access.
+    const tk = tokens;
+    let flat = true;
     let p = after;
     for (let i = 0; i < n; i++) {
       if (p >= len) {
         needed = len + 1;
         return INCOMPLETE;
       }
+      if (buf[p] === BULK && buf[p + 1] !== 0x2d) {
+        // The common element (a hash's field or value): its length parsed in the same pass that
+        // finds the line's end, its token written in place.
+        let q = p + 1;
+        let length = 0;
+        let c = buf[q] as number;
+        while (c >= 0x30 && c <= 0x39) {
+          length = length * 10 + c - 0x30;
+          c = buf[++q] as number;
+        }
+        if (q + 1 >= len) {
+          needed = len + 1;
+          return INCOMPLETE;
+        }
+        if (c !== CR || q === p + 1 || length >= 0x7fffffff) {
+          invalid = `a bulk length of ${buf.toString('latin1', p + 1, Math.min(q + 1, len))}`;
+          return INVALID;
+        }
+        const start = q + 2;
+        const end = start + length + 2;
+        if (end > len) {
+          needed = end;
+          return INCOMPLETE;
+        }
+        const k = 3 * tokenCount++;
+        tk[k] = BULK;
+        tk[k + 1] = start;
+        tk[k + 2] = start + length;
+        p = end;
+        continue;
+      }
+      const element = tokenCount;
       p = scanValue(buf, p, len);
       if (p < 0) return p;
+      if (tokens[3 * element] !== BULK) flat = false;
+      // A nested value may have grown the tokens: later elements go to the new array.
+      if (tokens !== tk) return scanRest(buf, p, len, t, n - i - 1);
     }
+    if (flat) tk[3 * t] = BULK_ARRAY;
     tokens[3 * t + 2] = tokenCount;
     return p;
   }
@@ -132,6 +178,21 @@ function scanValue(buf: Buffer, pos: number, len: number): number {
   }
   invalid = `an unexpected reply type '${String.fromCharCode(type as number)}' (byte ${type})`;
   return INVALID;
+}
+
+/** The rest of array token `t` (`left` elements from `pos`), element by element. */
+function scanRest(buf: Buffer, pos: number, len: number, t: number, left: number): number {
+  let p = pos;
+  for (let i = 0; i < left; i++) {
+    if (p >= len) {
+      needed = len + 1;
+      return INCOMPLETE;
+    }
+    p = scanValue(buf, p, len);
+    if (p < 0) return p;
+  }
+  tokens[3 * t + 2] = tokenCount;
+  return p;
 }
 
 /** Options of {@link RespParser}. */
