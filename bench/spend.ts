@@ -12,7 +12,7 @@
  *   (outbox intent + ledger conditional write + intent delete on dynalite, one Lua per plan),
  *   batches of 200 handled concurrently as the Lambda does;
  * - scriptCalls: the lease script called 200,000 times (batches of 16 per event-loop turn, 4,096 in
- *   flight) over each transport of `spendScripts` — `raw` (shared/redis/raw-script.ts, what the
+ *   flight) over each transport of `spendScripts` — `raw` (shared/redis/resp/script-caller.ts, what the
  *   guard and track-spend use) and `client` (ioredis `defineCommand`) — this process's CPU (user +
  *   system) and wall time per call;
  * - redisCeilingOpsPerSec: pipelined INCRBY ceiling (bench/ceiling.ts).

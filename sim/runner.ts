@@ -26,13 +26,14 @@
  * Deterministic for (scenario, seed): every draw comes from seeded generators, and every Redis
  * call is awaited at fixed points of the simulated second. Calls go over the client's connection,
  * except the lease and apply scripts (the client's raw script connection, shared by the guards and
- * the tracker: one ordered stream, shared/redis/raw-script.ts) and the pacer's spend read (raw
+ * the tracker: one ordered stream, shared/redis/resp/script-caller.ts) and the pacer's spend read (raw
  * sockets that only read once the writes before it are acknowledged); within a phase, what runs on
  * different connections touches disjoint keys. Scoring per plan-day: `scoring.ts`.
  */
 
 import { TICK_MS } from '../shared/pacing/types.js';
 import { prng } from '../shared/random/prng.js';
+import { RawScriptCaller } from '../shared/redis/resp/script-caller.js';
 import { defaultInFlight, Reconciler } from '../shared/spend/reconcile.js';
 import { SpendTracker } from '../shared/spend/tracker.js';
 import { ScenarioBudgets } from './budgets.js';
@@ -62,7 +63,7 @@ const SHARD = 0;
 const SHARDS = 1;
 const MINUTE = 60_000;
 /**
- * The raw readers' no-reply timeout in the simulator: minutes of real time. The simulated clock
+ * The raw calls' no-reply timeout in the simulator (reads and scripts): minutes of real time. The simulated clock
  * stands still while the process waits, so a slow, shared machine only makes a run longer; the
  * readers' timeouts themselves are tested in test/integration/pacing/.
  */
@@ -70,6 +71,8 @@ const SIM_READ_TIMEOUT_MS = 300_000;
 
 /** Runs one strategy over the scenario on an empty Redis (the caller flushes between runs). */
 export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
+  // Script calls wait as long as reads (the client's shared caller takes it when first made).
+  RawScriptCaller.of(options.redis, { timeoutMs: SIM_READ_TIMEOUT_MS });
   const run = new SingleRegionRun(options);
   await run.start();
   for (let now = run.runStart; now < run.drainUntil; now += 1000) await run.second(now);

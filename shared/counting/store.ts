@@ -21,7 +21,8 @@
 import { Cluster, type Result } from 'ioredis';
 import { PacelineError } from '../errors.js';
 import { type RedisClient, slotOf, slotsReady } from '../redis/connect.js';
-import { clientValueReader, RawValueReader, type ValueReader } from '../redis/raw-get.js';
+import { slotOwner } from '../redis/resp/ioredis-adapter.js';
+import { clientValueReader, RawValueReader, type ValueReader } from '../redis/resp/value-reader.js';
 import { defineScripts } from '../redis/scripts/registry.js';
 import { type Clock, DAY_MS, MINUTE_MS } from '../time/clock.js';
 import {
@@ -104,7 +105,7 @@ export interface ActionStoreOptions {
   readonly legacyV1Keys?: boolean;
   /**
    * Read logs over raw RESP connections handed straight to the counting code
-   * (shared/redis/raw-get.ts), instead of through ioredis, which copies each reply and builds
+   * (shared/redis/resp/value-reader.ts), instead of through ioredis, which copies each reply and builds
    * objects per command: about half a cap check's client time (docs/counting.md, "Reads").
    * @default true
    */
@@ -367,7 +368,7 @@ export class ActionStore {
     if (redis instanceof Cluster && users.length > 1) {
       await slotsReady(redis);
       for (const u of users) {
-        const node = redis.slots[slotOf(this.key(u.userId))]?.[0] ?? 'unknown';
+        const node = slotOwner(redis, slotOf(this.key(u.userId))) ?? 'unknown';
         const group = groups.get(node);
         if (group) group.push(u);
         else groups.set(node, [u]);

@@ -19,7 +19,7 @@
  */
 import { pipelineByNode, type RedisClient } from '../redis/connect.js';
 import { InternedStrings } from '../redis/interned-strings.js';
-import { type HashVisitor, RawHashReader } from '../redis/raw-hgetall.js';
+import { type HashVisitor, RawHashReader } from '../redis/resp/hash-reader.js';
 import {
   decodeCampaignHash,
   decodeCurve,

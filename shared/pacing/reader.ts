@@ -13,7 +13,7 @@
  *   campaigns are replaced before they age and never miss; a campaign not read for `idleTicks`
  *   ticks is dropped.
  * - **Batch reads from the reply bytes**: refresh-ahead and prefetch read over raw RESP sockets
- *   (shared/redis/raw-hgetall.ts), without ioredis' command object, promise and reply object per
+ *   (shared/redis/resp/hash-reader.ts), without ioredis' command object, promise and reply object per
  *   hash; an unchanged curve (`e:` text) is not parsed again. Single reads (a miss) use the client.
  *   Fetching and decoding live in {@link PublishedReads}, which several readers of one process can
  *   share (one read of a tick's hashes for all of them).

@@ -7,7 +7,8 @@
  * grouped by cluster node.
  */
 import { pipelineByNode, type RedisClient } from '../redis/connect.js';
-import { type HashVisitor, hmgetCommand, parseIntBytes, RawHashReader } from '../redis/raw-hgetall.js';
+import { type HashVisitor, hmgetCommand, RawHashReader } from '../redis/resp/hash-reader.js';
+import { parseIntBytes } from '../redis/resp/parser.js';
 import { planDaySnapshot } from '../spend/live-counters.js';
 import { defaultInFlight, type InFlightConfig } from '../spend/reconcile.js';
 import { MAX_SLOT_STEPS, type ReleaseStats, releasableOf, stepReleaseStats } from '../spend/release.js';
@@ -429,7 +430,7 @@ export interface RawSpendSourceStats {
 
 /**
  * The pacer's spend read over raw RESP connections, folded from the reply bytes
- * (shared/redis/raw-hgetall.ts), several times faster than ioredis objects: by default the running
+ * (shared/redis/resp/hash-reader.ts), several times faster than ioredis objects: by default the running
  * sums (an HMGET of 11 fields instead of ~31: half Redis's time and a third of the bytes), and
  * HGETALL — on a second connection, as soon as a part's replies show which — for the hashes the
  * sums cannot answer exactly. Its connections authenticate as the client does (with IAM auth,

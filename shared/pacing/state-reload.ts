@@ -2,7 +2,7 @@
  * The takeover's reads of what the previous publisher stored: controller state (`st`) and
  * forecasts (`fc`) of the shard's plans, by field, in parts — an `HMGET` of each hash per part of
  * the tick's plan list, all written at once on a raw connection of their own and folded as they
- * arrive (shared/redis/raw-hgetall.ts), so the pacer steps a part as soon as its spend and its
+ * arrive (shared/redis/resp/hash-reader.ts), so the pacer steps a part as soon as its spend and its
  * stored state are in, while Redis serves the rest. No read of a whole hash: a shard's state hash
  * holds 150,000 fields at 100,000 campaigns, and reading it whole (HSCAN pages through the client)
  * made the takeover tick wait for all of it before stepping a single plan.
@@ -16,8 +16,8 @@
  */
 import type { CampaignBudgets, ResolvedPlan } from '../budget/model.js';
 import type { RedisClient } from '../redis/connect.js';
-import { bulk } from '../redis/raw-connection.js';
-import { type HashVisitor, RawHashReader } from '../redis/raw-hgetall.js';
+import { bulk } from '../redis/resp/connection.js';
+import { type HashVisitor, RawHashReader } from '../redis/resp/hash-reader.js';
 import type { Clock } from '../time/clock.js';
 import { planField, type ShardKeys } from './keys.js';
 import { campaignPlans, type PlanBook, type PlanList, plansOfCampaign } from './plan-list.js';

@@ -12,6 +12,7 @@ import { PacelineError } from '../errors.js';
 import { redisEnv } from '../region/resources.js';
 import type { Clock } from '../time/clock.js';
 import { type CredentialProvider, type IamAuthTarget, IamTokenRefresher } from './iam-auth.js';
+import { setPassword, slotOwner, wrapConnect } from './resp/ioredis-adapter.js';
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -103,21 +104,12 @@ function defaultCredentials(region: string): CredentialProvider {
 }
 
 /**
- * IAM auth: every connect (first, and each reconnect, which ioredis also starts with
- * `connect()`) waits for a signed token and writes it where ioredis reads the password — the
- * client's options and, for a cluster, the shared node options and every node's own — and a
+ * IAM auth: every connect (first, and each reconnect) waits for a signed token and writes it
+ * where ioredis reads the password (both through shared/redis/resp/ioredis-adapter.ts), and a
  * timer re-signs it every `tokenRefreshMs`, so a node reconnecting on its own (cluster) also
  * finds a token that is still valid.
  */
 function withIamAuth(client: RedisClient, target: IamAuthTarget, options: ConnectOptions): RedisClient {
-  const setPassword = (token: string) => {
-    if (client instanceof Cluster) {
-      if (client.options.redisOptions) client.options.redisOptions.password = token;
-      for (const node of client.nodes('all')) node.options.password = token;
-    } else {
-      client.options.password = token;
-    }
-  };
   const refresher = new IamTokenRefresher(
     {
       target,
@@ -126,18 +118,10 @@ function withIamAuth(client: RedisClient, target: IamAuthTarget, options: Connec
       ...(options.tokenRefreshMs ? { refreshEveryMs: options.tokenRefreshMs } : {}),
       onError: (error) => client.emit('error', error),
     },
-    setPassword,
+    (token) => setPassword(client, token),
   );
   let started: Promise<void> | undefined;
-  const connect = client.connect.bind(client) as (cb?: () => void) => Promise<void>;
-  if (!(client instanceof Cluster)) {
-    // A lazy standalone client queues commands issued before its first connect with the
-    // connection's `condition` (ioredis sets it inside connect(), which here waits for the
-    // token first): give it the same initial value connect() would.
-    const internal = client as unknown as { condition?: { select: number; subscriber: boolean } };
-    internal.condition ??= { select: client.options.db ?? 0, subscriber: false };
-  }
-  (client as { connect: (cb?: () => void) => Promise<void> }).connect = async () => {
+  wrapConnect(client, async () => {
     if (!started) started = refresher.start();
     else await refresher.refresh().catch(() => undefined); // the timer's token is still valid
     try {
@@ -149,8 +133,7 @@ function withIamAuth(client: RedisClient, target: IamAuthTarget, options: Connec
       client.disconnect();
       throw error;
     }
-    return connect();
-  };
+  });
   client.once('end', () => refresher.stop());
   const quit = client.quit.bind(client);
   client.quit = ((...args: Parameters<typeof quit>) => {
@@ -256,7 +239,7 @@ export async function pipelineByNode<T>(
   await slotsReady(client);
   if (client instanceof Cluster) {
     for (let i = 0; i < items.length; i++) {
-      const node = client.slots[slotOf(keyOf(items[i] as T))]?.[0] ?? 'unknown';
+      const node = slotOwner(client, slotOf(keyOf(items[i] as T))) ?? 'unknown';
       const group = groups.get(node);
       if (group) group.push(i);
       else groups.set(node, [i]);

@@ -19,7 +19,7 @@
  * unknown after a reset) unless `u` says nothing was ever leased, nor during a rejoin grace.
  */
 import type { RedisClient } from '../redis/connect.js';
-import { RawScriptCaller } from '../redis/raw-script.js';
+import { RawScriptCaller } from '../redis/resp/script-caller.js';
 import { rawScriptOf } from '../redis/scripts/registry.js';
 
 /** One merge (and optional lowering) of a plan-day's allocation fields. */

@@ -30,7 +30,7 @@ export type Decision = 'bid' | 'no-budget' | 'unknown-campaign' | 'paused';
 export interface BudgetGuardOptions {
   readonly redis: RedisClient;
   /**
-   * How lease calls reach Redis: `raw` over the shared raw connections (shared/redis/raw-script.ts,
+   * How lease calls reach Redis: `raw` over the shared raw connections (shared/redis/resp/script-caller.ts,
    * about 2.5× less CPU per call than ioredis), `client` through ioredis. Same script, same replies.
    * @default 'raw'
    */

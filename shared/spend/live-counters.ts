@@ -19,7 +19,7 @@
  */
 import type { Result } from 'ioredis';
 import type { RedisClient } from '../redis/connect.js';
-import { RawScriptCaller } from '../redis/raw-script.js';
+import { RawScriptCaller } from '../redis/resp/script-caller.js';
 import { defineScripts, rawScriptOf } from '../redis/scripts/registry.js';
 import { MAX_SLOT_STEPS, type ReleaseStats, releasableOf, stepReleaseStats } from './release.js';
 
@@ -83,7 +83,7 @@ export type LeaseReply = [number, string, number, number, number, number, number
 /**
  * How the hot callers reach the lease and apply scripts: the same Lua, the same replies, either
  * through ioredis (`client`: `defineCommand`) or over the raw connections of
- * shared/redis/raw-script.ts (`raw`: about 2.5× less of the caller's CPU per call; see
+ * shared/redis/resp/script-caller.ts (`raw`: about 2.5× less of the caller's CPU per call; see
  * docs/spend.md, "Script calls").
  */
 export type ScriptTransport = 'raw' | 'client';

@@ -59,7 +59,7 @@ export interface SpendTrackerOptions {
   readonly redis: RedisClient;
   /**
    * How notices reach the apply script: `raw` over the shared raw connections
-   * (shared/redis/raw-script.ts), `client` through ioredis. Same script, same replies.
+   * (shared/redis/resp/script-caller.ts), `client` through ioredis. Same script, same replies.
    * @default 'raw'
    */
   readonly scriptTransport?: ScriptTransport;

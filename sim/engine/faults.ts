@@ -4,7 +4,7 @@
  * connections dropped). Notices stalled are applied where notices are queued (`NoticeFlow`).
  */
 import type { RedisClient } from '../../shared/redis/connect.js';
-import { RawScriptCaller } from '../../shared/redis/raw-script.js';
+import { RawScriptCaller } from '../../shared/redis/resp/script-caller.js';
 import type { Scenario } from '../scenario.js';
 import type { SimPacer } from './pacer.js';
 

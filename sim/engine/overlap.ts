@@ -37,7 +37,7 @@ export class Phases {
  * Sends the guards' lease calls to Redis while the second's request loop is still running, so
  * redis-server works through them while this process runs the next auctions, without changing
  * what any command sees or returns. The lease and apply scripts go over the raw script connection
- * (shared/redis/raw-script.ts), which writes what was issued at the end of each `process.nextTick`
+ * (shared/redis/resp/script-caller.ts), which writes what was issued at the end of each `process.nextTick`
  * turn — so the yield below is what sends them; commands on the client's own connection (a rebuild
  * after a reset) are collected and written here.
  *

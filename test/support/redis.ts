@@ -9,6 +9,7 @@ import {
   slotOf,
   slotsReady,
 } from '../../shared/redis/connect.js';
+import { slotOwner } from '../../shared/redis/resp/ioredis-adapter.js';
 
 /** A running server and a client connected to it; `stop()` closes both. */
 export interface RedisUnderTest {
@@ -84,7 +85,7 @@ export async function withStaleSlot<T>(cluster: Cluster, key: string, fn: () => 
 /** The master holding `key` (the client itself when standalone). */
 export function nodeOf(client: RedisClient, key: string): Redis {
   if (!(client instanceof Cluster)) return client;
-  const owner = client.slots[slotOf(key)]?.[0];
+  const owner = slotOwner(client, slotOf(key));
   return client.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === owner) as Redis;
 }
 

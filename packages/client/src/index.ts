@@ -66,9 +66,15 @@ export type { PacingStatus } from '../../../shared/pacing/reader.js';
 export { InvalidShardCountError } from '../../../shared/pacing/shard.js';
 export { InvalidRedisConfigError, type RedisConfig } from '../../../shared/redis/connect.js';
 export { IamAuthTokenError } from '../../../shared/redis/iam-auth.js';
-export { RawReadTimeoutError, RawRedisAuthError } from '../../../shared/redis/raw-connection.js';
-export { RawReplyError } from '../../../shared/redis/raw-get.js';
-export { RawScriptError } from '../../../shared/redis/raw-script.js';
+export {
+  RawConnectionError,
+  RawProtocolError,
+  RawReadTimeoutError,
+  RawRedisAuthError,
+  RawRedisError,
+  RawReplyError,
+  RawScriptError,
+} from '../../../shared/redis/resp/errors.js';
 export type { BidEvent, LossEvent, SpendEvent, WinEvent } from '../../../shared/spend/events.js';
 export { auctionPriceToMicros, encodeSpendEvent } from '../../../shared/spend/events.js';
 export { RebuildUnavailableError } from '../../../shared/spend/reconcile.js';

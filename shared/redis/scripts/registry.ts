@@ -2,7 +2,7 @@
  * The product's Lua scripts: one table ({@link SCRIPTS}) naming every script Paceline runs in
  * Redis, its `.lua` file in this folder and its key count. Both ways of calling a script read it:
  * ioredis commands ({@link defineScripts}: `defineCommand` under the script's name) and the raw
- * RESP caller ({@link rawScriptOf}, shared/redis/raw-script.ts), so the two send the same text.
+ * RESP caller ({@link rawScriptOf}, shared/redis/resp/script-caller.ts), so the two send the same text.
  *
  * A file is Lua as Redis runs it, plus two directives, each a Lua comment on a line of its own
  * (so the file is valid Lua as it is):
@@ -23,7 +23,7 @@
 import { luaFile } from '#lua-files';
 import { MAX_SLOT_STEPS, RELEASE_DECAY, RELEASE_MIN_SLOTS } from '../../spend/release.js';
 import type { RedisClient } from '../connect.js';
-import { type RawScript, rawScript } from '../raw-script.js';
+import { type RawScript, rawScript } from '../resp/script-caller.js';
 
 /** The TypeScript constants a script may receive with `--@const NAME` (numbers only). */
 export const SCRIPT_CONSTANTS = {

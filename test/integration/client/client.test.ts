@@ -16,7 +16,7 @@ import {
 import { BudgetRepository } from '../../../shared/budget/repository.js';
 import { dayWindow } from '../../../shared/budget/time-zone.js';
 import { connectRedis, type RedisClient, redisConfigFromEnv } from '../../../shared/redis/connect.js';
-import { RawReadTimeoutError } from '../../../shared/redis/raw-connection.js';
+import { RawReadTimeoutError } from '../../../shared/redis/resp/errors.js';
 import { planDayKeys } from '../../../shared/spend/keys.js';
 import { readPlanDay } from '../../../shared/spend/live-counters.js';
 

@@ -1,5 +1,5 @@
 /**
- * The raw `GET` reader the cap check reads user logs with (shared/redis/raw-get.ts), against real
+ * The raw `GET` reader the cap check reads user logs with (shared/redis/resp/value-reader.ts), against real
  * redis-server: byte-for-byte what ioredis returns for values from empty to several MB (split
  * across TCP reads, pipelined, concurrent), a consumer's error failing only its own read, error
  * replies, a killed connection, cluster redirects after a stale slot map, and AUTH with a
@@ -15,14 +15,9 @@ import { ActionStore } from '../../../shared/counting/store.js';
 import { pipelinedSpendSource, rawSpendSource } from '../../../shared/pacing/spend-source.js';
 import { prng } from '../../../shared/random/prng.js';
 import { connectRedis, parseNodes, slotsReady } from '../../../shared/redis/connect.js';
-import { RawRedisAuthError } from '../../../shared/redis/raw-connection.js';
-import {
-  clientValueReader,
-  RawReadTimeoutError,
-  RawReplyError,
-  RawValueReader,
-} from '../../../shared/redis/raw-get.js';
-import { type HashVisitor, RawHashReader } from '../../../shared/redis/raw-hgetall.js';
+import { RawReadTimeoutError, RawRedisAuthError, RawReplyError } from '../../../shared/redis/resp/errors.js';
+import { type HashVisitor, RawHashReader } from '../../../shared/redis/resp/hash-reader.js';
+import { clientValueReader, RawValueReader } from '../../../shared/redis/resp/value-reader.js';
 import { ManualClock } from '../../../shared/time/clock.js';
 import { killOtherConnections, nodeOf, useRedis, withStaleSlot } from '../../support/redis.js';
 
@@ -256,7 +251,7 @@ describe('raw readers when Redis stops answering', () => {
         const error = (s as PromiseRejectedResult).reason as Error;
         expect(error).toBeInstanceOf(RawReadTimeoutError);
         expect(error.message).toMatch(
-          new RegExp(`${server.nodes[0]} sent nothing for 300 ms while GET raw:\\{hang\\} waited \\(2 read`),
+          new RegExp(`${server.nodes[0]} sent nothing for 300 ms while GET raw:\\{hang\\} waited \\(2 call`),
         );
       }
       expect(waited).toBeGreaterThanOrEqual(300);
@@ -353,7 +348,7 @@ describe('raw reader lifetime', () => {
     try {
       const { code, out } = await runChild(`
         import { Redis } from 'ioredis';
-        import { RawValueReader } from './shared/redis/raw-get.ts';
+        import { RawValueReader } from './shared/redis/resp/value-reader.ts';
         const c = new Redis({ port: ${Number(server.nodes[0]?.split(':')[1])} });
         await c.set('k', 'v');
         const raw = new RawValueReader({ client: c });

@@ -1,5 +1,5 @@
 /**
- * The raw readers' timeout is on progress, not duration (shared/redis/raw-connection.ts,
+ * The raw readers' timeout is on progress, not duration (shared/redis/resp/timeout.ts,
  * SilenceWatchdog), against real redis-server: a read that streams steadily for many times the
  * limit succeeds (through a proxy that trickles the replies), a stall of this process longer than
  * the limit is not taken for the node's silence (the bytes waiting in the socket count, and so do
@@ -10,8 +10,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RunningRedis, startRedis } from '../../../local/emulators/redis.js';
 import { connectRedis, parseNodes, type RedisClient } from '../../../shared/redis/connect.js';
-import { RawReadTimeoutError, RawValueReader } from '../../../shared/redis/raw-get.js';
-import { type HashVisitor, RawHashReader } from '../../../shared/redis/raw-hgetall.js';
+import { RawReadTimeoutError } from '../../../shared/redis/resp/errors.js';
+import { type HashVisitor, RawHashReader } from '../../../shared/redis/resp/hash-reader.js';
+import { RawValueReader } from '../../../shared/redis/resp/value-reader.js';
 import { type LatencyProxy, startLatencyProxy } from '../../support/latency-proxy.js';
 
 let server: RunningRedis;

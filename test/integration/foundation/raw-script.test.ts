@@ -1,6 +1,6 @@
 /**
  * The raw script caller the guard's lease calls and track-spend's applies go through
- * (shared/redis/raw-script.ts), against real redis-server, standalone and a 3-node cluster: the
+ * (shared/redis/resp/script-caller.ts), against real redis-server, standalone and a 3-node cluster: the
  * same replies and the same state as through ioredis over hundreds of interleaved spend calls;
  * replies of every RESP type; an error reply failing only its own call; scripts flushed (Redis
  * restarted) under a burst of calls on one key — each runs exactly once, in the order issued; a
@@ -13,7 +13,8 @@ import { startRedis } from '../../../local/emulators/redis.js';
 import { repoRoot } from '../../../local/worker/process-invoker.js';
 import { prng } from '../../../shared/random/prng.js';
 import { slotsReady } from '../../../shared/redis/connect.js';
-import { RawScriptCaller, RawScriptError, rawScript } from '../../../shared/redis/raw-script.js';
+import { RawScriptError } from '../../../shared/redis/resp/errors.js';
+import { RawScriptCaller, rawScript } from '../../../shared/redis/resp/script-caller.js';
 import { spendScripts } from '../../../shared/spend/live-counters.js';
 import { runChild } from '../../support/child.js';
 import { killOtherConnections, nodeOf, useRedis, withStaleSlot } from '../../support/redis.js';
@@ -194,7 +195,7 @@ describe.each(['standalone', 'cluster'] as const)('raw script caller (%s)', (mod
       for (const s of settled) {
         expect(s.status).toBe('rejected');
         expect(String((s as PromiseRejectedResult).reason)).toMatch(
-          /closed with 2 script call\(s\) waiting.*unknown/,
+          /closed with 2 call\(s\) waiting.*script ran is unknown/,
         );
       }
       await pauser.client('UNPAUSE');
@@ -245,7 +246,7 @@ describe('raw script caller lifetime', () => {
       }
       const script = `
           import { Redis } from 'ioredis';
-          import { RawScriptCaller, rawScript } from './shared/redis/raw-script.ts';
+          import { RawScriptCaller, rawScript } from './shared/redis/resp/script-caller.ts';
           const c = new Redis({ port: ${port} });
           await new Promise((r) => c.once('ready', r));
           const s = rawScript('n', "return redis.call('INCR', KEYS[1])", 1);

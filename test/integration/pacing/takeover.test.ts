@@ -29,7 +29,7 @@ import { ShardPacer, type TickIdentity } from '../../../shared/pacing/pacer.js';
 import { pacerShardKey, shardOfAccount } from '../../../shared/pacing/shard.js';
 import { rawSpendSource } from '../../../shared/pacing/spend-source.js';
 import type { RedisClient } from '../../../shared/redis/connect.js';
-import { RawReadTimeoutError } from '../../../shared/redis/raw-connection.js';
+import { RawReadTimeoutError } from '../../../shared/redis/resp/errors.js';
 import { ManualClock } from '../../../shared/time/clock.js';
 import { useRedis } from '../../support/redis.js';
 

@@ -18,7 +18,7 @@ import { readFile } from 'node:fs/promises';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { RawScriptCaller } from '../../../shared/redis/raw-script.js';
+import { RawScriptCaller } from '../../../shared/redis/resp/script-caller.js';
 import {
   defineScripts,
   type FixedKeysScriptName,

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { benchScenario } from '../../../bench/sim.js';
 import type { RunningRedis } from '../../../local/emulators/redis.js';
 import { connectRedis, type RedisClient } from '../../../shared/redis/connect.js';
-import { RawScriptCaller } from '../../../shared/redis/raw-script.js';
+import { RawScriptCaller } from '../../../shared/redis/resp/script-caller.js';
 import { ManualClock } from '../../../shared/time/clock.js';
 import { runStrategy, type StrategyRun } from '../../../sim/runner.js';
 import { parseScenario } from '../../../sim/scenario.js';

@@ -1,0 +1,148 @@
+/**
+ * `GET` of large string values over raw RESP connections, handed to a synchronous consumer while
+ * the bytes are still in the socket's chunk: the cap check reads a user's packed event log (tens of
+ * KB) and folds it into a few counts, so the copy ioredis makes of every reply (and its per-command
+ * objects and promises) was most of the check's cost (docs/counting.md, "Reads").
+ *
+ * - One connection per node (shared/redis/resp/connection.ts: TLS and AUTH as the client has them,
+ *   one write per event-loop turn, the layer's progress timeout), answered in order.
+ * - A reply whole in one TCP chunk is passed as a view of that chunk (no copy); one split across
+ *   chunks is gathered by the parser in a buffer reused from reply to reply. Either way the
+ *   consumer must not keep the buffer.
+ * - A `MOVED` / `ASK` reply (resharding, failover), a key whose slot has no known owner and a client
+ *   that is not ready yet go through ioredis, which follows redirects.
+ * - A node silent for `timeoutMs` while reads wait fails them with `RawReadTimeoutError`; a lost
+ *   connection fails the reads waiting on it; the next read opens a new connection.
+ */
+import type { RedisClient } from '../connect.js';
+import type { RespRequest } from './connection.js';
+import { type RawRedisError, RawReplyError } from './errors.js';
+import { bulkOf, errorLineOf } from './folds.js';
+import { nodeOfKey } from './ioredis-adapter.js';
+import { RespNodes } from './nodes.js';
+import { timeoutMsOption } from './timeout.js';
+
+/** Options of {@link RawValueReader}. */
+export interface RawValueReaderOptions {
+  /** The application's client: its options give host, port, TLS and AUTH; its slot table routes keys. */
+  readonly client: RedisClient;
+  /** Largest split reply gathered in the reused buffer; larger ones get their own. @default 4 MiB */
+  readonly maxReusedBytes?: number;
+  /**
+   * Longest silence of the node while reads wait before they fail with `RawReadTimeoutError`.
+   * Far above a healthy read (a cap check's P99 is ~1 ms) and below an ad request's patience for
+   * a dead node. @default 1000
+   */
+  readonly timeoutMs?: number;
+}
+
+/** `GET` with a synchronous consumer of the value (`null`: no such key). */
+export interface ValueReader {
+  get<T>(key: string, consume: (value: Buffer | null) => T): Promise<T>;
+}
+
+/** The same contract through ioredis (`getBuffer`): the reference the raw reader is tested against. */
+export function clientValueReader(client: RedisClient): ValueReader {
+  return { get: async (key, consume) => consume(await client.getBuffer(key)) };
+}
+
+/** One `GET` waiting for its reply. */
+class GetRequest implements RespRequest {
+  constructor(
+    private readonly key: string,
+    private readonly consume: (value: Buffer | null) => unknown,
+    private readonly resolve: (value: unknown) => void,
+    private readonly reject: (error: Error) => void,
+    private readonly viaClient: ValueReader,
+  ) {}
+
+  reply(buf: Buffer, tokens: Int32Array): boolean {
+    const value = bulkOf(buf, tokens);
+    if (value === undefined) {
+      const line = errorLineOf(buf, tokens);
+      if (line !== null && (line.startsWith('MOVED ') || line.startsWith('ASK ')))
+        this.viaClient.get(this.key, this.consume).then(this.resolve, this.reject);
+      else
+        this.reject(
+          new RawReplyError(`Redis refused GET ${this.key}: ${line ?? 'a reply that is not a string'}`),
+        );
+      return true;
+    }
+    let result: unknown;
+    try {
+      result = this.consume(value);
+    } catch (error) {
+      // The consumer's error fails this read only.
+      this.reject(error as Error);
+      return true;
+    }
+    this.resolve(result);
+    return true;
+  }
+
+  fail(error: RawRedisError): void {
+    this.reject(error);
+  }
+
+  waiting(): string {
+    return `while GET ${this.key} waited`;
+  }
+}
+
+/** One reader per client for {@link RawValueReader.of}. */
+const sharedReaders = new WeakMap<RedisClient, RawValueReader>();
+
+/** Raw `GET` with a synchronous consumer (see the module comment). */
+export class RawValueReader implements ValueReader {
+  /** The reader shared by everything that reads through `client` (one socket per node). */
+  static of(client: RedisClient): RawValueReader {
+    let reader = sharedReaders.get(client);
+    if (reader === undefined) {
+      reader = new RawValueReader({ client });
+      sharedReaders.set(client, reader);
+    }
+    return reader;
+  }
+
+  private readonly nodes: RespNodes;
+  private readonly client: RedisClient;
+  /** Redirects, unknown slots, a client not ready yet, a closed reader: read through ioredis. */
+  private readonly viaClient: ValueReader;
+
+  constructor(options: RawValueReaderOptions) {
+    this.client = options.client;
+    this.viaClient = clientValueReader(this.client);
+    this.nodes = new RespNodes(this.client, {
+      timeoutMs: timeoutMsOption('RawValueReader', options.timeoutMs),
+      ...(options.maxReusedBytes === undefined ? {} : { maxReusedBytes: options.maxReusedBytes }),
+    });
+  }
+
+  /**
+   * Reads `key` and returns `consume(value)` (`null`: no such key). `consume` runs synchronously
+   * with a buffer that is valid only during the call: copy what must outlive it. Its error
+   * fails this read only.
+   */
+  get<T>(key: string, consume: (value: Buffer | null) => T): Promise<T> {
+    // Not async: each promise layer on this path was garbage per cap check. A failure to route
+    // or connect is still a rejection, never a synchronous throw.
+    try {
+      const node = this.nodes.isClosed ? undefined : nodeOfKey(this.client, key);
+      if (node === undefined) return this.viaClient.get(key, consume);
+      const connection = this.nodes.connection(node);
+      return new Promise<T>((resolve, reject) => {
+        connection.push(
+          new GetRequest(key, consume, resolve as (v: unknown) => void, reject, this.viaClient),
+          `*2\r\n$3\r\nGET\r\n$${Buffer.byteLength(key)}\r\n${key}\r\n`,
+        );
+      });
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /** Closes the raw sockets (reads after this go through the client). */
+  close(): void {
+    this.nodes.close();
+  }
+}
