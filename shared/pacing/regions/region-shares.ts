@@ -242,10 +242,16 @@ export class RegionShares implements RegionSharing {
     return out;
   }
 
-  /** Strict: the region's allocation lease (`ae`) ran out, so its guards can lease nothing. */
+  /**
+   * Strict: the region's allocation lease (`ae`) ran out, so its guards can lease nothing, and has
+   * stayed out for longer than its peers wait before they stop weighing a silent region
+   * (`stalePeerMs`): then they take what is left, and this region yields it. A shorter gap (the
+   * first authority entry of a new plan-day still replicating) keeps the share, or a tick's gap
+   * would release the region's allocation and re-anchor its curve for nothing.
+   */
   private leaseLapsed(s: PlanSpendSnapshot, nowMs: number): boolean {
     const until = s.alloc?.ae;
-    return this.strict && until !== undefined && nowMs > until;
+    return this.strict && until !== undefined && nowMs > until + (this.options.stalePeerMs ?? 0);
   }
 
   /** The last decision of a plan-day (tests, status). */

@@ -43,15 +43,16 @@ export class RespNodes {
   reconnect(): void {
     for (const c of this.connections.values()) c.close();
     this.connections.clear();
+    // No socket open: nothing to close with the client (the next connection registers again).
+    if (this.listening) {
+      this.client.off('end', this.onClientEnd);
+      this.listening = false;
+    }
   }
 
   /** Closes the connections for good (calls after this go through ioredis). */
   close(): void {
     this.closed = true;
     this.reconnect();
-    if (this.listening) {
-      this.client.off('end', this.onClientEnd);
-      this.listening = false;
-    }
   }
 }

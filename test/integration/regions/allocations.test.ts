@@ -212,8 +212,10 @@ describe('one $5 budget at full speed across regions', () => {
       const b = ctx.regions.get(REGION_B);
       const [cap, until] = (await ctx.two.redis[REGION_B]?.hmget(campaignStateKey(), 'a', 'ae')) ?? [];
       const decision = b?.instance.wiring.shares.decision(`c:${CAMPAIGN}:campaign`, day);
-      // The decision read here is the one of the tick before this hook: compare with that tick's clock.
-      if (decision && until && ctx.clock.now() - TICK > Number(until) + TICK) {
+      // The decision read here is the one of the tick before this hook: compare with that tick's
+      // clock. A lease counts as lapsed once out for longer than the peers wait (ackFreshMs).
+      const grace = allocationConfig([REGION_A, REGION_B]).ackFreshMs;
+      if (decision && until && ctx.clock.now() - TICK > Number(until) + grace + TICK) {
         lapsed.push({ share: decision.shareMicros, cap: Number(cap), weight: decision.weight });
       }
       if (i !== 3) return;
