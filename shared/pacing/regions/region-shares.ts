@@ -254,6 +254,15 @@ export class RegionShares implements RegionSharing {
     return this.strict && until !== undefined && nowMs > until + (this.options.stalePeerMs ?? 0);
   }
 
+  /**
+   * Strict: when the allocation last held a lease back (the demand estimate leaves that interval
+   * out); a lapsed allocation holds every lease back, so the interval ending now says nothing.
+   */
+  private heldBackAt(s: PlanSpendSnapshot, nowMs: number): number | undefined {
+    if (!this.strict) return undefined;
+    return this.leaseLapsed(s, nowMs) ? nowMs : s.alloc?.ac;
+  }
+
   /** The last decision of a plan-day (tests, status). */
   decision(field: string, day: string): ShareDecision | undefined {
     return this.memory.get(`${field}|${day}`)?.lastDecision;
@@ -276,13 +285,7 @@ export class RegionShares implements RegionSharing {
       const m = this.memoryOf(key);
       const spent = spentOf(spend[i] as PlanSpendSnapshot);
       const q = params[i] as PlanPacingParams | undefined;
-      const snapshot = spend[i] as PlanSpendSnapshot;
-      // A lapsed allocation holds every lease back: the interval says nothing of demand.
-      const heldBack = this.leaseLapsed(snapshot, nowMs)
-        ? nowMs
-        : this.strict
-          ? snapshot.alloc?.ac
-          : undefined;
+      const heldBack = this.heldBackAt(spend[i] as PlanSpendSnapshot, nowMs);
       m.demand.observe(nowMs, spent, q ? q.throttle * q.bidMultiplier : 1, heldBack);
       const estimate = m.demand.demandMicrosPerSec();
       const stored = this.ownStored.get(key);
