@@ -166,6 +166,7 @@ class SingleRegionRun {
       redis,
       clock,
       strategy,
+      auction: scenario.market.auction,
       budgets,
       readTimeoutMs: SIM_READ_TIMEOUT_MS,
       leaseTtlMs: scenario.leaseTtlMs,

@@ -38,6 +38,8 @@ import type { FunctionSpec, KinesisSourceSpec, ParameterSpec, StreamSpec } from 
 // The description is one object built from several modules; this module is its one entry, so
 // every user imports the region from here.
 export {
+  AUCTION_KINDS,
+  type AuctionKind,
   AUTO_LEADER,
   DEFAULT_PACER_MEMORY_MB,
   defaultPacerSettings,
