@@ -39,8 +39,8 @@ import type { FunctionSpec, KinesisSourceSpec, ParameterSpec, StreamSpec } from 
 // every user imports the region from here.
 export {
   AUCTION_KINDS,
-  type AuctionKind,
   AUTO_LEADER,
+  type AuctionKind,
   DEFAULT_PACER_MEMORY_MB,
   defaultPacerSettings,
   LEADER_OVERRIDE_PATH_PREFIX,

@@ -7,8 +7,8 @@
  * control value for a few ticks, is refused by the fence.
  */
 import { ShardBudgets } from '../../shared/pacing/budgets-cache.js';
-import { elasticityOf } from '../../shared/pacing/controller/index.js';
 import type { ControlSnapshot } from '../../shared/pacing/control.js';
+import { elasticityOf } from '../../shared/pacing/controller/index.js';
 import type { LeaseView } from '../../shared/pacing/lease.js';
 import { ShardPacer, type TickIdentity, type TickOutcome } from '../../shared/pacing/pacer.js';
 import { readAuditLog } from '../../shared/pacing/publisher.js';

@@ -13,6 +13,7 @@
 import type { CampaignBudgets, ResolvedPlan } from '../../shared/budget/model.js';
 import { ShardBudgets } from '../../shared/pacing/budgets-cache.js';
 import type { ControlSnapshot } from '../../shared/pacing/control.js';
+import { elasticityOf } from '../../shared/pacing/controller/index.js';
 import type { LeaseView } from '../../shared/pacing/lease.js';
 import { ShardPacer } from '../../shared/pacing/pacer.js';
 import { PublishedReads } from '../../shared/pacing/published-reads.js';
@@ -41,7 +42,6 @@ import { SpendTracker } from '../../shared/spend/tracker.js';
 import type { ManualClock } from '../../shared/time/clock.js';
 import type { ScenarioBudgets } from '../budgets.js';
 import { memoryLedger } from '../engine-parts.js';
-import { elasticityOf } from '../../shared/pacing/controller/index.js';
 import type { AuctionKind } from '../market/index.js';
 import { controllerOf, type StrategyName } from '../strategies.js';
 import type { ReplicatedTable } from './replication.js';

@@ -2,8 +2,8 @@
 import { describe, expect, it } from 'vitest';
 import { resolvePlan } from '../../../shared/budget/model.js';
 import { InvalidEnvError, MissingEnvError } from '../../../shared/config/env.js';
-import { elasticityOf } from '../../../shared/pacing/controller/index.js';
 import { pacerAlarmSpecs } from '../../../shared/pacing/alarms.js';
+import { elasticityOf } from '../../../shared/pacing/controller/index.js';
 import { createLinearController } from '../../../shared/pacing/controller/linear.js';
 import {
   InvalidPacerInputError,
@@ -11,7 +11,11 @@ import {
   parsePacerInput,
 } from '../../../shared/pacing/settings.js';
 import { evaluateCurve } from '../../../shared/pacing/types.js';
-import { defaultPacerSettings, regionDescription, regionResources } from '../../../shared/region/resources.js';
+import {
+  defaultPacerSettings,
+  regionDescription,
+  regionResources,
+} from '../../../shared/region/resources.js';
 
 const env = { PACELINE_REGION: 'us-east-1', ...regionResources.functions.pacer.settings };
 const DAY = { day: '2026-11-21', startMs: 0, endMs: 86_400_000 };
@@ -47,9 +51,9 @@ describe('pacer configuration', () => {
     expect(wrong).toThrow(/PACER_AUCTION="vickrey" is invalid: expected first-price or second-price/);
     expect(elasticityOf('first-price')).toBe(2);
     expect(elasticityOf('second-price')).toBe(1);
-    expect(regionDescription({ pacer: { auction: 'first-price' } }).functions.pacer.settings.PACER_AUCTION).toBe(
-      'first-price',
-    );
+    expect(
+      regionDescription({ pacer: { auction: 'first-price' } }).functions.pacer.settings.PACER_AUCTION,
+    ).toBe('first-price');
     expect(() => regionDescription({ pacer: { auction: 'dutch' as never } })).toThrow(
       /pacer auction = "dutch": give first-price or second-price/,
     );
