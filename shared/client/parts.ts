@@ -19,7 +19,7 @@ import { guardAllocations } from '../pacing/regions/allocation-config.js';
 import { connectRedis, type RedisClient, type RedisConfig } from '../redis/connect.js';
 import { BudgetGuard, type BudgetGuardOptions, InvalidGuardOptionsError } from '../spend/guard.js';
 import { SpendLedger } from '../spend/ledger.js';
-import { defaultInFlight, Reconciler } from '../spend/reconcile.js';
+import { budgetsTableReconciler, defaultInFlight } from '../spend/reconcile.js';
 import type { Clock } from '../time/clock.js';
 import { type ClientResources, InvalidClientConfigError, type PacelineClientConfig } from './config.js';
 
@@ -120,13 +120,7 @@ function buildParts(
     clock,
   });
   const inFlight = config.inFlight ?? defaultInFlight;
-  const reconciler = new Reconciler({
-    redis,
-    ledger,
-    clock,
-    inFlight,
-    campaignsOfAccount: (accountId) => budgets.listCampaignIds(accountId),
-  });
+  const reconciler = budgetsTableReconciler({ redis, ledger, clock, inFlight, budgets });
   const pacing = new PacingReader({ ...config.pacing, redis, clock, shards, onError: report });
   const guard = newGuard(config, {
     redis,
