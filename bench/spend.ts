@@ -167,7 +167,141 @@ async function scriptCallCost(
   };
 }
 
-/** Runs the benchmark. */
+/** Pre-built bids, cycled: the loops measure decide() and the tracker, not the random generator. */
+function workloadBids(): GuardBid[] {
+  const bids: GuardBid[] = [];
+  let seed = 12345;
+  const random = () => {
+    seed = (seed * 1103515245 + 12345) % 2147483648;
+    return seed / 2147483648;
+  };
+  for (let i = 0; i < 8192; i++) {
+    bids.push({
+      campaignId: `bench-c${Math.floor(random() * CAMPAIGNS)}`,
+      armId: ARMS[Math.floor(random() * ARMS.length)] as string,
+      priceMicros: Math.floor(PRICE_RANGE[0] + random() * (PRICE_RANGE[1] - PRICE_RANGE[0])),
+    });
+  }
+  return bids;
+}
+
+/** The guard for `seconds`: decisions and bids, and the Redis commands and lease calls they cost. */
+async function guardPhase(redis: RedisClient, bids: readonly GuardBid[], seconds: number) {
+  const reconciler = new Reconciler({
+    redis,
+    clock: systemClock,
+    // The guard only needs the ledger to initialise a plan-day; a new day's ledger is empty.
+    ledger: { entries: async () => [], markPlanDayStarted: async () => true },
+    campaignsOfAccount: async () => workloadBudgets().map((b) => b.campaign.campaignId),
+  });
+  const errors: unknown[] = [];
+  const guard = new BudgetGuard({
+    redis,
+    clock: systemClock,
+    initPlanDay: (plan, day) => reconciler.reconcile(plan, day),
+    onError: (e) => errors.push(e),
+  });
+  for (const b of workloadBudgets()) guard.setBudgets(b);
+  // Warm-up: plan-day initialisation and the first leases happen here, not in the timing.
+  for (const b of bids) guard.decide(b);
+  await guard.idle();
+  const callsBefore = await commandCalls(redis);
+  const leaseCallsBefore = guard.stats.leaseCalls;
+  let decisions = 0;
+  let bidCount = 0;
+  const start = performance.now();
+  const deadline = start + seconds * 1000;
+  while (performance.now() < deadline) {
+    for (let i = 0; i < 1000; i++) {
+      if (guard.decide(bids[(decisions + i) & 8191] as GuardBid) === 'bid') bidCount++;
+    }
+    decisions += 1000;
+    // Let lease replies in (an ad server's event loop does this between requests).
+    await new Promise((r) => setImmediate(r));
+  }
+  const guardSeconds = (performance.now() - start) / 1000;
+  await guard.idle();
+  const callsAfter = await commandCalls(redis);
+  const leaseCalls = guard.stats.leaseCalls - leaseCallsBefore;
+  await guard.close();
+  return {
+    decisions,
+    bidCount,
+    guardSeconds,
+    // −1: the INFO call itself.
+    redisCommands: callsAfter.topLevel - callsBefore.topLevel - 1,
+    redisServerCalls: callsAfter.all - callsBefore.all - 1,
+    leaseCalls,
+    errors,
+  };
+}
+
+/** `eventCount` bid / win / loss events through SpendTracker, 200 at a time; events per second. */
+async function trackSpendPhase(
+  redis: RedisClient,
+  dynamodb: ReturnType<typeof dynamoDbClient>,
+  bids: readonly GuardBid[],
+  eventCount: number,
+): Promise<{ trackSpendEventsPerSec: number; trackedEvents: number }> {
+  const ledger = new SpendLedger({
+    client: dynamodb,
+    tableName: physicalName(regionResources.tables.spendLedger.suffix),
+    region: 'us-east-1',
+  });
+  const budgets = new Map(workloadBudgets().map((b) => [b.campaign.campaignId, b]));
+  // As track-spend runs it: every win writes its outbox intent first and closes it after the apply.
+  const outbox = new SpendOutbox({
+    client: dynamodb,
+    tableName: physicalName(regionResources.tables.spendLedger.suffix),
+    region: 'us-east-1',
+  });
+  const tracker = new SpendTracker({
+    redis,
+    ledger,
+    outbox,
+    reconciler: new Reconciler({
+      redis,
+      ledger,
+      clock: systemClock,
+      campaignsOfAccount: async () => [...budgets.keys()],
+    }),
+    clock: systemClock,
+    budgets: async (id) => budgets.get(id),
+  });
+  const now = Date.now();
+  const events: Buffer[] = [];
+  for (let i = 0; events.length < eventCount; i++) {
+    const b = bids[i & 8191] as GuardBid;
+    const base = {
+      v: 1 as const,
+      bidId: `tb${i}`,
+      campaignId: b.campaignId,
+      armId: b.armId as string,
+      bidAt: now - 1000,
+      bidPriceMicros: b.priceMicros,
+    };
+    const e: SpendEvent =
+      i % 5 < 2
+        ? { type: 'bid', ...base }
+        : i % 5 < 4
+          ? { type: 'win', ...base, at: now, clearingPriceMicros: Math.floor(b.priceMicros * 0.7) }
+          : { type: 'loss', ...base, at: now };
+    events.push(encodeSpendEvent(e));
+  }
+  // Warm the plan-days (first win per plan-day initialises it from the ledger).
+  await Promise.all(events.slice(0, 200).map((e) => tracker.handle(e)));
+  const tStart = performance.now();
+  for (let i = 200; i < events.length; i += 200) {
+    await Promise.all(events.slice(i, i + 200).map((e) => tracker.handle(e)));
+  }
+  const trackSeconds = (performance.now() - tStart) / 1000;
+  return {
+    trackSpendEventsPerSec: Math.round((events.length - 200) / trackSeconds),
+    trackedEvents: events.length - 200,
+  };
+}
+
+/** Runs the benchmark: the ceiling, the script transports, the guard, track-spend. */
 export async function run(args: string[]): Promise<Record<string, unknown>> {
   const seconds = arg(args, 'seconds', 3);
   const eventCount = Math.floor(arg(args, 'events', 4000));
@@ -186,130 +320,27 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
       client: await scriptCallCost(redis, 'client', 200_000),
       raw: await scriptCallCost(redis, 'raw', 200_000),
     };
-
-    // --- guard: decisions per second and Redis commands per 1,000 bids -------------------------
-    const reconciler = new Reconciler({
+    const bids = workloadBids();
+    const g = await guardPhase(redis, bids, seconds);
+    const { trackSpendEventsPerSec, trackedEvents } = await trackSpendPhase(
       redis,
-      clock: systemClock,
-      // The guard only needs the ledger to initialise a plan-day; a new day's ledger is empty.
-      ledger: { entries: async () => [], markPlanDayStarted: async () => true },
-      campaignsOfAccount: async () => workloadBudgets().map((b) => b.campaign.campaignId),
-    });
-    const errors: unknown[] = [];
-    const guard = new BudgetGuard({
-      redis,
-      clock: systemClock,
-      initPlanDay: (plan, day) => reconciler.reconcile(plan, day),
-      onError: (e) => errors.push(e),
-    });
-    for (const b of workloadBudgets()) guard.setBudgets(b);
-    // Pre-built bids, cycled: the loop measures decide(), not the random generator.
-    const bids: GuardBid[] = [];
-    let seed = 12345;
-    const random = () => {
-      seed = (seed * 1103515245 + 12345) % 2147483648;
-      return seed / 2147483648;
-    };
-    for (let i = 0; i < 8192; i++) {
-      bids.push({
-        campaignId: `bench-c${Math.floor(random() * CAMPAIGNS)}`,
-        armId: ARMS[Math.floor(random() * ARMS.length)] as string,
-        priceMicros: Math.floor(PRICE_RANGE[0] + random() * (PRICE_RANGE[1] - PRICE_RANGE[0])),
-      });
-    }
-    // Warm-up: plan-day initialisation and the first leases happen here, not in the timing.
-    for (const b of bids) guard.decide(b);
-    await guard.idle();
-    const callsBefore = await commandCalls(redis);
-    const leaseCallsBefore = guard.stats.leaseCalls;
-    let decisions = 0;
-    let bidCount = 0;
-    const start = performance.now();
-    const deadline = start + seconds * 1000;
-    while (performance.now() < deadline) {
-      for (let i = 0; i < 1000; i++) {
-        if (guard.decide(bids[(decisions + i) & 8191] as GuardBid) === 'bid') bidCount++;
-      }
-      decisions += 1000;
-      // Let lease replies in (an ad server's event loop does this between requests).
-      await new Promise((r) => setImmediate(r));
-    }
-    const guardSeconds = (performance.now() - start) / 1000;
-    await guard.idle();
-    const callsAfter = await commandCalls(redis);
-    // −1: the INFO call itself.
-    const redisCommands = callsAfter.topLevel - callsBefore.topLevel - 1;
-    const redisServerCalls = callsAfter.all - callsBefore.all - 1;
-    const leaseCalls = guard.stats.leaseCalls - leaseCallsBefore;
-    await guard.close();
+      dynamodb,
+      bids,
+      eventCount,
+    );
 
-    // --- track-spend: events per second ---------------------------------------------------------
-    const ledger = new SpendLedger({
-      client: dynamodb,
-      tableName: physicalName(regionResources.tables.spendLedger.suffix),
-      region: 'us-east-1',
-    });
-    const budgets = new Map(workloadBudgets().map((b) => [b.campaign.campaignId, b]));
-    // As track-spend runs it: every win writes its outbox intent first and closes it after the apply.
-    const outbox = new SpendOutbox({
-      client: dynamodb,
-      tableName: physicalName(regionResources.tables.spendLedger.suffix),
-      region: 'us-east-1',
-    });
-    const tracker = new SpendTracker({
-      redis,
-      ledger,
-      outbox,
-      reconciler: new Reconciler({
-        redis,
-        ledger,
-        clock: systemClock,
-        campaignsOfAccount: async () => [...budgets.keys()],
-      }),
-      clock: systemClock,
-      budgets: async (id) => budgets.get(id),
-    });
-    const now = Date.now();
-    const events: Buffer[] = [];
-    for (let i = 0; events.length < eventCount; i++) {
-      const b = bids[i & 8191] as GuardBid;
-      const base = {
-        v: 1 as const,
-        bidId: `tb${i}`,
-        campaignId: b.campaignId,
-        armId: b.armId as string,
-        bidAt: now - 1000,
-        bidPriceMicros: b.priceMicros,
-      };
-      const e: SpendEvent =
-        i % 5 < 2
-          ? { type: 'bid', ...base }
-          : i % 5 < 4
-            ? { type: 'win', ...base, at: now, clearingPriceMicros: Math.floor(b.priceMicros * 0.7) }
-            : { type: 'loss', ...base, at: now };
-      events.push(encodeSpendEvent(e));
-    }
-    // Warm the plan-days (first win per plan-day initialises it from the ledger).
-    await Promise.all(events.slice(0, 200).map((e) => tracker.handle(e)));
-    const tStart = performance.now();
-    for (let i = 200; i < events.length; i += 200) {
-      await Promise.all(events.slice(i, i + 200).map((e) => tracker.handle(e)));
-    }
-    const trackSeconds = (performance.now() - tStart) / 1000;
-    const trackSpendEventsPerSec = Math.round((events.length - 200) / trackSeconds);
-
-    const decisionsPerSec = Math.round(decisions / guardSeconds);
-    const redisOpsPer1000Bids = +((redisCommands * 1000) / Math.max(1, bidCount)).toFixed(3);
+    const decisionsPerSec = Math.round(g.decisions / g.guardSeconds);
+    const redisOpsPer1000Bids = +((g.redisCommands * 1000) / Math.max(1, g.bidCount)).toFixed(3);
     return {
       decisionsPerSec,
-      bidsPerSec: Math.round(bidCount / guardSeconds),
+      bidsPerSec: Math.round(g.bidCount / g.guardSeconds),
       redisOpsPer1000Bids,
-      leaseCallsPer1000Bids: +((leaseCalls * 1000) / Math.max(1, bidCount)).toFixed(3),
+      leaseCallsPer1000Bids: +((g.leaseCalls * 1000) / Math.max(1, g.bidCount)).toFixed(3),
       redisServerCallsInclScriptInternalsPer1000Bids: +(
-        (redisServerCalls * 1000) /
-        Math.max(1, bidCount)
+        (g.redisServerCalls * 1000) /
+        Math.max(1, g.bidCount)
       ).toFixed(3),
-      noBudgetShare: +(1 - bidCount / decisions).toFixed(4),
+      noBudgetShare: +(1 - g.bidCount / g.decisions).toFixed(4),
       trackSpendEventsPerSec,
       scriptCalls,
       ...ceiling,
@@ -317,7 +348,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
       trackSpendToCeilingRatio: +(trackSpendEventsPerSec / ceiling.redisCeilingOpsPerSec).toFixed(4),
       targets: { decisionsPerSec: 500_000, redisOpsPer1000Bids: 10 },
       meetsTargets: decisionsPerSec >= 500_000 && redisOpsPer1000Bids <= 10,
-      guardErrors: errors.length,
+      guardErrors: g.errors.length,
       workload: {
         seconds,
         campaigns: CAMPAIGNS,
@@ -325,7 +356,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
         budgets: BUDGETS,
         priceRangeMicros: PRICE_RANGE,
         floatFraction: 0.0002,
-        trackSpendEvents: events.length - 200,
+        trackSpendEvents: trackedEvents,
         trackSpendMix: '40% bid, 40% win, 20% loss; ledger on dynalite',
       },
     };

@@ -43,7 +43,7 @@ import { regionResources, resourceName } from '../shared/region/resources.js';
 import { planDayKeys } from '../shared/spend/keys.js';
 import { SpendLedger } from '../shared/spend/ledger.js';
 import { readPlanDay } from '../shared/spend/live-counters.js';
-import { defaultInFlight, Reconciler } from '../shared/spend/reconcile.js';
+import { budgetsTableReconciler, defaultInFlight } from '../shared/spend/reconcile.js';
 import { systemClock } from '../shared/time/clock.js';
 import { CliUsageError, EXIT, type ExitCodeOf, isUnreachable, joinNegativeValues, runCli } from './common.js';
 import { NO_SSM, redisOf, type TargetNeeds, targetOf } from './paceline/target.js';
@@ -323,7 +323,7 @@ async function reconcile(
       tableName: resourceName(regionResources.tables.spendLedger, env),
       region,
     });
-    const reconciler = new Reconciler({
+    const reconciler = budgetsTableReconciler({
       redis,
       ledger,
       clock: systemClock,
@@ -331,7 +331,7 @@ async function reconcile(
         ttlMs: intEnv('IN_FLIGHT_TTL_MS', defaultInFlight.ttlMs, env),
         slotMs: intEnv('IN_FLIGHT_SLOT_MS', defaultInFlight.slotMs, env),
       },
-      campaignsOfAccount: (a) => repo.listCampaignIds(a),
+      budgets: repo,
     });
     const theDay = day ?? today;
     const plans = [...plansForBid(budgets, undefined), ...budgets.arms.values()];

@@ -80,15 +80,7 @@ export class ScenarioBudgets {
   budgetsOf(c: ScenarioCampaign): CampaignBudgets {
     const account = this.accounts.get(c.accountId) as Account;
     const spec = this.scenario.accounts.find((a) => a.id === c.accountId);
-    const plans: Parameters<typeof campaignBudgets>[2][number][] = [
-      {
-        level: 'campaign',
-        accountId: c.accountId,
-        campaignId: c.id,
-        dailyBudgetMicros: this.campaignBudget.get(c.id) as number,
-        pacingMode: this.modeOf(c.pacingMode),
-      },
-    ];
+    const plans: Parameters<typeof campaignBudgets>[2][number][] = [this.campaignPlan(c)];
     const ab = this.accountBudget.get(c.accountId);
     if (ab !== undefined)
       plans.push({
@@ -97,20 +89,35 @@ export class ScenarioBudgets {
         dailyBudgetMicros: ab,
         pacingMode: this.modeOf(spec?.pacingMode ?? 'even'),
       });
-    for (const arm of c.arms)
-      plans.push({
-        level: 'arm',
-        accountId: c.accountId,
-        campaignId: c.id,
-        armId: arm.id,
-        dailyBudgetMicros: this.armBudget.get(`${c.id}/${arm.id}`) as number,
-        pacingMode: this.modeOf(arm.pacingMode),
-      });
+    for (const arm of c.arms) plans.push(this.armPlan(c, arm));
     return campaignBudgets(
       account,
       { campaignId: c.id, accountId: c.accountId, name: c.id, status: 'active' },
       plans,
     );
+  }
+
+  /** The campaign's own plan as it stands (its budget after every change so far). */
+  private campaignPlan(c: ScenarioCampaign) {
+    return {
+      level: 'campaign',
+      accountId: c.accountId,
+      campaignId: c.id,
+      dailyBudgetMicros: this.campaignBudget.get(c.id) as number,
+      pacingMode: this.modeOf(c.pacingMode),
+    } as const;
+  }
+
+  /** An arm's plan as it stands. */
+  private armPlan(c: ScenarioCampaign, arm: ScenarioCampaign['arms'][number]) {
+    return {
+      level: 'arm',
+      accountId: c.accountId,
+      campaignId: c.id,
+      armId: arm.id,
+      dailyBudgetMicros: this.armBudget.get(`${c.id}/${arm.id}`) as number,
+      pacingMode: this.modeOf(arm.pacingMode),
+    } as const;
   }
 
   private put(item: Omit<BudgetItem, 'version' | 'updatedAt' | 'pacerShard'>, now: number): void {
@@ -167,32 +174,10 @@ export class ScenarioBudgets {
       },
       now,
     );
-    this.put(
-      {
-        pk: `CAMPAIGN#${c.id}`,
-        sk: 'PLAN#campaign',
-        type: 'plan',
-        level: 'campaign',
-        accountId: c.accountId,
-        campaignId: c.id,
-        dailyBudgetMicros: this.campaignBudget.get(c.id) as number,
-        pacingMode: this.modeOf(c.pacingMode),
-      },
-      now,
-    );
+    this.put({ pk: `CAMPAIGN#${c.id}`, sk: 'PLAN#campaign', type: 'plan', ...this.campaignPlan(c) }, now);
     for (const arm of c.arms)
       this.put(
-        {
-          pk: `CAMPAIGN#${c.id}`,
-          sk: `PLAN#arm:${arm.id}`,
-          type: 'plan',
-          level: 'arm',
-          accountId: c.accountId,
-          campaignId: c.id,
-          armId: arm.id,
-          dailyBudgetMicros: this.armBudget.get(`${c.id}/${arm.id}`) as number,
-          pacingMode: this.modeOf(arm.pacingMode),
-        },
+        { pk: `CAMPAIGN#${c.id}`, sk: `PLAN#arm:${arm.id}`, type: 'plan', ...this.armPlan(c, arm) },
         now,
       );
   }

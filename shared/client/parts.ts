@@ -17,9 +17,9 @@ import { resolvePacerShards } from '../pacing/control.js';
 import { PacingReader, publishedCurve } from '../pacing/reader.js';
 import { guardAllocations } from '../pacing/regions/allocation-config.js';
 import { connectRedis, type RedisClient, type RedisConfig } from '../redis/connect.js';
-import { BudgetGuard, type BudgetGuardOptions } from '../spend/guard.js';
+import { BudgetGuard, type BudgetGuardOptions, InvalidGuardOptionsError } from '../spend/guard.js';
 import { SpendLedger } from '../spend/ledger.js';
-import { defaultInFlight, Reconciler } from '../spend/reconcile.js';
+import { budgetsTableReconciler, defaultInFlight } from '../spend/reconcile.js';
 import type { Clock } from '../time/clock.js';
 import { type ClientResources, InvalidClientConfigError, type PacelineClientConfig } from './config.js';
 
@@ -120,13 +120,7 @@ function buildParts(
     clock,
   });
   const inFlight = config.inFlight ?? defaultInFlight;
-  const reconciler = new Reconciler({
-    redis,
-    ledger,
-    clock,
-    inFlight,
-    campaignsOfAccount: (accountId) => budgets.listCampaignIds(accountId),
-  });
+  const reconciler = budgetsTableReconciler({ redis, ledger, clock, inFlight, budgets });
   const pacing = new PacingReader({ ...config.pacing, redis, clock, shards, onError: report });
   const guard = newGuard(config, {
     redis,
@@ -151,7 +145,7 @@ function buildParts(
 
 /**
  * The guard with the configuration's tuning and allocations; a tuning value the guard refuses
- * (a RangeError naming it) becomes an {@link InvalidClientConfigError} naming `guard.…`.
+ * ({@link InvalidGuardOptionsError} naming it) becomes an {@link InvalidClientConfigError} naming `guard.…`.
  */
 function newGuard(
   config: PacelineClientConfig,
@@ -169,7 +163,7 @@ function newGuard(
       ),
     });
   } catch (error) {
-    if (!(error instanceof RangeError)) throw error;
+    if (!(error instanceof InvalidGuardOptionsError)) throw error;
     throw new InvalidClientConfigError(
       `guard: ${error.message} Fix the client configuration's \`guard\` tuning (docs/client.md).`,
       { cause: error },

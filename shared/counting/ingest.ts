@@ -4,6 +4,7 @@
  * Shared by the Lambda handler (records handed over one at a time, coalesced into one write by
  * {@link IngestCoalescer}) and batch callers (tools, benchmarks).
  */
+import { PacelineError } from '../errors.js';
 import { type DecodedRecord, decodeRecord } from './schema.js';
 import type { ActionStore, AddResult } from './store.js';
 
@@ -52,6 +53,12 @@ export function countIngest(metrics: IngestMetrics, result: AddResult): void {
   metrics.count('ActionUsersMigratedFromV1', result.migrated);
 }
 
+/** {@link IngestCoalescer} options out of range; the message names the option and what to give. */
+export class InvalidIngestOptionsError extends PacelineError {
+  override readonly name = 'InvalidIngestOptionsError';
+  override readonly code = 'counting.invalid-ingest-options';
+}
+
 /** Options of {@link IngestCoalescer}. */
 export interface IngestCoalescerOptions {
   readonly store: ActionStore;
@@ -90,7 +97,7 @@ export class IngestCoalescer {
     this.store = options.store;
     const max = options.maxPending ?? 2_000;
     if (!Number.isSafeInteger(max) || max < 1) {
-      throw new RangeError(`maxPending is ${max}: give a positive integer (default 2000).`);
+      throw new InvalidIngestOptionsError(`maxPending is ${max}: give a positive integer (default 2000).`);
     }
     this.maxPending = max;
   }

@@ -12,12 +12,17 @@ import type {
   TableSpec,
 } from './resource-specs.js';
 
+/** The keys of every table: string `pk` and `sk` (each table's items spell their own key formats). */
+const stringKeys = {
+  partitionKey: { name: 'pk', type: 'S' },
+  sortKey: { name: 'sk', type: 'S' },
+} as const;
+
 export const tables = {
   budgets: {
     envVar: 'BUDGETS_TABLE',
     suffix: 'budgets',
-    partitionKey: { name: 'pk', type: 'S' },
-    sortKey: { name: 'sk', type: 'S' },
+    ...stringKeys,
     indexes: [
       {
         name: 'by-pacer-shard',
@@ -38,8 +43,7 @@ export const tables = {
     suffix: 'region-spend',
     // pk `<N>:<shard>`, sk the region whose cache the summary describes: one item per (shard,
     // region), written only by the pacer that publishes into that region's cache.
-    partitionKey: { name: 'pk', type: 'S' },
-    sortKey: { name: 'sk', type: 'S' },
+    ...stringKeys,
     purpose:
       "Per-region spend summaries of every plan-day (spend, full-speed demand), written every tick by each region's publishing pacer; the input of the region shares.",
     // Every region reads every other region's summaries: a region's share needs all regions' spend.
@@ -48,8 +52,7 @@ export const tables = {
   spendLedger: {
     envVar: 'SPEND_LEDGER_TABLE',
     suffix: 'spend-ledger',
-    partitionKey: { name: 'pk', type: 'S' },
-    sortKey: { name: 'sk', type: 'S' },
+    ...stringKeys,
     ttlAttribute: 'expiresAt',
     // Global: every region's wins are durable in every region (DESIGN.md requirement 9). Items name
     // the region that booked them; plan-day markers and outbox intents are keyed per region, so only
@@ -62,8 +65,7 @@ export const tables = {
   deadLetters: {
     envVar: 'DEAD_LETTER_TABLE',
     suffix: 'dead-letters',
-    partitionKey: { name: 'pk', type: 'S' },
-    sortKey: { name: 'sk', type: 'S' },
+    ...stringKeys,
     // Regional: a record is quarantined, listed and replayed in the region whose stream it came from.
     replication: 'regional',
     purpose: 'Quarantined (malformed / poison) records with their reason; listable and replayable.',
@@ -71,8 +73,7 @@ export const tables = {
   leases: {
     envVar: 'LEASES_TABLE',
     suffix: 'leases',
-    partitionKey: { name: 'pk', type: 'S' },
-    sortKey: { name: 'sk', type: 'S' },
+    ...stringKeys,
     // Regional: each region elects its own publisher per shard (the publish switch is SSM's).
     replication: 'regional',
     purpose: 'Leader leases of pacer shards (conditional writes, expiry, monotonically increasing epoch).',

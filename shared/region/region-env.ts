@@ -74,6 +74,33 @@ export const redisEnv = {
   cacheName: 'REDIS_CACHE_NAME',
 } as const;
 
+/** The region's cache as an environment names it (see {@link redisEnv}). */
+export interface RedisEndpointInputs {
+  readonly nodes: string;
+  readonly mode: 'cluster' | 'standalone';
+  readonly tls: boolean;
+  /** ElastiCache IAM authentication (AWS only). @default none (no AUTH) */
+  readonly iam?: { readonly userId: string; readonly cacheName: string };
+}
+
+/**
+ * Writes the {@link redisEnv} variables of `redis` into `env`. The cache name is the IAM one, else
+ * `cacheName` when given (a function finds peer regions' caches by it also without IAM).
+ */
+function putRedisEnv(env: Record<string, string>, redis: RedisEndpointInputs, cacheName?: string): void {
+  env[redisEnv.nodes] = redis.nodes;
+  env[redisEnv.mode] = redis.mode;
+  env[redisEnv.tls] = String(redis.tls);
+  const name = redis.iam?.cacheName ?? cacheName;
+  if (name !== undefined) env[redisEnv.cacheName] = name;
+  if (redis.iam) env[redisEnv.iamUser] = redis.iam.userId;
+}
+
+/** `PACELINE_REGIONS` when the deployment has several regions (a single region sets nothing). */
+function putDeploymentRegions(env: Record<string, string>, regions: readonly string[] | undefined): void {
+  if (regions && regions.length > 1) env[REGIONS_ENV] = regions.join(',');
+}
+
 /**
  * How a function's environment refers to resources. The CDK passes CloudFormation tokens, the
  * local runner plain strings; the mapping itself lives only here.
@@ -83,13 +110,7 @@ export interface EnvironmentInputs {
   readonly tableName: (key: TableKey) => string;
   readonly streamName: (key: StreamKey) => string;
   readonly bucketName: (key: BucketKey) => string;
-  readonly redis?: {
-    readonly nodes: string;
-    readonly mode: 'cluster' | 'standalone';
-    readonly tls: boolean;
-    /** ElastiCache IAM authentication (AWS only). @default none (no AUTH) */
-    readonly iam?: { readonly userId: string; readonly cacheName: string };
-  };
+  readonly redis?: RedisEndpointInputs;
   /** The deployment's names (parameter root, cache id). @default the default names */
   readonly names?: ResourceNames;
   /**
@@ -130,17 +151,12 @@ export function functionEnvironment(spec: FunctionSpec, inputs: EnvironmentInput
     env[parameterEnv.prefix] = names.parameterPrefix(inputs.region);
     env[parameterEnv.root] = names.parameterRoot;
     // The pacer: its peers (their publish switches and caches) and its allocations.
-    if (inputs.deploymentRegions && inputs.deploymentRegions.length > 1)
-      env[REGIONS_ENV] = inputs.deploymentRegions.join(',');
+    putDeploymentRegions(env, inputs.deploymentRegions);
   }
   if (spec.usesRedis) {
     if (!inputs.redis) throw new Error(`Function ${spec.name} uses Redis but no Redis endpoint was given.`);
-    env[redisEnv.nodes] = inputs.redis.nodes;
-    env[redisEnv.mode] = inputs.redis.mode;
-    env[redisEnv.tls] = String(inputs.redis.tls);
     // The group id names the cache for IAM auth and for peer discovery (also without IAM: local).
-    env[redisEnv.cacheName] = inputs.redis.iam?.cacheName ?? names.cacheReplicationGroupId;
-    if (inputs.redis.iam) env[redisEnv.iamUser] = inputs.redis.iam.userId;
+    putRedisEnv(env, inputs.redis, names.cacheReplicationGroupId);
   }
   return env;
 }
@@ -150,13 +166,7 @@ export interface ClientEnvironmentInputs {
   readonly region: string;
   readonly tableName: (key: TableKey) => string;
   readonly streamName: (key: StreamKey) => string;
-  readonly redis: {
-    readonly nodes: string;
-    readonly mode: 'cluster' | 'standalone';
-    readonly tls: boolean;
-    /** ElastiCache IAM authentication (AWS). @default none (no AUTH) */
-    readonly iam?: { readonly userId: string; readonly cacheName: string };
-  };
+  readonly redis: RedisEndpointInputs;
   /** The pacer shard count, when the fleet should not read it from SSM. @default read from SSM */
   readonly pacerShards?: number;
   /**
@@ -180,15 +190,8 @@ export function clientEnvironment(
   for (const key of Object.keys(description.adServer.tables) as TableKey[])
     env[tables[key].envVar] = inputs.tableName(key);
   for (const key of description.adServer.putsStreams) env[streams[key].envVar] = inputs.streamName(key);
-  env[redisEnv.nodes] = inputs.redis.nodes;
-  env[redisEnv.mode] = inputs.redis.mode;
-  env[redisEnv.tls] = String(inputs.redis.tls);
-  if (inputs.redis.iam) {
-    env[redisEnv.iamUser] = inputs.redis.iam.userId;
-    env[redisEnv.cacheName] = inputs.redis.iam.cacheName;
-  }
+  putRedisEnv(env, inputs.redis);
   if (inputs.pacerShards !== undefined) env[pacerEnv.shards] = String(inputs.pacerShards);
-  if (inputs.deploymentRegions && inputs.deploymentRegions.length > 1)
-    env[REGIONS_ENV] = inputs.deploymentRegions.join(',');
+  putDeploymentRegions(env, inputs.deploymentRegions);
   return env;
 }

@@ -28,12 +28,14 @@ import {
 } from '../pacing/regions/allocation-config.js';
 import { type Lease, PlanDay } from './guard-plan-day.js';
 import type { BudgetGuardOptions, Decision, GuardBid, GuardStats } from './guard-types.js';
+import { InvalidGuardOptionsError, SlotMismatchError } from './guard-types.js';
 import { firstLiveSlot, planDayKeys } from './keys.js';
 import { type LeaseReply, type SpendScripts, spendScripts } from './live-counters.js';
 import { DEFAULT_MEMORY_RETENTION_MS, defaultInFlight, type InFlightConfig, keepFor } from './reconcile.js';
 import { DEFAULT_RELEASE_CAP } from './release.js';
 
 export type { BudgetGuardOptions, Decision, GuardBid, GuardStats } from './guard-types.js';
+export { InvalidGuardOptionsError, SlotMismatchError } from './guard-types.js';
 
 interface CampaignEntry {
   readonly budgets: CampaignBudgets;
@@ -77,19 +79,23 @@ export class BudgetGuard {
     this.floatFraction = options.floatFraction ?? 0.0002;
     this.minFloat = options.minFloatMicros ?? 1000;
     const w = options.inFlightWeight ?? 1;
-    if (!(w > 0 && w <= 1)) throw new RangeError(`inFlightWeight ${w} must be in (0, 1].`);
+    if (!(w > 0 && w <= 1)) throw new InvalidGuardOptionsError(`inFlightWeight ${w} must be in (0, 1].`);
     this.weightPermille = Math.round(w * 1000);
     this.releaseCap = options.releaseCap ?? DEFAULT_RELEASE_CAP;
     if (!(this.releaseCap >= 0 && this.releaseCap <= 0.05))
-      throw new RangeError(`releaseCap ${options.releaseCap} must be a fraction of the budget in [0, 0.05].`);
+      throw new InvalidGuardOptionsError(
+        `releaseCap ${options.releaseCap} must be a fraction of the budget in [0, 0.05].`,
+      );
     this.leaseAheadMs = options.leaseAheadMs ?? Math.floor(this.inFlight.ttlMs / 4);
     if (this.leaseAheadMs > this.inFlight.ttlMs)
-      throw new RangeError('leaseAheadMs must not exceed the in-flight TTL.');
+      throw new InvalidGuardOptionsError(
+        `leaseAheadMs ${this.leaseAheadMs} exceeds the in-flight TTL (${this.inFlight.ttlMs} ms): give at most the TTL (default TTL / 4).`,
+      );
     this.settleIntervalMs = options.settleIntervalMs ?? this.inFlight.slotMs;
     this.prefetchBelow = options.prefetchBelow ?? 0.5;
     this.bidSized = options.floatSizing === 'bids';
     if (!(this.prefetchBelow > 0 && this.prefetchBelow <= 1)) {
-      throw new RangeError(
+      throw new InvalidGuardOptionsError(
         `prefetchBelow is ${options.prefetchBelow}: give a fraction of F in (0, 1] (default 0.5).`,
       );
     }
@@ -99,7 +105,9 @@ export class BudgetGuard {
     const a = options.allocations ?? 'off';
     const mode = typeof a === 'string' ? a : a.config.mode;
     if (mode !== 'strict' && mode !== 'off')
-      throw new RangeError(`allocations is ${String(mode)}: give strict (several regions) or off.`);
+      throw new InvalidGuardOptionsError(
+        `allocations is ${String(mode)}: give strict (several regions) or off.`,
+      );
     this.strict = mode === 'strict' ? '1' : '0';
     this.defaults = typeof a === 'string' || mode === 'off' ? undefined : a;
     // Several regions: each region releases its part of the cap (the regions' count unknown —
@@ -394,7 +402,7 @@ export class BudgetGuard {
     if (held === 1) this.stats.allocationHolds++;
     if (want > 0) s.allocationHeld = held === 1;
     if (slotMs !== s.slotMs) {
-      throw new RangeError(
+      throw new SlotMismatchError(
         `Plan-day ${s.keys.state} uses ${slotMs} ms slots but this guard is configured for ${s.slotMs} ms: ` +
           'give every guard and track-spend the same InFlightConfig.',
       );

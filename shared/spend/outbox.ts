@@ -28,7 +28,14 @@
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { BatchWriteCommand, DynamoDBDocumentClient, QueryCommand } from '@aws-sdk/lib-dynamodb';
+import { PacelineError } from '../errors.js';
 import type { LedgerEntry } from './ledger.js';
+
+/** {@link SpendOutbox} options it cannot run with; the message names the option and what to give. */
+export class InvalidOutboxOptionsError extends PacelineError {
+  override readonly name = 'InvalidOutboxOptionsError';
+  override readonly code = 'spend.invalid-outbox-options';
+}
 
 /** A win whose Redis apply is not confirmed yet. */
 export interface PendingWin {
@@ -100,7 +107,7 @@ export class SpendOutbox implements WinOutbox {
     });
     this.tableName = options.tableName;
     if (!/^[a-z0-9-]+$/.test(options.region ?? '')) {
-      throw new RangeError(
+      throw new InvalidOutboxOptionsError(
         `Spend outbox region ${JSON.stringify(options.region)} is not a region name like us-east-1: ` +
           'give the region whose live counters this process keeps (PACELINE_REGION).',
       );

@@ -20,6 +20,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Result } from 'ioredis';
 import type { ResolvedPlan } from '../budget/model.js';
+import type { BudgetRepository } from '../budget/repository.js';
 import { dayWindowOf } from '../budget/time-zone.js';
 import { PacelineError } from '../errors.js';
 import type { RedisClient } from '../redis/connect.js';
@@ -241,4 +242,17 @@ export class Reconciler {
     );
     return { installed: installed === 1, confirmedMicros: confirmed, wins: entries.length };
   }
+}
+
+/**
+ * A reconciler whose account plans list their campaigns from the budgets table, as every process
+ * that rebuilds live counters wires it (the client, track-spend, `paceline-budgets reconcile`).
+ */
+export function budgetsTableReconciler(
+  options: Omit<ReconcilerOptions, 'campaignsOfAccount'> & {
+    readonly budgets: Pick<BudgetRepository, 'listCampaignIds'>;
+  },
+): Reconciler {
+  const { budgets, ...rest } = options;
+  return new Reconciler({ ...rest, campaignsOfAccount: (accountId) => budgets.listCampaignIds(accountId) });
 }

@@ -12,7 +12,12 @@ import type { Clock } from '../time/clock.js';
 import { defaultSpendLimits, type SpendLimits } from './events.js';
 import { LEDGER_RETENTION_DAYS, SpendLedger } from './ledger.js';
 import { SpendOutbox } from './outbox.js';
-import { defaultInFlight, type InFlightConfig, Reconciler } from './reconcile.js';
+import {
+  budgetsTableReconciler,
+  defaultInFlight,
+  type InFlightConfig,
+  type Reconciler,
+} from './reconcile.js';
 import { cachedBudgets, SpendTracker } from './tracker.js';
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -89,13 +94,7 @@ export function spendRuntimeFromEnv(options: {
   const redis = connectRedis(redisConfigFromEnv(env));
   redis.on('error', options.onRedisError);
   const { inFlight, limits } = spendSettingsFromEnv(env);
-  const reconciler = new Reconciler({
-    redis,
-    ledger,
-    clock,
-    inFlight,
-    campaignsOfAccount: (accountId) => budgets.listCampaignIds(accountId),
-  });
+  const reconciler = budgetsTableReconciler({ redis, ledger, clock, inFlight, budgets });
   const tracker = new SpendTracker({
     redis,
     ledger,

@@ -12,27 +12,14 @@ import type { RedisClient } from '../../shared/redis/connect.js';
 import { planDayKeys } from '../../shared/spend/keys.js';
 import { readPlanDay } from '../../shared/spend/live-counters.js';
 import type { Reconciler } from '../../shared/spend/reconcile.js';
-import { IdealCurve, idealTraffic } from '../ideal.js';
+import { idealTraffic } from '../ideal.js';
 import type { Scenario } from '../scenario.js';
+import { type DayFigures, newDayFigures, sampleCurve, sampleIdeal } from './day-figures.js';
 import type { PlanDayResult } from './types.js';
 import { type CampaignRun, tracksOf } from './world.js';
 
 /** One plan-day's running figures. */
-interface DayTrack {
-  budget: number;
-  spent: number;
-  charged: number;
-  impressions: number;
-  clicks: number;
-  maxDev: number;
-  sumSq: number;
-  samples: number;
-  maxOver: number;
-  maxAhead: number;
-  ideal: IdealCurve | undefined;
-  alive: number;
-  series: [number, number, number, number, number][] | undefined;
-}
+type DayTrack = DayFigures;
 
 /** A plan's days. */
 export interface PlanTrack {
@@ -87,21 +74,7 @@ export class Scorer {
     if (t.lastDay === day) return t.lastTrack as DayTrack;
     let d = t.days.get(day);
     if (!d) {
-      d = {
-        budget: t.plan.dailyBudgetMicros,
-        spent: 0,
-        charged: 0,
-        impressions: 0,
-        clicks: 0,
-        maxDev: 0,
-        sumSq: 0,
-        samples: 0,
-        maxOver: Number.NEGATIVE_INFINITY,
-        maxAhead: 0,
-        ideal: undefined,
-        alive: 0,
-        series: this.seriesEveryMs === undefined ? undefined : [],
-      };
+      d = newDayFigures(t.plan.dailyBudgetMicros, this.seriesEveryMs !== undefined);
       t.days.set(day, d);
     }
     t.lastDay = day;
@@ -143,17 +116,10 @@ export class Scorer {
       const day = this.windowOf(t.plan.timeZone, now);
       const d = this.day(t, day.day);
       const budget = t.plan.dailyBudgetMicros;
-      d.budget = budget;
       const created = t.plan.campaignId === undefined ? undefined : createdAtOf(t.plan.campaignId);
-      d.ideal ??= new IdealCurve(this.trafficOf(day), Math.max(day.startMs, created ?? day.startMs), budget);
-      d.maxAhead = Math.max(d.maxAhead, (d.spent - d.ideal.at(now, budget)) / budget);
+      sampleIdeal(d, budget, this.trafficOf(day), day, created, now);
       const e = monitorCurve.expectedMicros(t.plan, day, now);
-      const dev = (d.spent - e) / budget;
-      d.maxDev = Math.max(d.maxDev, Math.abs(dev));
-      d.sumSq += dev * dev;
-      d.samples++;
-      d.maxOver = Math.max(d.maxOver, d.spent - budget);
-      if (e - d.spent > 0) d.alive++;
+      sampleCurve(d, e, budget);
       if (d.series && now % (this.seriesEveryMs as number) === 0) {
         const p = monitor.freshPlan(t.plan, day);
         d.series.push([now, d.spent, e, p?.throttle ?? -1, p?.bidMultiplier ?? -1]);

@@ -12,26 +12,14 @@ import type { ResolvedPlan } from '../../shared/budget/model.js';
 import type { DayWindow } from '../../shared/budget/time-zone.js';
 import type { PacingReader } from '../../shared/pacing/reader.js';
 import { evaluateCurve } from '../../shared/pacing/types.js';
+import { type DayFigures, newDayFigures, sampleCurve, sampleIdeal } from '../engine/day-figures.js';
 import type { PlanDayResult } from '../engine/types.js';
-import { IdealCurve, type TrafficDay } from '../ideal.js';
+import type { TrafficDay } from '../ideal.js';
 
 const MINUTE = 60_000;
 
 /** One plan-day's figures, combined and per region. */
-export interface DayTrack {
-  budget: number;
-  spent: number;
-  charged: number;
-  impressions: number;
-  clicks: number;
-  maxDev: number;
-  sumSq: number;
-  samples: number;
-  maxOver: number;
-  alive: number;
-  /** Max of (combined spend − the traffic-following ideal curve) / budget (sim/ideal.ts). */
-  maxAhead: number;
-  ideal: IdealCurve | undefined;
+export interface DayTrack extends DayFigures {
   readonly regionSpent: Float64Array;
   readonly regionCharged: Float64Array;
   readonly regionImpressions: Float64Array;
@@ -39,8 +27,6 @@ export interface DayTrack {
   readonly regionMaxDev: Float64Array;
   readonly regionSumSq: Float64Array;
   readonly regionSamples: Float64Array;
-  /** As the single-region runner's; throttle and multiplier −1: each region publishes its own. */
-  series: [number, number, number, number, number][] | undefined;
 }
 
 /** A plan's days. */
@@ -86,18 +72,7 @@ export class Tracks {
     if (!d) {
       const n = this.regions;
       d = {
-        budget: t.plan.dailyBudgetMicros,
-        spent: 0,
-        charged: 0,
-        impressions: 0,
-        clicks: 0,
-        maxDev: 0,
-        sumSq: 0,
-        samples: 0,
-        maxOver: Number.NEGATIVE_INFINITY,
-        alive: 0,
-        maxAhead: 0,
-        ideal: undefined,
+        ...newDayFigures(t.plan.dailyBudgetMicros, this.series),
         regionSpent: new Float64Array(n),
         regionCharged: new Float64Array(n),
         regionImpressions: new Float64Array(n),
@@ -105,7 +80,6 @@ export class Tracks {
         regionMaxDev: new Float64Array(n),
         regionSumSq: new Float64Array(n),
         regionSamples: new Float64Array(n),
-        series: this.series ? [] : undefined,
       };
       t.days.set(day, d);
     }
@@ -125,10 +99,8 @@ export class Tracks {
       const day = windowOf(t.plan.timeZone, now);
       const d = this.day(t, day.day);
       const budget = t.plan.dailyBudgetMicros;
-      d.budget = budget;
       const created = t.plan.campaignId === undefined ? undefined : this.createdAtOf(t.plan.campaignId);
-      d.ideal ??= new IdealCurve(this.trafficOf(day), Math.max(day.startMs, created ?? day.startMs), budget);
-      d.maxAhead = Math.max(d.maxAhead, (d.spent - d.ideal.at(now, budget)) / budget);
+      sampleIdeal(d, budget, this.trafficOf(day), day, created, now);
       let e = 0;
       for (let i = 0; i < monitors.length; i++) {
         const spent = d.regionSpent[i] as number;
@@ -145,12 +117,7 @@ export class Tracks {
         (d.regionSamples as Float64Array)[i] = (d.regionSamples[i] as number) + 1;
       }
       e = Math.min(e, budget);
-      const dev = (d.spent - e) / budget;
-      d.maxDev = Math.max(d.maxDev, Math.abs(dev));
-      d.sumSq += dev * dev;
-      d.samples++;
-      d.maxOver = Math.max(d.maxOver, d.spent - budget);
-      if (e - d.spent > 0) d.alive++;
+      sampleCurve(d, e, budget);
       if (d.series && now % (10 * MINUTE) === 0) d.series.push([now, d.spent, e, -1, -1]);
     }
   }

@@ -77,4 +77,5 @@ export {
 } from '../../../shared/redis/resp/errors.js';
 export type { BidEvent, LossEvent, SpendEvent, WinEvent } from '../../../shared/spend/events.js';
 export { auctionPriceToMicros, encodeSpendEvent } from '../../../shared/spend/events.js';
+export { InvalidGuardOptionsError, SlotMismatchError } from '../../../shared/spend/guard.js';
 export { RebuildUnavailableError } from '../../../shared/spend/reconcile.js';

@@ -46,6 +46,15 @@ export class RawConnectionError extends RawRedisError {
   override readonly code = 'redis.connection';
 }
 
+/**
+ * A raw reader's or script caller's `timeoutMs` option is not a positive number of ms: a
+ * configuration error, not a failed call (so not a {@link RawRedisError}).
+ */
+export class InvalidRawTimeoutError extends PacelineError {
+  override readonly name = 'InvalidRawTimeoutError';
+  override readonly code = 'redis.invalid-timeout';
+}
+
 /** The node sent bytes that are not a RESP reply to what was asked; the connection is dropped. */
 export class RawProtocolError extends RawRedisError {
   override readonly name = 'RawProtocolError';

@@ -5,7 +5,7 @@
  * `PACER_REDIS_SILENCE_MS`, a reader's or caller's `timeoutMs`), {@link DEFAULT_TIMEOUT_MS} without.
  */
 import type net from 'node:net';
-import { RawReadTimeoutError } from './errors.js';
+import { InvalidRawTimeoutError, RawReadTimeoutError } from './errors.js';
 
 /** The silence limit of a raw connection when its user gives none, ms. */
 export const DEFAULT_TIMEOUT_MS = 1000;
@@ -13,7 +13,8 @@ export const DEFAULT_TIMEOUT_MS = 1000;
 /** A `timeoutMs` option (default {@link DEFAULT_TIMEOUT_MS}), validated; `user` names it in the error. */
 export function timeoutMsOption(user: string, value: number | undefined): number {
   const ms = value ?? DEFAULT_TIMEOUT_MS;
-  if (!(ms > 0)) throw new RangeError(`${user}: timeoutMs must be a positive number of ms (got ${value})`);
+  if (!(ms > 0))
+    throw new InvalidRawTimeoutError(`${user}: timeoutMs must be a positive number of ms (got ${value})`);
   return ms;
 }
 

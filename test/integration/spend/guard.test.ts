@@ -11,7 +11,9 @@
  *   local day even when the notice arrives after midnight;
  * - the guard costs far less than one Redis command per bid;
  * - in-flight that no notice resolves (no loss notices) is released up to the guard's cap;
- * - sized by bids, a small plan's guard holds about one bid instead of a whole minimum float.
+ * - sized by bids, a small plan's guard holds about one bid instead of a whole minimum float;
+ * - a guard configured with another in-flight slot width than the plan-day's counters bids nothing
+ *   and reports a SlotMismatchError (`spend.slot-mismatch`) to onError.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type RunningEmulator, startDynalite } from '../../../local/emulators/aws.js';
@@ -23,7 +25,7 @@ import { linearExpected } from '../../../shared/budget/pacing.js';
 import { dayWindow } from '../../../shared/budget/time-zone.js';
 import { connectRedis, type RedisClient } from '../../../shared/redis/connect.js';
 import { physicalName, regionResources } from '../../../shared/region/resources.js';
-import { BudgetGuard, type GuardBid } from '../../../shared/spend/guard.js';
+import { BudgetGuard, type GuardBid, SlotMismatchError } from '../../../shared/spend/guard.js';
 import { planDayKeys } from '../../../shared/spend/keys.js';
 import { SpendLedger } from '../../../shared/spend/ledger.js';
 import { readPlanDay } from '../../../shared/spend/live-counters.js';
@@ -470,5 +472,31 @@ describe('budget guard', () => {
     expect(guard.stats.allocationRefusals).toBe(refusals);
     expect(errors).toEqual([]);
     await guard.close();
+  });
+
+  it('a guard with another slot width than the plan-day bids nothing and reports SlotMismatchError', async () => {
+    const clock = new ManualClock(Date.parse('2026-11-21T12:00:00Z'));
+    const b = budgetsOf('UTC', ({ a, c }) => [
+      { level: 'campaign', accountId: a, campaignId: c, dailyBudgetMicros: 10_000_000, pacingMode: 'asap' },
+    ]);
+    const bid = { campaignId: b.campaign.campaignId, priceMicros: 1_000 };
+    // The first guard initialises the plan-day's counters with 1-hour slots.
+    const first = guardOf(clock);
+    first.guard.setBudgets(b);
+    expect(await bidUntilRefused(first.guard, bid, 10)).toBeGreaterThan(0);
+    await first.guard.close();
+    const other = guardOf(clock, { inFlight: { ttlMs: longInFlight.ttlMs, slotMs: 30 * 60_000 } });
+    other.guard.setBudgets(b);
+    expect(await bidUntilRefused(other.guard, bid)).toBe(0);
+    expect(other.errors.length).toBeGreaterThan(0);
+    for (const e of other.errors) {
+      expect(e).toBeInstanceOf(SlotMismatchError);
+      expect((e as SlotMismatchError).code).toBe('spend.slot-mismatch');
+      expect((e as Error).message).toMatch(
+        /uses 3600000 ms slots but this guard is configured for 1800000 ms: give every guard/,
+      );
+    }
+    expect(first.errors).toEqual([]);
+    await other.guard.close();
   });
 });

@@ -9,6 +9,7 @@ import { InvalidClientConfigError, type PacelineClientConfig } from '../../../sh
 import { InvalidActionStoreOptionsError } from '../../../shared/counting/store.js';
 import { PacelineError } from '../../../shared/errors.js';
 import { InvalidRedisConfigError } from '../../../shared/redis/connect.js';
+import { InvalidGuardOptionsError } from '../../../shared/spend/guard.js';
 
 const base: PacelineClientConfig = {
   endpoints: {
@@ -41,7 +42,8 @@ describe('createPacelineClient configuration errors', () => {
     expect(error).toBeInstanceOf(InvalidClientConfigError);
     expect(error.code).toBe('client.invalid-config');
     expect(error.message).toMatch(/^guard: inFlightWeight 2 must be in \(0, 1\]\. Fix .*`guard`/);
-    expect(error.cause).toBeInstanceOf(RangeError);
+    expect(error.cause).toBeInstanceOf(InvalidGuardOptionsError);
+    expect((error.cause as InvalidGuardOptionsError).code).toBe('spend.invalid-guard-options');
     const cap = await refusal({ ...base, guard: { releaseCap: 0.5 } });
     expect(cap.message).toMatch(/releaseCap 0.5/);
   });

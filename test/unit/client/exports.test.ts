@@ -57,6 +57,7 @@ const VALUES = [
   'InvalidClientConfigError',
   'InvalidCountQueryError',
   'InvalidEnvError',
+  'InvalidGuardOptionsError',
   'InvalidRedisConfigError',
   'InvalidShardCountError',
   'KinesisPutError',
@@ -72,6 +73,7 @@ const VALUES = [
   'RawReplyError',
   'RawScriptError',
   'RebuildUnavailableError',
+  'SlotMismatchError',
   'UnreadableEventLogError',
 ];
 

@@ -1,0 +1,75 @@
+/**
+ * The running figures of one plan-day that every scorer keeps: the single-region engine's
+ * (scoring.ts) and, with per-region figures beside them, the multi-region one's
+ * (sim/regions/scoring.ts). One shape and one starting point, so both report the same figures.
+ */
+import type { DayWindow } from '../../shared/budget/time-zone.js';
+import { IdealCurve, type TrafficDay } from '../ideal.js';
+
+/** One plan-day's running figures (combined over regions in a multi-region run). */
+export interface DayFigures {
+  budget: number;
+  spent: number;
+  charged: number;
+  impressions: number;
+  clicks: number;
+  maxDev: number;
+  sumSq: number;
+  samples: number;
+  maxOver: number;
+  /** Max of (spend − the traffic-following ideal curve) / budget (sim/ideal.ts). */
+  maxAhead: number;
+  ideal: IdealCurve | undefined;
+  alive: number;
+  /** `[t, spent, curve, throttle, multiplier]` samples (−1 where there is no one published value). */
+  series: [number, number, number, number, number][] | undefined;
+}
+
+/** A plan-day's figures before its first minute: nothing spent, no sample, no ideal curve yet. */
+export function newDayFigures(budget: number, keepSeries: boolean): DayFigures {
+  return {
+    budget,
+    spent: 0,
+    charged: 0,
+    impressions: 0,
+    clicks: 0,
+    maxDev: 0,
+    sumSq: 0,
+    samples: 0,
+    maxOver: Number.NEGATIVE_INFINITY,
+    maxAhead: 0,
+    ideal: undefined,
+    alive: 0,
+    series: keepSeries ? [] : undefined,
+  };
+}
+
+/**
+ * A minute's sample, first half: the plan's budget as it stands, and the lead over the
+ * traffic-following ideal curve (which starts at the campaign's creation, or at the day's start).
+ */
+export function sampleIdeal(
+  d: DayFigures,
+  budget: number,
+  traffic: TrafficDay,
+  day: DayWindow,
+  createdAt: number | undefined,
+  now: number,
+): void {
+  d.budget = budget;
+  d.ideal ??= new IdealCurve(traffic, Math.max(day.startMs, createdAt ?? day.startMs), budget);
+  d.maxAhead = Math.max(d.maxAhead, (d.spent - d.ideal.at(now, budget)) / budget);
+}
+
+/**
+ * A minute's sample, second half, against `e`, the curve's value now (µ$): the deviation, the
+ * overspend, and whether the plan-day is alive (the curve still above its spend).
+ */
+export function sampleCurve(d: DayFigures, e: number, budget: number): void {
+  const dev = (d.spent - e) / budget;
+  d.maxDev = Math.max(d.maxDev, Math.abs(dev));
+  d.sumSq += dev * dev;
+  d.samples++;
+  d.maxOver = Math.max(d.maxOver, d.spent - budget);
+  if (e - d.spent > 0) d.alive++;
+}
