@@ -1,7 +1,7 @@
 /**
- * Pieces every simulation engine shares — the scenario runner (`runner.ts`), the regions engine
- * (`regions/engine.ts`) and the controller soak tests' driver (`pacing-sim.ts`): the in-memory
- * ledger, the advertiser-day cache, the batched notice queue and the arm draw.
+ * Pieces both simulation engines share — the scenario runner (`runner.ts`) and the regions
+ * engine (`regions/engine.ts`): the in-memory ledger, the advertiser-day cache, the batched
+ * notice queue and the arm draw.
  */
 import { type DayWindow, dayWindow } from '../shared/budget/time-zone.js';
 import type { LedgerEntry, LedgerStore } from '../shared/spend/ledger.js';

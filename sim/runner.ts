@@ -170,6 +170,7 @@ class SingleRegionRun {
       budgets,
       readTimeoutMs: SIM_READ_TIMEOUT_MS,
       leaseTtlMs: scenario.leaseTtlMs,
+      ...(options.takeoverEveryTick ? { takeoverEveryTick: true } : {}),
       onError,
     });
     this.faults = new FaultSchedule(scenario, redis, this.pacer, this.runStart);
@@ -261,7 +262,7 @@ class SingleRegionRun {
     await this.faults.apply(now);
     if (
       this.world.applyChanges(now, (c, b) => {
-        this.scorer.link(c, b);
+        this.scorer.link(c, b, now);
         this.ads.setBudgets(b);
       })
     )

@@ -10,9 +10,8 @@
  * 4. decide the role: the override's named instance, else the lease holder, publishes — only when
  *    the region's `publisher-region` names this region — with fence (g, o, e);
  * 5. the publisher claims the tick (Lua); a claim that does not continue this process's own last
- *    publish reloads the controller state published by the previous publisher (no jump at a
- *    leader change), in parts read beside the spend (state-reload.ts `TakeoverReloads`), and
- *    rewrites every campaign hash whole;
+ *    publish reloads the state the previous publisher stored (no jump at a leader change), in parts
+ *    read beside the spend (state-reload.ts `TakeoverReloads`), and rewrites every hash whole;
  * 6. read every plan-day's live spend (one pipelined read, in parts), step the controller for
  *    each part as its spend (and, on a takeover, its stored state) arrives (plan-list.ts: the
  *    plan memories, the tick's work list, `stepPlans`);
@@ -56,10 +55,8 @@ export {
 } from './tick-outcome.js';
 
 /**
- * Plans per part of the parts spend read: small enough that the controller starts early (with
- * 1,000-odd plans, a part of 5,000 left the controller idle until Redis had answered every key,
- * then Redis idle while it stepped: 3 % of the simulator's daytime hour), large enough that the
- * per-part overhead (a promise, a copy of the part) is noise.
+ * Plans per part of the parts spend read: small enough that the controller starts early (5,000 left it
+ * idle until Redis answered every key, then Redis idle: 3 % of a daytime hour), yet per-part costs are noise.
  */
 const SPEND_PART = 300;
 
@@ -228,6 +225,11 @@ export class ShardPacer {
     await this.reloads.settled();
   }
 
+  /** Closes its own raw connection (takeover reloads) before the client closes: a dropped pacer. */
+  close(): void {
+    this.reloads.close();
+  }
+
   /**
    * The role: the override's named instance, else the lease holder, publishes — only when the
    * region's `publisher-region` names this region — with fence (g, o, e); undefined: follow.
@@ -272,10 +274,9 @@ export class ShardPacer {
 
   /**
    * The claim, the spend read and the peers' shares, then one controller step per plan. With a
-   * spend source that reads in parts, each plan steps alone (its region share, too, needs only its
-   * own spend and the peers' summaries): each part is stepped as it arrives (once the claim and
-   * the peers' load are settled, and on a takeover the part's stored state) while Redis serves
-   * the rest.
+   * spend source that reads in parts, each plan steps alone (its region share needs only its own
+   * spend and the peers' summaries): each part is stepped as it arrives (once the claim and the
+   * peers' load are settled, on a takeover the part's stored state) while Redis serves the rest.
    */
   private async claimAndStep(work: TickWork): Promise<Stepped> {
     const { clock, sharing, spend: source } = this.options;
@@ -322,10 +323,9 @@ export class ShardPacer {
   }
 
   /**
-   * The fenced publish: changed states and forecasts, the budgets snapshot's changes, the fields of
-   * deleted plans a sweep found, and the campaign hashes (built while Redis runs the state
-   * batches, which the publisher sends first; on a takeover once what each hash holds has been
-   * read: the read's tail overlaps them too). Remembers what landed.
+   * The fenced publish: changed states and forecasts, the budgets snapshot's changes, deleted plans'
+   * fields a sweep found, the campaign hashes (built while Redis runs the state batches, sent first;
+   * on a takeover once what each hash holds is read, its tail overlapping them). Remembers what landed.
    */
   private async publish(
     work: TickWork,

@@ -299,6 +299,15 @@ export class TakeoverReloads {
     await this.sweeping;
   }
 
+  /**
+   * Closes the reads' raw connection, if a reload opened one (it also closes with the client); a
+   * later reload opens a new one.
+   */
+  close(): void {
+    this.reloader?.close();
+    this.reloader = undefined;
+  }
+
   private reader(): StateReloader {
     this.reloader ??= new StateReloader({
       redis: this.options.redis,

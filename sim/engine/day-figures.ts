@@ -4,6 +4,7 @@
  * (sim/regions/scoring.ts). One shape and one starting point, so both report the same figures.
  */
 import type { DayWindow } from '../../shared/budget/time-zone.js';
+import { TICK_MS } from '../../shared/pacing/types.js';
 import { IdealCurve, type TrafficDay } from '../ideal.js';
 
 /** One plan-day's running figures (combined over regions in a multi-region run). */
@@ -17,6 +18,9 @@ export interface DayFigures {
   sumSq: number;
   samples: number;
   maxOver: number;
+  /** The last budget change of the day (undefined: none) and the max deviation a tick after it. */
+  changedAt: number | undefined;
+  maxDevAfter: number;
   /** Max of (spend − the traffic-following ideal curve) / budget (sim/ideal.ts). */
   maxAhead: number;
   ideal: IdealCurve | undefined;
@@ -37,6 +41,8 @@ export function newDayFigures(budget: number, keepSeries: boolean): DayFigures {
     sumSq: 0,
     samples: 0,
     maxOver: Number.NEGATIVE_INFINITY,
+    changedAt: undefined,
+    maxDevAfter: 0,
     maxAhead: 0,
     ideal: undefined,
     alive: 0,
@@ -65,9 +71,11 @@ export function sampleIdeal(
  * A minute's sample, second half, against `e`, the curve's value now (µ$): the deviation, the
  * overspend, and whether the plan-day is alive (the curve still above its spend).
  */
-export function sampleCurve(d: DayFigures, e: number, budget: number): void {
+export function sampleCurve(d: DayFigures, e: number, budget: number, now: number): void {
   const dev = (d.spent - e) / budget;
   d.maxDev = Math.max(d.maxDev, Math.abs(dev));
+  if (d.changedAt !== undefined && now >= d.changedAt + TICK_MS)
+    d.maxDevAfter = Math.max(d.maxDevAfter, Math.abs(dev));
   d.sumSq += dev * dev;
   d.samples++;
   d.maxOver = Math.max(d.maxOver, d.spent - budget);

@@ -24,9 +24,10 @@ const SHARD = 0;
 /** Ticks an old region's pacer keeps trying with its old fence after a flip (stale SSM view). */
 const STALE_TICKS_AFTER_FLIP = 3;
 
-/** One pacer process: its pacer and identity. */
+/** One pacer process: its pacer, spend reader and identity. */
 interface PacerProcess {
   readonly pacer: ShardPacer;
+  readonly spend: ReturnType<typeof rawSpendSource>;
   readonly instanceId: string;
   readonly publisherId: string;
 }
@@ -43,6 +44,8 @@ export interface SimPacerOptions {
   readonly readTimeoutMs: number;
   /** How long a killed leader's lease keeps others out. */
   readonly leaseTtlMs: number;
+  /** Every leader tick in a new process (`RunOptions.takeoverEveryTick`). @default false */
+  readonly takeoverEveryTick?: boolean;
   readonly onError: (line: string) => void;
 }
 
@@ -63,8 +66,10 @@ export class SimPacer {
   private epoch = 1;
   private region = 'sim-a';
   private processNo = 0;
-  /** Every process's spend reader (raw sockets), closed at the end of the run. */
-  private readonly spendSources: ReturnType<typeof rawSpendSource>[] = [];
+  /** The processes alive (their raw sockets are closed when they die, or at the end of the run). */
+  private readonly processes = new Set<PacerProcess>();
+  /** Whether the current leader process has ticked (`takeoverEveryTick` replaces it then). */
+  private leaderTicked = false;
   private readonly controller: ReturnType<typeof controllerOf>;
   private leader: PacerProcess;
   private who: TickIdentity;
@@ -89,6 +94,8 @@ export class SimPacer {
 
   /** The leader's tick at `now` (the caller checked {@link upAt}). */
   async leaderTick(now: number): Promise<TickOutcome> {
+    if (this.o.takeoverEveryTick && this.leaderTicked) this.takeOver();
+    this.leaderTicked = true;
     const t = Math.floor(now / TICK_MS);
     const o = await this.leader.pacer.runTick(t, this.who);
     if (o.published) this.published++;
@@ -124,8 +131,25 @@ export class SimPacer {
   kill(now: number): void {
     this.downUntil = now + this.o.leaseTtlMs;
     this.epoch++;
+    this.retire(this.leader);
     this.leader = this.newProcess(this.region);
     this.who = this.identity(this.leader);
+    this.leaderTicked = false;
+  }
+
+  /** A new process takes the lease over at once with the next epoch (`takeoverEveryTick`). */
+  private takeOver(): void {
+    this.epoch++;
+    this.retire(this.leader);
+    this.leader = this.newProcess(this.region);
+    this.who = this.identity(this.leader);
+  }
+
+  /** A process dies: its sockets close (a takeover every tick would otherwise pile them up). */
+  private retire(p: PacerProcess): void {
+    p.pacer.close();
+    p.spend.close();
+    this.processes.delete(p);
   }
 
   /**
@@ -138,11 +162,12 @@ export class SimPacer {
     this.region = this.region === 'sim-a' ? 'sim-b' : 'sim-a';
     this.leader = this.newProcess(this.region);
     this.who = this.identity(this.leader);
+    this.leaderTicked = false;
   }
 
-  /** Closes every process's spend reader. */
+  /** Closes every live process's sockets. */
   close(): void {
-    for (const s of this.spendSources) s.close();
+    for (const p of this.processes) this.retire(p);
   }
 
   /**
@@ -175,7 +200,6 @@ export class SimPacer {
     // from the reply bytes. Its sockets only read, after the tick's writes are acknowledged on the
     // client's connection, so the run stays deterministic.
     const spend = rawSpendSource(redis, { timeoutMs: this.o.readTimeoutMs });
-    this.spendSources.push(spend);
     const pacer = new ShardPacer({
       shard: SHARD,
       region: regionName,
@@ -193,7 +217,9 @@ export class SimPacer {
       },
     });
     const instanceId = `s${SHARD}-i${this.processNo}`;
-    return { pacer, instanceId, publisherId: `${instanceId}/${regionName}-p${this.processNo}` };
+    const p = { pacer, spend, instanceId, publisherId: `${instanceId}/${regionName}-p${this.processNo}` };
+    this.processes.add(p);
+    return p;
   }
 
   private identity(p: PacerProcess): TickIdentity {

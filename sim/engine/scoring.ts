@@ -1,13 +1,15 @@
 /**
  * The scoring phase of the single-region engine, per plan-day: spend booked by the tracker,
  * what the exchange charged, and every minute the deviation from the curve the pacer published
- * (read by the scorer's own reader), the lead over the traffic-following ideal curve
+ * (read by the scorer's own reader; over the day, and after a budget change of the day from the
+ * tick that publishes the new budget's curve), the lead over the traffic-following ideal curve
  * (sim/ideal.ts), the overspend and the minutes alive.
  */
 import type { CampaignBudgets, ResolvedPlan } from '../../shared/budget/model.js';
 import type { TargetCurve } from '../../shared/budget/pacing.js';
 import type { DayWindow } from '../../shared/budget/time-zone.js';
 import type { PacingReader } from '../../shared/pacing/reader.js';
+import { TICK_MS } from '../../shared/pacing/types.js';
 import type { RedisClient } from '../../shared/redis/connect.js';
 import { planDayKeys } from '../../shared/spend/keys.js';
 import { readPlanDay } from '../../shared/spend/live-counters.js';
@@ -47,14 +49,25 @@ export class Scorer {
     this.trafficOf = idealTraffic(scenario);
   }
 
-  /** Tracks a campaign's (new) budgets and links the campaign to the plans its bids fall under. */
-  link(c: CampaignRun<PlanTrack>, b: CampaignBudgets): void {
+  /**
+   * Tracks a campaign's (new) budgets at `now` and links the campaign to the plans its bids fall
+   * under; a plan whose budget differs from the one tracked changed it at `now`.
+   */
+  link(c: CampaignRun<PlanTrack>, b: CampaignBudgets, now: number): void {
     const { tracks } = this;
     for (const p of [...b.common, ...b.arms.values()]) {
       const key = planKeyOf(p);
       const t = tracks.get(key);
-      if (t) t.plan = p;
-      else tracks.set(key, { plan: p, key, days: new Map(), lastDay: undefined, lastTrack: undefined });
+      if (!t) {
+        tracks.set(key, { plan: p, key, days: new Map(), lastDay: undefined, lastTrack: undefined });
+        continue;
+      }
+      if (t.plan.dailyBudgetMicros !== p.dailyBudgetMicros) {
+        const d = this.day(t, this.windowOf(p.timeZone, now).day);
+        d.changedAt = now;
+        d.maxDevAfter = 0;
+      }
+      t.plan = p;
     }
     // The plans a bid falls under (plansForBid's order: account, campaign, then the arm).
     const common = b.common.map((p) => tracks.get(planKeyOf(p)) as PlanTrack);
@@ -119,7 +132,7 @@ export class Scorer {
       const created = t.plan.campaignId === undefined ? undefined : createdAtOf(t.plan.campaignId);
       sampleIdeal(d, budget, this.trafficOf(day), day, created, now);
       const e = monitorCurve.expectedMicros(t.plan, day, now);
-      sampleCurve(d, e, budget);
+      sampleCurve(d, e, budget, now);
       if (d.series && now % (this.seriesEveryMs as number) === 0) {
         const p = monitor.freshPlan(t.plan, day);
         d.series.push([now, d.spent, e, p?.throttle ?? -1, p?.bidMultiplier ?? -1]);
@@ -158,6 +171,7 @@ export class Scorer {
           maxDeviation: d.maxDev,
           rmsDeviation: d.samples > 0 ? Math.sqrt(d.sumSq / d.samples) : 0,
           maxOverCapMicros: d.maxOver,
+          ...(d.changedAt === undefined ? {} : { maxDeviationAfterChange: d.maxDevAfter }),
           maxAhead: d.maxAhead,
           minutesAlive: d.alive,
           ...(d.series ? { series: d.series } : {}),

@@ -36,6 +36,12 @@ export interface PlanDayResult {
   /** Max over the day's minutes of (spent − budget in force), micros. */
   readonly maxOverCapMicros: number;
   /**
+   * Max |spent − E(t)| / budget over the day's minutes from one tick after the plan's last budget
+   * change of the day (how closely spend follows the curve the new budget gave); only on a day
+   * its budget changed, and only from the single-region engine.
+   */
+  readonly maxDeviationAfterChange?: number;
+  /**
    * Max over the day's minutes of (spent − E*(t)) / budget, at least 0: how far the plan ran
    * ahead of the traffic-following ideal curve E* (sim/ideal.ts), whatever curve was published.
    */
@@ -140,6 +146,13 @@ export interface RunOptions {
    * instants). May read Redis; a run with a probe is not comparable with one without.
    */
   readonly probe?: (view: RunProbe) => Promise<void> | void;
+  /**
+   * Run every leader tick in a new pacer process (the next lease epoch, no gap): each tick is a
+   * takeover, so every plan steps from the state and forecast decoded from what the last publish
+   * stored, with the budgets a cold process loads — the encodings must carry everything the
+   * controller needs. A leader change is otherwise a fault (`leader-killed`). @default false
+   */
+  readonly takeoverEveryTick?: boolean;
 }
 
 /** What {@link RunOptions.probe} sees. */

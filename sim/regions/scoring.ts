@@ -117,7 +117,7 @@ export class Tracks {
         (d.regionSamples as Float64Array)[i] = (d.regionSamples[i] as number) + 1;
       }
       e = Math.min(e, budget);
-      sampleCurve(d, e, budget);
+      sampleCurve(d, e, budget, now);
       if (d.series && now % (10 * MINUTE) === 0) d.series.push([now, d.spent, e, -1, -1]);
     }
   }

@@ -14,7 +14,9 @@
  * - state and forecast fields of plans that no longer exist are deleted (found by a sweep that
  *   runs only when a hash holds more fields than the reads found);
  * - the budgets snapshot gets only the changes the predecessor may not have mirrored (a follower
- *   holds every change since it started), not the whole shard again.
+ *   holds every change since it started), not the whole shard again;
+ * - `close` drops the raw connection the reload opened, not the client (a simulated process
+ *   replaced every tick must not pile connections up).
  */
 import { Cluster, Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
@@ -388,4 +390,34 @@ describe.each(['standalone', 'cluster'] as const)('takeover (%s)', (mode) => {
     expect(after.state[field]).toBe('3');
     expect(Object.keys(after.state)).toHaveLength(Object.keys(before.state).length);
   }, 120_000);
+
+  it('close drops the connection its takeover reload opened; the client it was given stays open', async () => {
+    const n = 6;
+    const { b, next } = await shard(n, 20, { redisSilenceMs: 5_000 });
+    expect((await b.runTick(next(), identity(n, 1, 2))).stateReloaded).toBe(true);
+    await b.settled();
+    const nodes = masters(r.redis);
+    const clients = async () => {
+      let count = 0;
+      for (const x of nodes)
+        count += String(await x.client('LIST'))
+          .trim()
+          .split('\n').length;
+      return count;
+    };
+    try {
+      const before = await clients();
+      b.close();
+      // The server lets a closed socket go at its next turn.
+      let after = before;
+      for (let i = 0; i < 100 && after >= before; i++) {
+        await wait(20);
+        after = await clients();
+      }
+      expect(after).toBeLessThan(before);
+      expect(await r.redis.ping()).toBe('PONG');
+    } finally {
+      for (const x of nodes) x.disconnect();
+    }
+  });
 });
