@@ -9,7 +9,6 @@ import type { CampaignBudgets, ResolvedPlan } from '../../shared/budget/model.js
 import type { TargetCurve } from '../../shared/budget/pacing.js';
 import type { DayWindow } from '../../shared/budget/time-zone.js';
 import type { PacingReader } from '../../shared/pacing/reader.js';
-import { TICK_MS } from '../../shared/pacing/types.js';
 import type { RedisClient } from '../../shared/redis/connect.js';
 import { planDayKeys } from '../../shared/spend/keys.js';
 import { readPlanDay } from '../../shared/spend/live-counters.js';
