@@ -7,7 +7,7 @@
  */
 import type { CampaignBudgets } from '../budget/model.js';
 import type { DayWindow } from '../budget/time-zone.js';
-import { encodeCurve, encodePlanParams } from './codec.js';
+import { encodeCurve, encodePlanParams, fieldNamesOf } from './codec.js';
 import { type PlanAtDay, type PlanList, type PlanResult, plansKeyOf } from './plan-list.js';
 
 export type { PlanResult } from './plan-list.js';
@@ -171,9 +171,10 @@ export class CampaignHashes {
       }
       if (!paramsChanged && curve === undefined) continue;
       const planId = (planList.list[at] as PlanAtDay).plan.planId;
+      const [pField, eField] = fieldNamesOf(planId);
       fields = fields ?? [];
-      if (paramsChanged) fields.push(`p:${planId}`, r.encoded as string);
-      if (curve !== undefined) fields.push(`e:${planId}`, curve);
+      if (paramsChanged) fields.push(pField, r.encoded as string);
+      if (curve !== undefined) fields.push(eField, curve);
       updates.push([m, j, r, paramsChanged, curve]);
     }
     return fields;
@@ -211,8 +212,9 @@ function wholeCampaign(
     const r = results[at] as PlanResult;
     if (r.encoded === undefined) r.encoded = encodePlanParams(r.params, r.day);
     const curve = encodeCurve(r.params.curve);
-    if (held?.[1 + 2 * j] !== r.encoded) fields.push(`p:${planId}`, r.encoded);
-    if (held?.[2 + 2 * j] !== curve) fields.push(`e:${planId}`, curve);
+    const [pField, eField] = fieldNamesOf(planId);
+    if (held?.[1 + 2 * j] !== r.encoded) fields.push(pField, r.encoded);
+    if (held?.[2 + 2 * j] !== curve) fields.push(eField, curve);
     m.encodedCurves[j] = curve;
     m.encoded[j] = r.encoded;
     m.params[j] = r.params;

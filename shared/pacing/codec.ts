@@ -192,7 +192,11 @@ function isDay(day: string): boolean {
 /** The `p:` and `e:` field names of a plan id (a few ids — account, campaign, arms — recur). */
 const planFieldNames = new Map<string, readonly [string, string]>();
 
-function fieldNamesOf(planId: string): readonly [string, string] {
+/**
+ * The `p:` and `e:` field names of a plan id, one string each per id (the publisher's whole
+ * rewrite at a takeover names 300,000-odd fields; the reader's decode looks them up).
+ */
+export function fieldNamesOf(planId: string): readonly [string, string] {
   let names = planFieldNames.get(planId);
   if (names === undefined) {
     if (planFieldNames.size > 10_000) planFieldNames.clear();

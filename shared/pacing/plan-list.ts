@@ -212,6 +212,32 @@ export function plansKeyOf(b: CampaignBudgets): string {
   return campaignPlans(b).key;
 }
 
+/**
+ * A forecast a takeover loaded becomes the plan's: this process's own forecast object when it
+ * encodes to the same text (a warm instance learned what its predecessor learned: the object, and
+ * the controller's curve memo built on it, carry on), else the decoded text. Either way the text
+ * is what the object encodes to, so the publish compares it with what is stored without encoding.
+ */
+function adoptForecast(
+  controller: PacingController<unknown, unknown>,
+  memory: PlanMemory,
+  loaded: string,
+): void {
+  memory.loadedForecast = undefined;
+  const own = memory.forecast;
+  if (own !== undefined) {
+    if (memory.forecastTextOf !== own) {
+      memory.forecastText = controller.encodeForecast(own);
+      memory.forecastTextOf = own;
+    }
+    if (memory.forecastText === loaded) return;
+  }
+  const f = controller.decodeForecast(loaded);
+  memory.forecast = f;
+  memory.forecastTextOf = f;
+  memory.forecastText = loaded;
+}
+
 /** One plan's step at a tick. */
 export interface PlanResult {
   readonly params: PlanPacingParams;
@@ -248,15 +274,7 @@ export function stepPlans(
   let invalid = 0;
   for (let i = from; i < to; i++) {
     const { plan, day, memory } = plans[i] as PlanAtDay;
-    if (memory.loadedForecast !== undefined) {
-      // The loaded text is what the decoded object encodes to: the publish compares it with
-      // what is stored without encoding it again (a takeover holds 100,000-odd forecasts).
-      const f = controller.decodeForecast(memory.loadedForecast);
-      memory.forecast = f;
-      memory.forecastTextOf = f;
-      memory.forecastText = memory.loadedForecast;
-      memory.loadedForecast = undefined;
-    }
+    if (memory.loadedForecast !== undefined) adoptForecast(controller, memory, memory.loadedForecast);
     let params: PlanPacingParams;
     const budgetMicros = shares?.[i - from];
     try {
@@ -264,7 +282,7 @@ export function stepPlans(
         // A state of a mode this version does not know throws (UnknownPacingModeError): the
         // stored text stays loaded, so it is neither continued as another mode nor overwritten,
         // and a leader that knows the mode continues it.
-        memory.state = controller.decodeState(memory.loadedState);
+        memory.state = controller.decodeState(memory.loadedState, memory.state);
         memory.loadedState = undefined;
       }
       // One object shape for every plan (a conditional spread made the controller's reads of

@@ -19,6 +19,7 @@ import type { RedisClient } from '../redis/connect.js';
 import { bulk } from '../redis/resp/connection.js';
 import { type HashVisitor, RawHashReader } from '../redis/resp/hash-reader.js';
 import type { Clock } from '../time/clock.js';
+import { fieldNamesOf } from './codec.js';
 import { planField, type ShardKeys } from './keys.js';
 import { campaignPlans, type PlanBook, type PlanList, plansOfCampaign } from './plan-list.js';
 
@@ -359,7 +360,7 @@ export class TakeoverReloads {
       let fields = fieldsByPlans.get(key);
       if (fields === undefined) {
         fields = ['plans'];
-        for (const p of plans) fields.push(`p:${p.planId}`, `e:${p.planId}`);
+        for (const p of plans) fields.push(...fieldNamesOf(p.planId));
         fieldsByPlans.set(key, fields);
       }
       return fields;

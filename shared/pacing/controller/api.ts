@@ -75,8 +75,10 @@ export interface PacingController<S = unknown, F = unknown> {
    * Parses {@link encodeState}'s output; undefined when unreadable (then the plan starts afresh).
    * Throws `UnknownPacingModeError` (shared/pacing/modes.ts) for a state of a mode this version
    * does not know: the caller gives the plan the fail-safe and keeps the stored text.
+   * `held`: the state the caller holds for the same plan, if any (a warm instance taking over):
+   * the controller may reuse what it derived from it (its curve) when the decoded state agrees.
    */
-  decodeState(raw: string): S | undefined;
+  decodeState(raw: string, held?: S): S | undefined;
   /** Compact string form of a forecast. */
   encodeForecast(forecast: F): string;
   /** Parses {@link encodeForecast}'s output; undefined when unreadable. */

@@ -197,11 +197,11 @@ function medianObserved(n: number, obs: readonly number[]): number {
 
 /** A forecast whose levels are a prior only: hour-of-day levels, none of hour-of-week (prior.ts). */
 export function isPriorOnly(f: TrafficForecast): boolean {
-  let day = false;
-  for (const q of f.hourOfDay) if (q > 0) day = true;
-  if (!day) return false;
-  for (const q of f.hourOfWeek) if (q > 0) return false;
-  return true;
+  // Indexed: a for-of over these arrays (frozen or not) allocated an iterator result per element.
+  let any = false;
+  for (let h = 0; h < f.hourOfDay.length; h++) if ((f.hourOfDay[h] as number) > 0) any = true;
+  for (let b = 0; any && b < f.hourOfWeek.length; b++) if ((f.hourOfWeek[b] as number) > 0) any = false;
+  return any;
 }
 
 /** Folds the observations of `f.obsDay` into the profiles (pure; `f` when there is nothing to fold). */
@@ -393,7 +393,7 @@ export function encodeForecast(f: TrafficForecast): string {
   p = put2(b, p, f.hourOfWeek);
   p = put2(b, p, f.hourOfDay);
   p = put2(b, p, f.obs);
-  for (const c of f.cover) b[p++] = B64_BYTES[c & 63] as number;
+  for (let i = 0; i < f.cover.length; i++) b[p++] = B64_BYTES[(f.cover[i] as number) & 63] as number;
   return b.toString('latin1', 0, p);
 }
 

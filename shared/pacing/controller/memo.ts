@@ -85,7 +85,13 @@ export function memoOf(
     }
     return anchoredMemo(f, slots, s, undefined);
   }
-  const profile = dayProfile(f, pendingOf(s), tz, slots, cfg);
+  // A warm takeover: the profile of the state this process held, when it was built from the same
+  // forecast object and the decoded state agrees on the profile's inputs (state.ts `carryMemo`).
+  const held = StateRecord.heldMemoOf(s) as Memo | undefined;
+  const profile =
+    held?.profile !== undefined && held.forecast === f && held.slots.startMs === day.startMs
+      ? held.profile
+      : dayProfile(f, pendingOf(s), tz, slots, cfg);
   if (profile.hash !== s.shape) return undefined;
   if (hit) {
     hit.forecast = f;

@@ -124,8 +124,8 @@ function ownDay(f: TrafficForecast): { shape: number[]; daily: number } | undefi
   if (isPriorOnly(f)) return undefined;
   let known = 0;
   let sum = 0;
-  for (const q of f.hourOfDay) {
-    const v = levelOf(q);
+  for (let h = 0; h < f.hourOfDay.length; h++) {
+    const v = levelOf(f.hourOfDay[h] as number);
     if (v !== undefined) {
       known++;
       sum += v;

@@ -63,6 +63,7 @@ export class StateRecord {
   readonly pendLevel: number;
   readonly pendCover: number;
   #memo: unknown;
+  #held: unknown;
 
   constructor(s: ControllerState, memo?: unknown) {
     this.day = s.day;
@@ -92,6 +93,47 @@ export class StateRecord {
   static memoOf(s: ControllerState): unknown {
     return s instanceof StateRecord ? s.#memo : undefined;
   }
+
+  /**
+   * The memo of the state held for the same plan when this one was decoded, if the two agree on
+   * the day's profile but not on the anchor (the profile is reused, the curve rebuilt).
+   */
+  static heldMemoOf(s: ControllerState): unknown {
+    return s instanceof StateRecord ? s.#held : undefined;
+  }
+
+  /**
+   * Gives `to` (a state just decoded) the memo of `from` when the two agree on everything the
+   * memo's curve is built from, or as {@link heldMemoOf} when they agree on the day's profile
+   * only; the controller still checks either against the forecast it is stepped with (memo.ts
+   * `memoOf`), as for its own states.
+   */
+  static carryMemo(to: StateRecord, from: ControllerState | undefined): void {
+    if (!(from instanceof StateRecord) || from.#memo === undefined || !sameProfileInputs(to, from)) return;
+    if (
+      to.anchorSec === from.anchorSec &&
+      to.anchorMicros === from.anchorMicros &&
+      to.budgetMicros === from.budgetMicros
+    )
+      to.#memo = from.#memo;
+    else to.#held = from.#memo;
+  }
+}
+
+/**
+ * The fields the day's profile is a function of (with the plan's forecast): the day, the mode,
+ * the shape's fingerprint, and an observation of the day before still pending (the profile folds
+ * it in). With the anchor (instant, value) and the budget, they are E(t)'s inputs.
+ */
+function sameProfileInputs(a: ControllerState, b: ControllerState): boolean {
+  return (
+    a.day === b.day &&
+    a.mode === b.mode &&
+    a.shape === b.shape &&
+    a.pendPrevDay === b.pendPrevDay &&
+    (!a.pendPrevDay ||
+      (a.pendSlot === b.pendSlot && a.pendLevel === b.pendLevel && a.pendCover === b.pendCover))
+  );
 }
 
 /** The state's data (what is encoded): every public field of {@link StateRecord}. */
@@ -213,8 +255,13 @@ const ENCODE_BUFFER = Buffer.alloc(19 * 18 + 2);
  * Throws `UnknownPacingModeError` (modes.ts) for a state of this format whose mode code this
  * process does not know (written by a version with more modes): continuing it as another mode
  * would publish that mode's curve for the plan.
+ *
+ * `held`: the state this process holds for the same plan (a warm instance taking over). The
+ * decoded state takes over `held`'s curve memo when their curve inputs agree, or its day profile
+ * when the profile's inputs agree ({@link StateRecord.carryMemo}), instead of rebuilding them at its
+ * first step: a takeover at 100,000 campaigns decodes 150,000-odd states.
  */
-export function decodeState(raw: string): ControllerState | undefined {
+export function decodeState(raw: string, held?: ControllerState): ControllerState | undefined {
   const code = raw.charCodeAt(1); // the mode's state code: one letter a–z
   if (raw.charCodeAt(0) !== 0x31 || code < 0x61 || code > 0x7a || raw.charCodeAt(2) !== 0x2c)
     return undefined;
@@ -238,6 +285,7 @@ export function decodeState(raw: string): ControllerState | undefined {
   d.pendPrevDay = pend >= 32;
   d.pendLevel = v[INT_FIELDS.length + 2] as number;
   d.pendCover = v[INT_FIELDS.length + 3] as number;
+  StateRecord.carryMemo(s, held);
   return s;
 }
 
