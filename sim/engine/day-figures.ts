@@ -3,9 +3,11 @@
  * (scoring.ts) and, with per-region figures beside them, the multi-region one's
  * (sim/regions/scoring.ts). One shape and one starting point, so both report the same figures.
  */
+import type { ResolvedPlan } from '../../shared/budget/model.js';
 import type { DayWindow } from '../../shared/budget/time-zone.js';
 import { TICK_MS } from '../../shared/pacing/types.js';
 import { IdealCurve, type TrafficDay } from '../ideal.js';
+import type { PlanDayResult } from './types.js';
 
 /** One plan-day's running figures (combined over regions in a multi-region run). */
 export interface DayFigures {
@@ -80,4 +82,15 @@ export function sampleCurve(d: DayFigures, e: number, budget: number, now: numbe
   d.samples++;
   d.maxOver = Math.max(d.maxOver, d.spent - budget);
   if (e - d.spent > 0) d.alive++;
+}
+
+/** The identifying head of a plan-day's result, the same in every scorer. */
+export function resultHead(
+  key: string,
+  plan: Pick<ResolvedPlan, 'level' | 'campaignId'>,
+  day: string,
+  scored: boolean,
+  budgetMicros: number,
+): Pick<PlanDayResult, 'plan' | 'level' | 'campaignId' | 'day' | 'scored' | 'budgetMicros'> {
+  return { plan: key, level: plan.level, campaignId: plan.campaignId, day, scored, budgetMicros };
 }

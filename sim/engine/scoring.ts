@@ -15,7 +15,7 @@ import { readPlanDay } from '../../shared/spend/live-counters.js';
 import type { Reconciler } from '../../shared/spend/reconcile.js';
 import { idealTraffic } from '../ideal.js';
 import type { Scenario } from '../scenario.js';
-import { type DayFigures, newDayFigures, sampleCurve, sampleIdeal } from './day-figures.js';
+import { type DayFigures, newDayFigures, resultHead, sampleCurve, sampleIdeal } from './day-figures.js';
 import type { PlanDayResult } from './types.js';
 import { type CampaignRun, tracksOf } from './world.js';
 
@@ -156,12 +156,7 @@ export class Scorer {
           snap = await readPlanDay(redis, planDayKeys(t.plan, day).state, atMs);
         }
         plans.push({
-          plan: t.key,
-          level: t.plan.level,
-          campaignId: t.plan.campaignId,
-          day,
-          scored: scored.has(day),
-          budgetMicros: d.budget,
+          ...resultHead(t.key, t.plan, day, scored.has(day), d.budget),
           spentMicros: d.spent,
           countersMicros: snap.confirmedMicros,
           chargedMicros: d.charged,

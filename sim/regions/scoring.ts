@@ -12,7 +12,13 @@ import type { ResolvedPlan } from '../../shared/budget/model.js';
 import type { DayWindow } from '../../shared/budget/time-zone.js';
 import type { PacingReader } from '../../shared/pacing/reader.js';
 import { evaluateCurve } from '../../shared/pacing/types.js';
-import { type DayFigures, newDayFigures, sampleCurve, sampleIdeal } from '../engine/day-figures.js';
+import {
+  type DayFigures,
+  newDayFigures,
+  resultHead,
+  sampleCurve,
+  sampleIdeal,
+} from '../engine/day-figures.js';
 import type { PlanDayResult } from '../engine/types.js';
 import type { TrafficDay } from '../ideal.js';
 
@@ -137,12 +143,7 @@ export class Tracks {
         const sumSq = r === undefined ? d.sumSq : (d.regionSumSq[r] as number);
         const spent = r === undefined ? d.spent : (d.regionSpent[r] as number);
         out.push({
-          plan: t.key,
-          level: t.plan.level,
-          campaignId: t.plan.campaignId,
-          day,
-          scored: scored.has(day),
-          budgetMicros: d.budget,
+          ...resultHead(t.key, t.plan, day, scored.has(day), d.budget),
           spentMicros: spent,
           countersMicros: counters(t, day),
           chargedMicros: r === undefined ? d.charged : (d.regionCharged[r] as number),
