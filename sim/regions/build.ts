@@ -76,7 +76,6 @@ export function buildRegions(
         clock,
         config,
         strategy,
-        auction: scenario.market.auction,
         budgets,
         live,
         table,
