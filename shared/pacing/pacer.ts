@@ -11,7 +11,7 @@
  *    the region's `publisher-region` names this region — with fence (g, o, e);
  * 5. the publisher claims the tick (Lua); a claim that does not continue this process's own last
  *    publish reloads the state the previous publisher stored (no jump at a leader change), in parts
- *    read beside the spend (state-reload.ts `TakeoverReloads`), and rewrites every hash whole;
+ *    read beside the spend (state-reload.ts `TakeoverReloads`), rewriting every campaign hash whole;
  * 6. read every plan-day's live spend (one pipelined read, in parts), step the controller for
  *    each part as its spend (and, on a takeover, its stored state) arrives (plan-list.ts: the
  *    plan memories, the tick's work list, `stepPlans`);

@@ -126,14 +126,11 @@ export class SimPacer {
    */
   kill(now: number): void {
     this.downUntil = now + this.o.leaseTtlMs;
-    this.epoch++;
-    this.retire(this.leader);
-    this.leader = this.newProcess(this.region);
-    this.who = this.identity(this.leader);
+    this.takeOver();
     this.leaderTicked = false;
   }
 
-  /** A new process takes the lease over at once with the next epoch (`takeoverEveryTick`). */
+  /** A new process replaces the leader with the next epoch (at once: `takeoverEveryTick`). */
   private takeOver(): void {
     this.epoch++;
     this.retire(this.leader);

@@ -19,17 +19,14 @@ import { type DayFigures, newDayFigures, resultHead, sampleCurve, sampleIdeal } 
 import type { PlanDayResult } from './types.js';
 import { type CampaignRun, tracksOf } from './world.js';
 
-/** One plan-day's running figures. */
-type DayTrack = DayFigures;
-
 /** A plan's days. */
 export interface PlanTrack {
   plan: ResolvedPlan;
   readonly key: string;
-  readonly days: Map<string, DayTrack>;
+  readonly days: Map<string, DayFigures>;
   /** The last day looked up and its track (bids and notices of a day come in runs). */
   lastDay: string | undefined;
-  lastTrack: DayTrack | undefined;
+  lastTrack: DayFigures | undefined;
 }
 
 const planKeyOf = (p: Pick<ResolvedPlan, 'scope' | 'planId'>) => `${p.scope}/${p.planId}`;
@@ -82,8 +79,8 @@ export class Scorer {
     return [...this.tracks.values()].map((t) => t.plan);
   }
 
-  private day(t: PlanTrack, day: string): DayTrack {
-    if (t.lastDay === day) return t.lastTrack as DayTrack;
+  private day(t: PlanTrack, day: string): DayFigures {
+    if (t.lastDay === day) return t.lastTrack as DayFigures;
     let d = t.days.get(day);
     if (!d) {
       d = newDayFigures(t.plan.dailyBudgetMicros, this.seriesEveryMs !== undefined);

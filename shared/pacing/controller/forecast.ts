@@ -198,10 +198,10 @@ function medianObserved(n: number, obs: readonly number[]): number {
 /** A forecast whose levels are a prior only: hour-of-day levels, none of hour-of-week (prior.ts). */
 export function isPriorOnly(f: TrafficForecast): boolean {
   // Indexed: a for-of over these arrays (frozen or not) allocated an iterator result per element.
-  let any = false;
-  for (let h = 0; h < f.hourOfDay.length; h++) if ((f.hourOfDay[h] as number) > 0) any = true;
-  for (let b = 0; any && b < f.hourOfWeek.length; b++) if ((f.hourOfWeek[b] as number) > 0) any = false;
-  return any;
+  let day = false;
+  for (let h = 0; !day && h < f.hourOfDay.length; h++) day = (f.hourOfDay[h] as number) > 0;
+  for (let b = 0; day && b < f.hourOfWeek.length; b++) if ((f.hourOfWeek[b] as number) > 0) return false;
+  return day;
 }
 
 /** Folds the observations of `f.obsDay` into the profiles (pure; `f` when there is nothing to fold). */

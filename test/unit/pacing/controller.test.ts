@@ -19,7 +19,7 @@ import {
 } from '../../../shared/pacing/controller/index.js';
 import { evaluateCurve, type PlanSpendSnapshot } from '../../../shared/pacing/types.js';
 import { SHAPES } from '../../../sim/market/index.js';
-import { Plant, requestsForDemand } from './plant.js';
+import { Plant, requestsForDemand, twinTraces } from './plant.js';
 
 const H = 3_600_000;
 const ctl = createPacingController();
@@ -243,21 +243,12 @@ describe('closed loops (market model, ideal cap)', () => {
     };
     const a = new Plant(ctl, opts);
     const b = new Plant(ctl, opts);
-    const traceA: unknown[] = [];
-    const traceB: unknown[] = [];
-    a.run(DAY.startMs, DAY.startMs + 30 * H, (t, p) =>
-      traceA.push([t, p.throttle, p.bidMultiplier, p.curve]),
-    );
-    let k = 0;
-    b.run(DAY.startMs, DAY.startMs + 30 * H, (t, p) => {
-      traceB.push([t, p.throttle, p.bidMultiplier, p.curve]);
-      // Every 97th tick a new leader takes over from what was stored.
-      if (++k % 97 === 0) {
-        b.state = ctl.decodeState(ctl.encodeState(b.state as ControllerState));
-        if (b.forecast) b.forecast = ctl.decodeForecast(ctl.encodeForecast(b.forecast));
-      }
+    // Every 97th tick a new leader takes over from what was stored.
+    const traces = twinTraces(a, b, { from: DAY.startMs, to: DAY.startMs + 30 * H }, 97, () => {
+      b.state = ctl.decodeState(ctl.encodeState(b.state as ControllerState));
+      if (b.forecast) b.forecast = ctl.decodeForecast(ctl.encodeForecast(b.forecast));
     });
-    expect(traceB).toEqual(traceA);
+    expect(traces.b).toEqual(traces.a);
     expect(ctl.encodeState(b.state as ControllerState)).toBe(ctl.encodeState(a.state as ControllerState));
   });
 

@@ -187,3 +187,26 @@ export class Plant<S, F> {
 export function requestsForDemand(demand: number, budgetMicros: number): number {
   return Math.round((demand * budgetMicros) / 510);
 }
+
+/**
+ * The parameters `a` and `b` publish over [from, to) — each tick's (t, throttle, multiplier,
+ * curve) — with `interrupt()` run after every `every`-th tick of `b` (a takeover: its state and
+ * forecast replaced by what another process would decode). Equal traces: `b` continued bit for bit.
+ */
+export function twinTraces<S, F>(
+  a: Plant<S, F>,
+  b: Plant<S, F>,
+  range: { readonly from: number; readonly to: number },
+  every: number,
+  interrupt: () => void,
+): { readonly a: unknown[]; readonly b: unknown[] } {
+  const traceOf = (plant: Plant<S, F>, after?: () => void) => {
+    const trace: unknown[] = [];
+    plant.run(range.from, range.to, (t, p) => {
+      trace.push([t, p.throttle, p.bidMultiplier, p.curve]);
+      if (after && trace.length % every === 0) after();
+    });
+    return trace;
+  };
+  return { a: traceOf(a), b: traceOf(b, interrupt) };
+}

@@ -21,7 +21,7 @@ import {
 } from '../../../shared/pacing/plan-list.js';
 import type { PlanSpendSnapshot } from '../../../shared/pacing/types.js';
 import { SHAPES } from '../../../sim/market/index.js';
-import { Plant, requestsForDemand } from './plant.js';
+import { Plant, requestsForDemand, twinTraces } from './plant.js';
 
 const H = 3_600_000;
 const ctl = createPacingController();
@@ -64,24 +64,20 @@ function stepOf(
 
 describe('decodeState with the state held for the plan', () => {
   it('a warm takeover every 97th tick continues bit for bit', () => {
-    const a = new Plant(ctl, opts);
     const b = new Plant(ctl, opts);
-    const traceA: unknown[] = [];
-    const traceB: unknown[] = [];
-    a.run(DAY.startMs, DAY.startMs + 30 * H, (t, p) =>
-      traceA.push([t, p.throttle, p.bidMultiplier, p.curve]),
-    );
-    let k = 0;
     let carried = 0;
-    b.run(DAY.startMs, DAY.startMs + 30 * H, (t, p) => {
-      traceB.push([t, p.throttle, p.bidMultiplier, p.curve]);
-      if (++k % 97 === 0) {
+    const traces = twinTraces(
+      new Plant(ctl, opts),
+      b,
+      { from: DAY.startMs, to: DAY.startMs + 30 * H },
+      97,
+      () => {
         const held = b.state as ControllerState;
         b.state = ctl.decodeState(ctl.encodeState(held), held);
         if (StateRecord.memoOf(b.state as ControllerState) !== undefined) carried++;
-      }
-    });
-    expect(traceB).toEqual(traceA);
+      },
+    );
+    expect(traces.b).toEqual(traces.a);
     expect(carried).toBeGreaterThan(0);
   });
 
