@@ -8,7 +8,7 @@
 
 import { fileURLToPath } from 'node:url';
 import { quietSdkNodeWarning } from '../shared/aws/endpoints.js';
-import { PacelineError } from '../shared/errors.js';
+import { errorKind, PacelineError } from '../shared/errors.js';
 
 /** Exit codes shared by the CLIs (documented in their `--help`). */
 export const EXIT = {
@@ -47,16 +47,10 @@ export function awsChosen(
 }
 
 /** Wrong command line or invalid input; the message says what to type. */
-export class CliUsageError extends PacelineError {
-  override readonly name: string = 'CliUsageError';
-  override readonly code: string = 'cli.usage';
-}
+export class CliUsageError extends errorKind('CliUsageError', 'cli.usage') {}
 
 /** A referenced account, campaign or plan does not exist (exit {@link EXIT.notFound}). */
-export class CliNotFoundError extends PacelineError {
-  override readonly name = 'CliNotFoundError';
-  override readonly code = 'cli.not-found';
-}
+export class CliNotFoundError extends errorKind('CliNotFoundError', 'cli.not-found') {}
 
 /** Some items of a bulk operation failed; the result is still printed. */
 export class PartialFailureError extends PacelineError {

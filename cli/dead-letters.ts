@@ -19,6 +19,7 @@ import { GetQueueUrlCommand } from '@aws-sdk/client-sqs';
 import type { AwsEndpoints, AwsService } from '../shared/aws/clients.js';
 import { dynamoDbClient, kinesisClient } from '../shared/aws/clients.js';
 import { s3Client, sqsClient } from '../shared/aws/ops-clients.js';
+import { errorKind } from '../shared/errors.js';
 import { KinesisProducer } from '../shared/kinesis/producer.js';
 import { DeadLetterStore, S3PayloadStore } from '../shared/quarantine/dead-letter-store.js';
 import {
@@ -42,10 +43,11 @@ import { DEAD_LETTERS_USAGE, streamFunctions } from './usage.js';
 export { DEAD_LETTERS_USAGE } from './usage.js';
 
 /** Wrong command line; the message says what to type. */
-export class DeadLettersUsageError extends CliUsageError {
-  override readonly name = 'DeadLettersUsageError';
-  override readonly code = 'cli.dead-letters-usage';
-}
+export class DeadLettersUsageError extends errorKind(
+  'DeadLettersUsageError',
+  'cli.dead-letters-usage',
+  CliUsageError,
+) {}
 
 const sources = streamFunctions;
 

@@ -21,7 +21,7 @@ import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { type LocalRegionsFile, localRegionsFile, STATE_DIR_ENV } from '../cli/paceline/target.js';
 import { quietSdkNodeWarning } from '../shared/aws/clients.js';
-import { PacelineError } from '../shared/errors.js';
+import { errorKind } from '../shared/errors.js';
 import {
   defaultRegions,
   InvalidPacerSettingsError,
@@ -204,10 +204,7 @@ interface CliOptions extends RuntimeOptions {
 }
 
 /** Bad command-line arguments. */
-export class UsageError extends PacelineError {
-  override readonly name = 'UsageError';
-  override readonly code = 'local.usage';
-}
+export class UsageError extends errorKind('UsageError', 'local.usage') {}
 
 /** Set when the runner begins to stop (see the `log` and `alert` options of parseCli). */
 let stopRequested = false;

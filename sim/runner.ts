@@ -41,10 +41,11 @@ import { AdServers } from './engine/ad-servers.js';
 import { Auctioneer, minFloat } from './engine/bidding.js';
 import { FaultSchedule } from './engine/faults.js';
 import { MinuteQueue } from './engine/market.js';
-import { NOTICE_BATCH_MS, NoticeFlow } from './engine/notices.js';
+import { NoticeFlow } from './engine/notices.js';
 import { cpuMs, LeaseOverlap, OVERLAP_EVERY, Phases, redisCpuMs } from './engine/overlap.js';
 import { SimPacer } from './engine/pacer.js';
 import { type PlanTrack, Scorer } from './engine/scoring.js';
+import { type RunSpan, runEverySecond, runSpan } from './engine/span.js';
 import type { RunOptions, StrategyRun } from './engine/types.js';
 import { type CampaignRun, World } from './engine/world.js';
 import { dayWindows, memoryLedger } from './engine-parts.js';
@@ -75,8 +76,7 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
   RawScriptCaller.of(options.redis, { timeoutMs: SIM_READ_TIMEOUT_MS });
   const run = new SingleRegionRun(options);
   await run.start();
-  for (let now = run.runStart; now < run.drainUntil; now += 1000) await run.second(now);
-  return run.finish();
+  return runEverySecond(run);
 }
 
 /**
@@ -86,9 +86,7 @@ export async function runStrategy(options: RunOptions): Promise<StrategyRun> {
  * the requests of the second (bids and auctions), and the lease calls landing.
  */
 class SingleRegionRun {
-  readonly runStart: number;
-  readonly drainUntil: number;
-  private readonly end: number;
+  readonly span: RunSpan;
   private readonly seed: number;
   private readonly errors: string[] = [];
   private readonly phase: Phases | undefined;
@@ -117,10 +115,7 @@ class SingleRegionRun {
     const { redis, clock, scenario, strategy } = options;
     this.seed = options.seed ?? scenario.seed;
     this.phase = options.phases ? new Phases() : undefined;
-    // Only Paceline learns from history days; the baselines start on the first scored day.
-    this.runStart = strategy === 'paceline' ? scenario.startMs : scenario.scoredStartMs;
-    this.end = Math.min(scenario.endMs, options.untilMs ?? scenario.endMs);
-    this.drainUntil = this.end + scenario.notices.maxDelayMs * 3 + 2 * NOTICE_BATCH_MS;
+    this.span = runSpan(scenario, strategy, options.untilMs);
     const onError = (line: string) => this.errors.push(line);
     // Budgets: the items a pacer shard's index would return, and the ad servers' view.
     const budgets = new ScenarioBudgets(scenario, (m) => (strategy === 'asap' ? 'asap' : m), SHARD, SHARDS);
@@ -172,7 +167,7 @@ class SingleRegionRun {
       ...(options.takeoverEveryTick ? { takeoverEveryTick: true } : {}),
       onError,
     });
-    this.faults = new FaultSchedule(scenario, redis, this.pacer, this.runStart);
+    this.faults = new FaultSchedule(scenario, redis, this.pacer, this.span.startMs);
     this.market = new MinuteQueue(scenario, this.seed);
     this.overlapOn = options.overlap ?? true;
     this.overlap = new LeaseOverlap(redis, this.overlapOn);
@@ -199,7 +194,7 @@ class SingleRegionRun {
     this.wall0 = Date.now();
     this.cpu0 = cpuMs();
     this.rcpu0 = await redisCpuMs(this.options.redis);
-    this.options.clock.set(this.runStart);
+    this.options.clock.set(this.span.startMs);
   }
 
   /** One simulated second (class comment). */
@@ -207,7 +202,7 @@ class SingleRegionRun {
     const { clock } = this.options;
     const phase = this.phase;
     clock.set(now);
-    const bidding = now < this.end;
+    const bidding = now < this.span.endMs;
     if (bidding) await this.beforeRequests(now);
     // Taken already when the pacer's tick issued them (see `tick`).
     const due = this.notices.take(now);
@@ -372,7 +367,7 @@ class SingleRegionRun {
     await this.ads.close();
     this.pacer.close();
     const staleWritesAccepted = await this.pacer.staleWritesAccepted();
-    const plans = await this.scorer.results(redis, this.reconciler, this.drainUntil);
+    const plans = await this.scorer.results(redis, this.reconciler, this.span.drainUntilMs);
     const { pacer, market, auctioneer } = this;
     return {
       strategy,

@@ -4,20 +4,16 @@
  * "Scenario format"). Shared by the scenario and its `regions` (`sim/regions/scenario.ts`).
  */
 import { canonicalTimeZone } from '../shared/budget/time-zone.js';
-import { PacelineError } from '../shared/errors.js';
+import { inputErrorKind } from '../shared/errors.js';
 import { isPacingMode, type PacingMode, pacingModeIds } from '../shared/pacing/modes.js';
 
 /** Thrown for an invalid scenario; the message names the field (JSON path) and the fix. */
-export class ScenarioError extends PacelineError {
-  override readonly name = 'ScenarioError';
-  override readonly code = 'sim.scenario';
-  constructor(
-    readonly field: string,
-    message: string,
-  ) {
-    super(`${field}: ${message}`);
-  }
-}
+export class ScenarioError extends inputErrorKind(
+  'ScenarioError',
+  'sim.scenario',
+  'field',
+  (field) => `${field}: `,
+) {}
 
 /** A JSON object of the scenario file. */
 export type Json = Record<string, unknown>;

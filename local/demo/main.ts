@@ -9,7 +9,7 @@ import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { EXIT } from '../../cli/common.js';
 import { quietSdkNodeWarning } from '../../shared/aws/endpoints.js';
-import { PacelineError } from '../../shared/errors.js';
+import { errorKind } from '../../shared/errors.js';
 import { DemoTargetError, demoTargetFromEnv, describeDemoTarget } from './target.js';
 import { type DemoStats, EARLY_WINDOW_MS, startDemoTraffic } from './traffic.js';
 
@@ -29,10 +29,7 @@ export interface DemoArgs {
 }
 
 /** Wrong command line: exit 2, one line. */
-export class DemoUsageError extends PacelineError {
-  override readonly name = 'DemoUsageError';
-  override readonly code = 'demo.usage';
-}
+export class DemoUsageError extends errorKind('DemoUsageError', 'demo.usage') {}
 
 export const DEMO_HELP = `Usage: npm run demo -- [options]
 

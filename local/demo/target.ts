@@ -6,16 +6,13 @@
 
 import { type AwsEndpoints, endpointsFromEnv } from '../../shared/aws/clients.js';
 import { InvalidEnvError } from '../../shared/config/env.js';
-import { PacelineError } from '../../shared/errors.js';
+import { errorKind } from '../../shared/errors.js';
 import { type RedisConfig, redisConfigFromEnv } from '../../shared/redis/connect.js';
 
 type Env = Readonly<Record<string, string | undefined>>;
 
 /** No (complete) local target in the environment. Exit code 2. */
-export class DemoTargetError extends PacelineError {
-  override readonly name = 'DemoTargetError';
-  override readonly code = 'demo.target';
-}
+export class DemoTargetError extends errorKind('DemoTargetError', 'demo.target') {}
 
 /** A local region the demo drives. */
 export interface DemoTarget {

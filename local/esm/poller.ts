@@ -26,7 +26,7 @@ import {
   ListShardsCommand,
   type ShardIteratorType,
 } from '@aws-sdk/client-kinesis';
-import { PacelineError } from '../../shared/errors.js';
+import { errorKind } from '../../shared/errors.js';
 import type { KinesisSourceSpec } from '../../shared/region/resources.js';
 import { type Clock, systemClock } from '../../shared/time/clock.js';
 import type { InvokeResult, Invoker } from '../worker/invoker.js';
@@ -106,10 +106,7 @@ interface ShardState {
 }
 
 /** Raised by {@link KinesisPoller.waitForIdle} when the mapping does not catch up in time. */
-export class PollerNotIdleError extends PacelineError {
-  override readonly name = 'PollerNotIdleError';
-  override readonly code = 'local.poller-not-idle';
-}
+export class PollerNotIdleError extends errorKind('PollerNotIdleError', 'local.poller-not-idle') {}
 
 /** Polls a Kinesis stream and invokes a function with Lambda's event-source-mapping semantics. */
 export class KinesisPoller {

@@ -4,7 +4,7 @@
  * currency. Plans store budgets only; spend is stored elsewhere (ledger, live counters) and the
  * remainder is always derived, so a mid-day budget change takes effect from what is left.
  */
-import { PacelineError } from '../errors.js';
+import { inputErrorKind } from '../errors.js';
 import { isPacingMode, type PacingMode, pacingModeIds } from '../pacing/modes.js';
 import { canonicalTimeZone, InvalidTimeZoneError } from './time-zone.js';
 
@@ -66,17 +66,12 @@ export interface ResolvedPlan extends BudgetPlan {
 }
 
 /** Thrown when a budget object is invalid; the message names the field and what to do. */
-export class BudgetValidationError extends PacelineError {
-  override readonly name = 'BudgetValidationError';
-  override readonly code = 'budget.invalid';
-  constructor(
-    readonly field: string,
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(`${field}: ${message}`, options);
-  }
-}
+export class BudgetValidationError extends inputErrorKind(
+  'BudgetValidationError',
+  'budget.invalid',
+  'field',
+  (field) => `${field}: `,
+) {}
 
 /** Ids end up in Redis keys and DynamoDB keys: no braces, colons, `#` or `/`. */
 const ID = /^[A-Za-z0-9_.-]{1,64}$/;

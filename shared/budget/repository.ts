@@ -30,7 +30,7 @@ import {
   ScanCommand,
   UpdateCommand,
 } from '@aws-sdk/lib-dynamodb';
-import { PacelineError } from '../errors.js';
+import { errorKind } from '../errors.js';
 import { accountShardKey } from '../pacing/shard.js';
 import {
   type Account,
@@ -59,10 +59,7 @@ export interface BudgetRepositoryOptions {
 }
 
 /** Thrown when a write cannot tag its item with a pacer shard (no shard count configured). */
-export class BudgetShardingError extends PacelineError {
-  override readonly name = 'BudgetShardingError';
-  override readonly code = 'budget.sharding';
-}
+export class BudgetShardingError extends errorKind('BudgetShardingError', 'budget.sharding') {}
 
 /** Name of the budgets table's index by pacer shard (keys `pacerShard`, `updatedAt`). */
 export const PACER_SHARD_INDEX = 'by-pacer-shard';
@@ -81,16 +78,10 @@ export type BudgetItem = Record<string, unknown> & {
 };
 
 /** Thrown when an item to create exists already, or an update lost an optimistic-concurrency race. */
-export class BudgetConflictError extends PacelineError {
-  override readonly name = 'BudgetConflictError';
-  override readonly code = 'budget.conflict';
-}
+export class BudgetConflictError extends errorKind('BudgetConflictError', 'budget.conflict') {}
 
 /** Thrown when a referenced account or campaign does not exist. */
-export class BudgetNotFoundError extends PacelineError {
-  override readonly name = 'BudgetNotFoundError';
-  override readonly code = 'budget.not-found';
-}
+export class BudgetNotFoundError extends errorKind('BudgetNotFoundError', 'budget.not-found') {}
 
 /** How a write treats an existing item. */
 export type WriteMode = 'create' | 'update' | 'upsert';

@@ -3,7 +3,7 @@
  * so a day is 23, 24 or 25 hours long around DST switches. Pure functions over `Intl` (no
  * dependency); results are cached per zone because `Intl.DateTimeFormat` is slow to build.
  */
-import { PacelineError } from '../errors.js';
+import { errorKind, PacelineError } from '../errors.js';
 
 /** Thrown for a time zone name `Intl` does not know. */
 export class InvalidTimeZoneError extends PacelineError {
@@ -70,10 +70,7 @@ export function canonicalTimeZone(timeZone: string): string {
 }
 
 /** Thrown for a day that is not a real calendar date `YYYY-MM-DD`. */
-export class InvalidDayError extends PacelineError {
-  override readonly name = 'InvalidDayError';
-  override readonly code = 'budget.invalid-day';
-}
+export class InvalidDayError extends errorKind('InvalidDayError', 'budget.invalid-day') {}
 
 /** Parses `YYYY-MM-DD`, refusing dates that do not exist (2026-13-45, 2026-02-29). */
 export function parseDay(day: string): { y: number; m: number; d: number } {

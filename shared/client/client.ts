@@ -17,7 +17,7 @@ import type { BudgetRepository } from '../budget/repository.js';
 import type { CapCheckResult } from '../counting/query.js';
 import { type ActionEvent, encodeActionEvent } from '../counting/schema.js';
 import type { ActionStore, CapCheckRequest } from '../counting/store.js';
-import { PacelineError } from '../errors.js';
+import { errorKind } from '../errors.js';
 import type { KinesisPutError } from '../kinesis/producer.js';
 import { paceBid } from '../pacing/ad-server.js';
 import type { PacingReader, PacingStatus } from '../pacing/reader.js';
@@ -75,10 +75,7 @@ export interface TrackResult {
 }
 
 /** A bid request the client refuses (a programming error in the caller, not a runtime fault). */
-export class InvalidBidInputError extends PacelineError {
-  override readonly name = 'InvalidBidInputError';
-  override readonly code = 'client.invalid-bid-input';
-}
+export class InvalidBidInputError extends errorKind('InvalidBidInputError', 'client.invalid-bid-input') {}
 
 /** The ad-server client; build it with {@link createPacelineClient}. */
 export interface PacelineClient {

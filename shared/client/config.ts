@@ -9,7 +9,7 @@ import type { KinesisClient } from '@aws-sdk/client-kinesis';
 import { type AwsEndpoints, endpointsFromEnv } from '../aws/endpoints.js';
 import { InvalidEnvError, intEnv, optionalEnv } from '../config/env.js';
 import type { ActionStoreOptions } from '../counting/store.js';
-import { PacelineError } from '../errors.js';
+import { errorKind } from '../errors.js';
 import type { KinesisProducerOptions } from '../kinesis/producer.js';
 import type { PacingReaderOptions } from '../pacing/reader.js';
 import { allocationSettingsFromEnv } from '../pacing/regions/allocation-config.js';
@@ -39,10 +39,10 @@ export const clientCredentialsEnv = {
  * A client configuration a part of the client refuses (`guard` tuning out of range): the message
  * names the option and its range, `cause` is the part's own error.
  */
-export class InvalidClientConfigError extends PacelineError {
-  override readonly name = 'InvalidClientConfigError';
-  override readonly code = 'client.invalid-config';
-}
+export class InvalidClientConfigError extends errorKind(
+  'InvalidClientConfigError',
+  'client.invalid-config',
+) {}
 
 /** Names of the region's resources the client uses. */
 export interface ClientResources {

@@ -12,7 +12,7 @@
  * Both `nurl` and `burl` become `win` events: the ledger books a bid exactly once (conditional
  * put per bid id, the first notice's price wins), so an exchange that calls both is counted once.
  */
-import { PacelineError } from '../errors.js';
+import { errorKind } from '../errors.js';
 import { type LossEvent, SPEND_EVENT_VERSION, type SpendEvent, type WinEvent } from '../spend/events.js';
 
 /** The OpenRTB clearing-price macro, substituted by the exchange (decimal CPM). */
@@ -58,10 +58,7 @@ const P = {
 } as const;
 
 /** A notice URL that cannot be read (not one this client built, or mangled on the way). */
-export class NoticeUrlError extends PacelineError {
-  override readonly name = 'NoticeUrlError';
-  override readonly code = 'client.notice-url';
-}
+export class NoticeUrlError extends errorKind('NoticeUrlError', 'client.notice-url') {}
 
 function noticeUrl(baseUrl: string, kind: NoticeKind, bid: NoticeBid): string {
   const base = baseUrl.endsWith('/') ? baseUrl.slice(0, -1) : baseUrl;

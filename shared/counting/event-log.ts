@@ -2,7 +2,7 @@
  * Reading a user's packed event log: the errors, value keys and layout lookup that count queries
  * (query.ts) and cap checks (caps.ts) share.
  */
-import { PacelineError } from '../errors.js';
+import { errorKind } from '../errors.js';
 import { type EventSchema, type FieldSpec, type Layout, rawValue } from './schema.js';
 
 /** A half-open time range [from, to), epoch ms. */
@@ -12,10 +12,7 @@ export interface TimeRange {
 }
 
 /** Thrown for a query that cannot be answered as asked; the message says what to change. */
-export class InvalidCountQueryError extends PacelineError {
-  override readonly name = 'InvalidCountQueryError';
-  override readonly code = 'counting.invalid-query';
-}
+export class InvalidCountQueryError extends errorKind('InvalidCountQueryError', 'counting.invalid-query') {}
 
 export function specOf(schema: EventSchema, name: string, where: string): FieldSpec {
   const spec = schema.dimension(name);
@@ -69,10 +66,10 @@ export function valueKey(spec: FieldSpec, value: unknown): ValueKey {
 }
 
 /** Thrown when a user's event log holds a layout version this reader does not know. */
-export class UnreadableEventLogError extends PacelineError {
-  override readonly name = 'UnreadableEventLogError';
-  override readonly code = 'counting.unreadable-event-log';
-}
+export class UnreadableEventLogError extends errorKind(
+  'UnreadableEventLogError',
+  'counting.unreadable-event-log',
+) {}
 
 /** The accessors of the layout version at `pos`, built on first sight (unknown version → throws). */
 export function layoutAt<T extends { readonly length: number }>(

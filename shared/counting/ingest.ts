@@ -4,7 +4,7 @@
  * Shared by the Lambda handler (records handed over one at a time, coalesced into one write by
  * {@link IngestCoalescer}) and batch callers (tools, benchmarks).
  */
-import { PacelineError } from '../errors.js';
+import { errorKind } from '../errors.js';
 import { type DecodedRecord, decodeRecord } from './schema.js';
 import type { ActionStore, AddResult } from './store.js';
 
@@ -54,10 +54,10 @@ export function countIngest(metrics: IngestMetrics, result: AddResult): void {
 }
 
 /** {@link IngestCoalescer} options out of range; the message names the option and what to give. */
-export class InvalidIngestOptionsError extends PacelineError {
-  override readonly name = 'InvalidIngestOptionsError';
-  override readonly code = 'counting.invalid-ingest-options';
-}
+export class InvalidIngestOptionsError extends errorKind(
+  'InvalidIngestOptionsError',
+  'counting.invalid-ingest-options',
+) {}
 
 /** Options of {@link IngestCoalescer}. */
 export interface IngestCoalescerOptions {

@@ -21,7 +21,7 @@
  * (appended before the user id). Old records keep decoding; readers give a dimension an event's
  * version lacks its zero value.
  */
-import { PacelineError } from '../errors.js';
+import { inputErrorKind } from '../errors.js';
 import { MalformedRecordError } from '../quarantine/quarantine.js';
 
 /** How a field's bytes are interpreted. */
@@ -245,20 +245,14 @@ const U64_MAX = (1n << 64n) - 1n;
 /**
  * A value a caller gave for an action event (`sendAction`, `encodeActionEvent`) or a cap check's
  * entities that cannot be encoded or would be refused by the ingest function; the message names
- * the field and what to send instead. (The ingest function's own refusals are {@link ActionEventError}s.)
+ * the field and what to send instead; `field` is the field at fault (`userId`, `campaign`, `timestamp`…).
+ * (The ingest function's own refusals are {@link ActionEventError}s.)
  */
-export class InvalidActionFieldError extends PacelineError {
-  override readonly name = 'InvalidActionFieldError';
-  override readonly code = 'counting.invalid-field-value';
-  constructor(
-    /** The field at fault (`userId`, `campaign`, `timestamp`…). */
-    readonly field: string,
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
-  }
-}
+export class InvalidActionFieldError extends inputErrorKind(
+  'InvalidActionFieldError',
+  'counting.invalid-field-value',
+  'field',
+) {}
 
 function fail(field: string, problem: string): never {
   throw new InvalidActionFieldError(field, `Action event field "${field}" ${problem}`);

@@ -14,22 +14,17 @@
  * Without a lower time bound the range starts at the retention horizon.
  */
 
-import { PacelineError } from '../errors.js';
+import { inputErrorKind } from '../errors.js';
 import { DAY_MS, HOUR_MS, MINUTE_MS } from '../time/clock.js';
 import type { CountQuery, DimensionFilter } from './query.js';
 import { actionEventSchema, type EventSchema } from './schema.js';
 
 /** Thrown for text that is not a valid count query; the message shows where and what was expected. */
-export class CountQuerySyntaxError extends PacelineError {
-  override readonly name = 'CountQuerySyntaxError';
-  override readonly code = 'counting.query-syntax';
-  constructor(
-    readonly position: number,
-    message: string,
-  ) {
-    super(message);
-  }
-}
+export class CountQuerySyntaxError extends inputErrorKind<'position', number>(
+  'CountQuerySyntaxError',
+  'counting.query-syntax',
+  'position',
+) {}
 
 /** A parsed text query. */
 export interface ParsedCountQuery {
@@ -215,35 +210,33 @@ class QueryReader {
 
   /** After a dimension: `= v` or `IN (v, …)`. */
   private values(): (string | number)[] {
-    const values: (string | number)[] = [];
     if (!this.isKeyword('IN')) {
       this.symbol('=');
-      values.push(this.value());
-      return values;
+      return [this.value()];
     }
     this.next();
     this.symbol('(');
-    values.push(this.value());
-    while (this.peek().text === ',') {
-      this.next();
-      values.push(this.value());
-    }
+    const values = this.commaList(() => this.value());
     this.symbol(')');
     return values;
   }
 
-  /** An optional `GROUP BY d, …`. */
-  groupBy(): string[] {
-    const groupBy: string[] = [];
-    if (!this.isKeyword('GROUP')) return groupBy;
-    this.next();
-    this.keyword('BY');
-    groupBy.push(this.dimension());
+  /** One item or more, separated by commas (`a, b, c`). */
+  private commaList<T>(item: () => T): T[] {
+    const items = [item()];
     while (this.peek().text === ',') {
       this.next();
-      groupBy.push(this.dimension());
+      items.push(item());
     }
-    return groupBy;
+    return items;
+  }
+
+  /** An optional `GROUP BY d, …`. */
+  groupBy(): string[] {
+    if (!this.isKeyword('GROUP')) return [];
+    this.next();
+    this.keyword('BY');
+    return this.commaList(() => this.dimension());
   }
 }
 

@@ -19,7 +19,7 @@
  * memory.
  */
 import { Cluster, type Result } from 'ioredis';
-import { PacelineError } from '../errors.js';
+import { errorKind } from '../errors.js';
 import { type RedisClient, slotOf, slotsReady } from '../redis/connect.js';
 import { slotOwner } from '../redis/resp/ioredis-adapter.js';
 import { clientValueReader, RawValueReader, type ValueReader } from '../redis/resp/value-reader.js';
@@ -216,10 +216,10 @@ export function packArrivals(
 }
 
 /** {@link ActionStore} options out of range (the message names the option and its range). */
-export class InvalidActionStoreOptionsError extends PacelineError {
-  override readonly name = 'InvalidActionStoreOptionsError';
-  override readonly code = 'counting.invalid-store-options';
-}
+export class InvalidActionStoreOptionsError extends errorKind(
+  'InvalidActionStoreOptionsError',
+  'counting.invalid-store-options',
+) {}
 
 /** Redis-backed store and query API of user-action events. */
 export class ActionStore {

@@ -22,7 +22,7 @@
  * ({@link decodeShardPublish}, {@link effectivePublish}).
  */
 import type { DayWindow } from '../budget/time-zone.js';
-import { PacelineError } from '../errors.js';
+import { errorKind } from '../errors.js';
 import { writeField } from './decimal.js';
 import { type Fence, parseFence } from './fence.js';
 import { isPacingMode, type PacingMode } from './modes.js';
@@ -32,10 +32,10 @@ import type { CurvePoints, PlanPacingParams } from './types.js';
 export const PACING_CONTRACT_VERSION = 2;
 
 /** Thrown when a controller's output cannot be published (e.g. a NaN throttle). */
-export class InvalidPacingParamsError extends PacelineError {
-  override readonly name = 'InvalidPacingParamsError';
-  override readonly code = 'pacing.invalid-params';
-}
+export class InvalidPacingParamsError extends errorKind(
+  'InvalidPacingParamsError',
+  'pacing.invalid-params',
+) {}
 
 /** Formats a factor with at most 6 decimals (plain decimal, no exponent). */
 function factor(x: number): string {
@@ -172,10 +172,7 @@ export interface PublishedCampaign {
 }
 
 /** Why a hash could not be decoded. */
-export class PacingDecodeError extends PacelineError {
-  override readonly name = 'PacingDecodeError';
-  override readonly code = 'pacing.decode';
-}
+export class PacingDecodeError extends errorKind('PacingDecodeError', 'pacing.decode') {}
 
 /** Day strings already checked by a decode (a handful are live at any time). */
 const decodedDays = new Set<string>();

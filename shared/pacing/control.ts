@@ -14,7 +14,7 @@
  */
 
 import { GetParameterCommand, GetParametersCommand, type SSMClient } from '@aws-sdk/client-ssm';
-import { PacelineError } from '../errors.js';
+import { errorKind } from '../errors.js';
 import {
   AUTO_LEADER,
   leaderOverridePath,
@@ -41,10 +41,10 @@ export interface ControlSnapshot {
 }
 
 /** Thrown when a control parameter is missing (the region was not provisioned from its description). */
-export class ControlParameterMissingError extends PacelineError {
-  override readonly name = 'ControlParameterMissingError';
-  override readonly code = 'pacing.control-parameter-missing';
-}
+export class ControlParameterMissingError extends errorKind(
+  'ControlParameterMissingError',
+  'pacing.control-parameter-missing',
+) {}
 
 /** Options of {@link PacerControl}. */
 export interface PacerControlOptions {

@@ -15,7 +15,7 @@
  * default curve, the fail-safe) an unknown mode gets the linear day curve.
  */
 import type { DayWindow } from '../budget/time-zone.js';
-import { PacelineError } from '../errors.js';
+import { errorKind, inputErrorKind } from '../errors.js';
 import {
   asapCurve,
   evenCurve,
@@ -94,24 +94,21 @@ const BUILT_IN = {
 /** A pacing mode of this version (`even` | `asap`); a plan's `pacingMode`. */
 export type PacingMode = keyof typeof BUILT_IN;
 
-/** Thrown where a mode must be understood and is not known to this process. */
-export class UnknownPacingModeError extends PacelineError {
-  override readonly name = 'UnknownPacingModeError';
-  override readonly code = 'pacing.unknown-mode';
-  constructor(
-    /** The unknown mode id, or the state code (`1x`) when it came from a stored state. */
-    readonly mode: string,
-    message: string,
-  ) {
-    super(message);
-  }
-}
+/**
+ * Thrown where a mode must be understood and is not known to this process; `mode` is the unknown
+ * mode id, or the state code (`1x`) when it came from a stored state.
+ */
+export class UnknownPacingModeError extends inputErrorKind(
+  'UnknownPacingModeError',
+  'pacing.unknown-mode',
+  'mode',
+) {}
 
 /** Thrown by {@link registerPacingMode} for a definition that breaks the registry's rules. */
-export class PacingModeDefinitionError extends PacelineError {
-  override readonly name = 'PacingModeDefinitionError';
-  override readonly code = 'pacing.mode-definition';
-}
+export class PacingModeDefinitionError extends errorKind(
+  'PacingModeDefinitionError',
+  'pacing.mode-definition',
+) {}
 
 const byId = new Map<string, PacingModeSpec>();
 const byStateCode = new Map<string, PacingModeSpec>();

@@ -4,7 +4,7 @@
  */
 
 import { InvalidEnvError, intEnv, requireEnv } from '../config/env.js';
-import { PacelineError } from '../errors.js';
+import { errorKind } from '../errors.js';
 import {
   type PacerInput,
   type PacerSettings,
@@ -63,10 +63,10 @@ export function pacerConfigFromEnv(env: Env = process.env): PacerConfig {
 }
 
 /** Thrown for an EventBridge input that is not `{shard, instance}` of this layout. */
-export class InvalidPacerInputError extends PacelineError {
-  override readonly name = 'InvalidPacerInputError';
-  override readonly code = 'pacing.invalid-pacer-input';
-}
+export class InvalidPacerInputError extends errorKind(
+  'InvalidPacerInputError',
+  'pacing.invalid-pacer-input',
+) {}
 
 /** Validates the rule's constant input against the layout; returns it with the instance id. */
 export function parsePacerInput(

@@ -25,7 +25,7 @@ import {
 import { DeleteObjectCommand, GetObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { s3Client } from '../aws/ops-clients.js';
 import { requireEnv } from '../config/env.js';
-import { PacelineError } from '../errors.js';
+import { errorKind } from '../errors.js';
 import { regionResources } from '../region/resources.js';
 
 /** A quarantined record. */
@@ -121,10 +121,7 @@ export interface DeadLetterStoreOptions {
 }
 
 /** Thrown when the dead-letter store cannot be written: the record must then be retried, not lost. */
-export class DeadLetterWriteError extends PacelineError {
-  override readonly name = 'DeadLetterWriteError';
-  override readonly code = 'quarantine.dead-letter-write';
-}
+export class DeadLetterWriteError extends errorKind('DeadLetterWriteError', 'quarantine.dead-letter-write') {}
 
 /** DynamoDB-backed dead-letter store. */
 export class DeadLetterStore {

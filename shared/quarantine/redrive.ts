@@ -12,7 +12,7 @@
 import { appendFile, readFile } from 'node:fs/promises';
 import { GetRecordsCommand, GetShardIteratorCommand, type KinesisClient } from '@aws-sdk/client-kinesis';
 import { DeleteMessageCommand, ReceiveMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
-import { PacelineError } from '../errors.js';
+import { errorKind } from '../errors.js';
 import type { ProducerRecord } from '../kinesis/aggregation.js';
 
 /** The part of Lambda's on-failure record (`KinesisBatchInfo`) a redrive needs. */
@@ -154,10 +154,10 @@ export interface StreamedRecord extends ProducerRecord {
 }
 
 /** Thrown when a batch's records cannot all be read back (past the stream's retention). */
-export class RecordsUnavailableError extends PacelineError {
-  override readonly name = 'RecordsUnavailableError';
-  override readonly code = 'quarantine.records-unavailable';
-}
+export class RecordsUnavailableError extends errorKind(
+  'RecordsUnavailableError',
+  'quarantine.records-unavailable',
+) {}
 
 /** Reads the records of `batch` back from its shard, in order. */
 export async function readBatch(

@@ -8,7 +8,7 @@
 import calculateSlot from 'cluster-key-slot';
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from 'ioredis';
 import { boolEnv, InvalidEnvError, requireEnv } from '../config/env.js';
-import { PacelineError } from '../errors.js';
+import { errorKind } from '../errors.js';
 import { redisEnv } from '../region/resources.js';
 import type { Clock } from '../time/clock.js';
 import { type CredentialProvider, type IamAuthTarget, IamTokenRefresher } from './iam-auth.js';
@@ -150,10 +150,7 @@ function withIamAuth(client: RedisClient, target: IamAuthTarget, options: Connec
 }
 
 /** A {@link RedisConfig} that cannot be connected to (the message says what to give). */
-export class InvalidRedisConfigError extends PacelineError {
-  override readonly name = 'InvalidRedisConfigError';
-  override readonly code = 'redis.invalid-config';
-}
+export class InvalidRedisConfigError extends errorKind('InvalidRedisConfigError', 'redis.invalid-config') {}
 
 /** Opens a client for `config`. */
 export function connectRedis(config: RedisConfig, options: ConnectOptions = {}): RedisClient {

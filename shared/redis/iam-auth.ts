@@ -12,7 +12,7 @@
 
 import { createHash, createHmac, type Hash, type Hmac } from 'node:crypto';
 import { SignatureV4 } from '@smithy/signature-v4';
-import { PacelineError } from '../errors.js';
+import { errorKind } from '../errors.js';
 import { type Clock, systemClock } from '../time/clock.js';
 
 /** AWS credentials (what the SDK's default provider chain resolves). */
@@ -129,10 +129,7 @@ export interface IamTokenRefresherOptions {
 }
 
 /** Thrown when no first token could be signed (credentials unavailable). */
-export class IamAuthTokenError extends PacelineError {
-  override readonly name = 'IamAuthTokenError';
-  override readonly code = 'redis.iam-auth-token';
-}
+export class IamAuthTokenError extends errorKind('IamAuthTokenError', 'redis.iam-auth-token') {}
 
 /**
  * Keeps a fresh token in `sink`: one at {@link IamTokenRefresher.start}, then every

@@ -27,7 +27,7 @@
  *
  * Every error names the bad key and what to give instead.
  */
-import { PacelineError } from '../errors.js';
+import { inputErrorKind } from '../errors.js';
 import { InvalidStageError, validateStage } from './names.js';
 import {
   type CacheSettings,
@@ -113,17 +113,12 @@ export interface DeploymentSettings {
 }
 
 /** A context value that cannot work; the message names the key. */
-export class InvalidDeploymentSettingsError extends PacelineError {
-  override readonly name = 'InvalidDeploymentSettingsError';
-  override readonly code = 'region.invalid-deployment-settings';
-  constructor(
-    readonly key: string,
-    message: string,
-    options?: { cause?: unknown },
-  ) {
-    super(`cdk.json context ${key}: ${message}`, options);
-  }
-}
+export class InvalidDeploymentSettingsError extends inputErrorKind(
+  'InvalidDeploymentSettingsError',
+  'region.invalid-deployment-settings',
+  'key',
+  (key) => `cdk.json context ${key}: `,
+) {}
 
 type Lookup = (key: string) => unknown;
 

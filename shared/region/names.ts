@@ -13,7 +13,7 @@
  *
  * Data plus pure functions; nothing here touches AWS.
  */
-import { PacelineError } from '../errors.js';
+import { errorKind } from '../errors.js';
 
 /** What a stage may look like: lowercase letters, digits, single hyphens; starts with a letter. */
 export const STAGE_PATTERN = /^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$/;
@@ -25,10 +25,7 @@ export const STAGE_PATTERN = /^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$/;
 export const MAX_STAGE_LENGTH = 12;
 
 /** Thrown for a stage that cannot prefix every name; the message says why and what to give. */
-export class InvalidStageError extends PacelineError {
-  override readonly name = 'InvalidStageError';
-  override readonly code = 'region.invalid-stage';
-}
+export class InvalidStageError extends errorKind('InvalidStageError', 'region.invalid-stage') {}
 
 /**
  * Validates a stage name (lowercase letters, digits, hyphens; 1–12 characters; starting with a

@@ -5,7 +5,7 @@
 
 import type { ResolvedPlan } from '../budget/model.js';
 import type { TargetCurve } from '../budget/pacing.js';
-import { PacelineError } from '../errors.js';
+import { errorKind } from '../errors.js';
 import type { AllocationConfig } from '../pacing/regions/allocation-config.js';
 import type { RedisClient } from '../redis/connect.js';
 import type { Clock } from '../time/clock.js';
@@ -116,17 +116,14 @@ export interface GuardStats {
 }
 
 /** A {@link BudgetGuardOptions} value the guard cannot run with; the message names it and what to give. */
-export class InvalidGuardOptionsError extends PacelineError {
-  override readonly name = 'InvalidGuardOptionsError';
-  override readonly code = 'spend.invalid-guard-options';
-}
+export class InvalidGuardOptionsError extends errorKind(
+  'InvalidGuardOptionsError',
+  'spend.invalid-guard-options',
+) {}
 
 /**
  * A plan-day's live counters keep in-flight amounts in slots of another width than this guard's
  * `inFlight.slotMs`: every guard and track-spend of a deployment must use the same
  * {@link InFlightConfig}. The lease call fails with it (through `onError` for background calls).
  */
-export class SlotMismatchError extends PacelineError {
-  override readonly name = 'SlotMismatchError';
-  override readonly code = 'spend.slot-mismatch';
-}
+export class SlotMismatchError extends errorKind('SlotMismatchError', 'spend.slot-mismatch') {}

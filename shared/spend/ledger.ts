@@ -26,7 +26,7 @@
 
 import { ConditionalCheckFailedException, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient, GetCommand, PutCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
-import { PacelineError } from '../errors.js';
+import { errorKind } from '../errors.js';
 import { type Clock, systemClock } from '../time/clock.js';
 
 /** Version of the ledger's item contract written by this code (`v` on every item). */
@@ -99,10 +99,10 @@ const partition = (campaignId: string, day: string) => `S#${campaignId}#${day}`;
 export type LedgerStore = Pick<SpendLedger, 'record' | 'entries' | 'markPlanDayStarted'>;
 
 /** Thrown for a region name the ledger's keys cannot carry. */
-export class InvalidLedgerRegionError extends PacelineError {
-  override readonly name = 'InvalidLedgerRegionError';
-  override readonly code = 'spend.invalid-ledger-region';
-}
+export class InvalidLedgerRegionError extends errorKind(
+  'InvalidLedgerRegionError',
+  'spend.invalid-ledger-region',
+) {}
 
 /** The ledger, as one region sees it. */
 export class SpendLedger {

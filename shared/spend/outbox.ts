@@ -28,14 +28,14 @@
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { BatchWriteCommand, DynamoDBDocumentClient, QueryCommand } from '@aws-sdk/lib-dynamodb';
-import { PacelineError } from '../errors.js';
+import { errorKind } from '../errors.js';
 import type { LedgerEntry } from './ledger.js';
 
 /** {@link SpendOutbox} options it cannot run with; the message names the option and what to give. */
-export class InvalidOutboxOptionsError extends PacelineError {
-  override readonly name = 'InvalidOutboxOptionsError';
-  override readonly code = 'spend.invalid-outbox-options';
-}
+export class InvalidOutboxOptionsError extends errorKind(
+  'InvalidOutboxOptionsError',
+  'spend.invalid-outbox-options',
+) {}
 
 /** A win whose Redis apply is not confirmed yet. */
 export interface PendingWin {

@@ -22,7 +22,7 @@ import type { Result } from 'ioredis';
 import type { ResolvedPlan } from '../budget/model.js';
 import type { BudgetRepository } from '../budget/repository.js';
 import { dayWindowOf } from '../budget/time-zone.js';
-import { PacelineError } from '../errors.js';
+import { errorKind } from '../errors.js';
 import type { RedisClient } from '../redis/connect.js';
 import { defineScripts } from '../redis/scripts/registry.js';
 import type { Clock } from '../time/clock.js';
@@ -90,10 +90,10 @@ export function keepFor(dayEndMs: number, nowMs: number, retentionMs: number): n
  * Thrown when a plan-day could not be rebuilt in time because another process holds its rebuild
  * lock and has not finished (or Redis keeps refusing): transient, the record is retried.
  */
-export class RebuildUnavailableError extends PacelineError {
-  override readonly name = 'RebuildUnavailableError';
-  override readonly code = 'spend.rebuild-unavailable';
-}
+export class RebuildUnavailableError extends errorKind(
+  'RebuildUnavailableError',
+  'spend.rebuild-unavailable',
+) {}
 
 declare module 'ioredis' {
   interface RedisCommander<Context> {

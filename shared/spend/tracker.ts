@@ -20,7 +20,7 @@
 
 import { type CampaignBudgets, plansForBid, type ResolvedPlan } from '../budget/model.js';
 import { dayWindow } from '../budget/time-zone.js';
-import { PacelineError } from '../errors.js';
+import { errorKind } from '../errors.js';
 import type { RedisClient } from '../redis/connect.js';
 import type { Clock } from '../time/clock.js';
 import {
@@ -49,10 +49,10 @@ import {
 export type BudgetLookup = (campaignId: string) => Promise<CampaignBudgets | undefined>;
 
 /** Thrown when a plan-day stays uninitialised after a rebuild (Redis flapping): retried by Lambda. */
-export class LiveCountersUnavailableError extends PacelineError {
-  override readonly name = 'LiveCountersUnavailableError';
-  override readonly code = 'spend.live-counters-unavailable';
-}
+export class LiveCountersUnavailableError extends errorKind(
+  'LiveCountersUnavailableError',
+  'spend.live-counters-unavailable',
+) {}
 
 /** Options of {@link SpendTracker}. */
 export interface SpendTrackerOptions {

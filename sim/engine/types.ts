@@ -59,24 +59,29 @@ export interface PlanDayResult {
 /** One strategy's run of a scenario. */
 export interface StrategyRun {
   readonly strategy: StrategyName;
+  /** One result per plan and scored local day. */
   readonly plans: PlanDayResult[];
+  /** Ad requests the market sent over the run (bidding part of the span). */
   readonly requests: number;
   /** Auctions we took part in (at least one of our bids). */
   readonly auctions: number;
+  /** Bids placed: a request with several eligible campaigns bids once per campaign. */
   readonly bids: number;
+  /** Win and loss notices delivered to the spend path. */
   readonly notices: number;
   /** The guards' lease/settle calls to Redis (each one Lua script). */
   readonly leaseCalls: number;
+  /** Pacer ticks run. */
   readonly ticks: number;
+  /** Ticks that published parameters. */
   readonly publishedTicks: number;
   /** Claims and publish batches refused by the fence (an old leader after a takeover). */
   readonly fencedWritesRejected: number;
   /** Audit-stream check: after each takeover, no write of an older publisher landed. */
   readonly staleWritesAccepted: number;
+  /** Ticks that reloaded the controllers' state from Redis (a takeover). */
   readonly stateReloads: number;
-  readonly faults: readonly string[];
-  /** Guard and reader background errors (a clean run has none). */
-  readonly errors: readonly string[];
+  /** Wall-clock time of the run, ms. */
   readonly wallMs: number;
   /** CPU time of this process during the run (user + system), ms. */
   readonly cpuMs: number;
@@ -86,6 +91,10 @@ export interface StrategyRun {
   readonly phases?: PhaseTimes;
   /** Several regions (`sim/regions/`): each region's part; `plans` are then the combined figures. */
   readonly regions?: readonly RegionRun[];
+  /** The faults injected, a line each with its instant. */
+  readonly faults: readonly string[];
+  /** Guard and reader background errors (a clean run has none). */
+  readonly errors: readonly string[];
 }
 
 /** One region's part of a multi-region run (`sim/regions/engine.ts`). */

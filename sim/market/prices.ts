@@ -8,7 +8,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { PacelineError } from '../../shared/errors.js';
+import { errorKind } from '../../shared/errors.js';
 import type { Random } from '../../shared/random/prng.js';
 
 /** The campaigns with a histogram in sim/data/ipinyou/. */
@@ -31,10 +31,7 @@ export interface PriceHistogram {
 }
 
 /** Thrown for a histogram that does not exist or cannot be read. */
-export class PriceDataError extends PacelineError {
-  override readonly name = 'PriceDataError';
-  override readonly code = 'sim.price-data';
-}
+export class PriceDataError extends errorKind('PriceDataError', 'sim.price-data') {}
 
 /**
  * `sim/data/ipinyou`, found from this module upwards: the module is `sim/market/prices.ts` under

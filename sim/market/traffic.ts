@@ -2,7 +2,7 @@
  * Bid-request traffic: requests per minute from an hourly shape (local time of the market's time
  * zone), a day level and per-minute noise, sampled as a Poisson count. Deterministic for a seed.
  */
-import { PacelineError } from '../../shared/errors.js';
+import { errorKind } from '../../shared/errors.js';
 import type { Random } from '../../shared/random/prng.js';
 
 /** Relative traffic per local hour (24 values; only ratios matter). */
@@ -25,10 +25,7 @@ export const SHAPES = {
 } as const satisfies Record<string, HourlyShape>;
 
 /** Thrown for an unusable shape. */
-export class TrafficShapeError extends PacelineError {
-  override readonly name = 'TrafficShapeError';
-  override readonly code = 'sim.traffic-shape';
-}
+export class TrafficShapeError extends errorKind('TrafficShapeError', 'sim.traffic-shape') {}
 
 /** Validates a shape (24 finite values ≥ 0, not all 0). */
 export function assertShape(shape: HourlyShape): void {

@@ -20,6 +20,8 @@ import { readPlanDay } from '../../shared/spend/live-counters.js';
 import { ScenarioBudgets } from '../budgets.js';
 import { Auctioneer, minFloat, type NoticeEvent } from '../engine/bidding.js';
 import { MinuteQueue, mix } from '../engine/market.js';
+import { NOTICE_BATCH_MS } from '../engine/notices.js';
+import { type RunSpan, runEverySecond, runSpan } from '../engine/span.js';
 import type { RegionRun, RegionsRunOptions, StrategyRun } from '../engine/types.js';
 
 export type { RegionProbe, RegionsRunOptions } from '../engine/types.js';
@@ -35,7 +37,6 @@ import { type ScenarioRegion, trafficAt, within } from './scenario.js';
 import { type PlanTrack, Tracks } from './scoring.js';
 
 const MINUTE = 60_000;
-const NOTICE_BATCH_MS = 5_000;
 /** Salt of the request → region draw (independent of eligibility and bidding draws). */
 const ROUTE_SALT = 0x726f7574;
 
@@ -57,9 +58,7 @@ export async function runRegions(options: RegionsRunOptions): Promise<StrategyRu
   const specs = options.scenario.regions as readonly ScenarioRegion[];
   if (!specs || options.redis.length !== specs.length)
     throw new Error('runRegions needs the scenario’s regions and one Redis per region.');
-  const run = new RegionsRun(options, specs);
-  for (let now = run.runStart; now < run.drainUntil; now += 1000) await run.second(now);
-  return run.finish();
+  return runEverySecond(new RegionsRun(options, specs));
 }
 
 /**
@@ -67,9 +66,7 @@ export async function runRegions(options: RegionsRunOptions): Promise<StrategyRu
  * request routed to a live region, and per region its faults, pacer tick, notices and scoring.
  */
 class RegionsRun {
-  readonly runStart: number;
-  readonly drainUntil: number;
-  private readonly end: number;
+  readonly span: RunSpan;
   private readonly scenario: Scenario;
   private readonly errors: string[] = [];
   private readonly faultLog: string[] = [];
@@ -98,10 +95,8 @@ class RegionsRun {
     const { clock, scenario, strategy } = options;
     this.scenario = scenario;
     const seed = options.seed ?? scenario.seed;
-    this.runStart = strategy === 'paceline' ? scenario.startMs : scenario.scoredStartMs;
-    this.end = Math.min(scenario.endMs, options.untilMs ?? scenario.endMs);
-    this.drainUntil = this.end + scenario.notices.maxDelayMs * 3 + 2 * NOTICE_BATCH_MS;
-    clock.set(this.runStart);
+    this.span = runSpan(scenario, strategy, options.untilMs);
+    clock.set(this.span.startMs);
     const budgets = new ScenarioBudgets(scenario, (m) => (strategy === 'asap' ? 'asap' : m), 0, 1);
     const live = new Map<string, CampaignBudgets>();
     ({ regions: this.regions, table: this.table } = buildRegions(options, specs, budgets, live, (line) =>
@@ -149,7 +144,7 @@ class RegionsRun {
   async second(now: number): Promise<void> {
     const { clock } = this.options;
     clock.set(now);
-    const bidding = now < this.end;
+    const bidding = now < this.span.endMs;
     this.table.deliver(now);
     if (bidding) {
       await this.applyFaults(now);
@@ -228,7 +223,8 @@ class RegionsRun {
         r.crash();
         this.faultLog.push(`${new Date(now).toISOString()} region-lost ${r.name}`);
       } else if (!lost && !r.up) {
-        if (now > this.runStart) this.faultLog.push(`${new Date(now).toISOString()} region-back ${r.name}`);
+        if (now > this.span.startMs)
+          this.faultLog.push(`${new Date(now).toISOString()} region-back ${r.name}`);
         r.start(this.world.activeBudgets());
         for (const s of r.servers) await s.reader.prefetch(this.world.active);
       }
@@ -361,11 +357,11 @@ class RegionsRun {
         for (let i = 0; i < this.regions.length; i++) {
           const redis = this.options.redis[i] as RedisClient;
           const key = planDayKeys(t.plan, day).state;
-          let snap = await readPlanDay(redis, key, this.drainUntil);
+          let snap = await readPlanDay(redis, key, this.span.drainUntilMs);
           const spent = t.days.get(day)?.regionSpent[i] ?? 0;
           if (snap.epoch === undefined && spent > 0) {
             await (this.regions[i] as SimRegion).reconciler.reconcile(t.plan, day);
-            snap = await readPlanDay(redis, key, this.drainUntil);
+            snap = await readPlanDay(redis, key, this.span.drainUntilMs);
           }
           per.push(snap.confirmedMicros);
         }

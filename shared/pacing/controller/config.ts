@@ -3,7 +3,7 @@
  * setting has a default that the simulator runs were tuned with; a pacer passes overrides only
  * for experiments.
  */
-import { PacelineError } from '../../errors.js';
+import { errorKind } from '../../errors.js';
 import { DEFAULT_RELEASE_CAP } from '../../spend/release.js';
 import { BUILT_IN_SHAPE } from './prior.js';
 
@@ -125,10 +125,7 @@ export const defaultControllerConfig: PacingControllerConfig = {
 };
 
 /** Thrown for a configuration value outside its range; the message names the field. */
-export class ControllerConfigError extends PacelineError {
-  override readonly name = 'ControllerConfigError';
-  override readonly code = 'pacing.controller-config';
-}
+export class ControllerConfigError extends errorKind('ControllerConfigError', 'pacing.controller-config') {}
 
 /** Merges overrides into the defaults and validates the result. */
 export function resolveControllerConfig(

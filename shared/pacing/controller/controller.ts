@@ -22,7 +22,7 @@
  */
 import type { ResolvedPlan } from '../../budget/model.js';
 import type { DayWindow } from '../../budget/time-zone.js';
-import { PacelineError } from '../../errors.js';
+import { errorKind } from '../../errors.js';
 import { type CurvePoints, evaluateCurve, type PlanPacingParams } from '../types.js';
 import { actuatorsOf } from './actuators.js';
 import type { PacingController, PlanStep, PlanTickInput } from './api.js';
@@ -64,10 +64,7 @@ function seedOf(plan: ResolvedPlan): number {
 }
 
 /** Thrown for a tick input that cannot be paced; the message names the field and the fix. */
-export class PacingInputError extends PacelineError {
-  override readonly name = 'PacingInputError';
-  override readonly code = 'pacing.input';
-}
+export class PacingInputError extends errorKind('PacingInputError', 'pacing.input') {}
 
 function checkInput(input: PlanTickInput): void {
   const { day, nowMs, plan } = input;

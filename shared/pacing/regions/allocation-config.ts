@@ -7,7 +7,7 @@
 
 import { REGIONS_ENV } from '../../aws/clients.js';
 import { InvalidEnvError, optionalEnv } from '../../config/env.js';
-import { PacelineError } from '../../errors.js';
+import { errorKind } from '../../errors.js';
 
 /** Whether guards cap at the region's allocation. */
 export type AllocationMode = 'strict' | 'off';
@@ -50,10 +50,7 @@ export interface AllocationConfig {
 }
 
 /** Thrown for an allocation setting out of range. */
-export class AllocationConfigError extends PacelineError {
-  override readonly name = 'AllocationConfigError';
-  override readonly code = 'pacing.allocation-config';
-}
+export class AllocationConfigError extends errorKind('AllocationConfigError', 'pacing.allocation-config') {}
 
 /** Defaults of {@link AllocationConfig} (without mode and regions). */
 export const defaultAllocationSettings = {

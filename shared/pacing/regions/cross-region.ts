@@ -22,7 +22,7 @@ import {
   type DescribeReplicationGroupsCommandOutput,
   type ElastiCacheClient,
 } from '@aws-sdk/client-elasticache';
-import { PacelineError } from '../../errors.js';
+import { errorKind } from '../../errors.js';
 import { connectRedis, type RedisClient, type RedisConfig } from '../../redis/connect.js';
 import { cacheReplicationGroupId } from '../../region/resources.js';
 import { type Clock, systemClock } from '../../time/clock.js';
@@ -32,10 +32,10 @@ import type { AllocationAuthority, AuthorityTickOutcome } from './allocation-aut
 import type { RegionSpendView } from './region-spend-items.js';
 
 /** Thrown when a peer region's cache cannot be found or described. */
-export class PeerCacheDiscoveryError extends PacelineError {
-  override readonly name = 'PeerCacheDiscoveryError';
-  override readonly code = 'pacing.peer-cache-discovery';
-}
+export class PeerCacheDiscoveryError extends errorKind(
+  'PeerCacheDiscoveryError',
+  'pacing.peer-cache-discovery',
+) {}
 
 /**
  * The Redis configuration of a region's cache from `DescribeReplicationGroups`: the

@@ -22,7 +22,7 @@
  * with share 0 spends 0 and its demand estimate stays 0 for ever), and the remainder it holds
  * shrinks every tick as the others spend theirs.
  */
-import { PacelineError } from '../../errors.js';
+import { errorKind } from '../../errors.js';
 
 /** The settings of the share rule. */
 export interface ShareConfig {
@@ -66,10 +66,7 @@ export const defaultShareConfig: ShareConfig = {
 };
 
 /** Thrown for a share setting out of range. */
-export class ShareConfigError extends PacelineError {
-  override readonly name = 'ShareConfigError';
-  override readonly code = 'pacing.share-config';
-}
+export class ShareConfigError extends errorKind('ShareConfigError', 'pacing.share-config') {}
 
 /** Validates a partial configuration over the defaults. */
 export function shareConfig(overrides: Partial<ShareConfig> = {}): ShareConfig {

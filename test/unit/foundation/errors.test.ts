@@ -12,10 +12,12 @@ import { BudgetValidationError } from '../../../shared/budget/model.js';
 import { InvalidDayError } from '../../../shared/budget/time-zone.js';
 import { InvalidBidInputError } from '../../../shared/client/client.js';
 import { ActionEventError } from '../../../shared/counting/schema.js';
-import { PacelineError } from '../../../shared/errors.js';
+import { errorKind, inputErrorKind, PacelineError } from '../../../shared/errors.js';
 import { KinesisPutError } from '../../../shared/kinesis/producer.js';
 import { UnknownPacingModeError } from '../../../shared/pacing/modes.js';
 import { MalformedRecordError } from '../../../shared/quarantine/quarantine.js';
+import { RawRedisError, RawScriptError } from '../../../shared/redis/resp/errors.js';
+import { InvalidDeploymentSettingsError } from '../../../shared/region/deployment.js';
 import { SpendSchemaError } from '../../../shared/spend/events.js';
 
 const root = fileURLToPath(new URL('../../..', import.meta.url));
@@ -37,14 +39,29 @@ interface ClassDecl {
   readonly code?: string;
 }
 
-/** Every `class X extends Y` of the product code, with the code literal of its body. */
+/** A class declared as a kind: `class X extends errorKind('X', 'code'[, Base])` (or `inputErrorKind`). */
+const KIND =
+  /^(export )?class (\w+) extends (?:errorKind|inputErrorKind)(?:<[^>]*>)?\(\s*'(\w+)',\s*'([^']+)'(?:,\s*(\w+),?\s*\))?/gm;
+
+/** Every `class X extends Y` of the product code, with the code literal of its body or its kind. */
 function classes(): ClassDecl[] {
   const out: ClassDecl[] = [];
   const files = ['shared', 'functions', 'cli', 'local', 'sim', 'packages/client/src'].flatMap(sources);
   for (const file of files) {
     const text = readFileSync(file, 'utf8');
+    for (const m of text.matchAll(KIND)) {
+      // A kind's name is written out (minifiers rename classes): it must be the class's own.
+      expect(m[3], `${relative(root, file)}: ${m[2]}'s kind name`).toBe(m[2]);
+      out.push({
+        name: m[2] as string,
+        parent: m[5] ?? 'PacelineError',
+        exported: m[1] !== undefined,
+        file: relative(root, file),
+        code: m[4] as string,
+      });
+    }
     for (const m of text.matchAll(
-      /^(export )?(?:abstract )?class (\w+) extends (\w+)[^{]*\{([\s\S]*?)^\}/gm,
+      /^(export )?(?:abstract )?class (\w+) extends (?!errorKind\b|inputErrorKind\b)(\w+)[^{]*\{(\}|[\s\S]*?^\})/gm,
     )) {
       const code = /readonly code(?:: string)? = '([^']+)'/.exec(m[4] as string)?.[1];
       out.push({
@@ -118,5 +135,34 @@ describe('PacelineError', () => {
     expect(new KinesisPutError('ProvisionedThroughputExceededException', 'x').code).toBe(
       'ProvisionedThroughputExceededException',
     );
+  });
+
+  it('declares kinds with their base, name, code and the input they name', () => {
+    class DiskFullError extends errorKind('DiskFullError', 'test.disk-full') {}
+    const full = new DiskFullError('no room', { cause: 'ENOSPC' });
+    expect(full).toBeInstanceOf(PacelineError);
+    expect(full).toMatchObject({
+      name: 'DiskFullError',
+      code: 'test.disk-full',
+      message: 'no room',
+      cause: 'ENOSPC',
+    });
+    const script = new RawScriptError('ERR x');
+    expect(script).toBeInstanceOf(RawRedisError);
+    expect(script).toBeInstanceOf(PacelineError);
+    expect(script.name).toBe('RawScriptError');
+    class OffsetError extends inputErrorKind<'offset', number>(
+      'OffsetError',
+      'test.offset',
+      'offset',
+      (o) => `@${o}: `,
+    ) {}
+    const offset = new OffsetError(7, 'bad');
+    expect(offset).toBeInstanceOf(PacelineError);
+    expect(offset).toMatchObject({ name: 'OffsetError', code: 'test.offset', offset: 7, message: '@7: bad' });
+    const settings = new InvalidDeploymentSettingsError('paceline:stage', 'too long');
+    expect(settings.key).toBe('paceline:stage');
+    expect(settings.message).toBe('cdk.json context paceline:stage: too long');
+    expect(Object.keys(settings)).toContain('key');
   });
 });
