@@ -46,13 +46,12 @@ export interface PacerSettings {
 }
 
 /**
- * The pacer's default memory, MB: sized as one pacer's measured peak over a cold takeover and
- * steady ticks at 100,000 campaigns (`pacerPeakRssMb`, then 1,670 MiB) with 30 % headroom — the
- * peak now measures 2,201 MiB (docs/operations.md, "Pacer memory"), so this is to be re-derived;
- * it also gives more than the full vCPU (1,769 MB) the cold and takeover ticks need to fit in a
- * 10 s tick (docs/operations.md, "Pacer memory").
+ * The pacer's default memory, MB: the largest peak measured for one pacer over a cold takeover and
+ * steady ticks at 100,000 campaigns (`pacerPeakRssMb`, 2,002 MiB) with 30 % headroom, rounded up
+ * to 64 MB; it also gives more than the full vCPU (1,769 MB) the cold and takeover ticks need to
+ * fit in a 10 s tick (docs/operations.md, "Pacer memory").
  */
-export const DEFAULT_PACER_MEMORY_MB = 2240;
+export const DEFAULT_PACER_MEMORY_MB = 2624;
 
 /** The pacer in AWS: 24 shards × 3 instances, 10 s ticks (the seed's layout). */
 export const defaultPacerSettings: PacerSettings = {
