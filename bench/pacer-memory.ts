@@ -15,12 +15,11 @@ import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { ShardBudgets } from '../shared/pacing/budgets-cache.js';
-import type { ControlSnapshot } from '../shared/pacing/control.js';
-import type { LeaseView } from '../shared/pacing/lease.js';
 import { ShardPacer } from '../shared/pacing/pacer.js';
 import { rawSpendSource } from '../shared/pacing/spend-source.js';
 import { connectRedis } from '../shared/redis/connect.js';
 import { systemClock } from '../shared/time/clock.js';
+import { fixedIdentity } from '../sim/engine-parts.js';
 import {
   benchController,
   budgetItems,
@@ -117,21 +116,13 @@ async function child(): Promise<void> {
     logMaxLen: 1_000,
     redisSilenceMs: 5_000,
   });
-  const lease: LeaseView = { held: true, epoch, record: undefined, event: 'renewed' };
-  const control: ControlSnapshot = {
-    publisherRegion: 'bench',
-    generation: 1,
-    override: 'auto',
-    overrideVersion: 1,
-    readAtMs: Date.now(),
-    fresh: true,
-  };
-  const who = {
+  const who = fixedIdentity({
     instanceId: 's0-i2',
     publisherId: 's0-i2/memory',
-    lease: { tick: async () => lease, heldAt: () => true, epoch },
-    control: { read: async () => ({ snapshot: control }) },
-  };
+    publisherRegion: 'bench',
+    epoch,
+    readAtMs: Date.now(),
+  });
   let tick = Math.max(Number(values.tick), Math.floor(Date.now() / 10_000));
   const ticksMs: number[] = [];
   for (let i = 0; i <= Number(values.steady); i++) {

@@ -7,14 +7,13 @@ import type { Redis } from 'ioredis';
 import type { BudgetItem } from '../shared/budget/repository.js';
 import { dayWindow } from '../shared/budget/time-zone.js';
 import { ShardBudgets } from '../shared/pacing/budgets-cache.js';
-import type { ControlSnapshot } from '../shared/pacing/control.js';
 import type { PacingController } from '../shared/pacing/controller/index.js';
-import type { LeaseView } from '../shared/pacing/lease.js';
 import { ShardPacer, type TickIdentity, type TickOutcome } from '../shared/pacing/pacer.js';
 import { pipelinedSpendSource, rawSpendSource } from '../shared/pacing/spend-source.js';
 import type { RedisClient } from '../shared/redis/connect.js';
 import { planDayKeys } from '../shared/spend/keys.js';
 import { systemClock } from '../shared/time/clock.js';
+import { fixedIdentity } from '../sim/engine-parts.js';
 import { budgetItems, CAMPAIGNS_PER_ACCOUNT, SHARD, shardAccounts, ZONES } from './pacer-workload.js';
 
 /** Progress lines of the pacer benchmark (stderr; stdout holds the JSON). */
@@ -169,25 +168,14 @@ export async function setUpShard(o: {
   const followerBudgets = new ShardBudgets({ source: budgetSource, clock: systemClock });
   await followerBudgets.refresh();
   const follower = pacerProcess(followerBudgets);
-  const control: ControlSnapshot = {
-    publisherRegion: 'bench',
-    generation: 1,
-    override: 'auto',
-    overrideVersion: 1,
-    readAtMs: now,
-    fresh: true,
-  };
-  const identity = (i: number, epoch: number, leads: boolean): TickIdentity => {
-    const lease: LeaseView = leads
-      ? { held: true, epoch, record: undefined, event: 'renewed' }
-      : { held: false, epoch: 0, record: undefined, event: 'follower' };
-    return {
+  const identity = (i: number, epoch: number, leads: boolean): TickIdentity =>
+    fixedIdentity({
       instanceId: `s0-i${i}`,
       publisherId: `s0-i${i}/bench`,
-      lease: { tick: async () => lease, heldAt: () => leads, epoch: leads ? epoch : 0 },
-      control: { read: async () => ({ snapshot: control }) },
-    };
-  };
+      publisherRegion: 'bench',
+      epoch: leads ? epoch : undefined,
+      readAtMs: now,
+    });
   return {
     redis,
     pacer,

@@ -1,9 +1,12 @@
 /**
  * Pieces both simulation engines share — the scenario runner (`runner.ts`) and the regions
  * engine (`regions/engine.ts`): the in-memory ledger, the advertiser-day cache, the batched
- * notice queue and the arm draw.
+ * notice queue, the arm draw and the fixed identity a simulated pacer ticks as.
  */
 import { type DayWindow, dayWindow } from '../shared/budget/time-zone.js';
+import type { ControlSnapshot } from '../shared/pacing/control.js';
+import type { LeaseView } from '../shared/pacing/lease.js';
+import type { TickIdentity } from '../shared/pacing/tick-outcome.js';
 import type { LedgerEntry, LedgerStore } from '../shared/spend/ledger.js';
 import type { ScenarioCampaign } from './scenario.js';
 
@@ -267,4 +270,45 @@ export function armOf(spec: ScenarioCampaign, u: number): string | undefined {
     if (x < 0) break;
   }
   return armId;
+}
+
+/** Options of {@link fixedIdentity}. */
+export interface FixedIdentityOptions {
+  readonly instanceId: string;
+  readonly publisherId: string;
+  /** The control parameters' `publisher-region`. */
+  readonly publisherRegion: string;
+  /** The lease epoch the instance holds on every tick; undefined: it follows (never holds it). */
+  readonly epoch: number | undefined;
+  /** Version of `publisher-region` (the fence's generation). @default 1 */
+  readonly generation?: number;
+  /** When the control parameters were read. @default 0 */
+  readonly readAtMs?: number;
+}
+
+/**
+ * Who a pacer tick runs as when nothing about its lease or control parameters ever changes: the
+ * lease held at `epoch` on every tick (or never, for a follower), the leader override `auto`
+ * (version 1), the parameters always fresh. A simulated process has no lease table or SSM; the
+ * benchmarks and tests that drive a `ShardPacer` directly tick as one too.
+ */
+export function fixedIdentity(o: FixedIdentityOptions): TickIdentity {
+  const leads = o.epoch !== undefined;
+  const control: ControlSnapshot = {
+    publisherRegion: o.publisherRegion,
+    generation: o.generation ?? 1,
+    override: 'auto',
+    overrideVersion: 1,
+    readAtMs: o.readAtMs ?? 0,
+    fresh: true,
+  };
+  const lease: LeaseView = leads
+    ? { held: true, epoch: o.epoch as number, record: undefined, event: 'renewed' }
+    : { held: false, epoch: 0, record: undefined, event: 'follower' };
+  return {
+    instanceId: o.instanceId,
+    publisherId: o.publisherId,
+    lease: { tick: async () => lease, heldAt: () => leads, epoch: o.epoch ?? 0 },
+    control: { read: async () => ({ snapshot: control }) },
+  };
 }

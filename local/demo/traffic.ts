@@ -109,7 +109,8 @@ export async function seedDemo(
 
 const STEP_MS = 100;
 
-function newStats(): DemoStats {
+/** A demo's counters before its first request: every one zero. */
+export function newStats(): DemoStats {
   return {
     requests: 0,
     bids: 0,

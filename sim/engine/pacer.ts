@@ -7,8 +7,6 @@
  * control value for a few ticks, is refused by the fence.
  */
 import { ShardBudgets } from '../../shared/pacing/budgets-cache.js';
-import type { ControlSnapshot } from '../../shared/pacing/control.js';
-import type { LeaseView } from '../../shared/pacing/lease.js';
 import { ShardPacer, type TickIdentity, type TickOutcome } from '../../shared/pacing/pacer.js';
 import { readAuditLog } from '../../shared/pacing/publisher.js';
 import { rawSpendSource } from '../../shared/pacing/spend-source.js';
@@ -16,6 +14,7 @@ import { TICK_MS } from '../../shared/pacing/types.js';
 import type { RedisClient } from '../../shared/redis/connect.js';
 import type { ManualClock } from '../../shared/time/clock.js';
 import type { ScenarioBudgets } from '../budgets.js';
+import { fixedIdentity } from '../engine-parts.js';
 import { controllerOf, type StrategyName } from '../strategies.js';
 
 const SHARD = 0;
@@ -216,21 +215,12 @@ export class SimPacer {
   }
 
   private identity(p: PacerProcess): TickIdentity {
-    const e = this.epoch;
-    const control: ControlSnapshot = {
-      publisherRegion: this.region,
-      generation: this.generation,
-      override: 'auto',
-      overrideVersion: 1,
-      readAtMs: 0,
-      fresh: true,
-    };
-    const lease: LeaseView = { held: true, epoch: e, record: undefined, event: 'renewed' };
-    return {
+    return fixedIdentity({
       instanceId: p.instanceId,
       publisherId: p.publisherId,
-      lease: { tick: async () => lease, heldAt: () => true, epoch: e },
-      control: { read: async () => ({ snapshot: control }) },
-    };
+      publisherRegion: this.region,
+      epoch: this.epoch,
+      generation: this.generation,
+    });
   }
 }

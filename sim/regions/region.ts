@@ -12,8 +12,6 @@
  */
 import type { CampaignBudgets, ResolvedPlan } from '../../shared/budget/model.js';
 import { ShardBudgets } from '../../shared/pacing/budgets-cache.js';
-import type { ControlSnapshot } from '../../shared/pacing/control.js';
-import type { LeaseView } from '../../shared/pacing/lease.js';
 import { ShardPacer } from '../../shared/pacing/pacer.js';
 import { PublishedReads } from '../../shared/pacing/published-reads.js';
 import { PacingReader, publishedCurve } from '../../shared/pacing/reader.js';
@@ -40,7 +38,7 @@ import { DEFAULT_RELEASE_CAP } from '../../shared/spend/release.js';
 import { SpendTracker } from '../../shared/spend/tracker.js';
 import type { ManualClock } from '../../shared/time/clock.js';
 import type { ScenarioBudgets } from '../budgets.js';
-import { memoryLedger } from '../engine-parts.js';
+import { fixedIdentity, memoryLedger } from '../engine-parts.js';
 import { controllerOf, type StrategyName } from '../strategies.js';
 import type { ReplicatedTable } from './replication.js';
 import type { ScenarioRegion } from './scenario.js';
@@ -205,22 +203,13 @@ export class SimRegion {
       clock: o.clock,
     });
     const epoch = this.epoch;
-    const control: ControlSnapshot = {
-      publisherRegion: this.name,
-      generation: 1,
-      override: 'auto',
-      overrideVersion: 1,
-      readAtMs: 0,
-      fresh: true,
-    };
-    const lease: LeaseView = { held: true, epoch, record: undefined, event: 'renewed' };
     const instanceId = `s${SHARD}-i${epoch}`;
-    const who: RegionalTickIdentity = {
+    const who: RegionalTickIdentity = fixedIdentity({
       instanceId,
       publisherId: `${this.name}/${instanceId}/p${epoch}`,
-      lease: { tick: async () => lease, heldAt: () => true, epoch },
-      control: { read: async () => ({ snapshot: control }) },
-    };
+      publisherRegion: this.name,
+      epoch,
+    });
     const servers = Array.from({ length: o.guards }, (): SimServer => {
       const reader = new PacingReader({
         redis: o.redis,

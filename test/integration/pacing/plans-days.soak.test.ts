@@ -24,6 +24,8 @@ import { daysOf, expectClean, requestsFor, rowsOf, simulatedDays, soakScenario }
 
 const TZ = 'UTC';
 const DAY2 = dayWindowOf('2026-11-21', TZ);
+/** The two campaigns of the binding account, alike. */
+const UNDER_ACCOUNT = ['x', 'y'];
 
 /** Day-2 ticks at which each plan was published at full speed. */
 const fullSpeed = new Map<string, { full: number; all: number }>();
@@ -41,10 +43,7 @@ const runs = simulatedDays(() => [
           // The account's $2 binds: its two campaigns could each spend $2 and would like to.
           id: 'acc-bind',
           budget: 2_000_000,
-          campaigns: [
-            { id: 'x', budget: 2_000_000, demand: 2 },
-            { id: 'y', budget: 2_000_000, demand: 2 },
-          ],
+          campaigns: UNDER_ACCOUNT.map((id) => ({ id, budget: 2_000_000, demand: 2 })),
         },
         {
           id: 'acc-free',
@@ -110,12 +109,12 @@ describe('account, campaign and arm plans over simulated days', () => {
       expect(d.spentMicros / d.budgetMicros).toBeGreaterThanOrEqual(0.98);
     }
     expect(account[1]?.maxDeviation).toBeLessThanOrEqual(0.05);
-    for (const id of ['x', 'y']) {
+    for (const id of UNDER_ACCOUNT) {
       for (const d of daysOf(run(), id)) expect(d.spentMicros).toBeLessThan(d.budgetMicros);
       // The campaigns' own controllers are not binding: they leave the control to the account.
       expect(share(`c:${id}/campaign`)).toBeGreaterThan(0.9);
     }
-    const [x, y] = ['x', 'y'].map((id) => daysOf(run(), id)[1]?.spentMicros ?? 0);
+    const [x, y] = UNDER_ACCOUNT.map((id) => daysOf(run(), id)[1]?.spentMicros ?? 0);
     expect((x ?? 0) + (y ?? 0)).toBe(account[1]?.spentMicros);
   });
 

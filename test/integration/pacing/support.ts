@@ -1,18 +1,24 @@
-/** Shared set-up of the pacing integration tests: budgets in a shard, pacer instances on a manual clock. */
+/**
+ * Shared set-up of the pacing integration tests: budgets in a shard (written through the
+ * repository, or as the shard index returns them), pacer instances on a manual clock, and the
+ * fixed identity of a pacer driven tick by tick.
+ */
 import { PutParameterCommand, type SSMClient } from '@aws-sdk/client-ssm';
 import type { LocalRegion } from '../../../local/region.js';
-import { BudgetRepository } from '../../../shared/budget/repository.js';
+import type { BudgetPlan } from '../../../shared/budget/model.js';
+import { type BudgetItem, BudgetRepository, planKey } from '../../../shared/budget/repository.js';
 import { ShardBudgets } from '../../../shared/pacing/budgets-cache.js';
 import { PacerControl } from '../../../shared/pacing/control.js';
 import type { PacingController } from '../../../shared/pacing/controller/api.js';
 import { ShardLease } from '../../../shared/pacing/lease.js';
-import { ShardPacer, type TickOutcome } from '../../../shared/pacing/pacer.js';
+import { ShardPacer, type TickIdentity, type TickOutcome } from '../../../shared/pacing/pacer.js';
 import { readAuditLog } from '../../../shared/pacing/publisher.js';
 import { pacerShardKey, shardOfAccount } from '../../../shared/pacing/shard.js';
 import { pipelinedSpendSource } from '../../../shared/pacing/spend-source.js';
 import type { RedisClient } from '../../../shared/redis/connect.js';
 import { leaderOverridePath, pacerInstanceId, parameterPrefix } from '../../../shared/region/resources.js';
 import type { Clock } from '../../../shared/time/clock.js';
+import { fixedIdentity } from '../../../sim/engine-parts.js';
 
 /** `count` account ids that hash to `shard` of `shards`. */
 export function accountsInShard(shard: number, shards: number, count: number, prefix = 'acct'): string[] {
@@ -64,6 +70,45 @@ export async function seedShard(
     }
   }
   return campaigns;
+}
+
+/** What every item of a test shard carries: its version, when it was written and its shard. */
+export type ItemStamp = Pick<BudgetItem, 'version' | 'updatedAt' | 'pacerShard'>;
+
+/** A plan as a test writes it: any pacing mode id, known to this version or not. */
+export type TestPlan = Omit<BudgetPlan, 'pacingMode'> & { readonly pacingMode: string };
+
+/** A plan's item as the shard index returns it. */
+export function planItem(stamp: ItemStamp, plan: TestPlan): BudgetItem {
+  return { ...stamp, ...planKey(plan), type: 'plan', ...plan };
+}
+
+/** An account (UTC, USD) and its `even` account plan, as the shard index returns them. */
+export function accountItems(stamp: ItemStamp, accountId: string, dailyBudgetMicros: number): BudgetItem[] {
+  const account = { accountId, name: accountId, timeZone: 'UTC', currency: 'USD' };
+  return [
+    { ...stamp, pk: `ACCOUNT#${accountId}`, sk: 'ACCOUNT', type: 'account', ...account },
+    planItem(stamp, { level: 'account', accountId, dailyBudgetMicros, pacingMode: 'even' }),
+  ];
+}
+
+/** An active campaign, as the shard index returns it. */
+export function campaignItem(stamp: ItemStamp, accountId: string, campaignId: string): BudgetItem {
+  const campaign = { campaignId, accountId, status: 'active' };
+  return { ...stamp, pk: `CAMPAIGN#${campaignId}`, sk: 'CAMPAIGN', type: 'campaign', ...campaign };
+}
+
+/**
+ * Instance `i` of `shard` (`s<shard>-i<i>`, process `test`) in region `test`: it holds the lease at
+ * `epoch` on every tick, or follows (undefined); no lease table or SSM behind it.
+ */
+export function testIdentity(shard: number, i: number, epoch: number | undefined): TickIdentity {
+  return fixedIdentity({
+    instanceId: `s${shard}-i${i}`,
+    publisherId: `s${shard}-i${i}/test`,
+    publisherRegion: 'test',
+    epoch,
+  });
 }
 
 /** A pacer instance as one process would run it. */

@@ -22,18 +22,17 @@ import { Cluster, Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import type { BudgetItem } from '../../../shared/budget/repository.js';
 import { ShardBudgets } from '../../../shared/pacing/budgets-cache.js';
-import type { ControlSnapshot } from '../../../shared/pacing/control.js';
 import type { PacingController } from '../../../shared/pacing/controller/api.js';
 import { createLinearController } from '../../../shared/pacing/controller/linear.js';
 import { shardKeys } from '../../../shared/pacing/keys.js';
-import type { LeaseView } from '../../../shared/pacing/lease.js';
-import { ShardPacer, type TickIdentity } from '../../../shared/pacing/pacer.js';
+import { ShardPacer } from '../../../shared/pacing/pacer.js';
 import { pacerShardKey, shardOfAccount } from '../../../shared/pacing/shard.js';
 import { rawSpendSource } from '../../../shared/pacing/spend-source.js';
 import type { RedisClient } from '../../../shared/redis/connect.js';
 import { RawReadTimeoutError } from '../../../shared/redis/resp/errors.js';
 import { ManualClock } from '../../../shared/time/clock.js';
 import { useRedis } from '../../support/redis.js';
+import { accountItems, campaignItem, planItem, testIdentity } from './support.js';
 
 const TICK = 10_000;
 const SHARDS = 8;
@@ -66,96 +65,36 @@ function shardItems(shard: number, campaigns: number, prefix: string): BudgetIte
     if (shardOfAccount(`${prefix}-a${i}`, SHARDS) === shard) accounts.push(`${prefix}-a${i}`);
   }
   const stamp = { version: 1, updatedAt: T0 - 3_600_000, pacerShard };
-  const items: BudgetItem[] = [];
-  for (const accountId of accounts) {
-    items.push(
-      {
-        ...stamp,
-        pk: `ACCOUNT#${accountId}`,
-        sk: 'ACCOUNT',
-        type: 'account',
-        accountId,
-        name: accountId,
-        timeZone: 'UTC',
-        currency: 'USD',
-      },
-      {
-        ...stamp,
-        pk: `ACCOUNT#${accountId}`,
-        sk: 'PLAN#account',
-        type: 'plan',
-        level: 'account',
-        accountId,
-        dailyBudgetMicros: 1_000_000_000,
-        pacingMode: 'even',
-      },
-    );
-  }
+  const items = accounts.flatMap((accountId) => accountItems(stamp, accountId, 1_000_000_000));
   for (let c = 0; c < campaigns; c++) {
     const accountId = accounts[Math.floor(c / 10)] as string;
     const campaignId = `${prefix}-c${c}`;
     items.push(
-      {
-        ...stamp,
-        pk: `CAMPAIGN#${campaignId}`,
-        sk: 'CAMPAIGN',
-        type: 'campaign',
-        campaignId,
-        accountId,
-        status: 'active',
-      },
-      {
-        ...stamp,
-        pk: `CAMPAIGN#${campaignId}`,
-        sk: 'PLAN#campaign',
-        type: 'plan',
+      campaignItem(stamp, accountId, campaignId),
+      planItem(stamp, {
         level: 'campaign',
         accountId,
         campaignId,
         dailyBudgetMicros: 100_000_000,
         pacingMode: 'even',
-      },
+      }),
     );
     if (c % 5 === 0) {
       for (const armId of ['A', 'B']) {
-        items.push({
-          ...stamp,
-          pk: `CAMPAIGN#${campaignId}`,
-          sk: `PLAN#arm:${armId}`,
-          type: 'plan',
-          level: 'arm',
-          accountId,
-          campaignId,
-          armId,
-          dailyBudgetMicros: 40_000_000,
-          pacingMode: 'even',
-        });
+        items.push(
+          planItem(stamp, {
+            level: 'arm',
+            accountId,
+            campaignId,
+            armId,
+            dailyBudgetMicros: 40_000_000,
+            pacingMode: 'even',
+          }),
+        );
       }
     }
   }
   return items;
-}
-
-/** Instance `i` of the shard, holding the lease (epoch) or following. */
-function identity(shard: number, i: number, epoch: number | undefined): TickIdentity {
-  const leads = epoch !== undefined;
-  const control: ControlSnapshot = {
-    publisherRegion: 'test',
-    generation: 1,
-    override: 'auto',
-    overrideVersion: 1,
-    readAtMs: 0,
-    fresh: true,
-  };
-  const lease: LeaseView = leads
-    ? { held: true, epoch, record: undefined, event: 'renewed' }
-    : { held: false, epoch: 0, record: undefined, event: 'follower' };
-  return {
-    instanceId: `s${shard}-i${i}`,
-    publisherId: `s${shard}-i${i}/test`,
-    lease: { tick: async () => lease, heldAt: () => leads, epoch: epoch ?? 0 },
-    control: { read: async () => ({ snapshot: control }) },
-  };
 }
 
 /** Every master of the deployment (a cluster's three, or the one server). */
@@ -217,8 +156,8 @@ describe.each(['standalone', 'cluster'] as const)('takeover (%s)', (mode) => {
     let tick = Math.floor(T0 / TICK);
     const leads = o.leads ?? 3;
     for (let i = 0; i < leads; i++) {
-      expect((await a.runTick(tick, identity(n, 0, 1))).published).toBe(true);
-      if (i === leads - 1) await b.runTick(tick, identity(n, 1, undefined));
+      expect((await a.runTick(tick, testIdentity(n, 0, 1))).published).toBe(true);
+      if (i === leads - 1) await b.runTick(tick, testIdentity(n, 1, undefined));
       tick++;
       clock.advance(TICK);
     }
@@ -237,7 +176,7 @@ describe.each(['standalone', 'cluster'] as const)('takeover (%s)', (mode) => {
     const sleeping = sleepAll(r.redis, 2);
     await wait(50);
     const t0 = performance.now();
-    const o = await b.runTick(next(), identity(n, 1, 2));
+    const o = await b.runTick(next(), testIdentity(n, 1, 2));
     const took = performance.now() - t0;
     await sleeping;
     expect(o.published).toBe(true);
@@ -249,7 +188,7 @@ describe.each(['standalone', 'cluster'] as const)('takeover (%s)', (mode) => {
     expect(new Set(Object.values(s.state))).toEqual(new Set(['4']));
     expect(new Set(Object.values(s.forecast))).toEqual(new Set(['f4']));
     clock.advance(TICK);
-    const after = await b.runTick(next(), identity(n, 1, 2));
+    const after = await b.runTick(next(), testIdentity(n, 1, 2));
     expect(after.published).toBe(true);
     expect(after.stateReloaded).toBe(false);
     expect(new Set(Object.values((await stored(n)).state))).toEqual(new Set(['5']));
@@ -272,7 +211,7 @@ describe.each(['standalone', 'cluster'] as const)('takeover (%s)', (mode) => {
         if (readsOut > 0 && firstStep === 0) firstStep = performance.now();
       },
     });
-    const o = await b.runTick(next(), identity(n, 1, 2));
+    const o = await b.runTick(next(), testIdentity(n, 1, 2));
     await sleeping;
     expect(o.published).toBe(true);
     expect(o.stateReloaded).toBe(true);
@@ -286,7 +225,7 @@ describe.each(['standalone', 'cluster'] as const)('takeover (%s)', (mode) => {
     const { b, clock, next } = await shard(n, 1_000, { redisSilenceMs: 1_000 });
     const sleeping = sleepAll(r.redis, 2);
     await wait(50);
-    const error = await b.runTick(next(), identity(n, 1, 2)).then(
+    const error = await b.runTick(next(), testIdentity(n, 1, 2)).then(
       () => undefined,
       (e: unknown) => e as Error,
     );
@@ -294,7 +233,7 @@ describe.each(['standalone', 'cluster'] as const)('takeover (%s)', (mode) => {
     expect(error).toBeInstanceOf(RawReadTimeoutError);
     expect(error?.message).toMatch(/sent nothing for 1000 ms/);
     clock.advance(TICK);
-    const o = await b.runTick(next(), identity(n, 1, 2));
+    const o = await b.runTick(next(), testIdentity(n, 1, 2));
     expect(o.published).toBe(true);
     expect(o.stateReloaded).toBe(true);
     // The failed tick stepped nothing it kept: the leader's 3 steps, then this one.
@@ -313,7 +252,7 @@ describe.each(['standalone', 'cluster'] as const)('takeover (%s)', (mode) => {
     await r.redis.hset(key(1), 'e:campaign', 'wrong');
     await r.redis.hdel(key(2), 'plans');
     await r.redis.hdel(key(5), 'p:arm:A');
-    const o = await b.runTick(next(), identity(n, 1, 2));
+    const o = await b.runTick(next(), testIdentity(n, 1, 2));
     expect(o.published).toBe(true);
     expect(o.publish?.campaignsWritten).toBe(200);
     for (let c = 0; c < 200; c++) {
@@ -345,7 +284,7 @@ describe.each(['standalone', 'cluster'] as const)('takeover (%s)', (mode) => {
         updatedAt: clock.now(),
       },
     );
-    const o = await b.runTick(next(), identity(n, 1, 2));
+    const o = await b.runTick(next(), testIdentity(n, 1, 2));
     expect(o.published).toBe(true);
     expect(o.stateReloaded).toBe(true);
     expect(await r.redis.hget(bud, old)).toBe('{"mark":1}');
@@ -367,14 +306,14 @@ describe.each(['standalone', 'cluster'] as const)('takeover (%s)', (mode) => {
     expect(before.state[field]).toBe('3');
     for (let i = 0; i < 2; i++) {
       const tick = next();
-      expect((await a.runTick(tick, identity(n, 0, 1))).published).toBe(true);
-      await b.runTick(tick, identity(n, 1, undefined));
+      expect((await a.runTick(tick, testIdentity(n, 0, 1))).published).toBe(true);
+      await b.runTick(tick, testIdentity(n, 1, undefined));
       clock.advance(TICK);
     }
     // Leftovers of a deleted plan.
     await r.redis.hset(shardKeys(n).state, 'gone:plan-x', '9');
     await r.redis.hset(shardKeys(n).forecast, 'gone:plan-x', 'f9');
-    const o = await b.runTick(next(), identity(n, 1, 2));
+    const o = await b.runTick(next(), testIdentity(n, 1, 2));
     expect(o.published).toBe(true);
     expect(o.stateReloaded).toBe(true);
     const s = await stored(n);
@@ -383,7 +322,7 @@ describe.each(['standalone', 'cluster'] as const)('takeover (%s)', (mode) => {
     // The sweep finds them (off the tick's path); the next publish at the latest deletes them.
     await b.settled();
     clock.advance(TICK);
-    expect((await b.runTick(next(), identity(n, 1, 2))).published).toBe(true);
+    expect((await b.runTick(next(), testIdentity(n, 1, 2))).published).toBe(true);
     const after = await stored(n);
     expect(after.state['gone:plan-x']).toBeUndefined();
     expect(after.forecast['gone:plan-x']).toBeUndefined();
@@ -394,7 +333,7 @@ describe.each(['standalone', 'cluster'] as const)('takeover (%s)', (mode) => {
   it('close drops the connection its takeover reload opened; the client it was given stays open', async () => {
     const n = 6;
     const { b, next } = await shard(n, 20, { redisSilenceMs: 5_000 });
-    expect((await b.runTick(next(), identity(n, 1, 2))).stateReloaded).toBe(true);
+    expect((await b.runTick(next(), testIdentity(n, 1, 2))).stateReloaded).toBe(true);
     await b.settled();
     const nodes = masters(r.redis);
     const clients = async () => {

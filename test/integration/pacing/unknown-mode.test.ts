@@ -15,37 +15,21 @@ import type { BudgetItem } from '../../../shared/budget/repository.js';
 import { dayWindow } from '../../../shared/budget/time-zone.js';
 import { ShardBudgets } from '../../../shared/pacing/budgets-cache.js';
 import { encodeCurve } from '../../../shared/pacing/codec.js';
-import type { ControlSnapshot } from '../../../shared/pacing/control.js';
 import type { PacingController } from '../../../shared/pacing/controller/api.js';
-import { flatCurve, linearDayCurve, linearExpected } from '../../../shared/pacing/controller/curve.js';
+import { linearDayCurve } from '../../../shared/pacing/controller/curve.js';
 import { createPacingController } from '../../../shared/pacing/controller/index.js';
 import { shardKeys } from '../../../shared/pacing/keys.js';
-import type { LeaseView } from '../../../shared/pacing/lease.js';
-import { type PacingModeSpec, registerPacingMode } from '../../../shared/pacing/modes.js';
-import { ShardPacer, type TickIdentity } from '../../../shared/pacing/pacer.js';
+import { registerPacingMode } from '../../../shared/pacing/modes.js';
+import { ShardPacer } from '../../../shared/pacing/pacer.js';
 import { pacerShardKey } from '../../../shared/pacing/shard.js';
 import { rawSpendSource } from '../../../shared/pacing/spend-source.js';
 import { ManualClock } from '../../../shared/time/clock.js';
+import { FRONTLOAD } from '../../support/frontload-mode.js';
 import { useRedis } from '../../support/redis.js';
+import { accountItems, campaignItem, planItem, testIdentity } from './support.js';
 
 const TICK = 10_000;
 const T0 = Date.UTC(2026, 10, 21, 15, 0, 0);
-
-const FRONTLOAD: PacingModeSpec = {
-  id: 'frontload',
-  stateCode: 'f',
-  help: 'the remainder over the first half of the day left (a test mode)',
-  paced: true,
-  shaped: false,
-  curve: ({ slots, fromMs, anchorMicros, budgetMicros }) => {
-    if (anchorMicros >= budgetMicros || slots.endMs - fromMs < 2)
-      return flatCurve(fromMs, slots.endMs, budgetMicros);
-    const mid = fromMs + Math.floor((slots.endMs - fromMs) / 2);
-    return { atMs: [fromMs, mid, slots.endMs], micros: [anchorMicros, budgetMicros, budgetMicros] };
-  },
-  failSafeCurve: linearDayCurve,
-  defaultExpectedMicros: linearExpected,
-};
 
 /**
  * One account (UTC) with an `even` account plan; campaign `um-c` paced `mode` (its plan item at
@@ -55,73 +39,18 @@ const FRONTLOAD: PacingModeSpec = {
 function items(shard: number, mode: string, version: number): BudgetItem[] {
   const stamp = { version: 1, updatedAt: T0 - 3_600_000, pacerShard: pacerShardKey(shard, 2) };
   const accountId = 'um-a';
-  const campaign = (campaignId: string): BudgetItem => ({
-    ...stamp,
-    pk: `CAMPAIGN#${campaignId}`,
-    sk: 'CAMPAIGN',
-    type: 'campaign',
-    campaignId,
-    accountId,
-    status: 'active',
-  });
-  const plan = (campaignId: string, pacingMode: string, version = 1): BudgetItem => ({
-    ...stamp,
-    version,
-    updatedAt: stamp.updatedAt + version,
-    pk: `CAMPAIGN#${campaignId}`,
-    sk: 'PLAN#campaign',
-    type: 'plan',
-    level: 'campaign',
-    accountId,
-    campaignId,
-    dailyBudgetMicros: 100_000_000,
-    pacingMode,
-  });
+  const plan = (campaignId: string, pacingMode: string, version = 1) =>
+    planItem(
+      { ...stamp, version, updatedAt: stamp.updatedAt + version },
+      { level: 'campaign', accountId, campaignId, dailyBudgetMicros: 100_000_000, pacingMode },
+    );
   return [
-    {
-      ...stamp,
-      pk: `ACCOUNT#${accountId}`,
-      sk: 'ACCOUNT',
-      type: 'account',
-      accountId,
-      name: accountId,
-      timeZone: 'UTC',
-      currency: 'USD',
-    },
-    {
-      ...stamp,
-      pk: `ACCOUNT#${accountId}`,
-      sk: 'PLAN#account',
-      type: 'plan',
-      level: 'account',
-      accountId,
-      dailyBudgetMicros: 1_000_000_000,
-      pacingMode: 'even',
-    },
-    campaign('um-c'),
+    ...accountItems(stamp, accountId, 1_000_000_000),
+    campaignItem(stamp, accountId, 'um-c'),
     plan('um-c', mode, version),
-    campaign('um-e'),
+    campaignItem(stamp, accountId, 'um-e'),
     plan('um-e', 'even'),
   ];
-}
-
-/** Instance `i` of `shard`, holding the lease at `epoch`. */
-function leader(shard: number, i: number, epoch: number): TickIdentity {
-  const control: ControlSnapshot = {
-    publisherRegion: 'test',
-    generation: 1,
-    override: 'auto',
-    overrideVersion: 1,
-    readAtMs: 0,
-    fresh: true,
-  };
-  const lease: LeaseView = { held: true, epoch, record: undefined, event: 'renewed' };
-  return {
-    instanceId: `s${shard}-i${i}`,
-    publisherId: `s${shard}-i${i}/test`,
-    lease: { tick: async () => lease, heldAt: () => true, epoch },
-    control: { read: async () => ({ snapshot: control }) },
-  };
 }
 
 describe('a pacing mode this version does not know', () => {
@@ -168,7 +97,7 @@ describe('a pacing mode this version does not know', () => {
       removals.push(registerPacingMode(FRONTLOAD));
       const a = pacer('frontload', 1);
       for (let i = 0; i < 3; i++) {
-        const o = await a.runTick(tick++, leader(shard, 0, 1));
+        const o = await a.runTick(tick++, testIdentity(shard, 0, 1));
         expect(o.published).toBe(true);
         expect(o.invalidParams).toBe(0);
         clock.advance(TICK);
@@ -184,7 +113,7 @@ describe('a pacing mode this version does not know', () => {
       const b = pacer(bMode, 2);
       for (let i = 0; i < 2; i++) {
         const evenBefore = await r.redis.hget(keys.state, 'c:um-e:campaign');
-        const o = await b.runTick(tick++, leader(shard, 1, 2));
+        const o = await b.runTick(tick++, testIdentity(shard, 1, 2));
         expect(o.published).toBe(true);
         expect(o.stateReloaded).toBe(i === 0);
         expect(o.plansPaced).toBe(3);
@@ -205,7 +134,7 @@ describe('a pacing mode this version does not know', () => {
       // A version that knows the mode again: it continues the stored state on the same curve.
       removals.push(registerPacingMode(FRONTLOAD));
       const c = pacer('frontload', 3);
-      const o = await c.runTick(tick++, leader(shard, 2, 3));
+      const o = await c.runTick(tick++, testIdentity(shard, 2, 3));
       expect(o.published).toBe(true);
       expect(o.invalidParams).toBe(0);
       expect(o.invalidReason).toBeUndefined();

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
+import { NODE_TYPES, strictProgram } from '../../support/typescript.js';
 
 const root = fileURLToPath(new URL('../../..', import.meta.url));
 
@@ -28,16 +29,9 @@ function typeCheck(files: Record<string, string>): string[] {
     writeFileSync(path, text);
     return path;
   });
-  const program = ts.createProgram(names, {
-    target: ts.ScriptTarget.ES2022,
-    module: ts.ModuleKind.NodeNext,
-    moduleResolution: ts.ModuleResolutionKind.NodeNext,
-    strict: true,
+  const program = strictProgram(names, {
+    ...NODE_TYPES,
     noUncheckedIndexedAccess: true,
-    noEmit: true,
-    skipLibCheck: true,
-    types: ['node'],
-    typeRoots: [join(root, 'node_modules/@types')],
     paths: { 'paceline/client': [join(root, 'packages/client/src/index.ts')] },
   });
   return ts

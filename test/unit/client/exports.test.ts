@@ -6,23 +6,17 @@
  * here. Every exported error is a PacelineError.
  */
 import { fileURLToPath } from 'node:url';
-import ts from 'typescript';
+import type ts from 'typescript';
 import { describe, expect, it } from 'vitest';
 import * as entry from '../../../packages/client/src/index.js';
 import { PacelineError } from '../../../shared/errors.js';
+import { strictProgram } from '../../support/typescript.js';
 
 const index = fileURLToPath(new URL('../../../packages/client/src/index.ts', import.meta.url));
 
 /** Every name the entry exports (values and types), from the TypeScript checker. */
 function exportedNames(): string[] {
-  const program = ts.createProgram([index], {
-    target: ts.ScriptTarget.ES2022,
-    module: ts.ModuleKind.NodeNext,
-    moduleResolution: ts.ModuleResolutionKind.NodeNext,
-    strict: true,
-    noEmit: true,
-    skipLibCheck: true,
-  });
+  const program = strictProgram([index]);
   const checker = program.getTypeChecker();
   const file = program.getSourceFile(index) as ts.SourceFile;
   const module = checker.getSymbolAtLocation(file) as ts.Symbol;

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
+import { NODE_TYPES, strictProgram } from '../../support/typescript.js';
 
 const root = fileURLToPath(new URL('../../..', import.meta.url));
 const shim = join(root, 'packages/client/types/aws-sdk-clients.js');
@@ -21,16 +22,7 @@ function typeCheck(text: string): string[] {
   mkdirSync(dir, { recursive: true });
   const file = join(dir, 'check.ts');
   writeFileSync(file, text);
-  const program = ts.createProgram([file], {
-    target: ts.ScriptTarget.ES2022,
-    module: ts.ModuleKind.NodeNext,
-    moduleResolution: ts.ModuleResolutionKind.NodeNext,
-    strict: true,
-    noEmit: true,
-    skipLibCheck: true,
-    types: ['node'],
-    typeRoots: [join(root, 'node_modules/@types')],
-  });
+  const program = strictProgram([file], NODE_TYPES);
   return ts
     .getPreEmitDiagnostics(program)
     .filter((d) => d.file?.fileName === file)

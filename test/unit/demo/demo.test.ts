@@ -21,6 +21,7 @@ import {
   spendRecord,
 } from '../../../local/demo/scenario.js';
 import { DemoTargetError, demoTargetFromEnv, describeDemoTarget } from '../../../local/demo/target.js';
+import { newStats } from '../../../local/demo/traffic.js';
 import { validateAccount, validateCampaign, validatePlan } from '../../../shared/budget/model.js';
 import { ActionEventError, decodeRecord } from '../../../shared/counting/schema.js';
 import { prng } from '../../../shared/random/prng.js';
@@ -217,6 +218,7 @@ describe('demo command line', () => {
   it('reports progress on one line', () => {
     const line = formatStats(
       {
+        ...newStats(),
         requests: 10,
         bids: 6,
         throttled: 3,
@@ -224,12 +226,8 @@ describe('demo command line', () => {
         wins: 2,
         losses: 4,
         impressions: 2,
-        clicks: 0,
         poison: 1,
         spentMicros: 2_500_000,
-        putErrors: 0,
-        earlyNoBudget: 0,
-        earlyAllocationNoBudget: 0,
       },
       5,
     );
@@ -240,21 +238,7 @@ describe('demo command line', () => {
 
   it('reports the first minutes on one line', () => {
     expect(
-      formatEarlyLine({
-        requests: 0,
-        bids: 0,
-        throttled: 0,
-        noBudget: 7,
-        wins: 0,
-        losses: 0,
-        impressions: 0,
-        clicks: 0,
-        poison: 0,
-        spentMicros: 0,
-        putErrors: 0,
-        earlyNoBudget: 2,
-        earlyAllocationNoBudget: 1,
-      }),
+      formatEarlyLine({ ...newStats(), noBudget: 7, earlyNoBudget: 2, earlyAllocationNoBudget: 1 }),
     ).toBe(
       "first 3 min: 2 no-budget answers to campaigns under 5 % of their budget, 1 of them the allocation's",
     );

@@ -25,7 +25,7 @@ import {
   encodePlanParams,
   PacingDecodeError,
 } from '../../../shared/pacing/codec.js';
-import { flatCurve, linearDayCurve, linearExpected } from '../../../shared/pacing/controller/curve.js';
+import { linearDayCurve } from '../../../shared/pacing/controller/curve.js';
 import { createPacingController, failSafeParams } from '../../../shared/pacing/controller/index.js';
 import { decodeState, encodeState } from '../../../shared/pacing/controller/state.js';
 import {
@@ -41,26 +41,11 @@ import {
 import { evaluateCurve, type PlanPacingParams } from '../../../shared/pacing/types.js';
 import { parseScenario, ScenarioError } from '../../../sim/scenario.js';
 import { controllerOf, STRATEGIES, slotsCurve } from '../../../sim/strategies.js';
+import { FRONTLOAD } from '../../support/frontload-mode.js';
 
 const TZ = 'America/Los_Angeles';
 const T0 = Date.parse('2026-11-21T09:00:00-08:00');
 
-/** A front-loaded mode: the remainder spent over the first half of what is left of the day. */
-const FRONTLOAD: PacingModeSpec = {
-  id: 'frontload',
-  stateCode: 'f',
-  help: 'the remainder over the first half of the day left (a test mode)',
-  paced: true,
-  shaped: false,
-  curve: ({ slots, fromMs, anchorMicros, budgetMicros }) => {
-    if (anchorMicros >= budgetMicros || slots.endMs - fromMs < 2)
-      return flatCurve(fromMs, slots.endMs, budgetMicros);
-    const mid = fromMs + Math.floor((slots.endMs - fromMs) / 2);
-    return { atMs: [fromMs, mid, slots.endMs], micros: [anchorMicros, budgetMicros, budgetMicros] };
-  },
-  failSafeCurve: linearDayCurve,
-  defaultExpectedMicros: linearExpected,
-};
 const MODE = 'frontload' as PacingMode;
 
 let removals: (() => void)[] = [];
