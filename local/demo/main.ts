@@ -55,14 +55,32 @@ Options:
 
 Exit codes: 0 ok (stopped by Ctrl-C or --duration), 1 unexpected failure, 2 usage or no local target.`;
 
-function number(
-  flag: string,
+/** A numeric flag: the {@link DemoArgs} field it sets, its default (none: unset) and its range. */
+interface NumberFlag {
+  readonly flag: string;
+  readonly field: Exclude<keyof DemoArgs, 'help'>;
+  readonly fallback: number | undefined;
+  readonly min: number;
+  readonly max: number;
+  readonly whole: boolean;
+}
+
+/** Every flag but `--help`, once: what the command line accepts and how each is checked. */
+const NUMBER_FLAGS: readonly NumberFlag[] = [
+  { flag: 'rate', field: 'requestsPerSec', fallback: 100, min: 0, max: 100_000, whole: false },
+  { flag: 'win-rate', field: 'winRate', fallback: 0.3, min: 0, max: 1, whole: false },
+  { flag: 'poison-every', field: 'poisonEverySec', fallback: 30, min: 0, max: 86_400, whole: false },
+  { flag: 'accounts', field: 'accounts', fallback: 3, min: 1, max: 1_000, whole: true },
+  { flag: 'campaigns', field: 'campaignsPerAccount', fallback: 3, min: 1, max: 100, whole: true },
+  { flag: 'duration', field: 'durationSec', fallback: undefined, min: 1, max: 31_536_000, whole: false },
+  { flag: 'seed', field: 'seed', fallback: undefined, min: 0, max: 2 ** 32 - 1, whole: true },
+  { flag: 'report-every', field: 'reportEverySec', fallback: 5, min: 1, max: 3_600, whole: false },
+];
+
+function numberOf(
+  { flag, fallback, min, max, whole }: NumberFlag,
   raw: string | undefined,
-  fallback: number,
-  min: number,
-  max: number,
-  whole = true,
-): number {
+): number | undefined {
   if (raw === undefined) return fallback;
   const n = Number(raw);
   if (raw.trim() === '' || !Number.isFinite(n) || n < min || n > max || (whole && !Number.isInteger(n))) {
@@ -80,33 +98,16 @@ export function parseDemoArgs(argv: readonly string[]): DemoArgs {
     ({ values } = parseArgs({
       args: [...argv],
       options: {
-        rate: { type: 'string' },
-        'win-rate': { type: 'string' },
-        'poison-every': { type: 'string' },
-        accounts: { type: 'string' },
-        campaigns: { type: 'string' },
-        duration: { type: 'string' },
-        seed: { type: 'string' },
-        'report-every': { type: 'string' },
+        ...Object.fromEntries(NUMBER_FLAGS.map((f) => [f.flag, { type: 'string' } as const])),
         help: { type: 'boolean' },
       },
     }));
   } catch (error) {
     throw new DemoUsageError(`${(error as Error).message} (see --help)`);
   }
-  const s = (k: string) => values[k] as string | undefined;
-  return {
-    help: values.help === true,
-    requestsPerSec: number('rate', s('rate'), 100, 0, 100_000, false),
-    winRate: number('win-rate', s('win-rate'), 0.3, 0, 1, false),
-    poisonEverySec: number('poison-every', s('poison-every'), 30, 0, 86_400, false),
-    accounts: number('accounts', s('accounts'), 3, 1, 1_000),
-    campaignsPerAccount: number('campaigns', s('campaigns'), 3, 1, 100),
-    durationSec:
-      s('duration') === undefined ? undefined : number('duration', s('duration'), 0, 1, 31_536_000, false),
-    seed: s('seed') === undefined ? undefined : number('seed', s('seed'), 0, 0, 2 ** 32 - 1),
-    reportEverySec: number('report-every', s('report-every'), 5, 1, 3_600, false),
-  };
+  const args: Record<string, number | boolean | undefined> = { help: values.help === true };
+  for (const f of NUMBER_FLAGS) args[f.field] = numberOf(f, values[f.flag] as string | undefined);
+  return args as unknown as DemoArgs;
 }
 
 /** One progress line. */

@@ -80,19 +80,23 @@ export const tables = {
   },
 } as const satisfies Record<string, TableSpec>;
 
+/**
+ * What every stream starts from: 2 provisioned shards (the settings' `streams.<key>.shards`
+ * overrides them) and 24 h of retention, Kinesis's minimum, which covers a day of replay.
+ */
+const streamDefaults = { shardCount: 2, retentionHours: 24 } as const;
+
 export const streams = {
   actions: {
     envVar: 'ACTIONS_STREAM',
     suffix: 'actions',
-    shardCount: 2,
-    retentionHours: 24,
+    ...streamDefaults,
     purpose: 'User-action events (impressions, clicks, …) from ad servers, for counting.',
   },
   spend: {
     envVar: 'SPEND_STREAM',
     suffix: 'spend',
-    shardCount: 2,
-    retentionHours: 24,
+    ...streamDefaults,
     purpose: 'Bid, win (billing) and loss notices, for spend tracking.',
   },
 } as const satisfies Record<string, StreamSpec>;
