@@ -8,6 +8,7 @@
  */
 import { ShardBudgets } from '../../shared/pacing/budgets-cache.js';
 import type { ControlSnapshot } from '../../shared/pacing/control.js';
+import { elasticityOf } from '../../shared/pacing/controller/index.js';
 import type { LeaseView } from '../../shared/pacing/lease.js';
 import { ShardPacer, type TickIdentity, type TickOutcome } from '../../shared/pacing/pacer.js';
 import { readAuditLog } from '../../shared/pacing/publisher.js';
@@ -16,6 +17,7 @@ import { TICK_MS } from '../../shared/pacing/types.js';
 import type { RedisClient } from '../../shared/redis/connect.js';
 import type { ManualClock } from '../../shared/time/clock.js';
 import type { ScenarioBudgets } from '../budgets.js';
+import type { AuctionKind } from '../market/index.js';
 import { controllerOf, type StrategyName } from '../strategies.js';
 
 const SHARD = 0;
@@ -35,6 +37,8 @@ export interface SimPacerOptions {
   readonly redis: RedisClient;
   readonly clock: ManualClock;
   readonly strategy: StrategyName;
+  /** The market's auction: the controller's elasticity, as a region's pacer setting sets it. */
+  readonly auction: AuctionKind;
   readonly budgets: ScenarioBudgets;
   /** The raw readers' no-reply timeout. */
   readonly readTimeoutMs: number;
@@ -73,7 +77,7 @@ export class SimPacer {
   private stale: { pacer: PacerProcess; who: TickIdentity; ticksLeft: number } | undefined;
 
   constructor(private readonly o: SimPacerOptions) {
-    this.controller = controllerOf(o.strategy);
+    this.controller = controllerOf(o.strategy, { elasticity: elasticityOf(o.auction) });
     this.leader = this.newProcess(this.region);
     this.who = this.identity(this.leader);
   }
