@@ -63,6 +63,12 @@ export interface StrategySummary {
   readonly impressions: number;
   /** Micros per impression over every campaign-day. */
   readonly costPerImpression: number;
+  /**
+   * Micros per impression over the fillable campaign-days only (the same set for every strategy:
+   * ASAP's run defines it). What pacing saves: an unfillable campaign bids at full value under
+   * every strategy, so the all-campaign figure mixes its price into both sides.
+   */
+  readonly costPerImpressionFillable: number | null;
   readonly costPerClick: number | null;
   /** Live counters equal booked spend for every plan-day (exactly-once through faults). */
   readonly countersMatch: boolean;
@@ -119,6 +125,9 @@ export function summarise(run: StrategyRun, fillable: ReadonlySet<string>): Stra
   const campaignPlans = scoredPlans.filter((p) => p.level === 'campaign');
   const charged = campaignPlans.reduce((a, p) => a + p.chargedMicros, 0);
   const impressions = campaignPlans.reduce((a, p) => a + p.impressions, 0);
+  const fillPlans = campaignPlans.filter((p) => fillable.has(`${p.plan}|${p.day}`));
+  const fillImpressions = fillPlans.reduce((a, p) => a + p.impressions, 0);
+  const fillCharged = fillPlans.reduce((a, p) => a + p.chargedMicros, 0);
   const clicks = campaignPlans.reduce((a, p) => a + p.clicks, 0);
   const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);
   return {
@@ -139,6 +148,7 @@ export function summarise(run: StrategyRun, fillable: ReadonlySet<string>): Stra
     minutesAliveMean: Math.round(mean(rows.map((r) => r.minutesAlive))),
     impressions,
     costPerImpression: Math.round(charged / Math.max(1, impressions)),
+    costPerImpressionFillable: fillImpressions > 0 ? Math.round(fillCharged / fillImpressions) : null,
     costPerClick: clicks > 0 ? Math.round(charged / clicks) : null,
     countersMatch: run.plans.every((p) => p.countersMicros === p.spentMicros),
     errors: run.errors.length,

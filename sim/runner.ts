@@ -161,6 +161,7 @@ class SingleRegionRun {
       redis,
       clock,
       strategy,
+      auction: scenario.market.auction,
       budgets,
       readTimeoutMs: SIM_READ_TIMEOUT_MS,
       leaseTtlMs: scenario.leaseTtlMs,

@@ -17,7 +17,7 @@ import { DEFAULT_RELEASE_CAP } from '../spend/release.js';
 import { type Clock, systemClock } from '../time/clock.js';
 import type { PacerControl } from './control.js';
 import type { PacingController } from './controller/api.js';
-import { createPacingController } from './controller/index.js';
+import { createPacingController, elasticityOf } from './controller/index.js';
 import { ProcessTicks } from './process-ticks.js';
 import { allocationSettingsFromEnv, regionalReleaseCap } from './regions/allocation-config.js';
 import type { RegionalShardPacer } from './regions/cross-region.js';
@@ -82,6 +82,8 @@ export function pacerRuntimeFromEnv(options: {
   redis.on('error', options.onRedisError);
   // A region counts the in-flight release its guards count (their part of the cap, several regions).
   const controller = createPacingController({
+    // The region's auction sets the elasticity the controller assumes (docs/pacing.md, "Actuators").
+    elasticity: elasticityOf(config.auction),
     releaseCap: regionalReleaseCap(
       DEFAULT_RELEASE_CAP,
       allocationSettings.mode,

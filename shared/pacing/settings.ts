@@ -3,9 +3,11 @@
  * by the CDK stack and the local runner) and the validation of its EventBridge input.
  */
 
-import { InvalidEnvError, intEnv, requireEnv } from '../config/env.js';
+import { InvalidEnvError, intEnv, optionalEnv, requireEnv } from '../config/env.js';
 import { errorKind } from '../errors.js';
 import {
+  AUCTION_KINDS,
+  type AuctionKind,
   type PacerInput,
   type PacerSettings,
   pacerEnv,
@@ -35,6 +37,14 @@ export interface PacerConfig extends PacerSettings {
 /** The environment variable of {@link PacerConfig.redisSilenceMs}. */
 export const redisSilenceEnv = 'PACER_REDIS_SILENCE_MS';
 
+/** The region's auction kind from the environment (absent: second price, as the default). */
+function auctionFromEnv(env: Env): AuctionKind {
+  const raw = optionalEnv(pacerEnv.auction, 'second-price', env);
+  if (!(AUCTION_KINDS as readonly string[]).includes(raw))
+    throw new InvalidEnvError(pacerEnv.auction, raw, AUCTION_KINDS.join(' or '));
+  return raw as AuctionKind;
+}
+
 /** Reads and validates the pacer's configuration; throws naming the variable at fault. */
 export function pacerConfigFromEnv(env: Env = process.env): PacerConfig {
   // requireEnv names a missing variable; intEnv names one that is not an integer.
@@ -45,6 +55,7 @@ export function pacerConfigFromEnv(env: Env = process.env): PacerConfig {
     tickMs: required(pacerEnv.tickMs),
     leaseTtlMs: required(pacerEnv.leaseTtlMs),
     minuteMs: intEnv(pacerEnv.minuteMs, 60_000, env),
+    auction: auctionFromEnv(env),
   });
   const redisSilenceMs = intEnv(redisSilenceEnv, Math.floor(settings.tickMs / 2), env);
   if (redisSilenceMs < 100 || redisSilenceMs >= settings.tickMs)

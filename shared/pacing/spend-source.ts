@@ -9,7 +9,7 @@
 import { pipelineByNode, type RedisClient } from '../redis/connect.js';
 import { type HashVisitor, hmgetCommand, RawHashReader } from '../redis/resp/hash-reader.js';
 import { parseIntBytes } from '../redis/resp/parser.js';
-import { planDaySnapshot } from '../spend/live-counters.js';
+import { liveHeld, planDaySnapshot } from '../spend/live-counters.js';
 import { defaultInFlight, type InFlightConfig } from '../spend/reconcile.js';
 import { MAX_SLOT_STEPS, type ReleaseStats, releasableOf, stepReleaseStats } from '../spend/release.js';
 import type { AllocationFields, PlanSpendSnapshot } from './types.js';
@@ -240,8 +240,8 @@ class SpendVisitor implements HashVisitor<PlanSpendSnapshot> {
     const snapshot = {
       initialised: true,
       confirmedMicros: this.c,
-      leasedMicros: Math.max(0, leased),
-      inFlightMicros: Math.max(0, inFlight),
+      // As planDaySnapshot: a negative in-flight sum comes off the leased float (liveHeld).
+      ...liveHeld(leased, inFlight),
       releasableMicros: releasableOf(this.stats, bids),
     };
     return alloc ? { ...snapshot, alloc } : snapshot;
@@ -376,8 +376,7 @@ class SumsVisitor implements HashVisitor<PlanSpendSnapshot | undefined> {
     const snapshot = {
       initialised: true,
       confirmedMicros: confirmed + 0,
-      leasedMicros: Math.max(0, leased),
-      inFlightMicros: Math.max(0, inFlight),
+      ...liveHeld(leased, inFlight),
       releasableMicros: releasableOf(stats, bids),
     };
     return alloc ? { ...snapshot, alloc } : snapshot;

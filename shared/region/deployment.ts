@@ -30,6 +30,8 @@
 import { inputErrorKind } from '../errors.js';
 import { InvalidStageError, validateStage } from './names.js';
 import {
+  AUCTION_KINDS,
+  type AuctionKind,
   type CacheSettings,
   InvalidRegionSettingsError,
   type PacerSettings,
@@ -169,10 +171,19 @@ function parseSettings(key: string, raw: unknown): RegionSettingsInput {
   } = {};
   if (raw.pacer !== undefined) {
     if (!isObject(raw.pacer)) throw new InvalidDeploymentSettingsError(`${key}.pacer`, 'give an object.');
-    only(`${key}.pacer`, raw.pacer, pacerKeys);
-    const pacer: Partial<Record<(typeof pacerKeys)[number], number>> = {};
+    only(`${key}.pacer`, raw.pacer, [...pacerKeys, 'auction']);
+    const pacer: Partial<Record<(typeof pacerKeys)[number], number>> & { auction?: AuctionKind } = {};
     for (const k of pacerKeys)
       if (raw.pacer[k] !== undefined) pacer[k] = wholeNumber(`${key}.pacer.${k}`, raw.pacer[k]);
+    const auction = raw.pacer.auction;
+    if (auction !== undefined) {
+      if (!(AUCTION_KINDS as readonly unknown[]).includes(auction))
+        throw new InvalidDeploymentSettingsError(
+          `${key}.pacer.auction`,
+          `${JSON.stringify(auction)} is not an auction kind: give ${AUCTION_KINDS.join(' or ')}.`,
+        );
+      pacer.auction = auction as AuctionKind;
+    }
     out.pacer = pacer;
   }
   if (raw.cache !== undefined) {
@@ -460,7 +471,7 @@ export function deploymentSettings(rawLookup: Lookup): DeploymentSettings {
       'paceline:defaults.network',
       'networks are per region: set it under paceline:regions.<region>.network.',
     );
-  const overrides: { -readonly [K in keyof PacerSettings]?: number } = {};
+  const overrides: { -readonly [K in (typeof shorthandOf)[keyof typeof shorthandOf]]?: number } = {};
   for (const [ctx, field] of Object.entries(shorthandOf)) {
     const v = lookup(ctx);
     if (v !== undefined) overrides[field] = wholeNumber(ctx, v);

@@ -12,6 +12,11 @@ import type { FunctionSpec, ParameterSpec } from './resource-specs.js';
  * and the pacer's environment are all derived from them, by the CDK stack and the local runner
  * alike ({@link regionDescription}).
  */
+/** The auction kinds a region's pacer can be set for ({@link PacerSettings.auction}). */
+export const AUCTION_KINDS = ['first-price', 'second-price'] as const;
+/** One of {@link AUCTION_KINDS}. */
+export type AuctionKind = (typeof AUCTION_KINDS)[number];
+
 export interface PacerSettings {
   /**
    * Shards N: an account belongs to shard fnv1a32(utf8(accountId)) mod N. Changing N needs the
@@ -33,6 +38,12 @@ export interface PacerSettings {
    * @default 60_000
    */
   readonly minuteMs: number;
+  /**
+   * The auction the region's exchanges run, which sets the elasticity κ the controller assumes
+   * for spend against the bid multiplier (docs/pacing.md, "Actuators"): `first-price` κ = 2,
+   * `second-price` κ = 1 (stable in both kinds of market, the safe default). @default 'second-price'
+   */
+  readonly auction: AuctionKind;
   /**
    * The pacer function's memory, MB (Lambda gives CPU in proportion: 1,769 MB is one vCPU).
    * Deployment only (the pacer's own environment does not carry it). @default {@link DEFAULT_PACER_MEMORY_MB}
@@ -60,6 +71,7 @@ export const defaultPacerSettings: PacerSettings = {
   tickMs: 10_000,
   leaseTtlMs: 25_000,
   minuteMs: 60_000,
+  auction: 'second-price',
   memoryMb: DEFAULT_PACER_MEMORY_MB,
 };
 
@@ -80,6 +92,11 @@ export function validatePacerSettings(s: PacerSettings): PacerSettings {
   whole('tickMs', s.tickMs, 100, 60_000);
   whole('minuteMs', s.minuteMs, s.tickMs, 3_600_000);
   whole('leaseTtlMs', s.leaseTtlMs, 2 * s.tickMs, 600_000);
+  if (!(AUCTION_KINDS as readonly string[]).includes(s.auction))
+    throw new InvalidPacerSettingsError(
+      `pacer auction = ${JSON.stringify(s.auction)}: give ${AUCTION_KINDS.join(' or ')} (the auction the region's exchanges run).`,
+      'pacer.auction',
+    );
   if (s.minuteMs % s.tickMs !== 0)
     throw new InvalidPacerSettingsError(
       `pacer tickMs ${s.tickMs} must divide minuteMs ${s.minuteMs}: ticks sit on wall-clock boundaries.`,
@@ -106,6 +123,7 @@ export const pacerEnv = {
   tickMs: 'PACER_TICK_MS',
   leaseTtlMs: 'PACER_LEASE_TTL_MS',
   minuteMs: 'PACER_MINUTE_MS',
+  auction: 'PACER_AUCTION',
 } as const satisfies Record<Exclude<keyof PacerSettings, 'memoryMb' | 'reservedConcurrency'>, string>;
 
 /** Id of a pacer instance, as in its rule name and lease holder: `s<shard>-i<instance>`. */
@@ -157,6 +175,7 @@ export function pacerFunction(s: PacerSettings) {
       [pacerEnv.tickMs]: String(s.tickMs),
       [pacerEnv.leaseTtlMs]: String(s.leaseTtlMs),
       [pacerEnv.minuteMs]: String(s.minuteMs),
+      [pacerEnv.auction]: s.auction,
     },
     readsParameters: true,
     purpose: 'Scheduled shard pacer: computes pacing parameters every tick, the lease holder publishes them.',

@@ -38,7 +38,9 @@ import type { FunctionSpec, KinesisSourceSpec, ParameterSpec, StreamSpec } from 
 // The description is one object built from several modules; this module is its one entry, so
 // every user imports the region from here.
 export {
+  AUCTION_KINDS,
   AUTO_LEADER,
+  type AuctionKind,
   DEFAULT_PACER_MEMORY_MB,
   defaultPacerSettings,
   LEADER_OVERRIDE_PATH_PREFIX,

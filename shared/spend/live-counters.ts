@@ -143,7 +143,7 @@ export interface PlanDaySnapshot {
   /** Epoch id, or undefined when the plan-day is not initialised (reset / not started). */
   readonly epoch: string | undefined;
   readonly confirmedMicros: number;
-  /** Live leased float. */
+  /** Live leased float, less the bids resolved before their guard settled them ({@link liveHeld}). */
   readonly leasedMicros: number;
   /** Live in-flight bids (clamped at 0). */
   readonly inFlightMicros: number;
@@ -153,6 +153,27 @@ export interface PlanDaySnapshot {
    * notices"). Uncapped: the guard and the pacer release at most their cap of it. 0 until learned.
    */
   readonly releasableMicros: number;
+}
+
+/** What guards hold of a plan-day beside its confirmed spend ({@link liveHeld}). */
+export interface LiveHeld {
+  readonly leasedMicros: number;
+  readonly inFlightMicros: number;
+}
+
+/**
+ * The live `l:` and `f:` sums of a state hash as the lease script counts them: each clamped at 0,
+ * and a negative in-flight sum taken off the leased float first. A notice that lands before its
+ * bid's guard has settled releases the bid's amount from `f:` (going negative) and adds its price
+ * to `c`, while the amount is still inside the guard's `l:` lease until that settle; clamping the
+ * in-flight sum alone would count the bid twice (price in `c`, amount in `l:`), raising what looks
+ * held above what guards actually hold — most visibly in a day's first minute, where E is small.
+ * The result is still ≥ the stored sum (docs/spend.md, "Derivation"), so no cap is lowered.
+ */
+export function liveHeld(leased: number, inFlight: number): LiveHeld {
+  const l = Math.max(0, leased);
+  if (inFlight >= 0) return { leasedMicros: l, inFlightMicros: inFlight };
+  return { leasedMicros: Math.max(0, l + inFlight), inFlightMicros: 0 };
 }
 
 /** Reads a state hash without modifying it (live-slot rule applied client-side). */
@@ -187,8 +208,7 @@ export function planDaySnapshot(all: Readonly<Record<string, string>>, nowMs: nu
   return {
     epoch: all.r,
     confirmedMicros: Number(all.c ?? 0),
-    leasedMicros: Math.max(0, leased),
-    inFlightMicros: Math.max(0, inFlight),
+    ...liveHeld(leased, inFlight),
     releasableMicros: releasableOf(stats, bids),
   };
 }

@@ -7,6 +7,7 @@
  * control value for a few ticks, is refused by the fence.
  */
 import { ShardBudgets } from '../../shared/pacing/budgets-cache.js';
+import { elasticityOf } from '../../shared/pacing/controller/index.js';
 import { ShardPacer, type TickIdentity, type TickOutcome } from '../../shared/pacing/pacer.js';
 import { readAuditLog } from '../../shared/pacing/publisher.js';
 import { rawSpendSource } from '../../shared/pacing/spend-source.js';
@@ -15,6 +16,7 @@ import type { RedisClient } from '../../shared/redis/connect.js';
 import type { ManualClock } from '../../shared/time/clock.js';
 import type { ScenarioBudgets } from '../budgets.js';
 import { fixedIdentity } from '../engine-parts.js';
+import type { AuctionKind } from '../market/index.js';
 import { controllerOf, type StrategyName } from '../strategies.js';
 
 const SHARD = 0;
@@ -34,6 +36,8 @@ export interface SimPacerOptions {
   readonly redis: RedisClient;
   readonly clock: ManualClock;
   readonly strategy: StrategyName;
+  /** The market's auction: the controller's elasticity, as a region's pacer setting sets it. */
+  readonly auction: AuctionKind;
   readonly budgets: ScenarioBudgets;
   /** The raw readers' no-reply timeout. */
   readonly readTimeoutMs: number;
@@ -72,7 +76,7 @@ export class SimPacer {
   private stale: { pacer: PacerProcess; who: TickIdentity; ticksLeft: number } | undefined;
 
   constructor(private readonly o: SimPacerOptions) {
-    this.controller = controllerOf(o.strategy);
+    this.controller = controllerOf(o.strategy, { elasticity: elasticityOf(o.auction) });
     this.leader = this.newProcess(this.region);
     this.who = this.identity(this.leader);
   }

@@ -76,6 +76,7 @@ export function buildRegions(
         clock,
         config,
         strategy,
+        auction: scenario.market.auction,
         budgets,
         live,
         table,

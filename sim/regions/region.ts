@@ -12,6 +12,7 @@
  */
 import type { CampaignBudgets, ResolvedPlan } from '../../shared/budget/model.js';
 import { ShardBudgets } from '../../shared/pacing/budgets-cache.js';
+import { elasticityOf } from '../../shared/pacing/controller/index.js';
 import { ShardPacer } from '../../shared/pacing/pacer.js';
 import { PublishedReads } from '../../shared/pacing/published-reads.js';
 import { PacingReader, publishedCurve } from '../../shared/pacing/reader.js';
@@ -39,6 +40,7 @@ import { SpendTracker } from '../../shared/spend/tracker.js';
 import type { ManualClock } from '../../shared/time/clock.js';
 import type { ScenarioBudgets } from '../budgets.js';
 import { fixedIdentity, memoryLedger } from '../engine-parts.js';
+import type { AuctionKind } from '../market/index.js';
 import { controllerOf, type StrategyName } from '../strategies.js';
 import type { ReplicatedTable } from './replication.js';
 import type { ScenarioRegion } from './scenario.js';
@@ -67,6 +69,8 @@ export interface SimRegionOptions {
   readonly clock: ManualClock;
   readonly config: AllocationConfig;
   readonly strategy: StrategyName;
+  /** The market's auction: the controller's elasticity, as a region's pacer setting sets it. */
+  readonly auction: AuctionKind;
   readonly budgets: ScenarioBudgets;
   /** Every campaign's budgets as track-spend reads them. */
   readonly live: ReadonlyMap<string, CampaignBudgets>;
@@ -171,6 +175,7 @@ export class SimRegion {
       region: this.name,
       redis: o.redis,
       controller: controllerOf(o.strategy, {
+        elasticity: elasticityOf(o.auction),
         releaseCap: regionalReleaseCap(DEFAULT_RELEASE_CAP, o.config.mode, o.config.regions.length),
       }),
       budgets,

@@ -60,8 +60,8 @@ export interface PacingControllerConfig {
   /**
    * Assumed elasticity κ of spend to the bid multiplier (spend ∝ m^κ). It sets how the single
    * control variable (log-pressure u = ln throttle + κ·ln multiplier) splits into the two
-   * actuators and how the forecast converts spend back to demand; a wrong κ only changes loop
-   * gain (the integral absorbs it). @default 1
+   * actuators, the loop gain, and how the forecast converts spend back to demand. The pacer sets
+   * it from the region's auction ({@link elasticityOf}; docs/pacing.md, "Actuators"). @default 1
    */
   readonly elasticity: number;
   /**
@@ -171,4 +171,16 @@ export function resolveControllerConfig(
   if (!(c.initialPressure <= 0))
     throw new ControllerConfigError(`initialPressure = ${c.initialPressure}: must be ≤ 0.`);
   return c;
+}
+
+/**
+ * The elasticity κ the controller assumes in a market of this auction kind. In a first-price
+ * auction spend = bid × P(win | bid), so its true elasticity is 1 + the win rate's (≥ 1; about 2
+ * at the win rates a paced plan bids at): κ = 2 learns a day's shape in one day there and stays
+ * stable for any true elasticity above 1. In a second-price auction the true elasticity can be
+ * well below 1 (a bid far above the clearing prices pays them whatever its multiplier), where
+ * κ = 2 makes the day-over-day forecast oscillate; κ = 1 is stable down to 0.5.
+ */
+export function elasticityOf(auction: 'first-price' | 'second-price'): number {
+  return auction === 'first-price' ? 2 : 1;
 }

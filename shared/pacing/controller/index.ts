@@ -14,7 +14,7 @@ export {
   type FailSafeOptions,
   failSafeParams,
 } from './combine.js';
-export { defaultControllerConfig, type PacingControllerConfig } from './config.js';
+export { defaultControllerConfig, elasticityOf, type PacingControllerConfig } from './config.js';
 export { createPacingController, type PaceController, PacingInputError } from './controller.js';
 export type { TrafficForecast } from './forecast.js';
 // The linear baseline (spend ∝ time of day, no feedback): the simulator's "linear" strategy and

@@ -36,8 +36,14 @@ if lowerTo >= 0 and a > lowerTo then
           if b1 == 108 then L = L + tonumber(all[i + 1]) else F = F + tonumber(all[i + 1]) end
         end
       end
+      -- as the lease script counts them: a negative in-flight sum (bids resolved before their
+      -- guard settled them) comes off the leased float that still holds those bids
       if L < 0 then L = 0 end
-      if F < 0 then F = 0 end
+      if F < 0 then
+        L = L + F
+        F = 0
+        if L < 0 then L = 0 end
+      end
       U = tonumber(m[9] or '0') + L + F
     end
   elseif m[11] then

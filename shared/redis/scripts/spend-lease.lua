@@ -82,7 +82,14 @@ for i = 13, #ARGV, 2 do
 end
 local Lc, Fc = L, F
 if Lc < 0 then Lc = 0 end
-if Fc < 0 then Fc = 0 end
+-- A negative in-flight sum is bids a notice resolved before their guard settled them out of its
+-- lease: their amount is still inside l:, and their price already in c. Taken off the leased float,
+-- so such a bid counts once (docs/spend.md, "Derivation": the sum stays >= the stored S).
+if Fc < 0 then
+  Lc = Lc + Fc
+  Fc = 0
+  if Lc < 0 then Lc = 0 end
+end
 -- In flight that no notice will resolve (rho of what was bid in the live slots), released up to
 -- the caller's cap (ARGV[9]): the overshoot bound grows by that cap at most.
 local release = 0

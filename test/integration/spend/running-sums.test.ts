@@ -84,7 +84,10 @@ class Model {
     const { L, F, B } = this.sumFrom(sk);
     const release = Math.min(releasableOf(this.stats, B), cap);
     this.released = release;
-    const committed = this.c + Math.max(0, L) + Math.max(0, Math.max(0, F) - release);
+    // A negative in-flight sum (bids resolved before their guard settled them) comes off the
+    // leased float, which still holds those bids.
+    const leased = F < 0 ? Math.max(0, Math.max(0, L) + F) : Math.max(0, L);
+    const committed = this.c + leased + Math.max(0, Math.max(0, F) - release);
     const allowance = expected - committed;
     let grant = 0;
     if (want > 0) {

@@ -75,7 +75,7 @@ describe('deployment settings (cdk.json context)', () => {
           ],
         },
         'paceline:defaults': {
-          pacer: { memoryMb: 2048, reservedConcurrency: 200 },
+          pacer: { memoryMb: 2048, reservedConcurrency: 200, auction: 'first-price' },
           streams: { actions: { shards: 8, parallelizationFactor: 4 } },
         },
       }),
@@ -89,12 +89,14 @@ describe('deployment settings (cdk.json context)', () => {
     expect(east?.functions.ingestActions.source.parallelizationFactor).toBe(4);
     expect(east?.functions.trackSpend.source.parallelizationFactor).toBe(1);
     expect(east?.functions.pacer).toMatchObject({ memoryMb: 2048, reservedConcurrency: 200 });
+    expect(east?.functions.pacer.settings.PACER_AUCTION).toBe('first-price');
     // Without them: the default names, no subscription, the described sizes.
     const plain = deploymentSettings(lookup(base));
     expect(plain.stage).toBeUndefined();
     expect(plain.alarmSubscriptions).toEqual([]);
     expect(plain.regions[0]?.description.names.base).toBe('paceline');
     expect(plain.regions[0]?.description.functions.pacer).not.toHaveProperty('reservedConcurrency');
+    expect(plain.regions[0]?.description.functions.pacer.settings.PACER_AUCTION).toBe('second-price');
   });
 
   it('accepts a plain list of regions for a single region', () => {
@@ -124,6 +126,8 @@ describe('deployment settings (cdk.json context)', () => {
     [{ 'paceline:pacerShards': '0' }, 'paceline:pacerShards'],
     [{ 'paceline:pacerShards': '100000' }, 'paceline:pacerShards'],
     [{ 'paceline:defaults': { pacer: { memoryMb: 64 } } }, 'paceline:defaults.pacer.memoryMb'],
+    [{ 'paceline:defaults': { pacer: { auction: 'dutch' } } }, 'paceline:defaults.pacer.auction'],
+    [{ 'paceline:defaults': { pacer: { auction: 2 } } }, 'paceline:defaults.pacer.auction'],
     [
       { 'paceline:defaults': { pacer: { reservedConcurrency: 71 } } },
       'paceline:defaults.pacer.reservedConcurrency',

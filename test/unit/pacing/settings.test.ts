@@ -1,8 +1,9 @@
 /** The pacer's environment, its EventBridge input, the alarm specs and the temporary controller index. */
 import { describe, expect, it } from 'vitest';
 import { resolvePlan } from '../../../shared/budget/model.js';
-import { MissingEnvError } from '../../../shared/config/env.js';
+import { InvalidEnvError, MissingEnvError } from '../../../shared/config/env.js';
 import { pacerAlarmSpecs } from '../../../shared/pacing/alarms.js';
+import { elasticityOf } from '../../../shared/pacing/controller/index.js';
 import { createLinearController } from '../../../shared/pacing/controller/linear.js';
 import {
   InvalidPacerInputError,
@@ -10,7 +11,11 @@ import {
   parsePacerInput,
 } from '../../../shared/pacing/settings.js';
 import { evaluateCurve } from '../../../shared/pacing/types.js';
-import { defaultPacerSettings, regionResources } from '../../../shared/region/resources.js';
+import {
+  defaultPacerSettings,
+  regionDescription,
+  regionResources,
+} from '../../../shared/region/resources.js';
 
 const env = { PACELINE_REGION: 'us-east-1', ...regionResources.functions.pacer.settings };
 const DAY = { day: '2026-11-21', startMs: 0, endMs: 86_400_000 };
@@ -34,6 +39,23 @@ describe('pacer configuration', () => {
     );
     expect(() => pacerConfigFromEnv({ ...env, PACER_REDIS_SILENCE_MS: '5s' })).toThrow(
       /PACER_REDIS_SILENCE_MS/,
+    );
+  });
+
+  it('takes the auction kind from the environment and gives the controller its elasticity', () => {
+    expect(pacerConfigFromEnv(env).auction).toBe('second-price');
+    expect(pacerConfigFromEnv({ ...env, PACER_AUCTION: undefined }).auction).toBe('second-price');
+    expect(pacerConfigFromEnv({ ...env, PACER_AUCTION: 'first-price' }).auction).toBe('first-price');
+    const wrong = () => pacerConfigFromEnv({ ...env, PACER_AUCTION: 'vickrey' });
+    expect(wrong).toThrow(InvalidEnvError);
+    expect(wrong).toThrow(/PACER_AUCTION="vickrey" is invalid: expected first-price or second-price/);
+    expect(elasticityOf('first-price')).toBe(2);
+    expect(elasticityOf('second-price')).toBe(1);
+    expect(
+      regionDescription({ pacer: { auction: 'first-price' } }).functions.pacer.settings.PACER_AUCTION,
+    ).toBe('first-price');
+    expect(() => regionDescription({ pacer: { auction: 'dutch' as never } })).toThrow(
+      /pacer auction = "dutch": give first-price or second-price/,
     );
   });
 

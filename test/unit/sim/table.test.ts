@@ -24,6 +24,7 @@ function summary(over: Partial<StrategySummary>): StrategySummary {
     minutesAliveMean: 1439,
     impressions: 1000,
     costPerImpression: 500,
+    costPerImpressionFillable: 450,
     costPerClick: null,
     countersMatch: true,
     errors: 0,
@@ -82,5 +83,14 @@ describe('quality table', () => {
       'not met',
       'met',
     ]);
+  });
+
+  it('compares the cost per impression with ASAP over all campaigns and over the fillable ones', () => {
+    const asap = summary({ costPerImpression: 700, costPerImpressionFillable: 900, deviationMax: 1 });
+    const table = qualityTable([line('s', 1, { paceline: summary({}), asap })]);
+    const cells = (table.split('\n')[2] as string).split('|').map((c) => c.trim());
+    const header = (table.split('\n')[0] as string).split('|').map((c) => c.trim());
+    expect(cells[header.indexOf('vs ASAP')]).toBe('-29 %');
+    expect(cells[header.indexOf('vs ASAP (fillable)')]).toBe('-50 %');
   });
 });
