@@ -2,6 +2,7 @@
 -- plan-day's allocation fields and optionally lowers the cap, never below what is committed now.
 -- KEYS: state. ARGV: liveAtMs, ag, ax, ar, ae, lowerTo (-1 = no lowering), first (1|0), keepMs.
 -- Reply: {a, ag, ar, ax, ae, released}.
+--@include live-held.lua
 local h = KEYS[1]
 local m = redis.call('HMGET', h, 'ag', 'ar', 'ax', 'ae', 'r', 'q', 't', 'g', 'c', 'sk', 'u')
 local ag = tonumber(m[1] or '0')
@@ -36,14 +37,7 @@ if lowerTo >= 0 and a > lowerTo then
           if b1 == 108 then L = L + tonumber(all[i + 1]) else F = F + tonumber(all[i + 1]) end
         end
       end
-      -- as the lease script counts them: a negative in-flight sum (bids resolved before their
-      -- guard settled them) comes off the leased float that still holds those bids
-      if L < 0 then L = 0 end
-      if F < 0 then
-        L = L + F
-        F = 0
-        if L < 0 then L = 0 end
-      end
+      L, F = liveHeld(L, F)
       U = tonumber(m[9] or '0') + L + F
     end
   elseif m[11] then

@@ -9,6 +9,7 @@
 --@const RELEASE_DECAY
 --@const RELEASE_MIN_SLOTS
 --@include sum-live.lua
+--@include live-held.lua
 local h = KEYS[1]
 local meta = redis.call('HMGET', h, 'r', 'q', 't', 'g', 'c', 'sk', 'sl', 'sf', 'sb', 'rf', 'rb', 'rn', 'a', 'ae')
 local r = meta[1]
@@ -80,16 +81,8 @@ for i = 13, #ARGV, 2 do
     end
   end
 end
-local Lc, Fc = L, F
-if Lc < 0 then Lc = 0 end
--- A negative in-flight sum is bids a notice resolved before their guard settled them out of its
--- lease: their amount is still inside l:, and their price already in c. Taken off the leased float,
--- so such a bid counts once (docs/spend.md, "Derivation": the sum stays >= the stored S).
-if Fc < 0 then
-  Lc = Lc + Fc
-  Fc = 0
-  if Lc < 0 then Lc = 0 end
-end
+-- What guards hold, each bid once (live-held.lua).
+local Lc, Fc = liveHeld(L, F)
 -- In flight that no notice will resolve (rho of what was bid in the live slots), released up to
 -- the caller's cap (ARGV[9]): the overshoot bound grows by that cap at most.
 local release = 0
