@@ -55,27 +55,32 @@ Options:
 
 Exit codes: 0 ok (stopped by Ctrl-C or --duration), 1 unexpected failure, 2 usage or no local target.`;
 
-/** A numeric flag: the {@link DemoArgs} field it sets, its default (none: unset) and its range. */
+/** A numeric flag: its name on the command line, its default (none: unset) and its range. */
 interface NumberFlag {
   readonly flag: string;
-  readonly field: Exclude<keyof DemoArgs, 'help'>;
   readonly fallback: number | undefined;
   readonly min: number;
   readonly max: number;
   readonly whole: boolean;
 }
 
-/** Every flag but `--help`, once: what the command line accepts and how each is checked. */
-const NUMBER_FLAGS: readonly NumberFlag[] = [
-  { flag: 'rate', field: 'requestsPerSec', fallback: 100, min: 0, max: 100_000, whole: false },
-  { flag: 'win-rate', field: 'winRate', fallback: 0.3, min: 0, max: 1, whole: false },
-  { flag: 'poison-every', field: 'poisonEverySec', fallback: 30, min: 0, max: 86_400, whole: false },
-  { flag: 'accounts', field: 'accounts', fallback: 3, min: 1, max: 1_000, whole: true },
-  { flag: 'campaigns', field: 'campaignsPerAccount', fallback: 3, min: 1, max: 100, whole: true },
-  { flag: 'duration', field: 'durationSec', fallback: undefined, min: 1, max: 31_536_000, whole: false },
-  { flag: 'seed', field: 'seed', fallback: undefined, min: 0, max: 2 ** 32 - 1, whole: true },
-  { flag: 'report-every', field: 'reportEverySec', fallback: 5, min: 1, max: 3_600, whole: false },
-];
+/** The {@link DemoArgs} fields the numeric flags set. */
+type NumberField = Exclude<keyof DemoArgs, 'help'>;
+
+/**
+ * Every flag but `--help`, once, keyed by the field it sets: what the command line accepts and how
+ * each is checked. Keyed by field, so the compiler holds that every field has exactly one flag.
+ */
+const NUMBER_FLAGS: { readonly [F in NumberField]: NumberFlag } = {
+  requestsPerSec: { flag: 'rate', fallback: 100, min: 0, max: 100_000, whole: false },
+  winRate: { flag: 'win-rate', fallback: 0.3, min: 0, max: 1, whole: false },
+  poisonEverySec: { flag: 'poison-every', fallback: 30, min: 0, max: 86_400, whole: false },
+  accounts: { flag: 'accounts', fallback: 3, min: 1, max: 1_000, whole: true },
+  campaignsPerAccount: { flag: 'campaigns', fallback: 3, min: 1, max: 100, whole: true },
+  durationSec: { flag: 'duration', fallback: undefined, min: 1, max: 31_536_000, whole: false },
+  seed: { flag: 'seed', fallback: undefined, min: 0, max: 2 ** 32 - 1, whole: true },
+  reportEverySec: { flag: 'report-every', fallback: 5, min: 1, max: 3_600, whole: false },
+};
 
 function numberOf(
   { flag, fallback, min, max, whole }: NumberFlag,
@@ -98,15 +103,17 @@ export function parseDemoArgs(argv: readonly string[]): DemoArgs {
     ({ values } = parseArgs({
       args: [...argv],
       options: {
-        ...Object.fromEntries(NUMBER_FLAGS.map((f) => [f.flag, { type: 'string' } as const])),
+        ...Object.fromEntries(Object.values(NUMBER_FLAGS).map((f) => [f.flag, { type: 'string' } as const])),
         help: { type: 'boolean' },
       },
     }));
   } catch (error) {
     throw new DemoUsageError(`${(error as Error).message} (see --help)`);
   }
+  // Every DemoArgs field is a key of NUMBER_FLAGS (its type says so), so the object is whole.
   const args: Record<string, number | boolean | undefined> = { help: values.help === true };
-  for (const f of NUMBER_FLAGS) args[f.field] = numberOf(f, values[f.flag] as string | undefined);
+  for (const [field, f] of Object.entries(NUMBER_FLAGS))
+    args[field] = numberOf(f, values[f.flag] as string | undefined);
   return args as unknown as DemoArgs;
 }
 
