@@ -162,6 +162,7 @@ class SingleRegionRun {
       clock,
       strategy,
       auction: scenario.market.auction,
+      audienceTimeZone: scenario.timeZone,
       budgets,
       readTimeoutMs: SIM_READ_TIMEOUT_MS,
       leaseTtlMs: scenario.leaseTtlMs,

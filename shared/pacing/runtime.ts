@@ -84,6 +84,8 @@ export function pacerRuntimeFromEnv(options: {
   const controller = createPacingController({
     // The region's auction sets the elasticity the controller assumes (docs/pacing.md, "Actuators").
     elasticity: elasticityOf(config.auction),
+    // The region's audience zone places the built-in shape (docs/pacing.md, "Prior for new plans").
+    audienceTimeZone: config.audienceTimeZone ?? null,
     releaseCap: regionalReleaseCap(
       DEFAULT_RELEASE_CAP,
       allocationSettings.mode,

@@ -3,6 +3,7 @@
  * by the CDK stack and the local runner) and the validation of its EventBridge input.
  */
 
+import { assertTimeZone } from '../budget/time-zone.js';
 import { InvalidEnvError, intEnv, optionalEnv, requireEnv } from '../config/env.js';
 import { errorKind } from '../errors.js';
 import {
@@ -45,6 +46,18 @@ function auctionFromEnv(env: Env): AuctionKind {
   return raw as AuctionKind;
 }
 
+/** The region's audience time zone from the environment (absent: none, each plan's own zone). */
+function audienceFromEnv(env: Env): { audienceTimeZone?: string } {
+  const raw = optionalEnv(pacerEnv.audienceTimeZone, undefined, env);
+  if (raw === undefined) return {};
+  try {
+    assertTimeZone(raw);
+  } catch {
+    throw new InvalidEnvError(pacerEnv.audienceTimeZone, raw, 'an IANA time zone such as America/New_York');
+  }
+  return { audienceTimeZone: raw };
+}
+
 /** Reads and validates the pacer's configuration; throws naming the variable at fault. */
 export function pacerConfigFromEnv(env: Env = process.env): PacerConfig {
   // requireEnv names a missing variable; intEnv names one that is not an integer.
@@ -56,6 +69,7 @@ export function pacerConfigFromEnv(env: Env = process.env): PacerConfig {
     leaseTtlMs: required(pacerEnv.leaseTtlMs),
     minuteMs: intEnv(pacerEnv.minuteMs, 60_000, env),
     auction: auctionFromEnv(env),
+    ...audienceFromEnv(env),
   });
   const redisSilenceMs = intEnv(redisSilenceEnv, Math.floor(settings.tickMs / 2), env);
   if (redisSilenceMs < 100 || redisSilenceMs >= settings.tickMs)

@@ -171,8 +171,11 @@ function parseSettings(key: string, raw: unknown): RegionSettingsInput {
   } = {};
   if (raw.pacer !== undefined) {
     if (!isObject(raw.pacer)) throw new InvalidDeploymentSettingsError(`${key}.pacer`, 'give an object.');
-    only(`${key}.pacer`, raw.pacer, [...pacerKeys, 'auction']);
-    const pacer: Partial<Record<(typeof pacerKeys)[number], number>> & { auction?: AuctionKind } = {};
+    only(`${key}.pacer`, raw.pacer, [...pacerKeys, 'auction', 'audienceTimeZone']);
+    const pacer: Partial<Record<(typeof pacerKeys)[number], number>> & {
+      auction?: AuctionKind;
+      audienceTimeZone?: string;
+    } = {};
     for (const k of pacerKeys)
       if (raw.pacer[k] !== undefined) pacer[k] = wholeNumber(`${key}.pacer.${k}`, raw.pacer[k]);
     const auction = raw.pacer.auction;
@@ -183,6 +186,15 @@ function parseSettings(key: string, raw: unknown): RegionSettingsInput {
           `${JSON.stringify(auction)} is not an auction kind: give ${AUCTION_KINDS.join(' or ')}.`,
         );
       pacer.auction = auction as AuctionKind;
+    }
+    const audience = raw.pacer.audienceTimeZone;
+    if (audience !== undefined) {
+      if (typeof audience !== 'string')
+        throw new InvalidDeploymentSettingsError(
+          `${key}.pacer.audienceTimeZone`,
+          'give an IANA time zone such as America/New_York.',
+        );
+      pacer.audienceTimeZone = audience;
     }
     out.pacer = pacer;
   }

@@ -2,6 +2,7 @@
  * The pacer's settings in a region and what is derived from them: its function (schedule
  * instances, environment), its parameters (shard count, leader overrides) and the names both use.
  */
+import { assertTimeZone } from '../budget/time-zone.js';
 import { invocationWindowMs } from '../pacing/invocation.js';
 import { InvalidPacerSettingsError } from './region-settings.js';
 import type { FunctionSpec, ParameterSpec } from './resource-specs.js';
@@ -44,6 +45,14 @@ export interface PacerSettings {
    * `second-price` κ = 1 (stable in both kinds of market, the safe default). @default 'second-price'
    */
   readonly auction: AuctionKind;
+  /**
+   * The IANA time zone the region's audience lives in: the built-in traffic shape a plan starts
+   * from when nothing has been learned anywhere in the region (its first day) is this zone's day,
+   * moved through UTC to each plan's own hours (docs/pacing.md, "Prior for new plans"). Absent:
+   * each plan's own zone (right when advertisers and audience share a zone).
+   * @default none
+   */
+  readonly audienceTimeZone?: string;
   /**
    * The pacer function's memory, MB (Lambda gives CPU in proportion: 1,769 MB is one vCPU).
    * Deployment only (the pacer's own environment does not carry it). @default {@link DEFAULT_PACER_MEMORY_MB}
@@ -97,6 +106,16 @@ export function validatePacerSettings(s: PacerSettings): PacerSettings {
       `pacer auction = ${JSON.stringify(s.auction)}: give ${AUCTION_KINDS.join(' or ')} (the auction the region's exchanges run).`,
       'pacer.auction',
     );
+  if (s.audienceTimeZone !== undefined) {
+    try {
+      assertTimeZone(s.audienceTimeZone);
+    } catch {
+      throw new InvalidPacerSettingsError(
+        `pacer audienceTimeZone = ${JSON.stringify(s.audienceTimeZone)}: give an IANA time zone such as America/New_York, or leave it out.`,
+        'pacer.audienceTimeZone',
+      );
+    }
+  }
   if (s.minuteMs % s.tickMs !== 0)
     throw new InvalidPacerSettingsError(
       `pacer tickMs ${s.tickMs} must divide minuteMs ${s.minuteMs}: ticks sit on wall-clock boundaries.`,
@@ -124,6 +143,7 @@ export const pacerEnv = {
   leaseTtlMs: 'PACER_LEASE_TTL_MS',
   minuteMs: 'PACER_MINUTE_MS',
   auction: 'PACER_AUCTION',
+  audienceTimeZone: 'PACER_AUDIENCE_TIME_ZONE',
 } as const satisfies Record<Exclude<keyof PacerSettings, 'memoryMb' | 'reservedConcurrency'>, string>;
 
 /** Id of a pacer instance, as in its rule name and lease holder: `s<shard>-i<instance>`. */
@@ -176,6 +196,7 @@ export function pacerFunction(s: PacerSettings) {
       [pacerEnv.leaseTtlMs]: String(s.leaseTtlMs),
       [pacerEnv.minuteMs]: String(s.minuteMs),
       [pacerEnv.auction]: s.auction,
+      ...(s.audienceTimeZone === undefined ? {} : { [pacerEnv.audienceTimeZone]: s.audienceTimeZone }),
     },
     readsParameters: true,
     purpose: 'Scheduled shard pacer: computes pacing parameters every tick, the lease holder publishes them.',

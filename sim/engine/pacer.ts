@@ -38,6 +38,8 @@ export interface SimPacerOptions {
   readonly strategy: StrategyName;
   /** The market's auction: the controller's elasticity, as a region's pacer setting sets it. */
   readonly auction: AuctionKind;
+  /** The market's time zone: the audience's, as a region's pacer setting gives it. */
+  readonly audienceTimeZone: string;
   readonly budgets: ScenarioBudgets;
   /** The raw readers' no-reply timeout. */
   readonly readTimeoutMs: number;
@@ -76,7 +78,10 @@ export class SimPacer {
   private stale: { pacer: PacerProcess; who: TickIdentity; ticksLeft: number } | undefined;
 
   constructor(private readonly o: SimPacerOptions) {
-    this.controller = controllerOf(o.strategy, { elasticity: elasticityOf(o.auction) });
+    this.controller = controllerOf(o.strategy, {
+      elasticity: elasticityOf(o.auction),
+      audienceTimeZone: o.audienceTimeZone,
+    });
     this.leader = this.newProcess(this.region);
     this.who = this.identity(this.leader);
   }

@@ -77,6 +77,7 @@ export function buildRegions(
         config,
         strategy,
         auction: scenario.market.auction,
+        audienceTimeZone: scenario.timeZone,
         budgets,
         live,
         table,

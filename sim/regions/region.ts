@@ -71,6 +71,8 @@ export interface SimRegionOptions {
   readonly strategy: StrategyName;
   /** The market's auction: the controller's elasticity, as a region's pacer setting sets it. */
   readonly auction: AuctionKind;
+  /** The market's time zone: the audience's, as a region's pacer setting gives it. */
+  readonly audienceTimeZone: string;
   readonly budgets: ScenarioBudgets;
   /** Every campaign's budgets as track-spend reads them. */
   readonly live: ReadonlyMap<string, CampaignBudgets>;
@@ -176,6 +178,7 @@ export class SimRegion {
       redis: o.redis,
       controller: controllerOf(o.strategy, {
         elasticity: elasticityOf(o.auction),
+        audienceTimeZone: o.audienceTimeZone,
         releaseCap: regionalReleaseCap(DEFAULT_RELEASE_CAP, o.config.mode, o.config.regions.length),
       }),
       budgets,

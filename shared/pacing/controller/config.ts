@@ -3,6 +3,7 @@
  * setting has a default that the simulator runs were tuned with; a pacer passes overrides only
  * for experiments.
  */
+import { assertTimeZone } from '../../budget/time-zone.js';
 import { errorKind } from '../../errors.js';
 import { DEFAULT_RELEASE_CAP } from '../../spend/release.js';
 import { BUILT_IN_SHAPE } from './prior.js';
@@ -76,6 +77,14 @@ export interface PacingControllerConfig {
    */
   readonly builtInShape: readonly number[] | null;
   /**
+   * The time zone the region's audience lives in, whose local hours {@link builtInShape} describes
+   * (docs/pacing.md, "Prior for new plans"): a plan in another zone gets the shape moved through
+   * UTC to its own hours — a Los Angeles advertiser's plan bidding on New York's traffic sees New
+   * York's evening at its 17:00–21:00, not at its own evening. null: each plan's own zone.
+   * @default null
+   */
+  readonly audienceTimeZone: string | null;
+  /**
    * In-flight that no notice is expected to resolve is counted less, up to this fraction of the
    * budget — as the guards count it (`BudgetGuard`'s `releaseCap`; docs/spend.md). @default 0.0025
    */
@@ -113,6 +122,7 @@ export const defaultControllerConfig: PacingControllerConfig = {
   elasticity: 1,
   initialPressure: -1,
   builtInShape: BUILT_IN_SHAPE,
+  audienceTimeZone: null,
   releaseCap: DEFAULT_RELEASE_CAP,
   shapeFloor: 0.05,
   alphaDay: 0.3,
@@ -168,6 +178,15 @@ export function resolveControllerConfig(
     !(Array.isArray(shape) && shape.length === 24 && shape.every((v) => v >= 0) && shape.some((v) => v > 0))
   )
     throw new ControllerConfigError('builtInShape: give 24 numbers ≥ 0 (local hours 0–23), one > 0.');
+  if (c.audienceTimeZone !== null) {
+    try {
+      assertTimeZone(c.audienceTimeZone);
+    } catch {
+      throw new ControllerConfigError(
+        `audienceTimeZone = ${JSON.stringify(c.audienceTimeZone)}: give an IANA time zone (e.g. America/New_York) or null.`,
+      );
+    }
+  }
   if (!(c.initialPressure <= 0))
     throw new ControllerConfigError(`initialPressure = ${c.initialPressure}: must be ≤ 0.`);
   return c;

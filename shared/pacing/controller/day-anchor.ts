@@ -53,7 +53,7 @@ export function startDay(
     // No level of its own (a new plan, or one that has learned nothing yet): every plan-day
     // starts from a prior — the shape and level other plans learned, else the built-in shape
     // at the level the initial pressure implies — stored as the plan's forecast.
-    const seeded = seedPrior(f, tick.input.prior?.(plan, nowMs), budget, cfg);
+    const seeded = seedPrior(f, tick.input.prior?.(plan, nowMs), budget, cfg, tz, nowMs);
     if (seeded) {
       f = seeded;
       profile = dayProfile(f, pending, tz, slots, cfg);

@@ -132,7 +132,8 @@ class DayWeek implements WeekView {
  * `prior`: the hour-of-day levels are a prior (prior.ts), not the plan's own, and the plan's own
  * first day replaces them whole: they are cleared, so each observed hour takes its observation and
  * the hours it did not observe are unknown (a day profile gives them the mean of the known ones),
- * as for a plan that started without a prior. Smoothing the observations into the prior kept its
+ * as for a plan that started without a prior — unless it observed less than half the day
+ * ({@link clearPrior}: then the rescaled prior stays where it saw nothing). Smoothing the observations into the prior kept its
  * shape for days; keeping the prior (rescaled) for the hours not observed kept it exactly where it
  * was most wrong — the hours a plan could not observe are mostly those where it sat at the cap,
  * i.e. where the prior gave too little. With nothing to smooth into, a first day's hour is capped at
@@ -154,7 +155,8 @@ function foldDay(
   // A plan's first day of its own replaces its prior whole, each hour at most FIRST_DAY_PEAK × the
   // day's median observed level (see above).
   const ceiling = prior ? FIRST_DAY_PEAK * medianObserved(slots.hours.length, obs) : Number.POSITIVE_INFINITY;
-  if (prior) hod.fill(0);
+  // A partial first day keeps the forecast a prior: its next day replaces it like a first day.
+  const partial = prior && clearPrior(slots.hours, obs, ceiling, hod);
   for (let k = 0; k < slots.hours.length && k < OBS_SLOTS; k++) {
     const seen = levelOf(obs[k] as number);
     if (seen === undefined) continue;
@@ -169,12 +171,58 @@ function foldDay(
         ? observed
         : Math.min(known * OUTLIER_FACTOR, Math.max(known / OUTLIER_FACTOR, observed));
     const b = (slots.weekdays[k] as number) * 24 + h;
-    if (week.wants(b)) week.set(b, smooth(week.get(b), rate, cfg.alphaWeek * weight));
+    if (!partial && week.wants(b)) week.set(b, smooth(week.get(b), rate, cfg.alphaWeek * weight));
     hod[h] = smooth(hod[h] as number, rate, cfg.alphaDay * weight);
     observedAny = true;
   }
-  return observedAny;
+  return observedAny && !partial;
 }
+
+/**
+ * Clears a prior before a plan's first own day is folded into it (see {@link foldDay}). A day that
+ * observed fewer than {@link PARTIAL_DAY_HOURS} hours keeps the prior in the hours it did not
+ * observe, rescaled to the level it did observe (Σ observed ÷ Σ prior over the observed hours):
+ * such a day is mostly a plan that started late in it (created at 17:00, or a zone west of the
+ * pacer's first tick), and the mean of a few evening hours spread over the night and the morning
+ * is a flat curve that runs far ahead of the traffic at night and behind it all morning. The hours
+ * it observed are cleared, so they take their observation whole. No hour-of-week level is set:
+ * the forecast stays a prior (true is returned), so the plan's next day replaces it as a first day
+ * would, instead of smoothing into a shape the plan never saw.
+ */
+function clearPrior(
+  hours: readonly number[],
+  obs: readonly number[],
+  ceiling: number,
+  hod: number[],
+): boolean {
+  let seen = 0;
+  let observed = 0;
+  let priorSum = 0;
+  for (let k = 0; k < hours.length && k < OBS_SLOTS; k++) {
+    const v = levelOf(obs[k] as number);
+    if (v === undefined) continue;
+    seen++;
+    const p = levelOf(hod[hours[k] as number] as number);
+    if (p === undefined) continue;
+    observed += Math.min(v, ceiling);
+    priorSum += p;
+  }
+  const ratio = observed / priorSum;
+  if (seen >= PARTIAL_DAY_HOURS || !(ratio > 0 && Number.isFinite(ratio))) {
+    hod.fill(0);
+    return false;
+  }
+  for (let h = 0; h < hod.length; h++) {
+    const p = levelOf(hod[h] as number);
+    hod[h] = p === undefined ? 0 : quantiseLevel(p * ratio);
+  }
+  for (let k = 0; k < hours.length && k < OBS_SLOTS; k++)
+    if (levelOf(obs[k] as number) !== undefined) hod[hours[k] as number] = 0;
+  return true;
+}
+
+/** A first own day that observed fewer hours than this keeps its prior where it saw nothing. */
+export const PARTIAL_DAY_HOURS = 12;
 
 /**
  * A plan's first own day: no hour above this multiple of the day's median observed level. Diurnal

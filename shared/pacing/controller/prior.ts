@@ -8,8 +8,9 @@
  *
  * A prior is stored as an ordinary forecast (`f1`: hour-of-day levels, no hour-of-week level):
  * any leader, an older one included, reads it. Such a "prior-only" forecast is recognised by its
- * empty hour-of-week levels (a plan's own learning always sets some), and its first fold of the
- * plan's own observations rescales it to the plan's own level first (forecast.ts `foldDay`).
+ * empty hour-of-week levels (a plan's own day of at least `PARTIAL_DAY_HOURS` observed hours sets
+ * some), and its first such fold replaces it with the plan's own observations; a shorter day (a plan
+ * created late in it) rescales it to the observed level and keeps it a prior (forecast.ts `foldDay`).
  *
  * The book is built by the pacer from the forecasts it holds (at most once an hour: forecasts
  * change at most hourly); the controller asks it only on a plan-day's first tick, when the plan's
@@ -89,12 +90,15 @@ export function seedPrior(
   f: TrafficForecast,
   looked: unknown,
   budget: number,
-  cfg: Pick<PacingControllerConfig, 'builtInShape' | 'initialPressure'>,
+  cfg: Pick<PacingControllerConfig, 'builtInShape' | 'initialPressure' | 'audienceTimeZone'>,
+  timeZone: string,
+  nowMs: number,
 ): TrafficForecast | undefined {
+  const shape = isForecast(looked) ? undefined : builtInShapeIn(cfg, timeZone, nowMs);
   const levels = isForecast(looked)
     ? looked.hourOfDay
-    : cfg.builtInShape
-      ? priorForecast(cfg.builtInShape, budget * Math.exp(-cfg.initialPressure)).hourOfDay
+    : shape
+      ? priorForecast(shape, budget * Math.exp(-cfg.initialPressure)).hourOfDay
       : undefined;
   if (!levels?.some((q) => q > 1)) return undefined;
   return {
@@ -104,6 +108,26 @@ export function seedPrior(
     obs: f.obs,
     cover: f.cover,
   };
+}
+
+/**
+ * The built-in shape in the local hours of `timeZone`'s day at `nowMs`: as the audience
+ * (`cfg.audienceTimeZone`) lives it, moved through UTC; the shape itself when no audience zone is
+ * set or it is the plan's own.
+ */
+export function builtInShapeIn(
+  cfg: Pick<PacingControllerConfig, 'builtInShape' | 'audienceTimeZone'>,
+  timeZone: string,
+  nowMs: number,
+): readonly number[] | null {
+  const shape = cfg.builtInShape;
+  const audience = cfg.audienceTimeZone;
+  if (!shape || audience === null || audience === timeZone) return shape;
+  const audienceOfUtc = new Array<number>(24);
+  utcHours(audience, nowMs).forEach((u, h) => {
+    audienceOfUtc[u] = h;
+  });
+  return utcHours(timeZone, nowMs).map((u) => shape[audienceOfUtc[u] as number] as number);
 }
 
 /**

@@ -75,7 +75,12 @@ describe('deployment settings (cdk.json context)', () => {
           ],
         },
         'paceline:defaults': {
-          pacer: { memoryMb: 2048, reservedConcurrency: 200, auction: 'first-price' },
+          pacer: {
+            memoryMb: 2048,
+            reservedConcurrency: 200,
+            auction: 'first-price',
+            audienceTimeZone: 'America/Chicago',
+          },
           streams: { actions: { shards: 8, parallelizationFactor: 4 } },
         },
       }),
@@ -90,6 +95,7 @@ describe('deployment settings (cdk.json context)', () => {
     expect(east?.functions.trackSpend.source.parallelizationFactor).toBe(1);
     expect(east?.functions.pacer).toMatchObject({ memoryMb: 2048, reservedConcurrency: 200 });
     expect(east?.functions.pacer.settings.PACER_AUCTION).toBe('first-price');
+    expect(east?.functions.pacer.settings.PACER_AUDIENCE_TIME_ZONE).toBe('America/Chicago');
     // Without them: the default names, no subscription, the described sizes.
     const plain = deploymentSettings(lookup(base));
     expect(plain.stage).toBeUndefined();
@@ -128,6 +134,11 @@ describe('deployment settings (cdk.json context)', () => {
     [{ 'paceline:defaults': { pacer: { memoryMb: 64 } } }, 'paceline:defaults.pacer.memoryMb'],
     [{ 'paceline:defaults': { pacer: { auction: 'dutch' } } }, 'paceline:defaults.pacer.auction'],
     [{ 'paceline:defaults': { pacer: { auction: 2 } } }, 'paceline:defaults.pacer.auction'],
+    [
+      { 'paceline:defaults': { pacer: { audienceTimeZone: 'Mars/Olympus' } } },
+      'paceline:defaults.pacer.audienceTimeZone',
+    ],
+    [{ 'paceline:defaults': { pacer: { audienceTimeZone: 5 } } }, 'paceline:defaults.pacer.audienceTimeZone'],
     [
       { 'paceline:defaults': { pacer: { reservedConcurrency: 71 } } },
       'paceline:defaults.pacer.reservedConcurrency',

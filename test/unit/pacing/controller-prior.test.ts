@@ -25,6 +25,7 @@ import {
 } from '../../../shared/pacing/controller/index.js';
 import {
   BUILT_IN_SHAPE,
+  builtInShapeIn,
   ForecastPriors,
   isForecast,
   priorForecast,
@@ -318,3 +319,55 @@ function scaled(f: TrafficForecast, daily: number): TrafficForecast {
   const sum = l.reduce((a, b) => a + b, 0);
   return { ...f, hourOfDay: l.map((v) => quantiseLevel((v / sum) * daily)) };
 }
+
+describe('the built-in shape in the audience’s zone', () => {
+  it('moves the shape through UTC to a plan in another zone, unchanged in the audience’s own', () => {
+    const cfg = { builtInShape: BUILT_IN_SHAPE, audienceTimeZone: 'America/New_York' };
+    // New York is three hours ahead of Los Angeles: the Los Angeles plan's hour h is New York's h + 3.
+    const la = builtInShapeIn(cfg, 'America/Los_Angeles', NOW) as readonly number[];
+    for (let h = 0; h < 24; h++) expect(la[h]).toBe(BUILT_IN_SHAPE[(h + 3) % 24]);
+    expect(builtInShapeIn(cfg, 'America/New_York', NOW)).toBe(BUILT_IN_SHAPE);
+    expect(builtInShapeIn({ ...cfg, audienceTimeZone: null }, 'America/Los_Angeles', NOW)).toBe(
+      BUILT_IN_SHAPE,
+    );
+    // A half-hour zone takes the hour it overlaps at the hour's start (Kolkata is UTC+5:30).
+    expect(builtInShapeIn(cfg, 'Asia/Kolkata', NOW)).toHaveLength(24);
+  });
+
+  it('shapes a new plan’s first curve: a Los Angeles plan plans its 17:00–20:00 as New York’s evening', () => {
+    const la = 'America/Los_Angeles';
+    const day = dayWindowOf('2026-11-18', la);
+    const share = (c: ReturnType<typeof createPacingController>) => {
+      const step = c.step(
+        {
+          plan: plan('la', 'c1', 10_000_000, la),
+          day,
+          nowMs: day.startMs,
+          spend: {
+            initialised: true,
+            confirmedMicros: 0,
+            inFlightMicros: 0,
+            leasedMicros: 0,
+            releasableMicros: 0,
+          },
+        },
+        undefined,
+        undefined,
+      );
+      const at = (h: number) => evaluateCurve(step.params.curve, day.startMs + h * H);
+      return (at(21) - at(17)) / 10_000_000;
+    };
+    const own = share(createPacingController());
+    const audience = share(createPacingController({ audienceTimeZone: 'America/New_York' }));
+    const sum = BUILT_IN_SHAPE.reduce((a, b) => a + b, 0);
+    const expectedShare = (hours: number[]) =>
+      hours.reduce((a, h) => a + (BUILT_IN_SHAPE[h] as number), 0) / sum;
+    // Levels are quantised to 1/32 octave (about 2 %).
+    expect(own / expectedShare([17, 18, 19, 20])).toBeCloseTo(1, 1);
+    expect(audience / expectedShare([20, 21, 22, 23])).toBeCloseTo(1, 1);
+    expect(own - audience).toBeGreaterThan(0.05);
+    expect(() => createPacingController({ audienceTimeZone: 'Mars/Olympus' })).toThrow(
+      /audienceTimeZone = "Mars\/Olympus": give an IANA time zone/,
+    );
+  });
+});

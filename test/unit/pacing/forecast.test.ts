@@ -18,6 +18,7 @@ import {
   isPriorOnly,
   levelOf,
   OUTLIER_FACTOR,
+  PARTIAL_DAY_HOURS,
   quantiseLevel,
   type TrafficForecast,
   withObservation,
@@ -213,7 +214,8 @@ describe('levels that say nothing, and priors', () => {
     const shape = Array.from({ length: 24 }, (_, h) => (h === 12 ? 2 : h === 3 ? 1 : 1.5));
     const prior = priorForecast(shape, 1000 * 36);
     let f = prior;
-    for (let h = 8; h < 16; h++)
+    // Sixteen hours observed: at least PARTIAL_DAY_HOURS, a day of its own.
+    for (let h = 4; h < 20; h++)
       f = withObservation(
         f,
         { day: '2026-11-20', slot: h, level: quantiseLevel(h === 12 ? 100_000 : 75_000), cover: 32 },
@@ -229,7 +231,10 @@ describe('levels that say nothing, and priors', () => {
     expect((at(10) as number) / (at(12) as number)).toBeCloseTo(0.75, 1);
     expect(at(3)).toBeUndefined();
     const p = dayProfile(folded, undefined, TZ, slotsOf('2026-11-21'), cfg);
-    expect((p.weights[3] as number) / (p.weights[12] as number)).toBeCloseTo(78_125 / 100_000, 1);
+    expect((p.weights[3] as number) / (p.weights[12] as number)).toBeCloseTo(
+      (15 * 75_000 + 100_000) / 16 / 100_000,
+      1,
+    );
     // The same without the prior mark (a learned forecast at the prior's level): the outlier limit
     // holds the observed hours to ×4 before smoothing.
     const learned = { ...prior, hourOfWeek: prior.hourOfWeek.map(() => 1) };
@@ -260,7 +265,52 @@ describe('a prior’s first fold', () => {
     // Even the half-covered hour takes its observation: nothing of the prior is left to smooth into.
     expect(at(9) / at(12)).toBeGreaterThan(1.9);
     expect(at(9) / at(12)).toBeLessThan(2.1);
-    expect(folded.hourOfDay.filter((q) => q > 0)).toHaveLength(2);
+  });
+
+  it('keeps the prior, rescaled, where a partial first day saw nothing', () => {
+    // A plan created at 21:00: three evening hours observed at 4× the prior's level. The other
+    // 21 hours keep the prior's shape at the observed level (a flat mean of three evening hours
+    // would put the evening's level on the night).
+    const shape = Array.from({ length: 24 }, (_, h) => (h >= 21 ? 2 : h < 6 ? 0.5 : 1));
+    const base = priorForecast(shape, 24_000);
+    const prior = (h: number) => levelOf(base.hourOfDay[h] as number) as number;
+    let f = base;
+    for (const h of [21, 22, 23])
+      f = withObservation(
+        f,
+        { day: '2026-11-20', slot: h, level: quantiseLevel(4 * prior(h)), cover: 32 },
+        TZ,
+        cfg,
+      );
+    const folded = foldObservations(f, TZ, cfg);
+    const at = (h: number) => levelOf(folded.hourOfDay[h] as number) as number;
+    expect(folded.hourOfDay.every((q) => q > 0)).toBe(true);
+    for (const h of [3, 9, 15]) expect(at(h) / (4 * prior(h))).toBeCloseTo(1, 1);
+    expect(at(3) / at(15)).toBeCloseTo(0.5, 1);
+    expect(at(22) / (4 * prior(22))).toBeCloseTo(1, 1);
+    // Still a prior: the next day, a whole one, replaces it (each hour its own observation).
+    expect(isPriorOnly(folded)).toBe(true);
+    const next = foldObservations(
+      observedDay(folded, '2026-11-21', (h) => 500 + h),
+      TZ,
+      cfg,
+    );
+    expect(isPriorOnly(next)).toBe(false);
+    expect(levelOf(next.hourOfDay[3] as number)).toBeCloseTo(503, -1);
+    // Observed hours: PARTIAL_DAY_HOURS − 1 keeps the prior, PARTIAL_DAY_HOURS replaces it.
+    const observe = (n: number) => {
+      let g = base;
+      for (let h = 0; h < n; h++)
+        g = withObservation(
+          g,
+          { day: '2026-11-20', slot: h, level: quantiseLevel(4 * prior(h)), cover: 32 },
+          TZ,
+          cfg,
+        );
+      return foldObservations(g, TZ, cfg).hourOfDay.filter((q) => q > 0).length;
+    };
+    expect(observe(PARTIAL_DAY_HOURS - 1)).toBe(24);
+    expect(observe(PARTIAL_DAY_HOURS)).toBe(PARTIAL_DAY_HOURS);
   });
 });
 

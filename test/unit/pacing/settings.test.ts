@@ -59,6 +59,24 @@ describe('pacer configuration', () => {
     );
   });
 
+  it('takes the audience time zone from the environment: absent is none, a wrong one is named', () => {
+    expect(pacerConfigFromEnv(env).audienceTimeZone).toBeUndefined();
+    expect(
+      pacerConfigFromEnv({ ...env, PACER_AUDIENCE_TIME_ZONE: 'America/New_York' }).audienceTimeZone,
+    ).toBe('America/New_York');
+    const wrong = () => pacerConfigFromEnv({ ...env, PACER_AUDIENCE_TIME_ZONE: 'America/Gotham' });
+    expect(wrong).toThrow(InvalidEnvError);
+    expect(wrong).toThrow(
+      /PACER_AUDIENCE_TIME_ZONE="America\/Gotham" is invalid: expected an IANA time zone/,
+    );
+    const described = regionDescription({ pacer: { audienceTimeZone: 'Europe/Berlin' } });
+    expect(described.functions.pacer.settings.PACER_AUDIENCE_TIME_ZONE).toBe('Europe/Berlin');
+    expect(regionDescription().functions.pacer.settings).not.toHaveProperty('PACER_AUDIENCE_TIME_ZONE');
+    expect(() => regionDescription({ pacer: { audienceTimeZone: '+01:00' } })).toThrow(
+      /pacer audienceTimeZone = "\+01:00": give an IANA time zone/,
+    );
+  });
+
   it('names the variable that is missing or wrong', () => {
     expect(() => pacerConfigFromEnv({ ...env, PACER_SHARDS: undefined })).toThrow(MissingEnvError);
     expect(() => pacerConfigFromEnv({ ...env, PACER_TICK_MS: 'ten' })).toThrow(/PACER_TICK_MS/);
