@@ -29,13 +29,8 @@ import type { PacingController, PlanStep, PlanTickInput } from './api.js';
 import { type PacingControllerConfig, resolveControllerConfig } from './config.js';
 import { curveSlope, flatCurve } from './curve.js';
 import { continueDay, startDay } from './day-anchor.js';
-import {
-  decodeForecast,
-  EMPTY_FORECAST,
-  encodeForecast,
-  type TrafficForecast,
-  withObservation,
-} from './forecast.js';
+import { EMPTY_FORECAST, type TrafficForecast, withObservation } from './forecast.js';
+import { decodeForecast, encodeForecast } from './forecast-codec.js';
 import { learn } from './learning.js';
 import { memoOf } from './memo.js';
 import { steerPressure } from './pressure.js';

@@ -10,9 +10,7 @@ import { daySlots } from '../../../shared/pacing/controller/day-slots.js';
 import {
   COVER_UNITS,
   dayProfile,
-  decodeForecast,
   EMPTY_FORECAST,
-  encodeForecast,
   FIRST_DAY_PEAK,
   foldObservations,
   isPriorOnly,
@@ -23,6 +21,7 @@ import {
   type TrafficForecast,
   withObservation,
 } from '../../../shared/pacing/controller/forecast.js';
+import { decodeForecast, encodeForecast } from '../../../shared/pacing/controller/forecast-codec.js';
 import { priorForecast } from '../../../shared/pacing/controller/prior.js';
 import { prng } from '../../../shared/random/prng.js';
 
