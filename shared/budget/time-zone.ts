@@ -59,6 +59,17 @@ export function assertTimeZone(timeZone: string): void {
   formatterOf(timeZone);
 }
 
+/** True when `timeZone` is a zone `Intl` knows (a setting's check, where the caller names the setting). */
+export function isTimeZone(timeZone: string): boolean {
+  try {
+    formatterOf(timeZone);
+    return true;
+  } catch (error) {
+    if (error instanceof InvalidTimeZoneError) return false;
+    throw error;
+  }
+}
+
 /**
  * The one spelling of a zone that is stored: `america/los_angeles`, `US/Pacific` → the runtime's
  * canonical id (`America/Los_Angeles`), `GMT` / `Etc/UTC` → `UTC`. Links and their targets have the

@@ -3,7 +3,7 @@
  * by the CDK stack and the local runner) and the validation of its EventBridge input.
  */
 
-import { assertTimeZone } from '../budget/time-zone.js';
+import { isTimeZone } from '../budget/time-zone.js';
 import { InvalidEnvError, intEnv, optionalEnv, requireEnv } from '../config/env.js';
 import { errorKind } from '../errors.js';
 import {
@@ -50,11 +50,8 @@ function auctionFromEnv(env: Env): AuctionKind {
 function audienceFromEnv(env: Env): { audienceTimeZone?: string } {
   const raw = optionalEnv(pacerEnv.audienceTimeZone, undefined, env);
   if (raw === undefined) return {};
-  try {
-    assertTimeZone(raw);
-  } catch {
+  if (!isTimeZone(raw))
     throw new InvalidEnvError(pacerEnv.audienceTimeZone, raw, 'an IANA time zone such as America/New_York');
-  }
   return { audienceTimeZone: raw };
 }
 

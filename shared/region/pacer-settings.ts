@@ -2,7 +2,7 @@
  * The pacer's settings in a region and what is derived from them: its function (schedule
  * instances, environment), its parameters (shard count, leader overrides) and the names both use.
  */
-import { assertTimeZone } from '../budget/time-zone.js';
+import { isTimeZone } from '../budget/time-zone.js';
 import { invocationWindowMs } from '../pacing/invocation.js';
 import { InvalidPacerSettingsError } from './region-settings.js';
 import type { FunctionSpec, ParameterSpec } from './resource-specs.js';
@@ -106,16 +106,11 @@ export function validatePacerSettings(s: PacerSettings): PacerSettings {
       `pacer auction = ${JSON.stringify(s.auction)}: give ${AUCTION_KINDS.join(' or ')} (the auction the region's exchanges run).`,
       'pacer.auction',
     );
-  if (s.audienceTimeZone !== undefined) {
-    try {
-      assertTimeZone(s.audienceTimeZone);
-    } catch {
-      throw new InvalidPacerSettingsError(
-        `pacer audienceTimeZone = ${JSON.stringify(s.audienceTimeZone)}: give an IANA time zone such as America/New_York, or leave it out.`,
-        'pacer.audienceTimeZone',
-      );
-    }
-  }
+  if (s.audienceTimeZone !== undefined && !isTimeZone(s.audienceTimeZone))
+    throw new InvalidPacerSettingsError(
+      `pacer audienceTimeZone = ${JSON.stringify(s.audienceTimeZone)}: give an IANA time zone such as America/New_York, or leave it out.`,
+      'pacer.audienceTimeZone',
+    );
   if (s.minuteMs % s.tickMs !== 0)
     throw new InvalidPacerSettingsError(
       `pacer tickMs ${s.tickMs} must divide minuteMs ${s.minuteMs}: ticks sit on wall-clock boundaries.`,

@@ -3,7 +3,7 @@
  * setting has a default that the simulator runs were tuned with; a pacer passes overrides only
  * for experiments.
  */
-import { assertTimeZone } from '../../budget/time-zone.js';
+import { isTimeZone } from '../../budget/time-zone.js';
 import { errorKind } from '../../errors.js';
 import { DEFAULT_RELEASE_CAP } from '../../spend/release.js';
 import { BUILT_IN_SHAPE } from './prior.js';
@@ -178,15 +178,10 @@ export function resolveControllerConfig(
     !(Array.isArray(shape) && shape.length === 24 && shape.every((v) => v >= 0) && shape.some((v) => v > 0))
   )
     throw new ControllerConfigError('builtInShape: give 24 numbers ≥ 0 (local hours 0–23), one > 0.');
-  if (c.audienceTimeZone !== null) {
-    try {
-      assertTimeZone(c.audienceTimeZone);
-    } catch {
-      throw new ControllerConfigError(
-        `audienceTimeZone = ${JSON.stringify(c.audienceTimeZone)}: give an IANA time zone (e.g. America/New_York) or null.`,
-      );
-    }
-  }
+  if (c.audienceTimeZone !== null && !isTimeZone(c.audienceTimeZone))
+    throw new ControllerConfigError(
+      `audienceTimeZone = ${JSON.stringify(c.audienceTimeZone)}: give an IANA time zone (e.g. America/New_York) or null.`,
+    );
   if (!(c.initialPressure <= 0))
     throw new ControllerConfigError(`initialPressure = ${c.initialPressure}: must be ≤ 0.`);
   return c;

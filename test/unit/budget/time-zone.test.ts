@@ -9,6 +9,7 @@ import {
   dayWindow,
   dayWindowOf,
   InvalidTimeZoneError,
+  isTimeZone,
   localDate,
 } from '../../../shared/budget/time-zone.js';
 
@@ -57,6 +58,9 @@ describe('dayWindow', () => {
   it('rejects unknown zones with a clear error', () => {
     expect(() => assertTimeZone('Mars/Olympus')).toThrow(InvalidTimeZoneError);
     expect(() => assertTimeZone('Mars/Olympus')).toThrow(/IANA name/);
+    expect(isTimeZone('Mars/Olympus')).toBe(false);
+    expect(isTimeZone('America/New_York')).toBe(true);
+    expect(isTimeZone('US/Pacific')).toBe(true);
   });
 });
 
