@@ -94,12 +94,12 @@ export function seedPrior(
   timeZone: string,
   nowMs: number,
 ): TrafficForecast | undefined {
-  const shape = isForecast(looked) ? undefined : builtInShapeIn(cfg, timeZone, nowMs);
-  const levels = isForecast(looked)
-    ? looked.hourOfDay
-    : shape
-      ? priorForecast(shape, budget * Math.exp(-cfg.initialPressure)).hourOfDay
-      : undefined;
+  let levels: readonly number[] | undefined;
+  if (isForecast(looked)) levels = looked.hourOfDay;
+  else {
+    const shape = builtInShapeIn(cfg, timeZone, nowMs);
+    if (shape) levels = priorForecast(shape, budget * Math.exp(-cfg.initialPressure)).hourOfDay;
+  }
   if (!levels?.some((q) => q > 1)) return undefined;
   return {
     hourOfWeek: EMPTY_FORECAST.hourOfWeek,
@@ -123,12 +123,29 @@ export function builtInShapeIn(
   const shape = cfg.builtInShape;
   const audience = cfg.audienceTimeZone;
   if (!shape || audience === null || audience === timeZone) return shape;
-  const audienceOfUtc = new Array<number>(24);
-  utcHours(audience, nowMs).forEach((u, h) => {
-    audienceOfUtc[u] = h;
-  });
-  return utcHours(timeZone, nowMs).map((u) => shape[audienceOfUtc[u] as number] as number);
+  // Every plan of a zone starts its day at the same tick (100,000 at a region's first midnight, ~3 µs
+  // each): one result per zone and minute (offsets change only on minute boundaries).
+  let byZone = movedShapes.get(shape);
+  if (!byZone || byZone.size >= MOVED_SHAPES_LIMIT) {
+    byZone = new Map();
+    movedShapes.set(shape, byZone);
+  }
+  const key = `${audience}|${timeZone}|${Math.floor(nowMs / 60_000)}`;
+  let moved = byZone.get(key);
+  if (!moved) {
+    const audienceOfUtc = new Array<number>(24);
+    utcHours(audience, nowMs).forEach((u, h) => {
+      audienceOfUtc[u] = h;
+    });
+    moved = Object.freeze(utcHours(timeZone, nowMs).map((u) => shape[audienceOfUtc[u] as number] as number));
+    byZone.set(key, moved);
+  }
+  return moved;
 }
+
+/** {@link builtInShapeIn}'s results per built-in shape, keyed by audience, zone and minute. */
+const movedShapes = new WeakMap<readonly number[], Map<string, readonly number[]>>();
+const MOVED_SHAPES_LIMIT = 1024;
 
 /**
  * True when `f` or the state's pending observation holds an observation with demand of a day

@@ -330,6 +330,18 @@ describe('the built-in shape in the audience’s zone', () => {
     expect(builtInShapeIn({ ...cfg, audienceTimeZone: null }, 'America/Los_Angeles', NOW)).toBe(
       BUILT_IN_SHAPE,
     );
+    // One result per zone and minute, shared by every plan that starts then …
+    expect(builtInShapeIn(cfg, 'America/Los_Angeles', NOW)).toBe(la);
+    // … and not across a DST switch: on 2026-03-08 New York is on EDT from 07:00 UTC, Los Angeles
+    // on PDT only from 10:00 UTC, so between them the two are four hours apart.
+    const between = builtInShapeIn(
+      cfg,
+      'America/Los_Angeles',
+      Date.parse('2026-03-08T08:30:00Z'),
+    ) as number[];
+    const after = builtInShapeIn(cfg, 'America/Los_Angeles', Date.parse('2026-03-08T11:30:00Z')) as number[];
+    expect(after[3]).toBe(BUILT_IN_SHAPE[6]);
+    expect(between[3]).toBe(BUILT_IN_SHAPE[7]);
     // A half-hour zone takes the hour it overlaps at the hour's start (Kolkata is UTC+5:30).
     expect(builtInShapeIn(cfg, 'Asia/Kolkata', NOW)).toHaveLength(24);
   });
