@@ -133,12 +133,13 @@ class DayWeek implements WeekView {
  * first day replaces them whole: they are cleared, so each observed hour takes its observation and
  * the hours it did not observe are unknown (a day profile gives them the mean of the known ones),
  * as for a plan that started without a prior — unless it observed less than half the day
- * ({@link clearPrior}: then the rescaled prior stays where it saw nothing). Smoothing the observations into the prior kept its
- * shape for days; keeping the prior (rescaled) for the hours not observed kept it exactly where it
- * was most wrong — the hours a plan could not observe are mostly those where it sat at the cap,
- * i.e. where the prior gave too little. With nothing to smooth into, a first day's hour is capped at
- * FIRST_DAY_PEAK × the median observed hour: a small plan's hour is a few wins, and one won at low
- * pressure reads as a huge level (a curve that put most of the budget into four night hours).
+ * ({@link clearPrior}: then the rescaled prior stays where it saw nothing). For a whole day:
+ * smoothing the observations into the prior kept its shape for days; keeping the prior (rescaled)
+ * for the hours not observed kept it exactly where it was most wrong — the hours a plan could not
+ * observe are mostly those where it sat at the cap, i.e. where the prior gave too little. With
+ * nothing to smooth into, a first day's hour is capped at FIRST_DAY_PEAK × the median observed hour:
+ * a small plan's hour is a few wins, and one won at low pressure reads as a huge level (a curve that
+ * put most of the budget into four night hours).
  */
 function foldDay(
   day: string,
