@@ -99,6 +99,13 @@ export interface PacingControllerConfig {
   readonly weekBlend: number;
   /** An hour is learned from only if at least this share of it was observed uncensored. @default 0.25 */
   readonly minCoverage: number;
+  /**
+   * Credibility of an hour's observation: an hour in which n ticks saw new spend is weighted
+   * n / (n + evidenceTicks) of its uncensored share (0: every hour at its full share). A small
+   * plan's hour is a few wins, and its level is mostly the luck of which hour they fell in; one
+   * win more or less moves it by half. docs/pacing.md, "Learning". @default 6
+   */
+  readonly evidenceTicks: number;
   /** Gaps between two ticks longer than this are not learned from (pacer down, leader change). @default 300_000 */
   readonly maxGapMs: number;
   /** Time constant of the smoothed leased float (floats are granted in jumps). @default 300_000 */
@@ -129,6 +136,7 @@ export const defaultControllerConfig: PacingControllerConfig = {
   alphaWeek: 0.5,
   weekBlend: 0.5,
   minCoverage: 0.25,
+  evidenceTicks: 6,
   maxGapMs: 300_000,
   leaseSmoothingMs: 300_000,
   tickMs: 10_000,
@@ -163,6 +171,8 @@ export function resolveControllerConfig(
     if (!(c[k] >= 0 && c[k] <= 1)) throw new ControllerConfigError(`${k} = ${c[k]}: must be in [0, 1].`);
   }
   if (!(c.ki >= 0 && Number.isFinite(c.ki))) throw new ControllerConfigError(`ki = ${c.ki}: must be ≥ 0.`);
+  if (!(c.evidenceTicks >= 0 && Number.isFinite(c.evidenceTicks)))
+    throw new ControllerConfigError(`evidenceTicks = ${c.evidenceTicks}: must be a finite number ≥ 0.`);
   if (!(c.marginMs >= 0)) throw new ControllerConfigError(`marginMs = ${c.marginMs}: must be ≥ 0.`);
   if (!(c.minMultiplier > 0 && c.minMultiplier <= 1))
     throw new ControllerConfigError(`minMultiplier = ${c.minMultiplier}: must be in (0, 1].`);

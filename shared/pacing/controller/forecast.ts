@@ -130,10 +130,11 @@ class DayWeek implements WeekView {
  * day profile must agree to the bit, or two leaders would build different curves.
  *
  * `prior`: the hour-of-day levels are a prior (prior.ts), not the plan's own, and the plan's own
- * first day replaces them whole: they are cleared, so each observed hour takes its observation and
- * the hours it did not observe are unknown (a day profile gives them the mean of the known ones),
- * as for a plan that started without a prior — unless it observed less than half the day
- * ({@link clearPrior}: then the rescaled prior stays where it saw nothing). For a whole day:
+ * first day replaces them: they are cleared, so each observed hour takes its observation weighed
+ * by its cover against the prior rescaled to the day's level, and the hours it did not observe are
+ * unknown (a day profile gives them the mean of the known ones), as for a plan that started
+ * without a prior — unless it observed less than half the day ({@link clearPrior}: then the
+ * rescaled prior stays where it saw nothing). For a whole day:
  * smoothing the observations into the prior kept its shape for days; keeping the prior (rescaled)
  * for the hours not observed kept it exactly where it was most wrong — the hours a plan could not
  * observe are mostly those where it sat at the cap, i.e. where the prior gave too little. With
@@ -156,8 +157,10 @@ function foldDay(
   // A plan's first day of its own replaces its prior whole, each hour at most FIRST_DAY_PEAK × the
   // day's median observed level (see above).
   const ceiling = prior ? FIRST_DAY_PEAK * medianObserved(slots.hours.length, obs) : Number.POSITIVE_INFINITY;
-  // A partial first day keeps the forecast a prior: its next day replaces it like a first day.
-  const partial = prior && clearPrior(slots.hours, obs, ceiling, hod);
+  // A first own day weighs each observed hour against the prior rescaled to the day's level; a
+  // partial one keeps the forecast a prior: its next day replaces it like a first day.
+  const first = prior ? clearPrior(slots.hours, obs, ceiling, hod) : undefined;
+  const partial = first?.partial === true;
   for (let k = 0; k < slots.hours.length && k < OBS_SLOTS; k++) {
     const seen = levelOf(obs[k] as number);
     if (seen === undefined) continue;
@@ -172,6 +175,14 @@ function foldDay(
         ? observed
         : Math.min(known * OUTLIER_FACTOR, Math.max(known / OUTLIER_FACTOR, observed));
     const b = (slots.weekdays[k] as number) * 24 + h;
+    if (first !== undefined) {
+      const p = first.scaled[h];
+      const v = quantiseLevel(p === undefined ? observed : weight * observed + (1 - weight) * p);
+      if (!partial && week.wants(b)) week.set(b, v);
+      hod[h] = v;
+      observedAny = true;
+      continue;
+    }
     if (!partial && week.wants(b)) week.set(b, smooth(week.get(b), rate, cfg.alphaWeek * weight));
     hod[h] = smooth(hod[h] as number, rate, cfg.alphaDay * weight);
     observedAny = true;
@@ -180,22 +191,29 @@ function foldDay(
 }
 
 /**
- * Clears a prior before a plan's first own day is folded into it (see {@link foldDay}). A day that
- * observed fewer than {@link PARTIAL_DAY_HOURS} hours keeps the prior in the hours it did not
- * observe, rescaled to the level it did observe (Σ observed ÷ Σ prior over the observed hours):
- * such a day is mostly a plan that started late in it (created at 17:00, or a zone west of the
- * pacer's first tick), and the mean of a few evening hours spread over the night and the morning
- * is a flat curve that runs far ahead of the traffic at night and behind it all morning. The hours
- * it observed are cleared, so they take their observation whole. No hour-of-week level is set:
- * the forecast stays a prior (true is returned), so the plan's next day replaces it as a first day
- * would, instead of smoothing into a shape the plan never saw.
+ * Clears a prior before a plan's first own day is folded into it (see {@link foldDay}), and
+ * returns the prior rescaled to the level the day observed (Σ observed ÷ Σ prior over the observed
+ * hours; undefined per hour the prior has no level for), which {@link foldDay} weighs each
+ * observed hour against by its cover (uncensored share × credibility, memo.ts `observation`).
+ * Without that weighing a small plan's first day — a few wins an hour — became its curve whole:
+ * the budget went to the hours that happened to have wins. A day that spent nothing in any hour
+ * it observed keeps the prior's level (ratio 1): zero wins in a few hours of a small plan say
+ * nothing about its shape, and cleared to zeros the next day's curve was linear.
+ *
+ * A day that observed fewer than {@link PARTIAL_DAY_HOURS} hours keeps the rescaled prior in the
+ * hours it did not observe and stays a prior (`partial`; no hour-of-week level is set), so the
+ * plan's next day replaces it as a first day would: such a day is mostly a plan that started late
+ * in it (created at 17:00, or a zone west of the pacer's first tick), and the mean of a few
+ * evening hours spread over the night and the morning is a flat curve that runs far ahead of the
+ * traffic at night and behind it all morning. A whole day clears the prior everywhere: the hours
+ * it did not observe are unknown.
  */
 function clearPrior(
   hours: readonly number[],
   obs: readonly number[],
   ceiling: number,
   hod: number[],
-): boolean {
+): { readonly scaled: readonly (number | undefined)[]; readonly partial: boolean } {
   let seen = 0;
   let observed = 0;
   let priorSum = 0;
@@ -208,18 +226,18 @@ function clearPrior(
     observed += Math.min(v, ceiling);
     priorSum += p;
   }
-  const ratio = observed / priorSum;
-  if (seen >= PARTIAL_DAY_HOURS || !(ratio > 0 && Number.isFinite(ratio))) {
-    hod.fill(0);
-    return false;
-  }
+  const measured = observed / priorSum;
+  const ratio = measured > 0 && Number.isFinite(measured) ? measured : 1;
+  const scaled = hod.map((q) => {
+    const p = levelOf(q);
+    return p === undefined ? undefined : p * ratio;
+  });
+  const partial = seen < PARTIAL_DAY_HOURS;
   for (let h = 0; h < hod.length; h++) {
-    const p = levelOf(hod[h] as number);
-    hod[h] = p === undefined ? 0 : quantiseLevel(p * ratio);
+    const p = scaled[h];
+    hod[h] = partial && p !== undefined ? quantiseLevel(p) : 0;
   }
-  for (let k = 0; k < hours.length && k < OBS_SLOTS; k++)
-    if (levelOf(obs[k] as number) !== undefined) hod[hours[k] as number] = 0;
-  return true;
+  return { scaled, partial };
 }
 
 /** A first own day that observed fewer hours than this keeps its prior where it saw nothing. */

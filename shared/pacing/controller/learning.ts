@@ -27,6 +27,7 @@ export function learn(t: Tuning, tick: Tick, prev: ControllerState, w: Working, 
     s.accSpend += committed - prev.lastCommitted;
     s.accGain += Math.round(Math.exp(prev.pressure / PRESSURE_SCALE) * dtSec * GAIN_SCALE);
     s.accSeconds += dtSec;
+    if (s.accEvents >= 0 && committed > prev.lastCommitted) s.accEvents += 1;
   }
   const slots = w.memo.slots;
   const slotNow = slotAt(slots, tick.nowMs);
@@ -40,6 +41,7 @@ export function learn(t: Tuning, tick: Tick, prev: ControllerState, w: Working, 
     s.accSpend = 0;
     s.accGain = 0;
     s.accSeconds = 0;
+    s.accEvents = 0;
   }
   if (dtSec > 0) {
     const a = Math.min(1, (dtSec * 1000) / cfg.leaseSmoothingMs);

@@ -43,8 +43,26 @@ export function observation(
     day: slots.day,
     slot: s.accSlot,
     level: quantiseLevel(perHour),
-    cover: Math.min(COVER_UNITS, Math.round((COVER_UNITS * s.accSeconds) / lenSec)),
+    cover: Math.max(
+      1,
+      Math.min(COVER_UNITS, Math.round(COVER_UNITS * (s.accSeconds / lenSec) * credibility(cfg, s))),
+    ),
   };
+}
+
+/**
+ * How far an hour's level can be trusted, from the ticks that saw new spend in it: n / (n + k),
+ * k = `evidenceTicks`. The credibility weight of a mean of n draws against a prior worth k of them
+ * (the Bühlmann form): the level of an hour of a few wins is mostly which hour they happened to
+ * fall in, and at full weight one day of such hours shaped a small plan's curve. Plans with spend
+ * in most ticks keep nearly their full weight (n ≈ 360 an hour at 10 s ticks). An hour with no
+ * spend at all is weighted least: for a small plan that is the usual luck, and for a large one an
+ * outage hour, which one day should not write into its curve. Unknown (−1, a state an older leader
+ * wrote mid-slot): full weight, as that leader would have given it.
+ */
+function credibility(cfg: PacingControllerConfig, s: Draft | ControllerState): number {
+  const n = s.accEvents;
+  return n < 0 || cfg.evidenceTicks === 0 ? 1 : n / (n + cfg.evidenceTicks);
 }
 
 /** The memo of an anchored curve: the curve of the state's mode (modes.ts, `curve`). */

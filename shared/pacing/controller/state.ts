@@ -6,7 +6,7 @@
  *
  * Encoding (`encodeState`): the format version and the mode's state code (`1e` even, `1a` ASAP:
  * shared/pacing/modes.ts), then the fields in a fixed order as decimal integers, all separated by
- * `,` (70–110 bytes for realistic budgets, ≤ 140 for $10 M ones). Decimal because it is the
+ * `,` (115–135 bytes for realistic budgets, < 150 for $10 M ones). Decimal because it is the
  * cheapest to produce in JavaScript (the pacer encodes 100,000 states a tick) and the simplest to
  * read in any language. A state code this process does not know is an error
  * (`UnknownPacingModeError`), never read as another mode.
@@ -55,6 +55,11 @@ export class StateRecord {
   readonly accGain: number;
   /** Seconds of the slot observed uncensored. */
   readonly accSeconds: number;
+  /**
+   * Ticks of those intervals that saw new spend: the evidence behind the slot's level (memo.ts
+   * `observation`). −1: unknown (a state written mid-slot by a leader that did not count them).
+   */
+  readonly accEvents: number;
   /** A closed slot's observation not yet written into the forecast (−1: none). */
   readonly pendSlot: number;
   /** The pending observation belongs to the day before `day`. */
@@ -82,6 +87,7 @@ export class StateRecord {
     this.accSpend = s.accSpend;
     this.accGain = s.accGain;
     this.accSeconds = s.accSeconds;
+    this.accEvents = s.accEvents;
     this.pendSlot = s.pendSlot;
     this.pendPrevDay = s.pendPrevDay;
     this.pendLevel = s.pendLevel;
@@ -198,6 +204,7 @@ export const BLANK_STATE: ControllerState = Object.freeze({
   accSpend: 0,
   accGain: 0,
   accSeconds: 0,
+  accEvents: 0,
   pendSlot: -1,
   pendPrevDay: false,
   pendLevel: 0,
@@ -227,7 +234,7 @@ export function encodeState(s: ControllerState): string {
   p = writeField(b, p, 0x2c, s.accSlot);
   p = writeField(b, p, 0x2c, s.accSpend);
   p = writeField(b, p, 0x2c, s.accGain);
-  p = writeField(b, p, 0x2c, s.accSeconds);
+  p = writeField(b, p, 0x2c, packedSeconds(s));
   p = writeField(b, p, 0x2c, pend);
   p = writeField(b, p, 0x2c, s.pendLevel);
   p = writeField(b, p, 0x2c, s.pendCover);
@@ -235,10 +242,26 @@ export function encodeState(s: ControllerState): string {
   return p < 0 ? encodeStateText(s, day, pend) : b.toString('latin1', 0, p);
 }
 
+/**
+ * The `accSeconds` field as stored: the seconds plus {@link EVENTS_UNIT} × (accEvents + 1) —
+ * `3001234` is 1,234 s and 2 ticks with spend; below EVENTS_UNIT, the seconds of a state whose
+ * ticks were not counted. One field, not a new one, so the state keeps its 19 fields and a leader
+ * of the version before reads it (a rolling deploy: leaders of both versions take over from each
+ * other; a 20th field would make the older decoder drop the state and re-anchor the plan). That
+ * leader reads the slot as fully observed (its coverage is capped at the whole slot) for the one
+ * slot it closes; everything else it reads as written.
+ */
+function packedSeconds(s: ControllerState): number {
+  return s.accEvents < 0 ? s.accSeconds : s.accSeconds + EVENTS_UNIT * (s.accEvents + 1);
+}
+
+/** See {@link packedSeconds}: a slot's seconds (≤ 3,600 + one tick gap) stay far below it. */
+const EVENTS_UNIT = 1_000_000;
+
 /** The same text from template strings (for a field that is not a safe integer). */
 function encodeStateText(s: ControllerState, day: number, pend: number): string {
   let out = `1${pacingModeOf(s.mode).stateCode},${day}`;
-  for (const k of INT_FIELDS) out += `,${s[k]}`;
+  for (const k of INT_FIELDS) out += `,${k === 'accSeconds' ? packedSeconds(s) : s[k]}`;
   return `${out},${pend},${s.pendLevel},${s.pendCover}`;
 }
 
@@ -277,8 +300,12 @@ export function decodeState(raw: string, held?: ControllerState): ControllerStat
   if (s.budgetMicros < 0 || s.anchorMicros < 0 || s.leasedAvg < 0 || s.integral > 0 || s.pressure > 0)
     return undefined;
   if (s.accSlot < -1 || s.accSlot > 24) return undefined;
-  const mode = pacingModeOfStateCode(raw.charAt(1), raw).id as PacingMode;
+  const packed = s.accSeconds;
+  if (packed < 0) return undefined;
   const d = s as unknown as { -readonly [K in keyof ControllerState]: ControllerState[K] };
+  d.accSeconds = packed % EVENTS_UNIT;
+  d.accEvents = Math.floor(packed / EVENTS_UNIT) - 1;
+  const mode = pacingModeOfStateCode(raw.charAt(1), raw).id as PacingMode;
   d.day = day;
   d.mode = mode;
   d.pendSlot = pend < 0 ? -1 : pend % 32;

@@ -460,7 +460,8 @@ describe('state text at the limits of its integers', () => {
       s.accSlot,
       s.accSpend,
       s.accGain,
-      s.accSeconds,
+      // The seconds field carries the ticks with spend (+1) in its millions; −1: not counted.
+      s.accEvents < 0 ? s.accSeconds : s.accSeconds + 1_000_000 * (s.accEvents + 1),
     ];
     return `1${s.mode === 'asap' ? 'a' : 'e'},${s.day.replaceAll('-', '')},${ints.join(',')},${pend},${s.pendLevel},${s.pendCover}`;
   };

@@ -250,8 +250,9 @@ describe('levels that say nothing, and priors', () => {
 });
 
 describe('a prior’s first fold', () => {
-  it('takes the observed shape where the plan was seen, whatever the prior said', () => {
-    // Prior: noon twice as busy as 09:00. The plan's own day says the opposite.
+  it('takes the observed shape where the plan was seen, each hour by its cover', () => {
+    // Prior: noon twice as busy as 09:00 (960 and 1,920 an hour). The plan's own day says the
+    // opposite: 2,000 at 09:00 (whole hour), 1,000 at noon (half of it).
     const shape = Array.from({ length: 24 }, (_, h) => (h === 12 ? 2 : 1));
     let f = priorForecast(shape, 24_000);
     for (const [h, level, cover] of [
@@ -261,9 +262,11 @@ describe('a prior’s first fold', () => {
       f = withObservation(f, { day: '2026-11-20', slot: h, level: quantiseLevel(level), cover }, TZ, cfg);
     const folded = foldObservations(f, TZ, cfg);
     const at = (h: number) => levelOf(folded.hourOfDay[h] as number) as number;
-    // Even the half-covered hour takes its observation: nothing of the prior is left to smooth into.
-    expect(at(9) / at(12)).toBeGreaterThan(1.9);
-    expect(at(9) / at(12)).toBeLessThan(2.1);
+    // The prior rescaled to the day: × 3,000 / 2,880 (1,000 at 09:00, 2,000 at noon). The whole
+    // hour takes its observation; the half-observed one is halfway between it and the prior.
+    expect(at(9)).toBeCloseTo(2000, -2);
+    expect(at(12) / 1500).toBeCloseTo(1, 1);
+    expect(at(9) / at(12)).toBeGreaterThan(1.25);
   });
 
   it('keeps the prior, rescaled, where a partial first day saw nothing', () => {
