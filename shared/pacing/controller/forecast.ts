@@ -157,10 +157,13 @@ function foldDay(
   // A plan's first day of its own replaces its prior whole, each hour at most FIRST_DAY_PEAK × the
   // day's median observed level (see above).
   const ceiling = prior ? FIRST_DAY_PEAK * medianObserved(slots.hours.length, obs) : Number.POSITIVE_INFINITY;
-  // A first own day weighs each observed hour against the prior rescaled to the day's level; a
-  // partial one keeps the forecast a prior: its next day replaces it like a first day.
+  // A first own day weighs each observed hour against its neighbours (firstDayLevels); a partial
+  // one keeps the forecast a prior: its next day replaces it like a first day.
+  const before = prior ? [...hod] : undefined;
   const first = prior ? clearPrior(slots.hours, obs, ceiling, hod) : undefined;
+  if (first === UNCHANGED) return false;
   const partial = first?.partial === true;
+  const levels = first ? firstDayLevels(slots.hours, obs, cover, ceiling, before as number[]) : undefined;
   for (let k = 0; k < slots.hours.length && k < OBS_SLOTS; k++) {
     const seen = levelOf(obs[k] as number);
     if (seen === undefined) continue;
@@ -175,9 +178,8 @@ function foldDay(
         ? observed
         : Math.min(known * OUTLIER_FACTOR, Math.max(known / OUTLIER_FACTOR, observed));
     const b = (slots.weekdays[k] as number) * 24 + h;
-    if (first !== undefined) {
-      const p = first.scaled[h];
-      const v = quantiseLevel(p === undefined ? observed : weight * observed + (1 - weight) * p);
+    if (levels) {
+      const v = quantiseLevel(levels[k] as number);
       if (!partial && week.wants(b)) week.set(b, v);
       hod[h] = v;
       observedAny = true;
@@ -191,29 +193,25 @@ function foldDay(
 }
 
 /**
- * Clears a prior before a plan's first own day is folded into it (see {@link foldDay}), and
- * returns the prior rescaled to the level the day observed (Σ observed ÷ Σ prior over the observed
- * hours; undefined per hour the prior has no level for), which {@link foldDay} weighs each
- * observed hour against by its cover (uncensored share × credibility, memo.ts `observation`).
- * Without that weighing a small plan's first day — a few wins an hour — became its curve whole:
- * the budget went to the hours that happened to have wins. A day that spent nothing in any hour
- * it observed keeps the prior's level (ratio 1): zero wins in a few hours of a small plan say
- * nothing about its shape, and cleared to zeros the next day's curve was linear.
+ * Clears a prior before a plan's first own day is folded into it (see {@link foldDay}). A day that
+ * observed fewer than {@link PARTIAL_DAY_HOURS} hours keeps the prior in the hours it did not
+ * observe, rescaled to the level it did observe (Σ observed ÷ Σ prior over the observed hours),
+ * and stays a prior (`partial`; no hour-of-week level is set), so the plan's next day replaces it
+ * as a first day would: such a day is mostly a plan that started late in it (created at 17:00, or
+ * a zone west of the pacer's first tick), and the mean of a few evening hours spread over the
+ * night and the morning is a flat curve that runs far ahead of the traffic at night and behind it
+ * all morning. A whole day clears the prior everywhere: the hours it did not observe are unknown.
  *
- * A day that observed fewer than {@link PARTIAL_DAY_HOURS} hours keeps the rescaled prior in the
- * hours it did not observe and stays a prior (`partial`; no hour-of-week level is set), so the
- * plan's next day replaces it as a first day would: such a day is mostly a plan that started late
- * in it (created at 17:00, or a zone west of the pacer's first tick), and the mean of a few
- * evening hours spread over the night and the morning is a flat curve that runs far ahead of the
- * traffic at night and behind it all morning. A whole day clears the prior everywhere: the hours
- * it did not observe are unknown.
+ * A day that spent nothing in any hour it observed leaves the prior as it is ({@link UNCHANGED}):
+ * zero wins in a few hours of a small plan say nothing about its shape, and cleared to zeros the
+ * next day's curve was planned by time (linear).
  */
 function clearPrior(
   hours: readonly number[],
   obs: readonly number[],
   ceiling: number,
   hod: number[],
-): { readonly scaled: readonly (number | undefined)[]; readonly partial: boolean } {
+): typeof UNCHANGED | { readonly partial: boolean } {
   let seen = 0;
   let observed = 0;
   let priorSum = 0;
@@ -226,19 +224,80 @@ function clearPrior(
     observed += Math.min(v, ceiling);
     priorSum += p;
   }
-  const measured = observed / priorSum;
-  const ratio = measured > 0 && Number.isFinite(measured) ? measured : 1;
-  const scaled = hod.map((q) => {
-    const p = levelOf(q);
-    return p === undefined ? undefined : p * ratio;
-  });
-  const partial = seen < PARTIAL_DAY_HOURS;
-  for (let h = 0; h < hod.length; h++) {
-    const p = scaled[h];
-    hod[h] = partial && p !== undefined ? quantiseLevel(p) : 0;
+  if (seen > 0 && observed === 0) return UNCHANGED;
+  const ratio = observed / priorSum;
+  if (seen >= PARTIAL_DAY_HOURS || !(ratio > 0 && Number.isFinite(ratio))) {
+    hod.fill(0);
+    return WHOLE;
   }
-  return { scaled, partial };
+  for (let h = 0; h < hod.length; h++) {
+    const p = levelOf(hod[h] as number);
+    hod[h] = p === undefined ? 0 : quantiseLevel(p * ratio);
+  }
+  return PARTIAL;
 }
+
+/** {@link clearPrior}: the prior stays as it was. */
+const UNCHANGED = 'unchanged';
+const WHOLE = { partial: false } as const;
+const PARTIAL = { partial: true } as const;
+
+/**
+ * The levels a first own day gives its observed slots (undefined where it saw nothing): each
+ * slot's observation (at most `ceiling`) weighed by its cover (uncensored share × credibility,
+ * memo.ts `observation`) against the cover-weighted mean of the observed slots within
+ * {@link NEIGHBOUR_HOURS} of it and {@link PRIOR_HOURS} of the prior (`priorHod`, the levels
+ * before the fold) rescaled to the day. A small plan's hour is a few wins: at full weight one such
+ * day became its curve whole, and the budget went to the hours that happened to have wins. Its
+ * neighbours are the nearest evidence of the same traffic that is the plan's own; the prior is a
+ * guess where nothing has been learned yet (the built-in day), so it counts as one hour beside
+ * them, not as the whole pull — weighed against the prior alone, the small plans of an
+ * evening-peak market kept the built-in day's evening decline and ran ahead of the traffic all day.
+ */
+function firstDayLevels(
+  hours: readonly number[],
+  obs: readonly number[],
+  cover: readonly number[],
+  ceiling: number,
+  priorHod: readonly number[],
+): (number | undefined)[] {
+  const m = Math.min(hours.length, OBS_SLOTS);
+  let observedSum = 0;
+  let priorSum = 0;
+  const level: (number | undefined)[] = new Array(m);
+  const weight = new Array<number>(m).fill(0);
+  for (let k = 0; k < m; k++) {
+    const v = levelOf(obs[k] as number);
+    if (v === undefined) continue;
+    level[k] = Math.min(v, ceiling);
+    weight[k] = Math.min(1, (cover[k] as number) / COVER_UNITS);
+    const p = levelOf(priorHod[hours[k] as number] as number);
+    if (p !== undefined) {
+      observedSum += level[k] as number;
+      priorSum += p;
+    }
+  }
+  const ratio = priorSum > 0 && observedSum > 0 ? observedSum / priorSum : 0;
+  return level.map((v, k) => {
+    if (v === undefined) return undefined;
+    const p = ratio > 0 ? levelOf(priorHod[hours[k] as number] as number) : undefined;
+    let sum = p === undefined ? 0 : PRIOR_HOURS * p * ratio;
+    let total = p === undefined ? 0 : PRIOR_HOURS;
+    for (let j = Math.max(0, k - NEIGHBOUR_HOURS); j <= Math.min(m - 1, k + NEIGHBOUR_HOURS); j++) {
+      const u = level[j];
+      if (u === undefined) continue;
+      sum += (weight[j] as number) * u;
+      total += weight[j] as number;
+    }
+    const w = weight[k] as number;
+    return total > 0 ? w * v + (1 - w) * (sum / total) : v;
+  });
+}
+
+/** How far a first own day's neighbouring slots reach ({@link firstDayLevels}). */
+export const NEIGHBOUR_HOURS = 2;
+/** What the rescaled prior is worth beside them, in fully covered hours ({@link firstDayLevels}). */
+export const PRIOR_HOURS = 1;
 
 /** A first own day that observed fewer hours than this keeps its prior where it saw nothing. */
 export const PARTIAL_DAY_HOURS = 12;

@@ -2,7 +2,7 @@
  * How much an hour's observation counts: the ticks with new spend behind it (the state's
  * `accEvents`, carried in the stored seconds field so a leader of the version before still reads
  * the state), the credibility they give its cover, and a first own day's hours weighed by that
- * cover against the prior rescaled to the day.
+ * cover against their neighbours and the prior rescaled to the day.
  */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
@@ -13,6 +13,8 @@ import {
   foldObservations,
   isPriorOnly,
   levelOf,
+  NEIGHBOUR_HOURS,
+  PRIOR_HOURS,
   quantiseLevel,
   withObservation,
 } from '../../../shared/pacing/controller/forecast.js';
@@ -164,10 +166,12 @@ describe('credibility of an hour', () => {
   });
 });
 
-describe('a whole first own day against its prior', () => {
-  it('weighs each hour by its cover against the prior rescaled to the day', () => {
-    const shape = Array.from({ length: 24 }, () => 1);
-    const base = priorForecast(shape, 24_000);
+describe('a first own day', () => {
+  it('weighs a thin hour against its observed neighbours and the prior rescaled to the day', () => {
+    const base = priorForecast(
+      Array.from({ length: 24 }, () => 1),
+      24_000,
+    );
     const p = levelOf(base.hourOfDay[0] as number) as number;
     // Sixteen hours at 2× the prior's level, fully covered; hour 12 at 10× on a thin cover (8/32).
     let f = base;
@@ -185,19 +189,21 @@ describe('a whole first own day against its prior', () => {
       );
     const folded = foldObservations(f, TZ, defaultControllerConfig);
     const at = (h: number) => (levelOf(folded.hourOfDay[h] as number) as number) / p;
+    expect(NEIGHBOUR_HOURS).toBe(2);
     // Hour 12 is first cut to FIRST_DAY_PEAK × the median (3 × 2 = 6); the prior rescaled to the
-    // day is (15 × 2 + 6) / 16 = 2.25; a quarter of 6 and three quarters of 2.25.
-    expect(at(12)).toBeCloseTo(0.25 * 6 + 0.75 * 2.25, 1);
+    // day is (15 × 2 + 6) / 16 = 2.25. Its neighbours 10–14 and the prior: (PRIOR_HOURS × 2.25 +
+    // 4 × 2 + ¼ × 6) / (PRIOR_HOURS + 4¼); a quarter of 6 and three quarters of that.
+    const near = (PRIOR_HOURS * 2.25 + 4 * 2 + 0.25 * 6) / (PRIOR_HOURS + 4.25);
+    expect(at(12)).toBeCloseTo(0.25 * 6 + 0.75 * near, 1);
     expect(at(8)).toBeCloseTo(2, 1);
     // Hours not observed stay unknown; the day is the plan's own now.
     expect(at(2)).toBeNaN();
     expect(isPriorOnly(folded)).toBe(false);
   });
 
-  it('keeps the prior where the first day spent nothing (partial or whole)', () => {
+  it('leaves the prior as it was when it spent nothing (partial or whole)', () => {
     const shape = Array.from({ length: 24 }, (_, h) => (h >= 8 && h < 20 ? 2 : 1));
     const base = priorForecast(shape, 24_000);
-    const prior = (h: number) => levelOf(base.hourOfDay[h] as number) as number;
     // No spend in the observed hours: cover 1/32 (memo.ts: no ticks with spend).
     const fold = (hoursSeen: readonly number[]) => {
       let f = base;
@@ -210,17 +216,10 @@ describe('a whole first own day against its prior', () => {
         );
       return foldObservations(f, TZ, defaultControllerConfig);
     };
-    // Three evening hours: still a prior, its shape and level where nothing was seen, and within
-    // 1/32 of it where zero was seen (not a curve planned by time).
-    const partial = fold([21, 22, 23]);
-    expect(isPriorOnly(partial)).toBe(true);
-    for (const h of [3, 12]) expect(levelOf(partial.hourOfDay[h] as number)).toBeCloseTo(prior(h), 0);
-    for (const h of [21, 22, 23])
-      expect((levelOf(partial.hourOfDay[h] as number) as number) / prior(h)).toBeGreaterThan(0.9);
-    // A whole day of nothing: the plan's own now, shaped like the prior.
-    const whole = fold(Array.from({ length: 24 }, (_, h) => h));
-    expect(isPriorOnly(whole)).toBe(false);
-    const at = (h: number) => levelOf(whole.hourOfDay[h] as number) as number;
-    expect(at(12) / at(3)).toBeCloseTo(2, 1);
+    for (const seen of [[21, 22, 23], Array.from({ length: 24 }, (_, h) => h)]) {
+      const folded = fold(seen);
+      expect(folded.hourOfDay).toEqual(base.hourOfDay);
+      expect(isPriorOnly(folded)).toBe(true);
+    }
   });
 });

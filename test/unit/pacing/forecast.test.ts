@@ -15,8 +15,10 @@ import {
   foldObservations,
   isPriorOnly,
   levelOf,
+  NEIGHBOUR_HOURS,
   OUTLIER_FACTOR,
   PARTIAL_DAY_HOURS,
+  PRIOR_HOURS,
   quantiseLevel,
   type TrafficForecast,
   withObservation,
@@ -250,23 +252,31 @@ describe('levels that say nothing, and priors', () => {
 });
 
 describe('a prior’s first fold', () => {
-  it('takes the observed shape where the plan was seen, each hour by its cover', () => {
-    // Prior: noon twice as busy as 09:00 (960 and 1,920 an hour). The plan's own day says the
-    // opposite: 2,000 at 09:00 (whole hour), 1,000 at noon (half of it).
+  it('takes the observed shape where the plan was seen, a thin hour weighed against its neighbours', () => {
+    // Prior: noon twice as busy as the rest (960 an hour, 1,920 at noon). The plan's own (partial)
+    // day: 2,000 an hour at 09:00 and 10:00 (whole hours), 1,000 at 11:00 on a quarter of the
+    // hour, 500 at 15:00 (whole).
     const shape = Array.from({ length: 24 }, (_, h) => (h === 12 ? 2 : 1));
     let f = priorForecast(shape, 24_000);
     for (const [h, level, cover] of [
       [9, 2000, 32],
-      [12, 1000, 16],
+      [10, 2000, 32],
+      [11, 1000, 8],
+      [15, 500, 32],
     ] as const)
       f = withObservation(f, { day: '2026-11-20', slot: h, level: quantiseLevel(level), cover }, TZ, cfg);
     const folded = foldObservations(f, TZ, cfg);
     const at = (h: number) => levelOf(folded.hourOfDay[h] as number) as number;
-    // The prior rescaled to the day: × 3,000 / 2,880 (1,000 at 09:00, 2,000 at noon). The whole
-    // hour takes its observation; the half-observed one is halfway between it and the prior.
-    expect(at(9)).toBeCloseTo(2000, -2);
-    expect(at(12) / 1500).toBeCloseTo(1, 1);
-    expect(at(9) / at(12)).toBeGreaterThan(1.25);
+    // Whole hours take their observation, whatever the prior said.
+    expect(at(9) / 2000).toBeCloseTo(1, 1);
+    expect(at(15) / 500).toBeCloseTo(1, 1);
+    // 11:00: a quarter its own 1,000, three quarters the cover-weighted mean of the observed hours
+    // within NEIGHBOUR_HOURS (09:00, 10:00 and itself; 15:00 is too far) and PRIOR_HOURS of the
+    // prior rescaled to the day (× 5,500 / 3,840: 1,375 at 11:00).
+    const prior11 = (960 * 5500) / 3840;
+    const near = (PRIOR_HOURS * prior11 + 2000 + 2000 + 0.25 * 1000) / (PRIOR_HOURS + 2.25);
+    expect(NEIGHBOUR_HOURS).toBe(2);
+    expect(at(11) / (0.25 * 1000 + 0.75 * near)).toBeCloseTo(1, 1);
   });
 
   it('keeps the prior, rescaled, where a partial first day saw nothing', () => {
