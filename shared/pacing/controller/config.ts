@@ -103,7 +103,7 @@ export interface PacingControllerConfig {
    * Credibility of an hour's observation: an hour in which n ticks saw new spend is weighted
    * n / (n + evidenceTicks) of its uncensored share (0: every hour at its full share). A small
    * plan's hour is a few wins, and its level is mostly the luck of which hour they fell in; one
-   * win more or less moves it by half. docs/pacing.md, "Learning". @default 6
+   * win more or less moves it by half. docs/pacing.md, "Traffic forecast". @default 6
    */
   readonly evidenceTicks: number;
   /** Gaps between two ticks longer than this are not learned from (pacer down, leader change). @default 300_000 */

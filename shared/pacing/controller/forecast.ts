@@ -131,10 +131,10 @@ class DayWeek implements WeekView {
  *
  * `prior`: the hour-of-day levels are a prior (prior.ts), not the plan's own, and the plan's own
  * first day replaces them: they are cleared, so each observed hour takes its observation weighed
- * by its cover against the prior rescaled to the day's level, and the hours it did not observe are
- * unknown (a day profile gives them the mean of the known ones), as for a plan that started
- * without a prior — unless it observed less than half the day ({@link clearPrior}: then the
- * rescaled prior stays where it saw nothing). For a whole day:
+ * by its cover against its observed neighbours and the rescaled prior ({@link firstDayLevels}),
+ * and the hours it did not observe are unknown (a day profile gives them the mean of the known
+ * ones), as for a plan that started without a prior — unless it observed less than half the day
+ * ({@link clearPrior}: then the rescaled prior stays where it saw nothing). For a whole day:
  * smoothing the observations into the prior kept its shape for days; keeping the prior (rescaled)
  * for the hours not observed kept it exactly where it was most wrong — the hours a plan could not
  * observe are mostly those where it sat at the cap, i.e. where the prior gave too little. With
@@ -157,19 +157,27 @@ function foldDay(
   // A plan's first day of its own replaces its prior whole, each hour at most FIRST_DAY_PEAK × the
   // day's median observed level (see above).
   const ceiling = prior ? FIRST_DAY_PEAK * medianObserved(slots.hours.length, obs) : Number.POSITIVE_INFINITY;
-  // A first own day weighs each observed hour against its neighbours (firstDayLevels); a partial
-  // one keeps the forecast a prior: its next day replaces it like a first day.
-  const before = prior ? [...hod] : undefined;
-  const first = prior ? clearPrior(slots.hours, obs, ceiling, hod) : undefined;
-  if (first === UNCHANGED) return false;
-  const partial = first?.partial === true;
-  const levels = first ? firstDayLevels(slots.hours, obs, cover, ceiling, before as number[]) : undefined;
+  // A first own day that spent nothing leaves the prior as it was; otherwise its hours are weighed
+  // against their neighbours and the rescaled prior (read before clearPrior clears it), and a
+  // partial one keeps the forecast a prior: its next day replaces it like a first day.
+  const fit = prior ? fitPrior(slots.hours, obs, ceiling, hod) : undefined;
+  if (fit && fit.seen > 0 && fit.observed === 0) return false;
+  const levels = fit ? firstDayLevels(slots.hours, obs, cover, ceiling, hod, fit.ratio) : undefined;
+  const partial = fit ? clearPrior(hod, fit) : false;
   for (let k = 0; k < slots.hours.length && k < OBS_SLOTS; k++) {
     const seen = levelOf(obs[k] as number);
     if (seen === undefined) continue;
+    const h = slots.hours[k] as number;
+    const b = (slots.weekdays[k] as number) * 24 + h;
+    observedAny = true;
+    if (levels) {
+      const v = quantiseLevel(levels[k] as number);
+      if (!partial && week.wants(b)) week.set(b, v);
+      hod[h] = v;
+      continue;
+    }
     const observed = Math.min(seen, ceiling);
     const weight = Math.min(1, (cover[k] as number) / COVER_UNITS);
-    const h = slots.hours[k] as number;
     // One odd day moves an hour's level by at most ×/÷ OUTLIER_FACTOR (a burst of wins, a guard
     // holding float, a market outage): real shifts still get through in a few days.
     const known = levelOf(hod[h] as number);
@@ -177,41 +185,29 @@ function foldDay(
       known === undefined
         ? observed
         : Math.min(known * OUTLIER_FACTOR, Math.max(known / OUTLIER_FACTOR, observed));
-    const b = (slots.weekdays[k] as number) * 24 + h;
-    if (levels) {
-      const v = quantiseLevel(levels[k] as number);
-      if (!partial && week.wants(b)) week.set(b, v);
-      hod[h] = v;
-      observedAny = true;
-      continue;
-    }
     if (!partial && week.wants(b)) week.set(b, smooth(week.get(b), rate, cfg.alphaWeek * weight));
     hod[h] = smooth(hod[h] as number, rate, cfg.alphaDay * weight);
-    observedAny = true;
   }
   return observedAny && !partial;
 }
 
-/**
- * Clears a prior before a plan's first own day is folded into it (see {@link foldDay}). A day that
- * observed fewer than {@link PARTIAL_DAY_HOURS} hours keeps the prior in the hours it did not
- * observe, rescaled to the level it did observe (Σ observed ÷ Σ prior over the observed hours),
- * and stays a prior (`partial`; no hour-of-week level is set), so the plan's next day replaces it
- * as a first day would: such a day is mostly a plan that started late in it (created at 17:00, or
- * a zone west of the pacer's first tick), and the mean of a few evening hours spread over the
- * night and the morning is a flat curve that runs far ahead of the traffic at night and behind it
- * all morning. A whole day clears the prior everywhere: the hours it did not observe are unknown.
- *
- * A day that spent nothing in any hour it observed leaves the prior as it is ({@link UNCHANGED}):
- * zero wins in a few hours of a small plan say nothing about its shape, and cleared to zeros the
- * next day's curve was planned by time (linear).
- */
-function clearPrior(
+/** How a first own day's observations compare with the prior they replace ({@link fitPrior}). */
+interface PriorFit {
+  /** Slots the day observed. */
+  readonly seen: number;
+  /** Σ observed levels (each at most the ceiling) over the observed hours the prior has a level for. */
+  readonly observed: number;
+  /** `observed` ÷ Σ prior over the same hours; 0 when either sum is 0 (nothing to rescale by). */
+  readonly ratio: number;
+}
+
+/** The day's observations against the prior in `hod` (read only). */
+function fitPrior(
   hours: readonly number[],
   obs: readonly number[],
   ceiling: number,
-  hod: number[],
-): typeof UNCHANGED | { readonly partial: boolean } {
+  hod: readonly number[],
+): PriorFit {
   let seen = 0;
   let observed = 0;
   let priorSum = 0;
@@ -224,30 +220,42 @@ function clearPrior(
     observed += Math.min(v, ceiling);
     priorSum += p;
   }
-  if (seen > 0 && observed === 0) return UNCHANGED;
   const ratio = observed / priorSum;
-  if (seen >= PARTIAL_DAY_HOURS || !(ratio > 0 && Number.isFinite(ratio))) {
+  return { seen, observed, ratio: ratio > 0 && Number.isFinite(ratio) ? ratio : 0 };
+}
+
+/**
+ * Clears a prior before a plan's first own day is folded into it (see {@link foldDay}); true when
+ * the day is partial. A day that observed fewer than {@link PARTIAL_DAY_HOURS} hours keeps the
+ * prior in the hours it did not observe, rescaled to the level it did observe (`fit.ratio`), and
+ * stays a prior (no hour-of-week level is set), so the plan's next day replaces it as a first day
+ * would: such a day is mostly a plan that started late in it (created at 17:00, or a zone west of
+ * the pacer's first tick), and the mean of a few evening hours spread over the night and the
+ * morning is a flat curve that runs far ahead of the traffic at night and behind it all morning.
+ * A whole day clears the prior everywhere: the hours it did not observe are unknown.
+ *
+ * A day that spent nothing in any hour it observed never gets here ({@link foldDay} leaves the
+ * prior as it was): zero wins in a few hours of a small plan say nothing about its shape, and
+ * cleared to zeros the next day's curve was planned by time (linear).
+ */
+function clearPrior(hod: number[], fit: PriorFit): boolean {
+  if (fit.seen >= PARTIAL_DAY_HOURS || fit.ratio === 0) {
     hod.fill(0);
-    return WHOLE;
+    return false;
   }
   for (let h = 0; h < hod.length; h++) {
     const p = levelOf(hod[h] as number);
-    hod[h] = p === undefined ? 0 : quantiseLevel(p * ratio);
+    hod[h] = p === undefined ? 0 : quantiseLevel(p * fit.ratio);
   }
-  return PARTIAL;
+  return true;
 }
-
-/** {@link clearPrior}: the prior stays as it was. */
-const UNCHANGED = 'unchanged';
-const WHOLE = { partial: false } as const;
-const PARTIAL = { partial: true } as const;
 
 /**
  * The levels a first own day gives its observed slots (undefined where it saw nothing): each
  * slot's observation (at most `ceiling`) weighed by its cover (uncensored share × credibility,
  * memo.ts `observation`) against the cover-weighted mean of the observed slots within
  * {@link NEIGHBOUR_HOURS} of it and {@link PRIOR_HOURS} of the prior (`priorHod`, the levels
- * before the fold) rescaled to the day. A small plan's hour is a few wins: at full weight one such
+ * before the fold) rescaled to the day (`ratio`, {@link fitPrior}; 0: the prior is left out). A small plan's hour is a few wins: at full weight one such
  * day became its curve whole, and the budget went to the hours that happened to have wins. Its
  * neighbours are the nearest evidence of the same traffic that is the plan's own; the prior is a
  * guess where nothing has been learned yet (the built-in day), so it counts as one hour beside
@@ -260,10 +268,9 @@ function firstDayLevels(
   cover: readonly number[],
   ceiling: number,
   priorHod: readonly number[],
+  ratio: number,
 ): (number | undefined)[] {
   const m = Math.min(hours.length, OBS_SLOTS);
-  let observedSum = 0;
-  let priorSum = 0;
   const level: (number | undefined)[] = new Array(m);
   const weight = new Array<number>(m).fill(0);
   for (let k = 0; k < m; k++) {
@@ -271,13 +278,7 @@ function firstDayLevels(
     if (v === undefined) continue;
     level[k] = Math.min(v, ceiling);
     weight[k] = Math.min(1, (cover[k] as number) / COVER_UNITS);
-    const p = levelOf(priorHod[hours[k] as number] as number);
-    if (p !== undefined) {
-      observedSum += level[k] as number;
-      priorSum += p;
-    }
   }
-  const ratio = priorSum > 0 && observedSum > 0 ? observedSum / priorSum : 0;
   return level.map((v, k) => {
     if (v === undefined) return undefined;
     const p = ratio > 0 ? levelOf(priorHod[hours[k] as number] as number) : undefined;
