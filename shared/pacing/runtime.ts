@@ -91,6 +91,8 @@ export function pacerRuntimeFromEnv(options: {
       allocationSettings.mode,
       allocationSettings.regions.length,
     ),
+    // Strict allocations cap each region by its allocation: its guards release no headroom.
+    releaseHeadroom: allocationSettings.mode !== 'strict',
   }) as PacingController<unknown, unknown>;
   // The deployment's names, from the environment the stack derived from its description: the
   // parameter root (a peer region's prefix is `<root><peer>/`) and the caches' group id and IAM user.

@@ -32,7 +32,7 @@ import { InvalidGuardOptionsError, SlotMismatchError } from './guard-types.js';
 import { firstLiveSlot, planDayKeys } from './keys.js';
 import { type LeaseReply, type SpendScripts, spendScripts } from './live-counters.js';
 import { DEFAULT_MEMORY_RETENTION_MS, defaultInFlight, type InFlightConfig, keepFor } from './reconcile.js';
-import { DEFAULT_RELEASE_CAP } from './release.js';
+import { DEFAULT_RELEASE_CAP, releaseCapMicros } from './release.js';
 
 export type { BudgetGuardOptions, Decision, GuardBid, GuardStats } from './guard-types.js';
 export { InvalidGuardOptionsError, SlotMismatchError } from './guard-types.js';
@@ -453,7 +453,7 @@ export class BudgetGuard {
       this.weightPermille,
       keepFor(s.day.endMs, now, this.memoryRetentionMs),
       this.leaseAheadMs,
-      Math.floor(this.releaseCap * s.plan.dailyBudgetMicros),
+      releaseCapMicros(s.plan.dailyBudgetMicros, expected, this.releaseCap, this.strict === '0'),
       this.strict,
       ...this.defaultAllocation(s, now),
       ...deltas,

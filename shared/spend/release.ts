@@ -51,6 +51,28 @@ export function releasableOf(s: ReleaseStats, bids: number): number {
   return s.rn >= RELEASE_MIN_SLOTS * 1000 && s.rb > 0 && bids > 0 ? Math.floor((s.rf / s.rb) * bids) : 0;
 }
 
+/**
+ * The most of a plan-day's in-flight amount a lease call (or the controller) may count less:
+ * `cap` × the budget, plus — where one region's curve is the only cap, `headroom` — the budget's
+ * headroom over E(t), max(0, budget − expected). A guard grants only while what it counts stays
+ * within E(t), so what it commits for real is at most E(t) + this, which is at most the budget
+ * plus cap × budget: the overshoot bound grows by that and no more, whatever ρ turns out to be
+ * (docs/spend.md, "In flight without loss notices"). Mid-day the headroom lets the learned release
+ * work in full; it shrinks to nothing as E(t) reaches the budget at the day's end. Strict
+ * allocations cap each region by its allocation, not by E alone: no headroom there. A cap of 0
+ * releases nothing.
+ */
+export function releaseCapMicros(
+  budgetMicros: number,
+  expectedMicros: number,
+  cap: number,
+  headroom: boolean,
+): number {
+  if (!(cap > 0) || !(budgetMicros > 0)) return 0;
+  const room = headroom && Number.isFinite(expectedMicros) ? Math.max(0, budgetMicros - expectedMicros) : 0;
+  return Math.floor(cap * budgetMicros + room);
+}
+
 /** In-flight counted against a plan: the live amount less what may be released, at most `capMicros`. */
 export function countedInFlight(inFlightMicros: number, releasableMicros: number, capMicros: number): number {
   return Math.max(0, inFlightMicros - Math.min(releasableMicros, Math.max(0, capMicros)));

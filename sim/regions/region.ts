@@ -180,6 +180,7 @@ export class SimRegion {
         elasticity: elasticityOf(o.auction),
         audienceTimeZone: o.audienceTimeZone,
         releaseCap: regionalReleaseCap(DEFAULT_RELEASE_CAP, o.config.mode, o.config.regions.length),
+        releaseHeadroom: o.config.mode !== 'strict',
       }),
       budgets,
       spend,

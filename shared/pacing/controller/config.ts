@@ -89,6 +89,12 @@ export interface PacingControllerConfig {
    * budget — as the guards count it (`BudgetGuard`'s `releaseCap`; docs/spend.md). @default 0.0025
    */
   readonly releaseCap: number;
+  /**
+   * The release may also take the budget's headroom over E(t), as a guard of one region counts it
+   * (`releaseCapMicros`, docs/spend.md). false under strict allocations, whose guards cap each
+   * region by its allocation. @default true
+   */
+  readonly releaseHeadroom: boolean;
   /** Smallest hourly weight of the target curve, as a fraction of the day's mean weight. @default 0.05 */
   readonly shapeFloor: number;
   /** Weight of a new day in the hour-of-day demand profile (exponential smoothing). @default 0.3 */
@@ -131,6 +137,7 @@ export const defaultControllerConfig: PacingControllerConfig = {
   builtInShape: BUILT_IN_SHAPE,
   audienceTimeZone: null,
   releaseCap: DEFAULT_RELEASE_CAP,
+  releaseHeadroom: true,
   shapeFloor: 0.05,
   alphaDay: 0.3,
   alphaWeek: 0.5,

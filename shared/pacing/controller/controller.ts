@@ -174,8 +174,8 @@ export function createPacingController(overrides: Partial<PacingControllerConfig
     forecastIn: TrafficForecast | undefined,
   ): PlanStep<ControllerState, TrafficForecast> {
     checkInput(input);
-    const tick = readTick(input, cfg);
-    const same = prev !== undefined && prev.day === tick.day.day ? prev : undefined;
+    const same = prev !== undefined && prev.day === input.day.day ? prev : undefined;
+    const tick = readTick(input, cfg, same?.lastExpected);
     if (same && mustHold(tick, same)) return hold(t, tick, same, forecastIn);
     const f = forecastIn ?? EMPTY_FORECAST;
     const w = same ? continueDay(t, tick, same, f) : startDay(t, tick, prev, f);

@@ -5,7 +5,7 @@
  */
 import type { ResolvedPlan } from '../../budget/model.js';
 import type { DayWindow } from '../../budget/time-zone.js';
-import { countedInFlight } from '../../spend/release.js';
+import { countedInFlight, releaseCapMicros } from '../../spend/release.js';
 import { type PacingModeSpec, pacingModeOf } from '../modes.js';
 import type { CurvePoints } from '../types.js';
 import { lowestPressure } from './actuators.js';
@@ -77,17 +77,27 @@ export interface Tick {
 }
 
 /** Reads one tick's input (checked by the caller). */
-export function readTick(input: PlanTickInput, cfg: PacingControllerConfig): Tick {
+export function readTick(
+  input: PlanTickInput,
+  cfg: PacingControllerConfig,
+  expectedMicros: number | undefined,
+): Tick {
   const { plan, day, spend, nowMs } = input;
   const budget = Math.max(0, Math.floor(input.budgetMicros ?? plan.dailyBudgetMicros));
   // Spend = confirmed + in flight. Leased float is budget handed to guards, not spend: counting
   // it would make C jump by a whole float at every grant (for small budgets a float is several
   // percent of the day) — the guard keeps counting it for the cap.
   // In flight that no notice is expected to resolve (exchanges without loss notices) counts as
-  // the guards count it: released up to the same cap (docs/spend.md).
+  // the guards count it: released up to the same cap (docs/spend.md), the headroom over E taken
+  // at the previous step's E (none on a plan-day's first step: its in-flight is counted whole).
+  const cap = releaseCapMicros(
+    budget,
+    expectedMicros ?? budget,
+    cfg.releaseCap,
+    cfg.releaseHeadroom && expectedMicros !== undefined,
+  );
   const read =
-    spend.confirmedMicros +
-    countedInFlight(spend.inFlightMicros, spend.releasableMicros ?? 0, cfg.releaseCap * budget);
+    spend.confirmedMicros + countedInFlight(spend.inFlightMicros, spend.releasableMicros ?? 0, cap);
   const unusable = !(Number.isFinite(read) && read >= 0 && spend.leasedMicros >= 0);
   return {
     input,

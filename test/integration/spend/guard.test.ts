@@ -278,6 +278,60 @@ describe('budget guard', () => {
     }
   });
 
+  it('an even plan mid-day releases up to the headroom over E(t), never past B + cap', async () => {
+    // The worst case for the release: every bid is in flight with no notice (ρ = 1), and then all
+    // of them turn out to be wins. At noon E is half the budget, so the guard may count the live
+    // in-flight less by cap × B plus B − E: what it commits for real reaches B + cap and no more.
+    const inFlight = { ttlMs: 10 * 60_000, slotMs: 60_000 };
+    const B = 10_000_000;
+    const releaseCap = 0.01;
+    const clock = new ManualClock(Date.parse('2026-11-21T20:00:00Z')); // 12:00 in Los Angeles
+    const b = budgetsOf('America/Los_Angeles', ({ a, c }) => [
+      { level: 'campaign', accountId: a, campaignId: c, dailyBudgetMicros: B, pacingMode: 'even' },
+    ]);
+    const { guard, errors } = guardOf(clock, { inFlight, releaseCap, minFloatMicros: 20_000 });
+    guard.setBudgets(b);
+    const plan = b.common[0]!;
+    const day = dayWindow(clock.now(), plan.timeZone);
+    const state = planDayKeys(plan, day.day).state;
+    const bid = { campaignId: b.campaign.campaignId, priceMicros: 10_000 };
+    const untilRefused = async () => {
+      for (let refused = 0, placed = 0; refused < 3; ) {
+        if (guard.decide(bid) === 'bid') {
+          refused = 0;
+          if (++placed > 2 * (B / bid.priceMicros)) throw new Error('the guard never refused');
+        } else {
+          refused++;
+          await guard.idle();
+        }
+      }
+      await guard.maintain();
+    };
+    // 14 minutes of 10 bids a minute: the first slots die with every bid in flight, so ρ = 1.
+    for (let m = 0; m < 14; m++) {
+      for (let i = 0; i < 10; i++) {
+        while (guard.decide(bid) !== 'bid') await guard.idle();
+      }
+      await guard.maintain();
+      clock.advance(60_000);
+    }
+    const before = await readPlanDay(redis, state, clock.now());
+    expect(before.releasableMicros).toBe(before.inFlightMicros);
+    await untilRefused();
+    const end = await readPlanDay(redis, state, clock.now());
+    const raw = end.confirmedMicros + end.leasedMicros + end.inFlightMicros;
+    const E = linearExpected(B, day, clock.now());
+    const cap = Math.floor(releaseCap * B);
+    const F = guard.floatOf(plan);
+    expect(E).toBeLessThan(0.55 * B);
+    // What every bid in flight would cost if each one won: within B + cap, reached to a float and
+    // a bid (without the headroom the guard stops at E + cap, about half of that).
+    expect(raw).toBeLessThanOrEqual(B + cap);
+    expect(raw).toBeGreaterThan(B + cap - F - bid.priceMicros);
+    expect(errors).toEqual([]);
+    await guard.close();
+  });
+
   it('floatSizing bids: a small plan’s guard holds about two recent bids instead of a whole F', async () => {
     // $1.50 a day, F = the 50,000 µ$ minimum float (3.3 % of the day); bids of 6,000–9,000.
     const held: Record<string, number[]> = {};
