@@ -13,13 +13,12 @@ import { intEnv, optionalEnv, requireEnv } from '../config/env.js';
 import type { RedisClient } from '../redis/connect.js';
 import { connectRedis, redisConfigFromEnv } from '../redis/connect.js';
 import { parameterEnv, redisEnv, regionResources } from '../region/resources.js';
-import { DEFAULT_RELEASE_CAP } from '../spend/release.js';
 import { type Clock, systemClock } from '../time/clock.js';
 import type { PacerControl } from './control.js';
 import type { PacingController } from './controller/api.js';
 import { createPacingController, elasticityOf } from './controller/index.js';
 import { ProcessTicks } from './process-ticks.js';
-import { allocationSettingsFromEnv, regionalReleaseCap } from './regions/allocation-config.js';
+import { allocationSettingsFromEnv, regionalRelease } from './regions/allocation-config.js';
 import type { RegionalShardPacer } from './regions/cross-region.js';
 import { regionalShardPacer } from './regions/wiring.js';
 import { type PacerConfig, pacerConfigFromEnv } from './settings.js';
@@ -86,13 +85,7 @@ export function pacerRuntimeFromEnv(options: {
     elasticity: elasticityOf(config.auction),
     // The region's audience zone places the built-in shape (docs/pacing.md, "Prior for new plans").
     audienceTimeZone: config.audienceTimeZone ?? null,
-    releaseCap: regionalReleaseCap(
-      DEFAULT_RELEASE_CAP,
-      allocationSettings.mode,
-      allocationSettings.regions.length,
-    ),
-    // Strict allocations cap each region by its allocation: its guards release no headroom.
-    releaseHeadroom: allocationSettings.mode !== 'strict',
+    ...regionalRelease(allocationSettings.mode, allocationSettings.regions.length),
   }) as PacingController<unknown, unknown>;
   // The deployment's names, from the environment the stack derived from its description: the
   // parameter root (a peer region's prefix is `<root><peer>/`) and the caches' group id and IAM user.

@@ -20,7 +20,7 @@ import { AllocationAuthority } from '../../shared/pacing/regions/allocation-auth
 import {
   type AllocationConfig,
   guardAllocations,
-  regionalReleaseCap,
+  regionalRelease,
 } from '../../shared/pacing/regions/allocation-config.js';
 import {
   PeerCaches,
@@ -35,7 +35,6 @@ import type { RedisClient } from '../../shared/redis/connect.js';
 import { BudgetGuard } from '../../shared/spend/guard.js';
 import type { LedgerStore } from '../../shared/spend/ledger.js';
 import { defaultInFlight, Reconciler } from '../../shared/spend/reconcile.js';
-import { DEFAULT_RELEASE_CAP } from '../../shared/spend/release.js';
 import { SpendTracker } from '../../shared/spend/tracker.js';
 import type { ManualClock } from '../../shared/time/clock.js';
 import type { ScenarioBudgets } from '../budgets.js';
@@ -179,8 +178,7 @@ export class SimRegion {
       controller: controllerOf(o.strategy, {
         elasticity: elasticityOf(o.auction),
         audienceTimeZone: o.audienceTimeZone,
-        releaseCap: regionalReleaseCap(DEFAULT_RELEASE_CAP, o.config.mode, o.config.regions.length),
-        releaseHeadroom: o.config.mode !== 'strict',
+        ...regionalRelease(o.config.mode, o.config.regions.length),
       }),
       budgets,
       spend,

@@ -90,12 +90,7 @@ export function readTick(
   // In flight that no notice is expected to resolve (exchanges without loss notices) counts as
   // the guards count it: released up to the same cap (docs/spend.md), the headroom over E taken
   // at the previous step's E (none on a plan-day's first step: its in-flight is counted whole).
-  const cap = releaseCapMicros(
-    budget,
-    expectedMicros ?? budget,
-    cfg.releaseCap,
-    cfg.releaseHeadroom && expectedMicros !== undefined,
-  );
+  const cap = releaseCapMicros(budget, expectedMicros ?? budget, cfg.releaseCap, cfg.releaseHeadroom);
   const read =
     spend.confirmedMicros + countedInFlight(spend.inFlightMicros, spend.releasableMicros ?? 0, cap);
   const unusable = !(Number.isFinite(read) && read >= 0 && spend.leasedMicros >= 0);

@@ -8,6 +8,7 @@
 import { REGIONS_ENV } from '../../aws/clients.js';
 import { InvalidEnvError, optionalEnv } from '../../config/env.js';
 import { errorKind } from '../../errors.js';
+import { DEFAULT_RELEASE_CAP } from '../../spend/release.js';
 
 /** Whether guards cap at the region's allocation. */
 export type AllocationMode = 'strict' | 'off';
@@ -210,6 +211,21 @@ export function defaultAllocation(
  */
 export function regionalReleaseCap(cap: number, mode: AllocationMode, regions: number): number {
   return mode === 'strict' ? cap / Math.max(1, regions) : cap;
+}
+
+/**
+ * A region's controller settings for the in-flight release, as its guards count it: the default
+ * cap ({@link regionalReleaseCap}) and, outside strict allocations (where the allocation, not E,
+ * caps a region), the budget's headroom over E (docs/spend.md "In flight without loss notices").
+ */
+export function regionalRelease(
+  mode: AllocationMode,
+  regions: number,
+): { readonly releaseCap: number; readonly releaseHeadroom: boolean } {
+  return {
+    releaseCap: regionalReleaseCap(DEFAULT_RELEASE_CAP, mode, regions),
+    releaseHeadroom: mode !== 'strict',
+  };
 }
 
 /**

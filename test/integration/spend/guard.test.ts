@@ -88,15 +88,22 @@ function guardOf(clock: ManualClock, extra: Partial<ConstructorParameters<typeof
   return { guard, errors };
 }
 
-/** Bids until the guard says no even after its lease calls completed; returns Σ of bids made. */
-async function bidUntilRefused(guard: BudgetGuard, bid: GuardBid, max = 1_000_000): Promise<number> {
+/**
+ * Bids until the guard says no `refusals` times in a row, its lease calls completed after each
+ * (more than 2 where a refill is skipped while the plan's settle call is in flight); returns Σ of
+ * bids made.
+ */
+async function bidUntilRefused(
+  guard: BudgetGuard,
+  bid: GuardBid,
+  max = 1_000_000,
+  refusals = 2,
+): Promise<number> {
   let spent = 0;
   for (let i = 0; i < max; i++) {
-    let d = guard.decide(bid);
-    if (d !== 'bid') {
+    for (let refused = 0; guard.decide(bid) !== 'bid'; ) {
+      if (++refused === refusals) return spent;
       await guard.idle();
-      d = guard.decide(bid);
-      if (d !== 'bid') return spent;
     }
     spent += bid.priceMicros;
   }
@@ -257,15 +264,9 @@ describe('budget guard', () => {
       // ρ = 1: everything bid in the live slots is expected to stay unresolved.
       expect(learned.inFlightMicros).toBeGreaterThan(500_000);
       expect(learned.releasableMicros).toBe(learned.inFlightMicros);
-      // Until refused three times in a row with the lease calls done in between (a refill is
-      // skipped while the plan's settle call is in flight).
-      for (let refused = 0; refused < 3; ) {
-        if (guard.decide(bid) === 'bid') refused = 0;
-        else {
-          refused++;
-          await guard.idle();
-        }
-      }
+      // Refused three times in a row: a refill is skipped while the plan's settle call is in flight.
+      await bidUntilRefused(guard, bid, 2 * (B / bid.priceMicros), 3);
+      await guard.idle();
       await guard.maintain();
       const end = await readPlanDay(redis, state, clock.now());
       const raw = end.confirmedMicros + end.leasedMicros + end.inFlightMicros;
@@ -295,18 +296,6 @@ describe('budget guard', () => {
     const day = dayWindow(clock.now(), plan.timeZone);
     const state = planDayKeys(plan, day.day).state;
     const bid = { campaignId: b.campaign.campaignId, priceMicros: 10_000 };
-    const untilRefused = async () => {
-      for (let refused = 0, placed = 0; refused < 3; ) {
-        if (guard.decide(bid) === 'bid') {
-          refused = 0;
-          if (++placed > 2 * (B / bid.priceMicros)) throw new Error('the guard never refused');
-        } else {
-          refused++;
-          await guard.idle();
-        }
-      }
-      await guard.maintain();
-    };
     // 14 minutes of 10 bids a minute: the first slots die with every bid in flight, so ρ = 1.
     for (let m = 0; m < 14; m++) {
       for (let i = 0; i < 10; i++) {
@@ -317,7 +306,9 @@ describe('budget guard', () => {
     }
     const before = await readPlanDay(redis, state, clock.now());
     expect(before.releasableMicros).toBe(before.inFlightMicros);
-    await untilRefused();
+    await bidUntilRefused(guard, bid, 2 * (B / bid.priceMicros), 3);
+    await guard.idle();
+    await guard.maintain();
     const end = await readPlanDay(redis, state, clock.now());
     const raw = end.confirmedMicros + end.leasedMicros + end.inFlightMicros;
     const E = linearExpected(B, day, clock.now());

@@ -15,6 +15,7 @@ import {
   homeOf,
   keepOf,
   reclaimDelayMs,
+  regionalRelease,
   regionalReleaseCap,
 } from '../../../shared/pacing/regions/allocation-config.js';
 import {
@@ -26,6 +27,7 @@ import {
   regionStep,
   syncAllocation,
 } from '../../../shared/pacing/regions/allocations.js';
+import { DEFAULT_RELEASE_CAP } from '../../../shared/spend/release.js';
 
 const A = 'us-east-1';
 const B2 = 'us-west-2';
@@ -114,6 +116,14 @@ describe('in-flight release across regions', () => {
     // One region, or allocations off: the guard's own cap.
     expect(regionalReleaseCap(0.0025, 'off', 3)).toBe(0.0025);
     expect(regionalReleaseCap(0.0025, 'strict', 0)).toBe(0.0025);
+  });
+
+  it('gives a region’s controller its part of the cap, and the headroom over E outside strict', () => {
+    expect(regionalRelease('strict', 4)).toEqual({
+      releaseCap: DEFAULT_RELEASE_CAP / 4,
+      releaseHeadroom: false,
+    });
+    expect(regionalRelease('off', 1)).toEqual({ releaseCap: DEFAULT_RELEASE_CAP, releaseHeadroom: true });
   });
 });
 
