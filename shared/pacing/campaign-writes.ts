@@ -7,8 +7,15 @@
  */
 import type { CampaignBudgets } from '../budget/model.js';
 import type { DayWindow } from '../budget/time-zone.js';
-import { encodeCurve, encodePlanParams, fieldNamesOf } from './codec.js';
-import { type PlanAtDay, type PlanList, type PlanResult, plansKeyOf } from './plan-list.js';
+import { encodePlanParams } from './codec.js';
+import {
+  campaignFields,
+  curveText,
+  type PlanAtDay,
+  type PlanList,
+  type PlanResult,
+  plansKeyOf,
+} from './plan-list.js';
 
 export type { PlanResult } from './plan-list.js';
 
@@ -90,14 +97,14 @@ export class CampaignHashes {
         // What the hash holds (a takeover's read; a replaced hash holds nothing that stays).
         const held = replace ? undefined : stored?.[ci];
         const phase = memory?.phase ?? phaseOf(campaignId, K);
-        const m = wholeCampaign(planList, idx, results, plansKey, held, nowMs, phase);
+        const m = wholeCampaign(planList, idx, results, plansKey, campaignFields(b), held, nowMs, phase);
         writes.push({ campaignId, mode: replace ? 'F' : 'X', fields: m.fields });
         created.push([campaignId, m.memory]);
         continue;
       }
       const due = (tick + memory.phase) % K === 0;
       const refresh = nowMs - memory.expiryRefreshedAt >= this.options.expiryRefreshMs;
-      const fields = this.changedFields(memory, planList, idx, results, due, updates);
+      const fields = this.changedFields(memory, planList, idx, results, campaignFields(b), due, updates);
       if (fields || due || refresh) {
         writes.push({ campaignId, mode: refresh ? 'X' : 'P', fields: fields ?? [] });
         if (refresh) refreshed.push(memory);
@@ -133,6 +140,7 @@ export class CampaignHashes {
     planList: PlanList,
     idx: Int32Array,
     results: readonly PlanResult[],
+    names: readonly string[],
     due: boolean,
     updates: PlanUpdate[],
   ): string[] | undefined {
@@ -146,7 +154,7 @@ export class CampaignHashes {
       // A new curve object is compared by its encoding (controllers may rebuild equal curves).
       let curve: string | undefined;
       if (m.curves[j] !== p.curve) {
-        curve = encodeCurve(p.curve);
+        curve = curveText((planList.list[at] as PlanAtDay).memory, p.curve);
         if (curve === m.encodedCurves[j]) {
           // Same knots as stored: remember the object (safe whatever this publish's fate).
           m.curves[j] = p.curve;
@@ -170,11 +178,9 @@ export class CampaignHashes {
         paramsChanged = r.encoded !== m.encoded[j];
       }
       if (!paramsChanged && curve === undefined) continue;
-      const planId = (planList.list[at] as PlanAtDay).plan.planId;
-      const [pField, eField] = fieldNamesOf(planId);
       fields = fields ?? [];
-      if (paramsChanged) fields.push(pField, r.encoded as string);
-      if (curve !== undefined) fields.push(eField, curve);
+      if (paramsChanged) fields.push(names[1 + 2 * j] as string, r.encoded as string);
+      if (curve !== undefined) fields.push(names[2 + 2 * j] as string, curve);
       updates.push([m, j, r, paramsChanged, curve]);
     }
     return fields;
@@ -183,14 +189,15 @@ export class CampaignHashes {
 
 /**
  * Every field of a campaign whose stored values are not known, less those `held` (what a
- * takeover read from the hash: `plans`, then `p:` and `e:` per plan) already holds; with the
- * memory of what the hash holds once they land.
+ * takeover read from the hash: `plans`, then `p:` and `e:` per plan, as `names` lists them)
+ * already holds; with the memory of what the hash holds once they land.
  */
 function wholeCampaign(
   planList: PlanList,
   idx: Int32Array,
   results: readonly PlanResult[],
   plansKey: string,
+  names: readonly string[],
   held: readonly (string | undefined)[] | undefined,
   nowMs: number,
   phase: number,
@@ -208,13 +215,12 @@ function wholeCampaign(
   };
   for (let j = 0; j < idx.length; j++) {
     const at = idx[j] as number;
-    const planId = (planList.list[at] as PlanAtDay).plan.planId;
+    const { memory } = planList.list[at] as PlanAtDay;
     const r = results[at] as PlanResult;
     if (r.encoded === undefined) r.encoded = encodePlanParams(r.params, r.day);
-    const curve = encodeCurve(r.params.curve);
-    const [pField, eField] = fieldNamesOf(planId);
-    if (held?.[1 + 2 * j] !== r.encoded) fields.push(pField, r.encoded);
-    if (held?.[2 + 2 * j] !== curve) fields.push(eField, curve);
+    const curve = curveText(memory, r.params.curve);
+    if (held?.[1 + 2 * j] !== r.encoded) fields.push(names[1 + 2 * j] as string, r.encoded);
+    if (held?.[2 + 2 * j] !== curve) fields.push(names[2 + 2 * j] as string, curve);
     m.encodedCurves[j] = curve;
     m.encoded[j] = r.encoded;
     m.params[j] = r.params;

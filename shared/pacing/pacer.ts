@@ -188,6 +188,7 @@ export class ShardPacer {
     }
     const publishing = claimed.claim?.accepted === true && fence !== undefined;
     const done = publishing ? await this.publish(work, fence, stepped) : undefined;
+    if (!publishing) this.book.keepTextsCurrent(this.options.controller, planList, stepped.results);
     const landed = done?.publish.rejectedBatches === 0;
     const sharing = await this.recordSharing(work, stepped, landed);
     const endMs = clock.now();

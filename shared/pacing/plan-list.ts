@@ -7,13 +7,13 @@
 import { type CampaignBudgets, plansForBid, type ResolvedPlan } from '../budget/model.js';
 import { type DayWindow, dayWindow } from '../budget/time-zone.js';
 import { planDayKeys } from '../spend/keys.js';
-import { assertPublishable, InvalidPacingParamsError } from './codec.js';
+import { assertPublishable, encodeCurve, fieldNamesOf, InvalidPacingParamsError } from './codec.js';
 import type { PacingController, PriorLookup } from './controller/api.js';
 import { failSafeParams, PacingInputError } from './controller/index.js';
 import { planField } from './keys.js';
 import { UnknownPacingModeError } from './modes.js';
 import { TOP_CAMPAIGNS_REPORTED, topIndexes } from './tick-outcome.js';
-import type { PlanPacingParams, PlanSpendSnapshot } from './types.js';
+import type { CurvePoints, PlanPacingParams, PlanSpendSnapshot } from './types.js';
 
 /** What the pacer holds of one distinct plan. */
 export interface PlanMemory {
@@ -29,6 +29,9 @@ export interface PlanMemory {
    */
   forecastTextOf?: unknown;
   forecastText?: string;
+  /** The curve object `curveText` encodes (its `e:` value): curves change only when re-anchored. */
+  curveTextOf?: CurvePoints;
+  curveText?: string;
   /** Loaded from Redis, not yet decoded. */
   loadedState?: string;
   loadedForecast?: string;
@@ -165,6 +168,28 @@ export class PlanBook {
     return { state, forecast };
   }
 
+  /**
+   * A follower's upkeep after its step: the texts a takeover compares with what is stored — each
+   * plan's forecast and `e:` curve — encoded as their objects change (a forecast a few times a day,
+   * a curve when re-anchored), so the first tick as publisher compares strings instead of encoding
+   * 150,000 of each inside its window. `results` are the tick's steps, aligned with `list`.
+   */
+  keepTextsCurrent(
+    controller: PacingController<unknown, unknown>,
+    list: PlanList,
+    results: readonly PlanResult[],
+  ): void {
+    for (let i = 0; i < list.list.length; i++) {
+      const m = (list.list[i] as PlanAtDay).memory;
+      if (m.forecast !== undefined && m.loadedForecast === undefined && m.forecastTextOf !== m.forecast) {
+        m.forecastText = controller.encodeForecast(m.forecast);
+        m.forecastTextOf = m.forecast;
+      }
+      const r = results[i];
+      if (r !== undefined) curveText(m, r.params.curve);
+    }
+  }
+
   /** The staged writes landed: they are what is stored. */
   commitStateWrites(): void {
     const { state, stateText, forecast, forecastText } = this.staged;
@@ -186,9 +211,16 @@ function noStagedWrites(): StagedWrites {
   return { state: [], stateText: [], forecast: [], forecastText: [] };
 }
 
-const plansCache = new WeakMap<CampaignBudgets, { plans: ResolvedPlan[]; key: string }>();
+/** A campaign's plans in publishing order, their ids joined, and its hash's field names (lazy). */
+interface CampaignPlans {
+  plans: ResolvedPlan[];
+  key: string;
+  fields?: string[];
+}
 
-export function campaignPlans(b: CampaignBudgets): { plans: ResolvedPlan[]; key: string } {
+const plansCache = new WeakMap<CampaignBudgets, CampaignPlans>();
+
+export function campaignPlans(b: CampaignBudgets): CampaignPlans {
   let cached = plansCache.get(b);
   if (!cached) {
     const arms = [...b.arms.entries()].sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0)).map(([, p]) => p);
@@ -205,6 +237,21 @@ export function campaignPlans(b: CampaignBudgets): { plans: ResolvedPlan[]; key:
  */
 export function plansOfCampaign(b: CampaignBudgets): readonly ResolvedPlan[] {
   return campaignPlans(b).plans;
+}
+
+/**
+ * The field names of a campaign hash in publishing order: `plans`, then `p:` and `e:` per plan
+ * (contract v2). Cached with the plans: a takeover names every field of the shard twice (the read
+ * of what is published, the whole rewrite).
+ */
+export function campaignFields(b: CampaignBudgets): readonly string[] {
+  const c = campaignPlans(b);
+  if (c.fields === undefined) {
+    const fields = ['plans'];
+    for (const p of c.plans) fields.push(...fieldNamesOf(p.planId));
+    c.fields = fields;
+  }
+  return c.fields;
 }
 
 /** The `plans` field of a campaign hash: its plan ids in publishing order. */
@@ -236,6 +283,15 @@ function adoptForecast(
   memory.forecast = f;
   memory.forecastTextOf = f;
   memory.forecastText = loaded;
+}
+
+/** The `e:` value of a plan's curve, encoded once per curve object. */
+export function curveText(memory: PlanMemory, curve: CurvePoints): string {
+  if (memory.curveTextOf !== curve || memory.curveText === undefined) {
+    memory.curveText = encodeCurve(curve);
+    memory.curveTextOf = curve;
+  }
+  return memory.curveText;
 }
 
 /** One plan's step at a tick. */

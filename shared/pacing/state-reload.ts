@@ -19,9 +19,8 @@ import type { RedisClient } from '../redis/connect.js';
 import { bulk } from '../redis/resp/connection.js';
 import { type HashVisitor, RawHashReader } from '../redis/resp/hash-reader.js';
 import type { Clock } from '../time/clock.js';
-import { fieldNamesOf } from './codec.js';
 import { planField, type ShardKeys } from './keys.js';
-import { campaignPlans, type PlanBook, type PlanList, plansOfCampaign } from './plan-list.js';
+import { campaignFields, type PlanBook, type PlanList, plansOfCampaign } from './plan-list.js';
 
 /** The stored texts of one part's plans, aligned with its fields (undefined: none stored). */
 export interface StoredTexts {
@@ -354,22 +353,11 @@ export class TakeoverReloads {
    * needed first, to step), so the whole rewrite skips the fields that already hold their value.
    */
   private readPublished(campaigns: readonly CampaignBudgets[]): Promise<(string | undefined)[][]> {
-    const fieldsByPlans = new Map<string, string[]>();
-    const fieldsOf = campaigns.map((b) => {
-      const { plans, key } = campaignPlans(b);
-      let fields = fieldsByPlans.get(key);
-      if (fields === undefined) {
-        fields = ['plans'];
-        for (const p of plans) fields.push(...fieldNamesOf(p.planId));
-        fieldsByPlans.set(key, fields);
-      }
-      return fields;
-    });
     const { keys } = this.options;
     return Promise.all(
       this.reader().hmget(
         campaigns.map((b) => keys.campaign(b.campaign.campaignId)),
-        (i) => fieldsOf[i] as string[],
+        (i) => campaignFields(campaigns[i] as CampaignBudgets),
         PUBLISHED_PART,
       ),
     ).then((parts) => parts.flat());

@@ -126,7 +126,14 @@ describe.each(['standalone', 'cluster'] as const)('takeover (%s)', (mode) => {
   const shard = async (
     n: number,
     campaigns: number,
-    o: { redisSilenceMs: number; leads?: number; onStep?: () => void; afterClaim?: () => Promise<void> },
+    o: {
+      redisSilenceMs: number;
+      leads?: number;
+      onStep?: () => void;
+      afterClaim?: () => Promise<void>;
+      /** Both instances' controller. @default countingController */
+      controller?: () => PacingController<unknown, unknown>;
+    },
   ) => {
     const items = shardItems(n, campaigns, `${mode}${n}`);
     const source = async (since: number) => ({ items: items.filter((i) => i.updatedAt >= since) });
@@ -147,10 +154,10 @@ describe.each(['standalone', 'cluster'] as const)('takeover (%s)', (mode) => {
       });
       return { pacer: made, budgets };
     };
-    const a = pacer(countingController()).pacer;
+    const a = pacer(o.controller?.() ?? countingController()).pacer;
     // The follower started before any snapshot existed: its budgets come from the index, each
     // item a change it has never mirrored (as in a process that has run for hours).
-    const follower = pacer(countingController(o.onStep), o.afterClaim);
+    const follower = pacer(o.controller?.() ?? countingController(o.onStep), o.afterClaim);
     await follower.budgets.refresh();
     const b = follower.pacer;
     let tick = Math.floor(T0 / TICK);
@@ -192,6 +199,37 @@ describe.each(['standalone', 'cluster'] as const)('takeover (%s)', (mode) => {
     expect(after.published).toBe(true);
     expect(after.stateReloaded).toBe(false);
     expect(new Set(Object.values((await stored(n)).state))).toEqual(new Set(['5']));
+  }, 120_000);
+
+  it("compares the follower's forecasts with the stored ones without encoding them in the takeover tick", async () => {
+    const n = 7;
+    let encodes = 0;
+    // Forecasts change a few times a day: this one keeps the step's first forecast object.
+    const stable = (): PacingController<unknown, unknown> => {
+      const c = countingController();
+      return {
+        ...c,
+        step: (input, previous, forecast) => {
+          const s = c.step(input, previous, forecast);
+          return { ...s, forecast: forecast ?? s.forecast };
+        },
+        encodeForecast: (f) => {
+          encodes++;
+          return c.encodeForecast(f);
+        },
+      };
+    };
+    const { b, next } = await shard(n, 300, { redisSilenceMs: 5_000, controller: stable });
+    // The follower's own forecasts (count 1, from its one step) are the leader's first ones.
+    encodes = 0;
+    const o = await b.runTick(next(), testIdentity(n, 1, 2));
+    expect(o.published).toBe(true);
+    expect(o.stateReloaded).toBe(true);
+    expect(encodes).toBe(0);
+    const s = await stored(n);
+    expect(Object.keys(s.forecast)).toHaveLength(300 + 120 + 30);
+    expect(new Set(Object.values(s.forecast))).toEqual(new Set(['f1']));
+    expect(new Set(Object.values(s.state))).toEqual(new Set(['4']));
   }, 120_000);
 
   it('publishes the takeover tick when Redis falls asleep as its reload reads go out', async () => {
