@@ -12,6 +12,7 @@
  */
 import { EXIT, ensureNodeFlags, ensureSimProcess } from '../cli/common.js';
 import { killServersOnSignal } from '../local/emulators/redis.js';
+import { PACER_NODE_OPTIONS } from '../shared/region/pacer-settings.js';
 import { benchTargets, unsustainedRates, verdicts } from './verdicts.js';
 
 interface Benchmark {
@@ -57,6 +58,8 @@ const benchmarks: Record<string, Benchmark> = {
     },
     load: () => import('./pacer.js'),
     target: 'its own redis-server (standalone, loopback)',
+    // The pacer function's own flags (its description's nodeOptions): the ticks run as deployed.
+    nodeFlags: PACER_NODE_OPTIONS,
   },
   sim: {
     options: {

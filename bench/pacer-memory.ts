@@ -18,6 +18,7 @@ import { ShardBudgets } from '../shared/pacing/budgets-cache.js';
 import { ShardPacer } from '../shared/pacing/pacer.js';
 import { rawSpendSource } from '../shared/pacing/spend-source.js';
 import { connectRedis } from '../shared/redis/connect.js';
+import { PACER_NODE_OPTIONS } from '../shared/region/pacer-settings.js';
 import { systemClock } from '../shared/time/clock.js';
 import { fixedIdentity } from '../sim/engine-parts.js';
 import {
@@ -57,6 +58,8 @@ export interface PacerMemoryOptions {
 /** Runs one pacer in a child process and returns its peak memory. */
 export function measurePacerMemory(o: PacerMemoryOptions): Promise<PacerMemory> {
   const args = [
+    // The pacer function's flags: the young generation they allow is part of its peak.
+    ...PACER_NODE_OPTIONS,
     '--import',
     'tsx',
     fileURLToPath(import.meta.url),

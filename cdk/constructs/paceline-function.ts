@@ -119,7 +119,11 @@ export class PacelineFunction extends Construct {
       architecture: lambda.Architecture.ARM_64,
       memorySize: spec.memoryMb,
       timeout: Duration.seconds(spec.timeoutSeconds),
-      environment: { ...props.environment, NODE_OPTIONS: '--enable-source-maps' },
+      // The bundle's source maps, then the description's own flags (functionEnvironment).
+      environment: {
+        ...props.environment,
+        NODE_OPTIONS: ['--enable-source-maps', props.environment.NODE_OPTIONS].filter(Boolean).join(' '),
+      },
       environmentEncryption: props.key,
       role: this.role,
       vpc: props.vpc,

@@ -137,6 +137,8 @@ export function functionEnvironment(spec: FunctionSpec, inputs: EnvironmentInput
     POWERTOOLS_METRICS_NAMESPACE: 'Paceline',
     ...spec.settings,
   };
+  if (spec.nodeOptions !== undefined && spec.nodeOptions.length > 0)
+    env.NODE_OPTIONS = spec.nodeOptions.join(' ');
   for (const key of Object.keys(spec.tables) as TableKey[]) {
     env[tables[key].envVar] = inputs.tableName(key);
   }

@@ -138,6 +138,13 @@ export interface FunctionSpec {
   readonly entry: string;
   readonly memoryMb: number;
   readonly timeoutSeconds: number;
+  /**
+   * Node and V8 flags the function's processes start with: `NODE_OPTIONS` from
+   * `functionEnvironment`, so the same in AWS (where the construct puts `--enable-source-maps`
+   * first), in the local runner's instances and in the benchmarks that measure the function.
+   * @default none
+   */
+  readonly nodeOptions?: readonly string[];
   readonly source?: KinesisSourceSpec;
   readonly schedule?: ScheduleSpec;
   readonly tables: Readonly<Partial<Record<TableKey, TableAccess>>>;

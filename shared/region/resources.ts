@@ -46,6 +46,7 @@ export {
   LEADER_OVERRIDE_PATH_PREFIX,
   leaderOverridePath,
   localPacerSettings,
+  PACER_NODE_OPTIONS,
   type PacerInput,
   type PacerSettings,
   pacerEnv,

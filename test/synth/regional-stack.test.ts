@@ -171,6 +171,8 @@ describe('regional stacks', () => {
               POWERTOOLS_SERVICE_NAME: spec.name,
               REDIS_MODE: 'cluster',
               REDIS_TLS: 'true',
+              // The bundle's source maps, then the flags the description gives the function.
+              NODE_OPTIONS: ['--enable-source-maps', ...((spec as FunctionSpec).nodeOptions ?? [])].join(' '),
             }),
           },
         });

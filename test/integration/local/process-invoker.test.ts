@@ -4,6 +4,7 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { ProcessInvoker } from '../../../local/worker/process-invoker.js';
+import { functionEnvironment, regionResources } from '../../../shared/region/resources.js';
 
 const invokers: ProcessInvoker[] = [];
 afterEach(async () => {
@@ -66,6 +67,33 @@ describe('ProcessInvoker', () => {
     expect(first.remainingMs).toBeLessThanOrEqual(10_000);
     expect(invoker.coldStarts).toBe(1);
   });
+
+  it("starts instances with the function's Node flags from its environment (the pacer's young generation)", async () => {
+    const env = functionEnvironment(regionResources.functions.pacer, {
+      region: 'us-east-1',
+      tableName: (k) => `T-${k}`,
+      streamName: (k) => `S-${k}`,
+      bucketName: (k) => `B-${k}`,
+      redis: { nodes: '127.0.0.1:6379', mode: 'standalone', tls: false },
+    });
+    const young = async (nodeOptions: string | undefined) => {
+      const invoker = new ProcessInvoker({
+        functionName: 'echo-fn',
+        handlerModule: 'test/fixtures/handlers/echo.ts',
+        env: nodeOptions === undefined ? {} : { NODE_OPTIONS: nodeOptions },
+        timeoutMs: 60_000,
+        stdio: 'ignore',
+      });
+      invokers.push(invoker);
+      const r = await invoker.invoke({ youngGeneration: true });
+      if (!r.ok) throw new Error(r.errorMessage);
+      return (r.payload as { newSpaceMaxMb: number }).newSpaceMaxMb;
+    };
+    expect(env.NODE_OPTIONS).toBeDefined();
+    // Node's default semi-spaces (16 MB) keep the new space at 32 MB at most; the pacer's, 128 MB.
+    expect(await young(undefined)).toBeLessThanOrEqual(32);
+    expect(await young(env.NODE_OPTIONS)).toBeGreaterThan(64);
+  }, 120_000);
 
   it('concurrent invocations get separate instances', async () => {
     const invoker = echoInvoker();

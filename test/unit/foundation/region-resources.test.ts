@@ -6,6 +6,7 @@ import {
   functionEnvironment,
   InvalidPacerSettingsError,
   leaderOverridePath,
+  PACER_NODE_OPTIONS,
   pacerEnv,
   parameterPrefix,
   physicalName,
@@ -71,7 +72,11 @@ describe('region description', () => {
       expect(env.REDIS_NODES).toBe('h:6380');
       expect(env.REDIS_TLS).toBe('true');
       expect(env.PARAMETER_PREFIX).toBe(fn.readsParameters ? parameterPrefix('eu-west-1') : undefined);
+      // A function's Node flags reach every process that runs it through NODE_OPTIONS.
+      const flags: readonly string[] = fn.nodeOptions ?? [];
+      expect(env.NODE_OPTIONS).toBe(flags.length > 0 ? flags.join(' ') : undefined);
     }
+    expect(regionResources.functions.pacer.nodeOptions).toEqual(PACER_NODE_OPTIONS);
   });
 
   it('refuses to build the environment of a Redis function without a Redis endpoint', () => {
