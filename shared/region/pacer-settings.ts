@@ -67,11 +67,11 @@ export interface PacerSettings {
 
 /**
  * The pacer's default memory, MB: the largest peak measured for one pacer over a cold takeover and
- * steady ticks at 100,000 campaigns (`pacerPeakRssMb`, 2,066 MiB) with 30 % headroom, rounded up
+ * steady ticks at 100,000 campaigns (`pacerPeakRssMb`, 2,184 MiB) with 30 % headroom, rounded up
  * to 64 MB; it also gives more than the full vCPU (1,769 MB) the cold and takeover ticks need to
  * fit in a 10 s tick (docs/operations.md, "Pacer memory").
  */
-export const DEFAULT_PACER_MEMORY_MB = 2688;
+export const DEFAULT_PACER_MEMORY_MB = 2880;
 
 /** The pacer in AWS: 24 shards × 3 instances, 10 s ticks (the seed's layout). */
 export const defaultPacerSettings: PacerSettings = {
