@@ -153,11 +153,7 @@ export class PlanBook {
         }
       }
       if (m.forecast !== undefined && m.loadedForecast === undefined) {
-        if (m.forecastTextOf !== m.forecast) {
-          m.forecastText = controller.encodeForecast(m.forecast);
-          m.forecastTextOf = m.forecast;
-        }
-        const raw = m.forecastText as string;
+        const raw = forecastText(controller, m, m.forecast);
         if (raw !== m.writtenForecast) {
           forecast.push(field, raw);
           staged.forecast.push(m);
@@ -181,10 +177,7 @@ export class PlanBook {
   ): void {
     for (let i = 0; i < list.list.length; i++) {
       const m = (list.list[i] as PlanAtDay).memory;
-      if (m.forecast !== undefined && m.loadedForecast === undefined && m.forecastTextOf !== m.forecast) {
-        m.forecastText = controller.encodeForecast(m.forecast);
-        m.forecastTextOf = m.forecast;
-      }
+      if (m.forecast !== undefined && m.loadedForecast === undefined) forecastText(controller, m, m.forecast);
       const r = results[i];
       if (r !== undefined) curveText(m, r.params.curve);
     }
@@ -272,17 +265,24 @@ function adoptForecast(
 ): void {
   memory.loadedForecast = undefined;
   const own = memory.forecast;
-  if (own !== undefined) {
-    if (memory.forecastTextOf !== own) {
-      memory.forecastText = controller.encodeForecast(own);
-      memory.forecastTextOf = own;
-    }
-    if (memory.forecastText === loaded) return;
-  }
+  if (own !== undefined && forecastText(controller, memory, own) === loaded) return;
   const f = controller.decodeForecast(loaded);
   memory.forecast = f;
   memory.forecastTextOf = f;
   memory.forecastText = loaded;
+}
+
+/** The stored text of a plan's forecast object, encoded once per object (forecasts are immutable). */
+function forecastText(
+  controller: PacingController<unknown, unknown>,
+  memory: PlanMemory,
+  forecast: unknown,
+): string {
+  if (memory.forecastTextOf !== forecast || memory.forecastText === undefined) {
+    memory.forecastText = controller.encodeForecast(forecast);
+    memory.forecastTextOf = forecast;
+  }
+  return memory.forecastText;
 }
 
 /** The `e:` value of a plan's curve, encoded once per curve object. */
