@@ -16,11 +16,13 @@ export function learn(t: Tuning, tick: Tick, prev: ControllerState, w: Working, 
   const { committed, budget, mode } = tick;
   const { s, dtSec } = w;
   // The guard may have refused bids when spend plus the guards' floats came within half the
-  // margin of E (the controller keeps them a margin below): such an interval measures the
-  // cap, not the demand.
+  // margin of E (the controller keeps them a margin below): an interval that sat there at both
+  // ends measures the cap, not the demand. One end alone is mostly a small plan's noise — a win
+  // or a grant is several margins of its budget — and voiding those intervals dropped the hours
+  // it tracked its curve in, so its next curve leaned on the hours it fell behind in.
   const band = 0.5 * at.marginMicros + prev.leasedAvg;
   const capped = mode.paced
-    ? prev.lastExpected - prev.lastCommitted < band || at.expected - committed < band
+    ? prev.lastExpected - prev.lastCommitted < band && at.expected - committed < band
     : budget - committed < 0.01 * budget;
   const learnable = dtSec > 0 && dtSec * 1000 <= cfg.maxGapMs;
   if (learnable && !capped && tick.input.spend.initialised) {
