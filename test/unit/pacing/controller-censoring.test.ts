@@ -7,21 +7,15 @@
  * spent more in — so the next day's curve leaned on the hours it was behind in.
  */
 import { describe, expect, it } from 'vitest';
-import { type ResolvedPlan, resolvePlan } from '../../../shared/budget/model.js';
-import { dayWindowOf } from '../../../shared/budget/time-zone.js';
 import {
   type ControllerState,
   createPacingController,
   type TrafficForecast,
 } from '../../../shared/pacing/controller/index.js';
 import { evaluateCurve } from '../../../shared/pacing/types.js';
+import { DAY, H, planOf, spendOf } from './fixture.js';
 
-const H = 3_600_000;
-const DAY = dayWindowOf('2026-11-16', 'UTC');
-const plan: ResolvedPlan = resolvePlan(
-  { level: 'campaign', accountId: 'a', campaignId: 'c', dailyBudgetMicros: 24_000_000, pacingMode: 'even' },
-  'UTC',
-);
+const plan = planOf(24_000_000);
 const ctl = createPacingController({ builtInShape: null });
 /** 3 minutes of the flat curve's slope ($1 an hour): the controller's margin below E. */
 const MARGIN = 50_000;
@@ -41,8 +35,7 @@ function observedSeconds(gap: (k: number) => number): number {
   for (let t = DAY.startMs; t < from + 240 * 10_000; t += 10_000) {
     const k = (t - from) / 10_000;
     const confirmed = Math.max(0, expected - FLOATS - (k < 0 ? MARGIN : gap(k)));
-    const spend = { initialised: true, confirmedMicros: confirmed, inFlightMicros: 0, leasedMicros: FLOATS };
-    const r = ctl.step({ plan, day: DAY, nowMs: t, spend }, state, forecast);
+    const r = ctl.step({ plan, day: DAY, nowMs: t, spend: spendOf(confirmed, 0, FLOATS) }, state, forecast);
     state = r.state;
     forecast = r.forecast;
     expected = evaluateCurve(r.params.curve, t + 10_000);

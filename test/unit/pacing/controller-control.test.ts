@@ -5,8 +5,6 @@
  * integral stepping down while the plan sits at the guards' cap (but not in the day's last hour).
  */
 import { describe, expect, it } from 'vitest';
-import { type ResolvedPlan, resolvePlan } from '../../../shared/budget/model.js';
-import { dayWindowOf } from '../../../shared/budget/time-zone.js';
 import { actuatorsOf } from '../../../shared/pacing/controller/actuators.js';
 import { defaultControllerConfig } from '../../../shared/pacing/controller/config.js';
 import {
@@ -15,20 +13,10 @@ import {
   type PaceController,
   type TrafficForecast,
 } from '../../../shared/pacing/controller/index.js';
-import { evaluateCurve, type PlanSpendSnapshot } from '../../../shared/pacing/types.js';
+import { evaluateCurve } from '../../../shared/pacing/types.js';
+import { DAY, H, planOf, spendOf } from './fixture.js';
 
-const H = 3_600_000;
-const DAY = dayWindowOf('2026-11-16', 'UTC');
-const plan: ResolvedPlan = resolvePlan(
-  { level: 'campaign', accountId: 'a', campaignId: 'c', dailyBudgetMicros: 24_000_000, pacingMode: 'even' },
-  'UTC',
-);
-const spendOf = (confirmed: number, leased = 0): PlanSpendSnapshot => ({
-  initialised: true,
-  confirmedMicros: confirmed,
-  inFlightMicros: 0,
-  leasedMicros: leased,
-});
+const plan = planOf(24_000_000);
 const pressure = (s: ControllerState) => s.pressure / 10_000;
 const integral = (s: ControllerState) => s.integral / 10_000;
 
@@ -145,7 +133,7 @@ describe('at the guards’ cap (capStep, off by default)', () => {
     for (let k = 0; k < 720; k++) {
       const t = DAY.startMs + k * 10_000;
       const c = Math.max(0, expected - 50_000 - floats);
-      const r = stepping.step({ plan, day: DAY, nowMs: t, spend: spendOf(c, floats) }, state, forecast);
+      const r = stepping.step({ plan, day: DAY, nowMs: t, spend: spendOf(c, 0, floats) }, state, forecast);
       state = r.state;
       forecast = r.forecast;
       expected = evaluateCurve(r.params.curve, t + 10_000);

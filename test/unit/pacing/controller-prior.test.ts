@@ -33,9 +33,9 @@ import {
 import { evaluateCurve } from '../../../shared/pacing/types.js';
 import { SHAPES } from '../../../sim/market/index.js';
 import { olderDecodeForecast } from '../../fixtures/pacing/older-leader.js';
+import { H } from './fixture.js';
 import { Plant, requestsForDemand } from './plant.js';
 
-const H = 3_600_000;
 const NOW = dayWindowOf('2026-11-18', 'America/New_York').startMs + 10 * H;
 const ctl = createPacingController();
 

@@ -19,24 +19,12 @@ import {
 } from '../../../shared/pacing/controller/index.js';
 import { evaluateCurve, type PlanSpendSnapshot } from '../../../shared/pacing/types.js';
 import { SHAPES } from '../../../sim/market/index.js';
+import { DAY, H, planOf, spendOf } from './fixture.js';
 import { Plant, requestsForDemand, twinTraces } from './plant.js';
 
-const H = 3_600_000;
 const ctl = createPacingController();
 /** Without the built-in prior: a plan with nothing learned gets a flat curve (anchoring arithmetic). */
 const flat = createPacingController({ builtInShape: null });
-const DAY = dayWindowOf('2026-11-16', 'UTC');
-
-function planOf(budget: number, mode: 'even' | 'asap' = 'even', timeZone = 'UTC'): ResolvedPlan {
-  return resolvePlan(
-    { level: 'campaign', accountId: 'a', campaignId: 'c', dailyBudgetMicros: budget, pacingMode: mode },
-    timeZone,
-  );
-}
-
-function spendOf(confirmed: number, inFlight = 0, leased = 0, initialised = true): PlanSpendSnapshot {
-  return { initialised, confirmedMicros: confirmed, inFlightMicros: inFlight, leasedMicros: leased };
-}
 
 function input(plan: ResolvedPlan, nowMs: number, spend: PlanSpendSnapshot, day?: DayWindow): PlanTickInput {
   return { plan, day: day ?? dayWindow(nowMs, plan.timeZone), spend, nowMs };

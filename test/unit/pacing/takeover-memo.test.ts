@@ -6,7 +6,7 @@
  * (bit for bit), the same next state.
  */
 import { describe, expect, it } from 'vitest';
-import { dayWindow, dayWindowOf } from '../../../shared/budget/time-zone.js';
+import { dayWindow } from '../../../shared/budget/time-zone.js';
 import {
   type ControllerState,
   createPacingController,
@@ -19,22 +19,16 @@ import {
   type PlanResult,
   stepPlans,
 } from '../../../shared/pacing/plan-list.js';
-import type { PlanSpendSnapshot } from '../../../shared/pacing/types.js';
 import { SHAPES } from '../../../sim/market/index.js';
+import { DAY, H, spendOf } from './fixture.js';
 import { Plant, requestsForDemand, twinTraces } from './plant.js';
 
-const H = 3_600_000;
 const ctl = createPacingController();
-const DAY = dayWindowOf('2026-11-16', 'UTC');
 const opts = {
   budgetMicros: 10_000_000,
   requestsPerDay: requestsForDemand(3, 10_000_000),
   shape: SHAPES.noonPeak,
 };
-
-function spendOf(confirmed: number, inFlight = 0): PlanSpendSnapshot {
-  return { initialised: true, confirmedMicros: confirmed, inFlightMicros: inFlight, leasedMicros: 0 };
-}
 
 /** A plant run into its second day (a learned forecast, a shaped curve). */
 function learned(): Plant<ControllerState, TrafficForecast> {
