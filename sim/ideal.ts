@@ -8,6 +8,8 @@
  * curve at night) shows even where the published curve let it through.
  */
 import type { DayWindow } from '../shared/budget/time-zone.js';
+import { AHEAD_FACTOR } from '../shared/pacing/controller/mode-curves.js';
+import type { PacingMode } from '../shared/pacing/modes.js';
 import { localHourOf, shapeAt, shapeMean } from './market/index.js';
 import type { Scenario } from './scenario.js';
 
@@ -51,6 +53,19 @@ export function idealTraffic(scenario: Scenario): (day: DayWindow) => TrafficDay
 }
 
 /**
+ * The pace of each mode's ideal against the traffic: its share of the budget runs this many times
+ * the traffic's share, capped at 1 (`ahead`: 1.2, as its curve runs `even`'s). ASAP's reference is
+ * the traffic-following curve (so is `asap-hourly`'s), so the report's "ahead" for them is their lead
+ * over the traffic.
+ */
+export const IDEAL_PACE: Readonly<Record<PacingMode, number>> = {
+  even: 1,
+  asap: 1,
+  ahead: AHEAD_FACTOR,
+  'asap-hourly': 1,
+};
+
+/**
  * The ideal curve of one plan-day, re-anchored like the controller's on a budget change: it
  * passes through (anchor, value) and reaches the budget at the day's end in proportion to the
  * expected traffic in between.
@@ -64,6 +79,7 @@ export class IdealCurve {
     private readonly traffic: TrafficDay,
     fromMs: number,
     budgetMicros: number,
+    private readonly pace = 1,
   ) {
     this.anchorMs = Math.max(fromMs, traffic.startMs);
     this.budget = budgetMicros;
@@ -85,7 +101,7 @@ export class IdealCurve {
     const a = this.traffic.at(this.anchorMs);
     const total = this.traffic.at(this.traffic.endMs) - a;
     if (!(total > 0)) return this.budget;
-    const share = Math.min(1, (this.traffic.at(t) - a) / total);
+    const share = Math.min(1, (this.pace * (this.traffic.at(t) - a)) / total);
     return this.anchorMicros + (this.budget - this.anchorMicros) * share;
   }
 }

@@ -24,7 +24,8 @@ import {
   linearExpected,
   type ModeCurveInput,
 } from './controller/curve.js';
-import type { CurvePoints } from './types.js';
+import { aheadCurve, aheadDayCurve, asapHourlyCurve, asapHourlyDayCurve } from './controller/mode-curves.js';
+import { type CurvePoints, evaluateCurve } from './types.js';
 
 /** What the code knows about one pacing mode. */
 export interface PacingModeSpec {
@@ -51,6 +52,12 @@ export interface PacingModeSpec {
    * its weights to {@link curve} and stores its fingerprint (re-anchoring when it changes).
    */
   readonly shaped: boolean;
+  /**
+   * True: the controller re-anchors E(t) at the start of every hour slot, at the spend it read at
+   * its last tick before that start, so the curve bounds each hour's spend on its own (a cap per
+   * hour: `asap-hourly`) instead of the day's running total.
+   */
+  readonly hourly: boolean;
   /** The controller's E(t) from the anchor to the day's end (a function of controller/curve.ts). */
   curve(input: ModeCurveInput): CurvePoints;
   /**
@@ -76,6 +83,7 @@ const BUILT_IN = {
     help: 'spread over the day where the traffic is (the forecast shapes E(t); the controller shades bids, then throttles)',
     paced: true,
     shaped: true,
+    hourly: false,
     curve: evenCurve,
     failSafeCurve: linearDayCurve,
     defaultExpectedMicros: linearExpected,
@@ -85,13 +93,36 @@ const BUILT_IN = {
     help: 'the whole budget from the day’s first instant, at full speed (the guard alone caps spend)',
     paced: false,
     shaped: false,
+    hourly: false,
     curve: asapCurve,
     failSafeCurve: (day, budgetMicros) => flatCurve(day.startMs, day.endMs, budgetMicros),
     defaultExpectedMicros: (budgetMicros) => budgetMicros,
   },
+  ahead: {
+    stateCode: 'h',
+    help: 'even’s traffic-shaped curve run at 120 % of its pace, flat at the budget once reached (DV360’s “ahead”)',
+    paced: true,
+    shaped: true,
+    hourly: false,
+    curve: aheadCurve,
+    failSafeCurve: aheadDayCurve,
+    defaultExpectedMicros: (budgetMicros, day, nowMs) =>
+      evaluateCurve(aheadDayCurve(day, budgetMicros), nowMs),
+  },
+  'asap-hourly': {
+    stateCode: 's',
+    help: 'as fast as possible, at most 10 × the even hourly share (budget ÷ the day’s hours) in any hour slot (DV360’s ASAP hourly cap)',
+    paced: false,
+    shaped: false,
+    hourly: true,
+    curve: asapHourlyCurve,
+    failSafeCurve: asapHourlyDayCurve,
+    defaultExpectedMicros: (budgetMicros, day, nowMs) =>
+      evaluateCurve(asapHourlyDayCurve(day, budgetMicros), nowMs),
+  },
 } as const satisfies Record<string, Definition>;
 
-/** A pacing mode of this version (`even` | `asap`); a plan's `pacingMode`. */
+/** A pacing mode of this version (`even` | `asap` | `ahead` | `asap-hourly`); a plan's `pacingMode`. */
 export type PacingMode = keyof typeof BUILT_IN;
 
 /**

@@ -54,7 +54,8 @@ export function newDayFigures(budget: number, keepSeries: boolean): DayFigures {
 
 /**
  * A minute's sample, first half: the plan's budget as it stands, and the lead over the
- * traffic-following ideal curve (which starts at the campaign's creation, or at the day's start).
+ * traffic-following ideal curve (which starts at the campaign's creation, or at the day's start),
+ * run at `pace` × the traffic's share (the plan's mode: `IDEAL_PACE`).
  */
 export function sampleIdeal(
   d: DayFigures,
@@ -63,9 +64,10 @@ export function sampleIdeal(
   day: DayWindow,
   createdAt: number | undefined,
   now: number,
+  pace = 1,
 ): void {
   d.budget = budget;
-  d.ideal ??= new IdealCurve(traffic, Math.max(day.startMs, createdAt ?? day.startMs), budget);
+  d.ideal ??= new IdealCurve(traffic, Math.max(day.startMs, createdAt ?? day.startMs), budget, pace);
   d.maxAhead = Math.max(d.maxAhead, (d.spent - d.ideal.at(now, budget)) / budget);
 }
 

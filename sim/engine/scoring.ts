@@ -13,7 +13,7 @@ import type { RedisClient } from '../../shared/redis/connect.js';
 import { planDayKeys } from '../../shared/spend/keys.js';
 import { readPlanDay } from '../../shared/spend/live-counters.js';
 import type { Reconciler } from '../../shared/spend/reconcile.js';
-import { idealTraffic } from '../ideal.js';
+import { IDEAL_PACE, idealTraffic } from '../ideal.js';
 import type { Scenario } from '../scenario.js';
 import { type DayFigures, newDayFigures, resultHead, sampleCurve, sampleIdeal } from './day-figures.js';
 import type { PlanDayResult } from './types.js';
@@ -126,7 +126,7 @@ export class Scorer {
       const d = this.day(t, day.day);
       const budget = t.plan.dailyBudgetMicros;
       const created = t.plan.campaignId === undefined ? undefined : createdAtOf(t.plan.campaignId);
-      sampleIdeal(d, budget, this.trafficOf(day), day, created, now);
+      sampleIdeal(d, budget, this.trafficOf(day), day, created, now, IDEAL_PACE[t.plan.pacingMode]);
       const e = monitorCurve.expectedMicros(t.plan, day, now);
       sampleCurve(d, e, budget, now);
       if (d.series && now % (this.seriesEveryMs as number) === 0) {

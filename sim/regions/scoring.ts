@@ -20,7 +20,7 @@ import {
   sampleIdeal,
 } from '../engine/day-figures.js';
 import type { PlanDayResult } from '../engine/types.js';
-import type { TrafficDay } from '../ideal.js';
+import { IDEAL_PACE, type TrafficDay } from '../ideal.js';
 
 const MINUTE = 60_000;
 
@@ -106,7 +106,7 @@ export class Tracks {
       const d = this.day(t, day.day);
       const budget = t.plan.dailyBudgetMicros;
       const created = t.plan.campaignId === undefined ? undefined : this.createdAtOf(t.plan.campaignId);
-      sampleIdeal(d, budget, this.trafficOf(day), day, created, now);
+      sampleIdeal(d, budget, this.trafficOf(day), day, created, now, IDEAL_PACE[t.plan.pacingMode]);
       let e = 0;
       for (let i = 0; i < monitors.length; i++) {
         const spent = d.regionSpent[i] as number;

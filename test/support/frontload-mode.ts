@@ -13,6 +13,7 @@ export const FRONTLOAD: PacingModeSpec = {
   help: 'the remainder over the first half of the day left (a test mode)',
   paced: true,
   shaped: false,
+  hourly: false,
   curve: ({ slots, fromMs, anchorMicros, budgetMicros }) => {
     if (anchorMicros >= budgetMicros || slots.endMs - fromMs < 2)
       return flatCurve(fromMs, slots.endMs, budgetMicros);

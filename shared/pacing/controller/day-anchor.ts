@@ -2,7 +2,7 @@
  * Where a step's curve comes from: a plan-day's first step anchors E(t) at (now, spend) and
  * closes yesterday's last slot; a later step keeps the curve, or re-anchors it when the budget or
  * the mode changed or the forecast it was built from is gone (through E's last value, so E never
- * jumps).
+ * jumps), and for a mode capped per hour at every hour slot's start.
  */
 
 import { pacingModeOf } from '../modes.js';
@@ -98,6 +98,21 @@ export function continueDay(t: Tuning, tick: Tick, prev: ControllerState, f: Tra
     const profile = mode.shaped ? (held.profile ?? dayProfile(f, pending, tz, held.slots, cfg)) : undefined;
     // Demand is what the market offered, whatever the budget: learning goes on.
     memo = reanchor(s, f, held.slots, nowSec, eNow, budget, mode, profile);
+  } else if (mode.hourly && slotAt(held.slots, nowMs) !== slotAt(held.slots, prev.anchorSec * 1000)) {
+    // A new hour slot of a mode capped per hour: E starts again at the slot's start, from the
+    // spend read at the last tick before it (≤ the spend at the start, so the hour's allowance is
+    // at most the cap: spend in [start, now] is already in today's read and counts against it).
+    const startMs = held.slots.knots[slotAt(held.slots, nowMs)] as number;
+    memo = reanchor(
+      s,
+      f,
+      held.slots,
+      Math.floor(startMs / 1000),
+      prev.lastCommitted,
+      budget,
+      mode,
+      undefined,
+    );
   } else {
     memo = held;
   }

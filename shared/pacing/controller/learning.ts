@@ -21,8 +21,12 @@ export function learn(t: Tuning, tick: Tick, prev: ControllerState, w: Working, 
   // or a grant is several margins of its budget — and voiding those intervals dropped the hours
   // it tracked its curve in, so its next curve leaned on the hours it fell behind in.
   const band = 0.5 * at.marginMicros + prev.leasedAvg;
+  // Where E(t) is flat (a mode that reaches its budget before midnight, `ahead`) the margin is 0,
+  // and what is left below E is less than a bid: spend within 1 % of a flat E is the cap, as for
+  // a plan that does not steer.
   const capped = mode.paced
-    ? prev.lastExpected - prev.lastCommitted < band && at.expected - committed < band
+    ? (prev.lastExpected - prev.lastCommitted < band && at.expected - committed < band) ||
+      (at.slope === 0 && at.expected - committed < Math.max(band, 0.01 * budget))
     : budget - committed < 0.01 * budget;
   const learnable = dtSec > 0 && dtSec * 1000 <= cfg.maxGapMs;
   if (learnable && !capped && tick.input.spend.initialised) {

@@ -119,7 +119,7 @@ describe('a pacing mode this version does not know', () => {
         expect(o.plansPaced).toBe(3);
         expect(o.invalidParams).toBe(1);
         expect(o.invalidReason).toMatch(
-          /^plan c:um-c\/campaign: stored controller state "1f,.*" has pacing mode code "f", which this version does not know \(known: e even, a asap\): .*deploy it to every pacer/,
+          /^plan c:um-c\/campaign: stored controller state "1f,.*" has pacing mode code "f", which this version does not know \(known: e even, a asap, h ahead, s asap-hourly\): .*deploy it to every pacer/,
         );
         const hash = await r.redis.hgetall(keys.campaign('um-c'));
         expect(hash['p:campaign']).toBe(`1,1,100000000,${bMode},${day.day},${day.startMs},${day.endMs}`);

@@ -39,11 +39,15 @@ export const ACCEPTANCE: Bounds = {
   costVsAsapMax: 1,
 };
 
-/** Declares the bounds tests of `sim/scenarios/<name>.json`. */
+/**
+ * Declares the bounds tests of `sim/scenarios/<name>.json`; `series`: keep every plan-day's
+ * 10-minute series for `extra`.
+ */
 export function qualityBounds(
   name: string,
   extra?: (json: SimJson, runs: readonly StrategyRun[]) => void,
   bounds: Bounds = ACCEPTANCE,
+  series = false,
 ): void {
   let server: RunningRedis | undefined;
   let redis: RedisClient | undefined;
@@ -60,7 +64,11 @@ export function qualityBounds(
           : `c:${c.campaignId}/${c.armId === undefined ? 'campaign' : `arm:${c.armId}`}`,
       ),
     );
-    result = await simulate(scenario, { strategies: ['paceline'], redis });
+    result = await simulate(scenario, {
+      strategies: ['paceline'],
+      redis,
+      ...(series ? { series: true } : {}),
+    });
     console.log(JSON.stringify(result.json));
   }, 3_600_000);
   afterAll(async () => {

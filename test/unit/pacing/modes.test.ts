@@ -130,10 +130,10 @@ describe('a pacing mode added through the registry alone', () => {
       pacingMode: 'frontload',
     });
     expect(validatePlan(p)).toBe(p);
-    expect(budgetsUsage()).toContain('[--pacing even|asap|frontload]');
+    expect(budgetsUsage()).toContain('[--pacing even|asap|ahead|asap-hourly|frontload]');
     expect(budgetsUsage()).toMatch(/^ {4}frontload the remainder over the first half/m);
     expect(() => planFromFlags({ ...flags, pacing: 'fast' })).toThrow(
-      '--pacing "fast": use even, asap, frontload.',
+      '--pacing "fast": use even, asap, ahead, asap-hourly, frontload.',
     );
   });
 
@@ -200,7 +200,7 @@ describe('a pacing mode added through the registry alone', () => {
     remove();
     expect(findPacingMode('frontload')).toBeUndefined();
     expect(() => validatePlan(plan(MODE))).toThrow(
-      'pacingMode: "frontload" is not a pacing mode: use even, asap',
+      'pacingMode: "frontload" is not a pacing mode: use even, asap, ahead, asap-hourly',
     );
     expect(() =>
       planFromFlags({ level: 'account', account: 'a', 'daily-budget': '1', pacing: 'frontload' }),
@@ -224,7 +224,7 @@ describe('a pacing mode added through the registry alone', () => {
     expect(error.code).toBe('pacing.unknown-mode');
     expect(error.mode).toBe('1f');
     expect(error.message).toMatch(
-      /pacing mode code "f", which this version does not know \(known: e even, a asap\)/,
+      /pacing mode code "f", which this version does not know \(known: e even, a asap, h ahead, s asap-hourly\)/,
     );
     expect(() => encodeState(first.state)).toThrow(UnknownPacingModeError);
   });
@@ -232,9 +232,16 @@ describe('a pacing mode added through the registry alone', () => {
 
 describe('the registry', () => {
   it('holds the built-in modes, each with its own state code', () => {
-    expect(pacingModeIds()).toEqual(['even', 'asap']);
+    expect(pacingModeIds()).toEqual(['even', 'asap', 'ahead', 'asap-hourly']);
     expect(pacingModeOf('even')).toMatchObject({ stateCode: 'e', paced: true, shaped: true });
     expect(pacingModeOf('asap')).toMatchObject({ stateCode: 'a', paced: false, shaped: false });
+    expect(pacingModeOf('ahead')).toMatchObject({ stateCode: 'h', paced: true, shaped: true, hourly: false });
+    expect(pacingModeOf('asap-hourly')).toMatchObject({
+      stateCode: 's',
+      paced: false,
+      shaped: false,
+      hourly: true,
+    });
   });
 
   it("every mode's guard default is its fail-safe curve, and that curve is publishable", () => {
@@ -280,7 +287,7 @@ describe('the registry', () => {
     ).toBe(500);
     expect(failSafeParams(plan('fast' as PacingMode), day).curve).toEqual(linearDayCurve(day, 1e9));
     expect(() => pacingModeOf('fast')).toThrow(
-      'pacing mode "fast" is not known to this version (known: even, asap): deploy a version that knows it',
+      'pacing mode "fast" is not known to this version (known: even, asap, ahead, asap-hourly): deploy a version that knows it',
     );
   });
 
@@ -297,6 +304,6 @@ describe('the registry', () => {
     expect(() => registerPacingMode({ ...FRONTLOAD, id: 'x', stateCode: 'e' })).toThrow(
       PacingModeDefinitionError,
     );
-    expect(pacingModeIds()).toEqual(['even', 'asap']);
+    expect(pacingModeIds()).toEqual(['even', 'asap', 'ahead', 'asap-hourly']);
   });
 });

@@ -54,7 +54,7 @@ function errorOf(mutate: (s: Record<string, unknown>) => void): ScenarioError {
 }
 
 describe('scenario format', () => {
-  it('parses every shipped scenario (eight of one region, four generated portfolios, three of several regions)', () => {
+  it('parses every shipped scenario (nine of one region, four generated portfolios, three of several regions)', () => {
     const files = readdirSync(DIR).filter((f) => f.endsWith('.json'));
     expect(files.sort()).toEqual(
       [
@@ -62,6 +62,7 @@ describe('scenario format', () => {
         'evening-peak-day',
         'fault-day',
         'mid-day-budget-cut',
+        'modes-day',
         'normal-day',
         'portfolio-evening-new',
         'portfolio-first-day',
