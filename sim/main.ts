@@ -15,7 +15,7 @@ import { connectRedis, type RedisClient } from '../shared/redis/connect.js';
 import { ManualClock } from '../shared/time/clock.js';
 import { renderHtml } from './html.js';
 import { type RegionProbe, runRegions } from './regions/engine.js';
-import { campaignRows, fillableOf, type SimJson, simJson } from './report.js';
+import { campaignRows, ceilingOnlyOf, fillableOf, type SimJson, simJson } from './report.js';
 import { runStrategy, type StrategyRun } from './runner.js';
 import { parseScenario, type Scenario, ScenarioError } from './scenario.js';
 import { isStrategy, STRATEGIES, type StrategyName } from './strategies.js';
@@ -172,7 +172,7 @@ export async function simulate(
           : await runStrategy({ ...common, redis: redis[0] as RedisClient }),
       );
     }
-    return { runs, json: simJson(scenario.name, seed, runs) };
+    return { runs, json: simJson(scenario.name, seed, runs, ceilingOnlyOf(scenario)) };
   } finally {
     for (const s of started) {
       s.redis.disconnect();

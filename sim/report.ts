@@ -13,8 +13,10 @@
  * (utilisation ≥ {@link FILLED}): only there can a pacer be asked to spend the budget, and only
  * there is the deviation from the curve a pacing error rather than a market too small.
  */
+import { pacingModeOf } from '../shared/pacing/modes.js';
 import { type RegionSummary, regionRows } from './regions/report.js';
 import type { PlanDayResult, StrategyRun } from './runner.js';
+import type { Scenario } from './scenario.js';
 import type { StrategyName } from './strategies.js';
 
 /** Utilisation from which ASAP counts as having reached the cap (guards' unspent floats aside). */
@@ -117,10 +119,27 @@ export function campaignRows(run: StrategyRun, fillable: ReadonlySet<string>): C
     .map((p) => rowOf(p, fillable.has(`${p.plan}|${p.day}`)));
 }
 
-/** The aggregate of one strategy. */
-export function summarise(run: StrategyRun, fillable: ReadonlySet<string>): StrategySummary {
+/**
+ * Ids of the campaigns whose scenario mode does not steer along its curve
+ * (`asap`, `asap-hourly`): their curve is only the guard's ceiling, so how far spend stays below
+ * it, or ahead of the traffic, is not a pacing error. Left out of the deviation and max-ahead
+ * aggregates under every strategy (their utilisation, overspend and cost still count).
+ */
+export function ceilingOnlyOf(scenario: Pick<Scenario, 'campaigns'>): Set<string> {
+  const out = new Set<string>();
+  for (const c of scenario.campaigns) if (!pacingModeOf(c.pacingMode).paced) out.add(c.id);
+  return out;
+}
+
+/** The aggregate of one strategy; `ceilingOnly`: see {@link ceilingOnlyOf}. */
+export function summarise(
+  run: StrategyRun,
+  fillable: ReadonlySet<string>,
+  ceilingOnly: ReadonlySet<string> = new Set(),
+): StrategySummary {
   const rows = campaignRows(run, fillable);
   const fill = rows.filter((r) => r.fillable);
+  const steered = fill.filter((r) => !ceilingOnly.has(r.campaignId));
   const scoredPlans = run.plans.filter((p) => p.scored);
   const campaignPlans = scoredPlans.filter((p) => p.level === 'campaign');
   const charged = campaignPlans.reduce((a, p) => a + p.chargedMicros, 0);
@@ -140,11 +159,11 @@ export function summarise(run: StrategyRun, fillable: ReadonlySet<string>): Stra
       Math.max(0, ...scoredPlans.map((p) => (p.spentMicros - p.budgetMicros) / p.budgetMicros)),
     ),
     campaignsOverBudget: rows.filter((r) => r.overspend > 0.005).length,
-    deviationMax: fill.length ? Math.max(...fill.map((r) => r.maxDeviation)) : null,
+    deviationMax: steered.length ? Math.max(...steered.map((r) => r.maxDeviation)) : null,
     deviationMaxAll: Math.max(0, ...rows.map((r) => r.maxDeviation)),
     deviationRmsMean: r4(mean(rows.map((r) => r.rmsDeviation))),
-    aheadMedianFillable: fill.length ? r4(median(fill.map((r) => r.maxAhead))) : null,
-    aheadMaxFillable: fill.length ? Math.max(...fill.map((r) => r.maxAhead)) : null,
+    aheadMedianFillable: steered.length ? r4(median(steered.map((r) => r.maxAhead))) : null,
+    aheadMaxFillable: steered.length ? Math.max(...steered.map((r) => r.maxAhead)) : null,
     minutesAliveMean: Math.round(mean(rows.map((r) => r.minutesAlive))),
     impressions,
     costPerImpression: Math.round(charged / Math.max(1, impressions)),
@@ -178,7 +197,12 @@ export interface SimJson {
 }
 
 /** Builds the final JSON from the runs (ASAP's run defines the fillable set). */
-export function simJson(scenario: string, seed: number, runs: readonly StrategyRun[]): SimJson {
+export function simJson(
+  scenario: string,
+  seed: number,
+  runs: readonly StrategyRun[],
+  ceilingOnly: ReadonlySet<string> = new Set(),
+): SimJson {
   const asap = runs.find((r) => r.strategy === 'asap');
   const fillable = asap ? fillableOf(asap) : new Set<string>();
   const strategies: SimJson['strategies'] = {};
@@ -195,7 +219,7 @@ export function simJson(scenario: string, seed: number, runs: readonly StrategyR
           }
         : {};
     strategies[run.strategy] = {
-      ...summarise(run, fillable),
+      ...summarise(run, fillable, ceilingOnly),
       ...faults,
       ...(run.regions ? { regions: regionRows(run, fillable) } : {}),
     };

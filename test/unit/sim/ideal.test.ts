@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { dayWindowOf } from '../../../shared/budget/time-zone.js';
-import { IdealCurve, idealTraffic } from '../../../sim/ideal.js';
+import { IDEAL_PACE, IdealCurve, idealTraffic } from '../../../sim/ideal.js';
 import { parseScenario } from '../../../sim/scenario.js';
 
 const H = 3_600_000;
@@ -54,5 +54,14 @@ describe('ideal curve', () => {
     cut.at(day.startMs + 12 * H, 24_000_000);
     expect(cut.at(day.startMs + 12 * H, 6_000_000)).toBe(6_000_000);
     expect(cut.at(day.endMs, 6_000_000)).toBe(6_000_000);
+  });
+
+  it("runs at its mode's pace: ahead reaches the budget after 1 / 1.2 of the traffic", () => {
+    const traffic = idealTraffic(scenario('flat'))(day);
+    const ahead = new IdealCurve(traffic, day.startMs, 24_000_000, IDEAL_PACE.ahead);
+    expect(IDEAL_PACE.even).toBe(1);
+    expect(ahead.at(day.startMs + 10 * H, 24_000_000)).toBeCloseTo(12_000_000, -3);
+    expect(ahead.at(day.startMs + 20 * H, 24_000_000)).toBe(24_000_000);
+    expect(ahead.at(day.startMs + 19 * H, 24_000_000)).toBeLessThan(24_000_000);
   });
 });
