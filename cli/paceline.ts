@@ -64,7 +64,7 @@ export const commands: Record<string, RegisteredCommand> = {
   },
   spend: {
     summary:
-      'spend status: per region and plan-day share, allocation, confirmed, in-flight, leased, remaining, E(t) now; combined rows',
+      'spend status: per region and plan-day share, allocation, confirmed, in-flight, leased, remaining, E(t) now; combined rows. spend report: expected vs actual, the 90/110 % band, why behind',
     load: async () => (await import('./paceline/spend-command.js')).spendCommand,
   },
   failover: {

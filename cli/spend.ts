@@ -56,6 +56,9 @@ export interface PlanDayStatus {
   readonly targetMicros: number;
   /** `published`: the pacer's fresh curve; `linear`: the fail-safe curve (parameters stale or absent). */
   readonly targetSource: 'published' | 'linear';
+  /** The fresh published throttle and bid multiplier; null when nothing fresh is published. */
+  readonly throttle: number | null;
+  readonly bidMultiplier: number | null;
   readonly atMs: number;
 }
 
@@ -130,6 +133,7 @@ export async function spendStatus(options: SpendStatusOptions): Promise<PlanDayS
     const [a, ae] = await redis.hmget(key, 'a', 'ae');
     const allocation = a === null ? null : Number(a);
     const cap = allocation ?? plan.dailyBudgetMicros;
+    const fresh = reader.freshPlan(plan, window);
     out.push({
       accountId: plan.accountId,
       ...(plan.level === 'account' ? {} : { campaignId: plan.campaignId as string }),
@@ -141,12 +145,14 @@ export async function spendStatus(options: SpendStatusOptions): Promise<PlanDayS
       confirmedMicros: confirmed,
       inFlightMicros: inFlight,
       leasedMicros: leased,
-      shareMicros: reader.freshPlan(plan, window)?.budgetMicros ?? null,
+      shareMicros: fresh?.budgetMicros ?? null,
       allocationMicros: allocation,
       allocationUntilMs: ae === null ? null : Number(ae),
       remainingMicros: Math.max(0, cap - confirmed - inFlight - leased),
       targetMicros: curve.expectedMicros(plan, window, nowMs),
-      targetSource: reader.freshPlan(plan, window) ? 'published' : 'linear',
+      targetSource: fresh ? 'published' : 'linear',
+      throttle: fresh?.throttle ?? null,
+      bidMultiplier: fresh?.bidMultiplier ?? null,
       atMs: nowMs,
     });
   }

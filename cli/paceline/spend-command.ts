@@ -1,5 +1,6 @@
 /**
- * `paceline spend status`: the command around cli/spend.ts (which it loads only once the target
+ * `paceline spend status` and `paceline spend report`: the command around cli/spend.ts and
+ * cli/spend-report.ts (which it loads only once the target
  * is chosen: a refused command never loads the AWS SDK).
  */
 import { parseArgs } from 'node:util';
@@ -17,9 +18,17 @@ const USAGE = `usage: paceline spend status [--account A] [--campaign C] [--day 
   budget, over). Amounts in currency units; --json prints one object with integer micros:
   {"regions":[{"region":"us-east-1","plans":[{"accountId":"acme","campaignId":"spring","plan":"campaign","day":"2026-11-23","budgetMicros":…,"shareMicros":…,"allocationMicros":…,"confirmedMicros":…,"inFlightMicros":…,"leasedMicros":…,"remainingMicros":…,"targetMicros":…,"targetSource":"published",…}]}],
    "combined":[{"accountId":"acme","campaignId":"spring","plan":"campaign","day":"2026-11-23","budgetMicros":…,"regions":["us-east-1","us-west-2"],"confirmedMicros":…,"inFlightMicros":…,"leasedMicros":…,"allocatedMicros":…,"remainingMicros":…,"overMicros":…}]}
-  Target: the local regions of a running \`npm start\` (or a pasted Client env); --aws for AWS.`;
+  Target: the local regions of a running \`npm start\` (or a pasted Client env); --aws for AWS.
 
-/** `paceline spend <status>`: registered in cli/paceline.ts's command table. */
+usage: paceline spend report [--account A] [--campaign C] [--day YYYY-MM-DD] [--json] [--regions …] [--aws]
+  Per plan-day, every region read summed: expected (Σ E(now) of the curves the guards enforce),
+  actual (confirmed + in flight), delivery = actual ÷ expected, the band buyers watch (behind
+  < 90 %, on-pace, ahead > 110 %) and, when behind, why: stale-parameters, account-cap, no-traffic,
+  lost-auctions or catching-up (docs/spend.md, "Pacing report"). --json prints one object:
+  {"plans":[{"accountId":"acme","campaignId":"spring","plan":"campaign","day":"2026-11-23","pacingMode":"even","budgetMicros":…,"regions":["us-east-1"],"expectedMicros":…,"actualMicros":…,"deliveryRatio":0.8123,"band":"behind","reason":"lost-auctions","atMs":…}]}
+  Exit codes: 0 done (whatever the bands), 2 bad usage, 3 an account or campaign not found, 6 a store unreachable.`;
+
+/** `paceline spend <status|report>`: registered in cli/paceline.ts's command table. */
 export const spendCommand: Command = {
   usage: USAGE,
   async run(argv: readonly string[], io: CliIo): Promise<number> {
@@ -41,9 +50,10 @@ export const spendCommand: Command = {
       io.out(USAGE);
       return EXIT.ok;
     }
-    if (positionals.join(' ') !== 'status') {
+    const sub = positionals.join(' ');
+    if (sub !== 'status' && sub !== 'report') {
       throw new CliUsageError(
-        `unknown spend command "${positionals.join(' ')}": use "paceline spend status".`,
+        `unknown spend command "${sub}": use "paceline spend status" or "paceline spend report".`,
       );
     }
     if (values.day !== undefined) {
@@ -66,6 +76,12 @@ export const spendCommand: Command = {
       },
       io.now(),
     );
+    if (sub === 'report') {
+      const { formatSpendReport, spendReport } = await import('../spend-report.js');
+      const plans = spendReport(regions);
+      io.out(values.json ? JSON.stringify({ plans }) : formatSpendReport(plans));
+      return EXIT.ok;
+    }
     io.out(
       values.json
         ? JSON.stringify({ regions, combined: combinedStatus(regions) })

@@ -102,6 +102,7 @@ describe('--json output through pipes', () => {
   it.each([
     ['paceline status', `${paceline} status --json`],
     ['paceline spend status', `${paceline} spend status --json`],
+    ['paceline spend report', `${paceline} spend report --json`],
     ['paceline budgets account list', `${paceline} budgets account list --json`],
     ['paceline leader-override', `${paceline} leader-override --shard 0 --instance auto --json`],
     ['paceline failback', `${paceline} failback --region us-east-1 --json`],

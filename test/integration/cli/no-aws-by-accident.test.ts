@@ -88,6 +88,7 @@ const alias = (file: string, ...args: string[]) => [tsx, join(root, 'cli', file)
 const commands: { readonly name: string; readonly argv: readonly string[] }[] = [
   { name: 'paceline status', argv: paceline('status', '--json') },
   { name: 'paceline spend status', argv: paceline('spend', 'status') },
+  { name: 'paceline spend report', argv: paceline('spend', 'report') },
   {
     name: 'paceline leader-override',
     argv: paceline('leader-override', '--shard', '0', '--instance', 'auto'),

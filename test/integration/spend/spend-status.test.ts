@@ -191,6 +191,34 @@ describe('paceline spend status', () => {
     expect(human.stdout).toMatch(
       /campaign\s+\d{4}-\d\d-\d\d\s+100\.00\s+\S+\s+-\s+0\.00\s.*\((published|linear)\)/,
     );
+
+    // The pacing report of the same plan-days: actual = confirmed + in flight against E(now).
+    const rep = await cli(['spend', 'report', '--json', '--campaign', pacedCampaign as string]);
+    expect(rep.code, rep.stderr).toBe(0);
+    expect(rep.stderr.split('\n')[0]).toMatch(/^Target: local us-east-1/);
+    const { plans } = JSON.parse(rep.stdout) as {
+      plans: {
+        plan: string;
+        regions: string[];
+        expectedMicros: number;
+        actualMicros: number;
+        deliveryRatio: number | null;
+        band: string;
+        reason: string | null;
+      }[];
+    };
+    expect(plans.map((p) => p.plan).sort()).toEqual(['account', 'arm:A', 'arm:B', 'campaign']);
+    const c = plans.find((p) => p.plan === 'campaign');
+    expect(c).toMatchObject({ regions: ['us-east-1'], actualMicros: 3_600 });
+    expect(c?.expectedMicros).toBeGreaterThan(0);
+    expect(c?.deliveryRatio).toBeCloseTo(3_600 / (c?.expectedMicros ?? 1), 4);
+    const ratio = c?.deliveryRatio ?? 0;
+    expect(c?.band).toBe(ratio < 0.9 ? 'behind' : ratio > 1.1 ? 'ahead' : 'on-pace');
+    if (c?.band === 'behind') expect(c.reason).not.toBeNull();
+    else expect(c?.reason).toBeNull();
+    const table = await cli(['spend', 'report', '--campaign', pacedCampaign as string]);
+    expect(table.code).toBe(0);
+    expect(table.stdout).toMatch(/expected\s+actual\s+delivery\s+band\s+reason/);
   }, 120_000);
 
   it('refuses bad input with one line and exit code 2', async () => {
@@ -199,6 +227,6 @@ describe('paceline spend status', () => {
     expect(badDay.stderr.trim().split('\n')).toHaveLength(1);
     const badCommand = await cli(['spend', 'stats']);
     expect(badCommand.code).toBe(2);
-    expect(badCommand.stderr).toMatch(/paceline spend status/);
+    expect(badCommand.stderr).toMatch(/paceline spend status" or "paceline spend report/);
   }, 60_000);
 });

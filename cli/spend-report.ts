@@ -1,0 +1,113 @@
+/**
+ * `paceline spend report`: per plan-day, the spend its curve expected by now beside what it has
+ * spent (confirmed + in flight, every region read summed), the delivery ratio, the 90/110 % band
+ * buyers watch and, when behind, the likely reason (shared/pacing/delivery.ts; docs/spend.md,
+ * "Pacing report"). Built from the rows `spend status` reads.
+ */
+import { type BehindReason, type DeliveryBand, deliveryOf } from '../shared/pacing/delivery.js';
+import type { PlanDayStatus } from './spend.js';
+
+/** One plan-day of the report (integer micros). */
+export interface PlanDayReport {
+  readonly accountId: string;
+  readonly campaignId?: string;
+  /** `account`, `campaign` or `arm:<armId>`. */
+  readonly plan: string;
+  readonly day: string;
+  readonly pacingMode: string;
+  readonly budgetMicros: number;
+  /** Regions the figures add up. */
+  readonly regions: readonly string[];
+  /** Σ E(now): what the curves the guards enforce expected by now. */
+  readonly expectedMicros: number;
+  /** Σ (confirmed + in flight). */
+  readonly actualMicros: number;
+  /** actual ÷ expected, 4 decimals; null while nothing is expected yet. */
+  readonly deliveryRatio: number | null;
+  readonly band: DeliveryBand;
+  /** Why it is behind (band `behind`), else null. */
+  readonly reason: BehindReason | null;
+  readonly atMs: number;
+}
+
+/** The report of the plan-days the regions' status rows hold. */
+export function spendReport(
+  regions: readonly { region: string; plans: readonly PlanDayStatus[] }[],
+): PlanDayReport[] {
+  const rows = new Map<string, { region: string; p: PlanDayStatus }[]>();
+  for (const r of regions) {
+    for (const p of r.plans) {
+      const key = `${p.accountId}|${p.campaignId ?? ''}|${p.plan}|${p.day}`;
+      rows.set(key, [...(rows.get(key) ?? []), { region: r.region, p }]);
+    }
+  }
+  const sums = (parts: readonly { p: PlanDayStatus }[]) => {
+    let expected = 0;
+    let actual = 0;
+    let inFlight = 0;
+    for (const { p } of parts) {
+      expected += p.targetMicros;
+      actual += p.confirmedMicros + p.inFlightMicros;
+      inFlight += p.inFlightMicros;
+    }
+    return { expected, actual, inFlight };
+  };
+  const out: PlanDayReport[] = [];
+  for (const parts of rows.values()) {
+    const first = (parts[0] as { p: PlanDayStatus }).p;
+    const { expected, actual, inFlight } = sums(parts);
+    const account =
+      first.plan === 'account' ? undefined : rows.get(`${first.accountId}||account|${first.day}`);
+    const acc = account ? sums(account) : undefined;
+    const delivery = deliveryOf({
+      expectedMicros: expected,
+      actualMicros: actual,
+      inFlightMicros: inFlight,
+      fresh: parts.every(({ p }) => p.targetSource === 'published'),
+      fullSpeed: parts.every(({ p }) => p.throttle === 1 && p.bidMultiplier === 1),
+      accountAtCap: acc !== undefined && acc.expected > 0 && acc.actual >= 0.99 * acc.expected,
+    });
+    out.push({
+      accountId: first.accountId,
+      ...(first.campaignId === undefined ? {} : { campaignId: first.campaignId }),
+      plan: first.plan,
+      day: first.day,
+      pacingMode: first.pacingMode,
+      budgetMicros: first.budgetMicros,
+      regions: parts.map(({ region }) => region),
+      expectedMicros: expected,
+      actualMicros: actual,
+      deliveryRatio: delivery.ratio === null ? null : Math.round(delivery.ratio * 10_000) / 10_000,
+      band: delivery.band,
+      reason: delivery.reason,
+      atMs: first.atMs,
+    });
+  }
+  return out;
+}
+
+/** The report as a table (amounts in currency units). */
+export function formatSpendReport(rows: readonly PlanDayReport[]): string {
+  if (rows.length === 0) return '(no plans)';
+  const dollars = (micros: number) => (micros / 1e6).toFixed(2);
+  const lines = [
+    'account        campaign       plan         day         mode          budget    expected  actual     delivery  band      reason',
+  ];
+  for (const r of rows) {
+    const cells = [
+      r.accountId.padEnd(13),
+      (r.campaignId ?? '-').padEnd(13),
+      r.plan.padEnd(11),
+      r.day.padEnd(10),
+      r.pacingMode.padEnd(12),
+      dollars(r.budgetMicros).padStart(8),
+      dollars(r.expectedMicros).padStart(9),
+      dollars(r.actualMicros).padStart(9),
+      (r.deliveryRatio === null ? '-' : `${(r.deliveryRatio * 100).toFixed(1)} %`).padStart(9),
+      r.band.padEnd(8),
+      r.reason ?? '',
+    ];
+    lines.push(cells.join('  ').trimEnd());
+  }
+  return lines.join('\n');
+}

@@ -1,0 +1,123 @@
+/**
+ * The pacing report (shared/pacing/delivery.ts, cli/spend-report.ts; docs/spend.md "Pacing
+ * report"): the 90/110 % band at its edges, each reason a behind plan is given, and the report's
+ * sums over regions (a plan at full speed in one region and paced in another is not at full speed).
+ */
+import { describe, expect, it } from 'vitest';
+import type { PlanDayStatus } from '../../../cli/spend.js';
+import { spendReport } from '../../../cli/spend-report.js';
+import { type DeliveryInput, deliveryOf } from '../../../shared/pacing/delivery.js';
+
+const base: DeliveryInput = {
+  expectedMicros: 1_000_000,
+  actualMicros: 1_000_000,
+  inFlightMicros: 0,
+  fresh: true,
+  fullSpeed: false,
+  accountAtCap: false,
+};
+
+describe('delivery band', () => {
+  it('behind below 90 %, ahead above 110 %, on pace between (edges included)', () => {
+    const at = (actual: number) => deliveryOf({ ...base, actualMicros: actual }).band;
+    expect(at(899_999)).toBe('behind');
+    expect(at(900_000)).toBe('on-pace');
+    expect(at(1_100_000)).toBe('on-pace');
+    expect(at(1_100_001)).toBe('ahead');
+    expect(deliveryOf({ ...base, expectedMicros: 0, actualMicros: 5 })).toEqual({
+      ratio: null,
+      band: 'on-pace',
+      reason: null,
+    });
+  });
+
+  it('gives a behind plan the first reason that holds, in order', () => {
+    const behind = { ...base, actualMicros: 500_000 };
+    expect(deliveryOf({ ...behind, fresh: false, accountAtCap: true, fullSpeed: true }).reason).toBe(
+      'stale-parameters',
+    );
+    expect(deliveryOf({ ...behind, accountAtCap: true, fullSpeed: true }).reason).toBe('account-cap');
+    expect(deliveryOf({ ...behind, fullSpeed: true, inFlightMicros: 3_000 }).reason).toBe('lost-auctions');
+    expect(deliveryOf({ ...behind, fullSpeed: true }).reason).toBe('no-traffic');
+    expect(deliveryOf(behind).reason).toBe('catching-up');
+    expect(deliveryOf({ ...base, actualMicros: 2_000_000, fresh: false }).reason).toBeNull();
+  });
+});
+
+function status(p: Partial<PlanDayStatus> & Pick<PlanDayStatus, 'plan'>): PlanDayStatus {
+  return {
+    accountId: 'acme',
+    campaignId: 'spring',
+    day: '2026-11-23',
+    pacingMode: 'even',
+    budgetMicros: 10_000_000,
+    initialised: true,
+    confirmedMicros: 0,
+    inFlightMicros: 0,
+    leasedMicros: 0,
+    shareMicros: null,
+    allocationMicros: null,
+    allocationUntilMs: null,
+    remainingMicros: 0,
+    targetMicros: 0,
+    targetSource: 'published',
+    throttle: 1,
+    bidMultiplier: 1,
+    atMs: 0,
+    ...p,
+  };
+}
+
+describe('spend report', () => {
+  it('sums the regions, and reads full speed and freshness in every region', () => {
+    const east = status({
+      plan: 'campaign',
+      targetMicros: 3_000_000,
+      confirmedMicros: 1_000_000,
+      inFlightMicros: 5_000,
+    });
+    const west = status({
+      plan: 'campaign',
+      targetMicros: 2_000_000,
+      confirmedMicros: 900_000,
+      throttle: 0.4,
+    });
+    const [row] = spendReport([
+      { region: 'us-east-1', plans: [east] },
+      { region: 'us-west-2', plans: [west] },
+    ]);
+    expect(row).toMatchObject({
+      plan: 'campaign',
+      regions: ['us-east-1', 'us-west-2'],
+      expectedMicros: 5_000_000,
+      actualMicros: 1_905_000,
+      deliveryRatio: 0.381,
+      band: 'behind',
+      reason: 'catching-up',
+    });
+    const [fast] = spendReport([
+      { region: 'us-east-1', plans: [east] },
+      { region: 'us-west-2', plans: [{ ...west, throttle: 1 }] },
+    ]);
+    expect(fast?.reason).toBe('lost-auctions');
+  });
+
+  it('blames the account cap when the account plan is at its expected spend', () => {
+    const rows = spendReport([
+      {
+        region: 'us-east-1',
+        plans: [
+          status({
+            plan: 'account',
+            campaignId: undefined,
+            targetMicros: 1_000_000,
+            confirmedMicros: 995_000,
+          }),
+          status({ plan: 'campaign', targetMicros: 1_000_000, confirmedMicros: 400_000 }),
+        ],
+      },
+    ]);
+    expect(rows.find((r) => r.plan === 'account')?.band).toBe('on-pace');
+    expect(rows.find((r) => r.plan === 'campaign')?.reason).toBe('account-cap');
+  });
+});
