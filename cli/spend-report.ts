@@ -5,7 +5,7 @@
  * "Pacing report"). Built from the rows `spend status` reads.
  */
 import { type BehindReason, type DeliveryBand, deliveryOf } from '../shared/pacing/delivery.js';
-import type { PlanDayStatus } from './spend.js';
+import { type PlanDayStatus, planDayKey, planDayParts } from './spend.js';
 
 /** One plan-day of the report (integer micros). */
 export interface PlanDayReport {
@@ -34,13 +34,7 @@ export interface PlanDayReport {
 export function spendReport(
   regions: readonly { region: string; plans: readonly PlanDayStatus[] }[],
 ): PlanDayReport[] {
-  const rows = new Map<string, { region: string; p: PlanDayStatus }[]>();
-  for (const r of regions) {
-    for (const p of r.plans) {
-      const key = `${p.accountId}|${p.campaignId ?? ''}|${p.plan}|${p.day}`;
-      rows.set(key, [...(rows.get(key) ?? []), { region: r.region, p }]);
-    }
-  }
+  const rows = planDayParts(regions);
   const sums = (parts: readonly { p: PlanDayStatus }[]) => {
     let expected = 0;
     let actual = 0;
@@ -53,12 +47,13 @@ export function spendReport(
     return { expected, actual, inFlight };
   };
   const out: PlanDayReport[] = [];
-  for (const parts of rows.values()) {
-    const first = (parts[0] as { p: PlanDayStatus }).p;
+  for (const { first, parts } of rows.values()) {
     const { expected, actual, inFlight } = sums(parts);
     const account =
-      first.plan === 'account' ? undefined : rows.get(`${first.accountId}||account|${first.day}`);
-    const acc = account ? sums(account) : undefined;
+      first.plan === 'account'
+        ? undefined
+        : rows.get(planDayKey({ accountId: first.accountId, plan: 'account', day: first.day }));
+    const acc = account ? sums(account.parts) : undefined;
     const delivery = deliveryOf({
       expectedMicros: expected,
       actualMicros: actual,

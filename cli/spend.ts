@@ -184,20 +184,38 @@ export interface CombinedPlanDay {
   readonly overMicros: number;
 }
 
-/** The combined row of every plan-day the regions report (by account, campaign, plan, day). */
-export function combinedStatus(
+/** One plan-day's rows from every region read: the first, and each with its region. */
+export interface PlanDayParts {
+  readonly first: PlanDayStatus;
+  readonly parts: { readonly region: string; readonly p: PlanDayStatus }[];
+}
+
+/** The key {@link planDayParts} groups by: account, campaign ('' for an account plan), plan, day. */
+export function planDayKey(p: Pick<PlanDayStatus, 'accountId' | 'campaignId' | 'plan' | 'day'>): string {
+  return `${p.accountId}|${p.campaignId ?? ''}|${p.plan}|${p.day}`;
+}
+
+/** The regions' status rows grouped by plan-day ({@link planDayKey}), in first-seen order. */
+export function planDayParts(
   regions: readonly { region: string; plans: readonly PlanDayStatus[] }[],
-): CombinedPlanDay[] {
-  const rows = new Map<string, { first: PlanDayStatus; parts: { region: string; p: PlanDayStatus }[] }>();
+): Map<string, PlanDayParts> {
+  const rows = new Map<string, PlanDayParts>();
   for (const r of regions) {
     for (const p of r.plans) {
-      const key = `${p.accountId}|${p.campaignId ?? ''}|${p.plan}|${p.day}`;
+      const key = planDayKey(p);
       const row = rows.get(key) ?? { first: p, parts: [] };
       row.parts.push({ region: r.region, p });
       rows.set(key, row);
     }
   }
-  return [...rows.values()].map(({ first, parts }) => {
+  return rows;
+}
+
+/** The combined row of every plan-day the regions report (by account, campaign, plan, day). */
+export function combinedStatus(
+  regions: readonly { region: string; plans: readonly PlanDayStatus[] }[],
+): CombinedPlanDay[] {
+  return [...planDayParts(regions).values()].map(({ first, parts }) => {
     let confirmed = 0;
     let inFlight = 0;
     let leased = 0;

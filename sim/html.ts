@@ -9,7 +9,7 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { type SimJson, summarise } from './report.js';
+import type { SimJson } from './report.js';
 import type { StrategyRun } from './runner.js';
 
 /** Campaign charts drawn (a 1,000-campaign day would make an unreadable page). */
@@ -41,11 +41,7 @@ function histogram(values: readonly number[], edges: readonly number[]): number[
 const escapeHtml = (s: string) => s.replace(/[&<>"]/g, (c) => `&#${c.charCodeAt(0)};`);
 
 /** The page (runs must have been made with `series: true` for the spend charts). */
-export function renderHtml(
-  json: SimJson,
-  runs: readonly StrategyRun[],
-  fillable: ReadonlySet<string>,
-): string {
+export function renderHtml(json: SimJson, runs: readonly StrategyRun[]): string {
   const campaignIds = [
     ...new Set(runs[0]?.plans.filter((p) => p.level === 'campaign' && p.scored).map((p) => p.plan) ?? []),
   ].slice(0, MAX_CAMPAIGN_CHARTS);
@@ -89,7 +85,9 @@ export function renderHtml(
     });
   const table = runs
     .map((run) => {
-      const s = summarise(run, fillable);
+      // The summary the JSON holds (simJson: with the scenario's ceiling-only campaigns left out).
+      const s = json.strategies[run.strategy];
+      if (!s) throw new Error(`no summary of strategy ${run.strategy} in the run's JSON`);
       const pct = (x: number | null) => (x === null ? '—' : `${(x * 100).toFixed(2)} %`);
       return `<tr><td>${run.strategy}</td><td>${pct(s.utilisationMinFillable)}</td><td>${s.campaignsUnder95Fillable}</td><td>${pct(
         s.utilisationMean,

@@ -284,8 +284,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   });
   printTable(json, runs);
   if (args.html) {
-    const fillable = fillableOf(runs.find((r) => r.strategy === 'asap') as StrategyRun);
-    writeFileSync(args.html, renderHtml(json, runs, fillable));
+    writeFileSync(args.html, renderHtml(json, runs));
     console.log(`html report: ${args.html}`);
   }
   if (args.json) console.log(JSON.stringify(json));

@@ -221,7 +221,7 @@ export function simJson(
     strategies[run.strategy] = {
       ...summarise(run, fillable, ceilingOnly),
       ...faults,
-      ...(run.regions ? { regions: regionRows(run, fillable) } : {}),
+      ...(run.regions ? { regions: regionRows(run, fillable, ceilingOnly) } : {}),
     };
   }
   const wall = runs.reduce((a, r) => a + r.wallMs, 0) / 1000;

@@ -29,8 +29,12 @@ export interface RegionSummary {
 
 const r4 = (x: number) => Math.round(x * 10_000) / 10_000;
 
-/** The region rows of a run (empty for a single-region run). */
-export function regionRows(run: StrategyRun, fillable: ReadonlySet<string>): Record<string, RegionSummary> {
+/** The region rows of a run (empty for a single-region run); `ceilingOnly`: as `summarise`'s. */
+export function regionRows(
+  run: StrategyRun,
+  fillable: ReadonlySet<string>,
+  ceilingOnly: ReadonlySet<string> = new Set(),
+): Record<string, RegionSummary> {
   const out: Record<string, RegionSummary> = {};
   const combined = run.plans
     .filter((p) => p.level === 'campaign' && p.scored)
@@ -38,7 +42,10 @@ export function regionRows(run: StrategyRun, fillable: ReadonlySet<string>): Rec
   for (const r of run.regions ?? []) {
     const plans = r.plans.filter((p) => p.level === 'campaign' && p.scored);
     const spent = plans.reduce((a, p) => a + p.spentMicros, 0);
-    const fill = plans.filter((p) => fillable.has(`${p.plan}|${p.day}`));
+    // Deviation of the steered fillable campaigns (ceilingOnly: as summarise, sim/report.ts).
+    const fill = plans.filter(
+      (p) => fillable.has(`${p.plan}|${p.day}`) && !ceilingOnly.has(p.campaignId as string),
+    );
     out[r.region] = {
       requests: r.requests,
       bids: r.bids,

@@ -102,17 +102,8 @@ export function continueDay(t: Tuning, tick: Tick, prev: ControllerState, f: Tra
     // A new hour slot of a mode capped per hour: E starts again at the slot's start, from the
     // spend read at the last tick before it (≤ the spend at the start, so the hour's allowance is
     // at most the cap: spend in [start, now] is already in today's read and counts against it).
-    const startMs = held.slots.knots[slotAt(held.slots, nowMs)] as number;
-    memo = reanchor(
-      s,
-      f,
-      held.slots,
-      Math.floor(startMs / 1000),
-      prev.lastCommitted,
-      budget,
-      mode,
-      undefined,
-    );
+    const startSec = Math.floor((held.slots.knots[slotAt(held.slots, nowMs)] as number) / 1000);
+    memo = reanchor(s, f, held.slots, startSec, prev.lastCommitted, budget, mode, undefined);
   } else {
     memo = held;
   }

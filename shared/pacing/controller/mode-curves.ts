@@ -1,8 +1,9 @@
 /**
  * The curves of the pacing modes beyond `even` and `asap` (pure). `asap-hourly` is ASAP under a
  * cap per hour slot: its curve rises at the cap's rate from an anchor the controller moves to every
- * slot's start (`hourly` in the mode registry). `ahead` runs a fixed share ahead of `even`. It keeps the traffic shape: a monotone remapping of the `even` curve's values, so
- * where `even` plans little (the night) it plans little too. Its pace relative to the demand is
+ * slot's start (`hourly` in the mode registry). `ahead` runs a fixed share ahead of `even`. It
+ * keeps the traffic shape: a monotone remapping of the `even` curve's values, so where `even`
+ * plans little (the night) it plans little too. Its pace relative to the demand is
  * constant until the budget is reached, which is what keeps the forecast's learning unbiased (a
  * mode whose pace against `even` changes during the day would teach the forecast a distorted shape
  * through the controller's assumed elasticity κ; docs/pacing.md, "Pacing modes").

@@ -392,7 +392,6 @@ describe('--html page', () => {
         strategies: {},
       },
       [],
-      new Set(),
     );
     expect(html).toContain('Chart.js v4.6.1');
     expect(html).not.toMatch(/<script[^>]+src=|<link[^>]+href=|https?:\/\/cdn/);
