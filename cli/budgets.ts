@@ -66,6 +66,12 @@ const options = {
   level: { type: 'string' },
   'daily-budget': { type: 'string' },
   'daily-budget-micros': { type: 'string' },
+  'daily-cap': { type: 'string' },
+  'daily-cap-micros': { type: 'string' },
+  'flight-start': { type: 'string' },
+  'flight-end': { type: 'string' },
+  'flight-budget': { type: 'string' },
+  'flight-budget-micros': { type: 'string' },
   pacing: { type: 'string', default: 'even' },
   day: { type: 'string' },
   force: { type: 'boolean', default: false },
@@ -92,15 +98,15 @@ function writeMode(value: string): WriteMode {
  * Dollars ("1000.50") → integer micros, exactly (no float rounding). Strict: plain decimal
  * digits only — no sign, spaces, exponent (`1e6`), hex (`0x10`), leading zeros or empty string.
  */
-export function dollarsToMicros(value: string): number {
-  const m = /^(0|[1-9]\d{0,7})(?:\.(\d{1,6}))?$/.exec(value);
+export function dollarsToMicros(value: string, flag = 'daily-budget'): number {
+  const m = /^(0|[1-9]\d{0,8})(?:\.(\d{1,6}))?$/.exec(value);
   if (value.startsWith('-'))
     throw new CliUsageError(
-      `--daily-budget ${JSON.stringify(value)}: a budget cannot be negative; give dollars such as 1000 or 1000.50 (0 spends nothing).`,
+      `--${flag} ${JSON.stringify(value)}: a budget cannot be negative; give dollars such as 1000 or 1000.50 (0 spends nothing).`,
     );
   if (!m)
     throw new CliUsageError(
-      `--daily-budget ${JSON.stringify(value)}: give dollars as a plain decimal such as 1000 or 1000.50 (up to 6 decimals).`,
+      `--${flag} ${JSON.stringify(value)}: give dollars as a plain decimal such as 1000 or 1000.50 (up to 6 decimals).`,
     );
   return Number(m[1]) * 1_000_000 + Number((m[2] ?? '').padEnd(6, '0'));
 }
@@ -119,16 +125,47 @@ export function parseMicros(flag: string, value: string): number {
   return Number(value);
 }
 
-function budgetMicros(values: Record<string, unknown>): number {
-  const dollars = values['daily-budget'] as string | undefined;
-  const micros = values['daily-budget-micros'] as string | undefined;
+/** An amount given as `--<flag> <dollars>` or `--<flag>-micros <integer>` (exactly one). */
+function amountMicros(values: Record<string, unknown>, flag: string): number {
+  const dollars = values[flag] as string | undefined;
+  const micros = values[`${flag}-micros`] as string | undefined;
   if ((dollars === undefined) === (micros === undefined)) {
+    throw new CliUsageError(`Give exactly one of --${flag} <dollars> or --${flag}-micros <integer>.`);
+  }
+  if (dollars !== undefined) return dollarsToMicros(dollars, flag);
+  return parseMicros(`${flag}-micros`, micros as string);
+}
+
+const FLIGHT_FLAGS = ['flight-start', 'flight-end', 'flight-budget', 'flight-budget-micros'] as const;
+
+/**
+ * The daily amount and the flight of `plan put`: `--daily-budget` alone, or a whole flight
+ * (start, end, budget) with its `--daily-cap`; anything in between is refused with what is missing.
+ */
+function budgetAndFlight(values: Record<string, unknown>): Pick<BudgetPlan, 'dailyBudgetMicros' | 'flight'> {
+  const flightGiven = FLIGHT_FLAGS.filter((f) => values[f] !== undefined);
+  const capGiven = values['daily-cap'] !== undefined || values['daily-cap-micros'] !== undefined;
+  if (flightGiven.length === 0) {
+    if (capGiven) {
+      throw new CliUsageError(
+        '--daily-cap caps a flight: add --flight-start, --flight-end and --flight-budget, or give --daily-budget for a daily plan.',
+      );
+    }
+    return { dailyBudgetMicros: amountMicros(values, 'daily-budget') };
+  }
+  if (values['daily-budget'] !== undefined || values['daily-budget-micros'] !== undefined) {
     throw new CliUsageError(
-      'Give exactly one of --daily-budget <dollars> or --daily-budget-micros <integer>.',
+      "A flight plan's daily amount is its cap: give --daily-cap <dollars> instead of --daily-budget.",
     );
   }
-  if (dollars !== undefined) return dollarsToMicros(dollars);
-  return parseMicros('daily-budget-micros', micros as string);
+  return {
+    dailyBudgetMicros: amountMicros(values, 'daily-cap'),
+    flight: {
+      startDay: need(values['flight-start'] as string | undefined, 'flight-start'),
+      endDay: need(values['flight-end'] as string | undefined, 'flight-end'),
+      budgetMicros: amountMicros(values, 'flight-budget'),
+    },
+  };
 }
 
 function oneOf<T extends string>(flag: string, value: string, allowed: readonly T[]): T {
@@ -165,12 +202,18 @@ export function planFromFlags(values: {
   arm?: string;
   'daily-budget'?: string;
   'daily-budget-micros'?: string;
+  'daily-cap'?: string;
+  'daily-cap-micros'?: string;
+  'flight-start'?: string;
+  'flight-end'?: string;
+  'flight-budget'?: string;
+  'flight-budget-micros'?: string;
   pacing?: string;
 }): BudgetPlan {
   return {
     ...planIds(values),
     accountId: need(values.account, 'account'),
-    dailyBudgetMicros: budgetMicros(values),
+    ...budgetAndFlight(values),
     pacingMode: oneOf('pacing', values.pacing ?? 'even', pacingModeIds()) as PacingMode,
   };
 }

@@ -4,8 +4,13 @@
  * buyers watch and, when behind, the likely reason (shared/pacing/delivery.ts; docs/spend.md,
  * "Pacing report"). Built from the rows `spend status` reads.
  */
-import { type BehindReason, type DeliveryBand, deliveryOf } from '../shared/pacing/delivery.js';
-import { type PlanDayStatus, planDayKey, planDayParts } from './spend.js';
+import {
+  type BehindReason,
+  type DeliveryBand,
+  deliveryOf,
+  flightDeliveryOf,
+} from '../shared/pacing/delivery.js';
+import { type FlightDayStatus, type PlanDayStatus, planDayKey, planDayParts } from './spend.js';
 
 /** One plan-day of the report (integer micros). */
 export interface PlanDayReport {
@@ -27,7 +32,19 @@ export interface PlanDayReport {
   readonly band: DeliveryBand;
   /** Why it is behind (band `behind`), else null. */
   readonly reason: BehindReason | null;
+  /** A flight plan's standing over its flight (docs/spend.md, "Pacing report"). */
+  readonly flight?: FlightReport;
   readonly atMs: number;
+}
+
+/** A flight plan's row part: the flight against its even line (integer micros). */
+export interface FlightReport extends Omit<FlightDayStatus, 'closedMicros'> {
+  /** ⌊flight ÷ days⌋: a day budget above it is catch-up. */
+  readonly evenShareMicros: number;
+  readonly expectedMicros: number;
+  readonly actualMicros: number;
+  readonly deliveryRatio: number | null;
+  readonly band: DeliveryBand;
 }
 
 /** The report of the plan-days the regions' status rows hold. */
@@ -72,13 +89,34 @@ export function spendReport(
       regions: parts.map(({ region }) => region),
       expectedMicros: expected,
       actualMicros: actual,
-      deliveryRatio: delivery.ratio === null ? null : Math.round(delivery.ratio * 10_000) / 10_000,
+      deliveryRatio: r4(delivery.ratio),
       band: delivery.band,
       reason: delivery.reason,
+      ...(first.flight ? { flight: flightReport(first.flight, first.budgetMicros, expected, actual) } : {}),
       atMs: first.atMs,
     });
   }
   return out;
+}
+
+const r4 = (x: number | null) => (x === null ? null : Math.round(x * 10_000) / 10_000);
+
+function flightReport(
+  f: FlightDayStatus,
+  todayBudgetMicros: number,
+  todayExpectedMicros: number,
+  todayActualMicros: number,
+): FlightReport {
+  const d = flightDeliveryOf({ ...f, todayBudgetMicros, todayExpectedMicros, todayActualMicros });
+  const { closedMicros: _closed, ...flight } = f;
+  return {
+    ...flight,
+    evenShareMicros: d.evenShareMicros,
+    expectedMicros: d.expectedMicros,
+    actualMicros: d.actualMicros,
+    deliveryRatio: r4(d.ratio),
+    band: d.band,
+  };
 }
 
 /** The report as a table (amounts in currency units). */
@@ -103,6 +141,17 @@ export function formatSpendReport(rows: readonly PlanDayReport[]): string {
       r.reason ?? '',
     ];
     lines.push(cells.join('  ').trimEnd());
+    const f = r.flight;
+    if (f) {
+      const ratio = f.deliveryRatio === null ? '-' : `${(f.deliveryRatio * 100).toFixed(1)} %`;
+      const catchUp = r.budgetMicros > f.evenShareMicros ? ' (catching up)' : '';
+      lines.push(
+        `  flight ${f.startDay}..${f.endDay} day ${f.dayNumber}/${f.days}: budget ${dollars(f.budgetMicros)}, cap ${dollars(f.capMicros)}, ` +
+          `today ${dollars(r.budgetMicros)} against an even share of ${dollars(f.evenShareMicros)}${catchUp}; ` +
+          `expected ${dollars(f.expectedMicros)}, actual ${dollars(f.actualMicros)}, ${ratio} ${f.band}` +
+          (f.unclosedDays > 0 ? `; ${f.unclosedDays} day(s) not closed yet` : ''),
+      );
+    }
   }
   return lines.join('\n');
 }

@@ -9,9 +9,21 @@
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { dynamoDbClient, ssmClient } from '../shared/aws/clients.js';
-import type { CampaignBudgets, PacingMode, ResolvedPlan } from '../shared/budget/model.js';
+import {
+  type CampaignBudgets,
+  type PacingMode,
+  planOnDay,
+  type ResolvedPlan,
+} from '../shared/budget/model.js';
 import { BudgetRepository } from '../shared/budget/repository.js';
-import { type DayWindow, dayWindow, dayWindowOf, parseDay } from '../shared/budget/time-zone.js';
+import {
+  addDays,
+  type DayWindow,
+  daysBetween,
+  dayWindow,
+  dayWindowOf,
+  parseDay,
+} from '../shared/budget/time-zone.js';
 import { resolvePacerShards } from '../shared/pacing/control.js';
 import { PacingReader, publishedCurve } from '../shared/pacing/reader.js';
 import { connectRedis, type RedisClient } from '../shared/redis/connect.js';
@@ -52,6 +64,8 @@ export interface PlanDayStatus {
    * combined rows.
    */
   readonly remainingMicros: number;
+  /** The plan's flight on this day (docs/spend.md, "Flights"); absent for a daily plan. */
+  readonly flight?: FlightDayStatus;
   /** E(t) at `atMs`, never above the budget. */
   readonly targetMicros: number;
   /** `published`: the pacer's fresh curve; `linear`: the fail-safe curve (parameters stale or absent). */
@@ -60,6 +74,47 @@ export interface PlanDayStatus {
   readonly throttle: number | null;
   readonly bidMultiplier: number | null;
   readonly atMs: number;
+}
+
+/** A flight plan's standing on one of its days (integer micros). */
+export interface FlightDayStatus {
+  readonly startDay: string;
+  readonly endDay: string;
+  readonly budgetMicros: number;
+  /** The daily cap (the plan's `dailyBudgetMicros`). */
+  readonly capMicros: number;
+  /** Day number within the flight (1 = its first day; 0 before it, days + 1 after it). */
+  readonly dayNumber: number;
+  readonly days: number;
+  /** Σ of the closed days before this one. */
+  readonly closedMicros: number;
+  /** Days before this one that ended and are not closed yet (counted at the cap in the budget). */
+  readonly unclosedDays: number;
+}
+
+/** The flight part of a status row, for `stored` (a flight plan as stored) on `day`. */
+export function flightDayStatus(stored: ResolvedPlan, day: string): FlightDayStatus | undefined {
+  const f = stored.flight;
+  if (!f) return undefined;
+  const days = daysBetween(f.startDay, f.endDay) + 1;
+  const dayNumber = Math.max(0, Math.min(days + 1, daysBetween(f.startDay, day) + 1));
+  let closedMicros = 0;
+  let unclosedDays = 0;
+  for (let d = f.startDay; d < day && d <= f.endDay; d = addDays(d, 1)) {
+    const c = stored.flightSpent?.[d];
+    if (c) closedMicros += c.micros;
+    else unclosedDays++;
+  }
+  return {
+    startDay: f.startDay,
+    endDay: f.endDay,
+    budgetMicros: f.budgetMicros,
+    capMicros: stored.dailyBudgetMicros,
+    dayNumber,
+    days,
+    closedMicros,
+    unclosedDays,
+  };
 }
 
 /** What to report. */
@@ -113,18 +168,20 @@ export async function spendStatus(options: SpendStatusOptions): Promise<PlanDayS
     campaigns.map((b) => ({ accountId: b.account.accountId, campaignId: b.campaign.campaignId })),
   );
   const curve = publishedCurve(reader);
-  const plans = new Map<string, { plan: ResolvedPlan; window: DayWindow }>();
+  const plans = new Map<string, { plan: ResolvedPlan; window: DayWindow; flight?: FlightDayStatus }>();
   for (const b of campaigns) {
     const window =
       options.day === undefined
         ? dayWindow(nowMs, b.account.timeZone)
         : dayWindowOf(options.day, b.account.timeZone);
-    for (const plan of [...b.common, ...b.arms.values()]) {
-      plans.set(planDayKeys(plan, window.day).state, { plan, window });
+    for (const stored of [...b.common, ...b.arms.values()]) {
+      const plan = planOnDay(stored, window.day);
+      const flight = flightDayStatus(stored, window.day);
+      plans.set(planDayKeys(plan, window.day).state, { plan, window, ...(flight ? { flight } : {}) });
     }
   }
   const out: PlanDayStatus[] = [];
-  for (const [key, { plan, window }] of plans) {
+  for (const [key, { plan, window, flight }] of plans) {
     const live = await readPlanDay(redis, key, nowMs);
     const initialised = live.epoch !== undefined;
     const confirmed = initialised ? live.confirmedMicros : 0;
@@ -153,6 +210,7 @@ export async function spendStatus(options: SpendStatusOptions): Promise<PlanDayS
       targetSource: fresh ? 'published' : 'linear',
       throttle: fresh?.throttle ?? null,
       bidMultiplier: fresh?.bidMultiplier ?? null,
+      ...(flight ? { flight } : {}),
       atMs: nowMs,
     });
   }

@@ -23,6 +23,9 @@ export function budgetsUsage(): string {
   campaign list --account A
   plan put     --level account|campaign|arm --account A [--campaign C] [--arm X]
                (--daily-budget <dollars> | --daily-budget-micros <int>) [--pacing ${pacingModeIds().join('|')}] [--mode …]
+               a flight: --flight-start YYYY-MM-DD --flight-end YYYY-MM-DD (--flight-budget <dollars> |
+               --flight-budget-micros <int>) (--daily-cap <dollars> | --daily-cap-micros <int>): the flight's
+               remaining budget is spread over its remaining days, never above the daily cap (docs/spend.md, "Flights")
   plan list    --account A [--campaign C]
   reconcile    --campaign C [--day YYYY-MM-DD] [--force]
   reshard      --shards N   (re-tag every item for N pacer shards; docs/pacing.md, "Changing N")

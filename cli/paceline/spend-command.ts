@@ -20,12 +20,14 @@ const USAGE = `usage: paceline spend status [--account A] [--campaign C] [--day 
    "combined":[{"accountId":"acme","campaignId":"spring","plan":"campaign","day":"2026-11-23","budgetMicros":…,"regions":["us-east-1","us-west-2"],"confirmedMicros":…,"inFlightMicros":…,"leasedMicros":…,"allocatedMicros":…,"remainingMicros":…,"overMicros":…}]}
   Target: the local regions of a running \`npm start\` (or a pasted Client env); --aws for AWS.
 
-usage: paceline spend report [--account A] [--campaign C] [--day YYYY-MM-DD] [--json] [--regions …] [--aws]
+usage: paceline spend report [--account A] [--campaign C] [--day YYYY-MM-DD] [--flight] [--json] [--regions …] [--aws]
   Per plan-day, every region read summed: expected (Σ E(now) of the curves the guards enforce),
   actual (confirmed + in flight), delivery = actual ÷ expected, the band buyers watch (behind
   < 90 %, on-pace, ahead > 110 %) and, when behind, why: stale-parameters, account-cap, no-traffic,
   lost-auctions or catching-up (docs/spend.md, "Pacing report"). --json prints one object:
   {"plans":[{"accountId":"acme","campaignId":"spring","plan":"campaign","day":"2026-11-23","pacingMode":"even","budgetMicros":…,"regions":["us-east-1"],"expectedMicros":…,"actualMicros":…,"deliveryRatio":0.8123,"band":"behind","reason":"lost-auctions","atMs":…}]}
+  A flight plan's row adds "flight": its days, even share, the flight's expected (its even line by
+  now) and actual (closed days + today), delivery and band; --flight reports flight plans only.
   Exit codes: 0 done (whatever the bands), 2 bad usage, 3 an account or campaign not found, 6 a store unreachable.`;
 
 /** `paceline spend <status|report>`: registered in cli/paceline.ts's command table. */
@@ -42,6 +44,7 @@ export const spendCommand: Command = {
         account: { type: 'string' },
         campaign: { type: 'string' },
         day: { type: 'string' },
+        flight: { type: 'boolean' },
       },
       allowPositionals: true,
       strict: true,
@@ -55,6 +58,9 @@ export const spendCommand: Command = {
       throw new CliUsageError(
         `unknown spend command "${sub}": use "paceline spend status" or "paceline spend report".`,
       );
+    }
+    if (values.flight && sub !== 'report') {
+      throw new CliUsageError('--flight belongs to "paceline spend report" (flight plans only).');
     }
     if (values.day !== undefined) {
       try {
@@ -78,7 +84,8 @@ export const spendCommand: Command = {
     );
     if (sub === 'report') {
       const { formatSpendReport, spendReport } = await import('../spend-report.js');
-      const plans = spendReport(regions);
+      const all = spendReport(regions);
+      const plans = values.flight ? all.filter((p) => p.flight !== undefined) : all;
       io.out(values.json ? JSON.stringify({ plans }) : formatSpendReport(plans));
       return EXIT.ok;
     }

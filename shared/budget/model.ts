@@ -6,6 +6,7 @@
  */
 import { inputErrorKind } from '../errors.js';
 import { isPacingMode, type PacingMode, pacingModeIds } from '../pacing/modes.js';
+import { dayBudgetMicros, type Flight, type FlightSpent, flightProblems } from './flight.js';
 import { canonicalTimeZone, InvalidTimeZoneError } from './time-zone.js';
 
 /** How a plan's allowance grows over its day: one of the registry's modes (shared/pacing/modes.ts). */
@@ -40,9 +41,16 @@ export interface BudgetPlan {
   readonly campaignId?: string;
   /** Set for `arm` plans: an experiment arm or line item of the campaign. */
   readonly armId?: string;
-  /** Daily cap, integer micros. */
+  /**
+   * Daily budget, integer micros; for a flight plan the daily cap (the day's budget is the
+   * flight's share, never above it: shared/budget/flight.ts).
+   */
   readonly dailyBudgetMicros: number;
   readonly pacingMode: PacingMode;
+  /** A lifetime budget over a run of local days (absent: the same daily budget every day). */
+  readonly flight?: Flight;
+  /** The flight's closed days (written only by the pacer's flight closer; a plan write keeps them). */
+  readonly flightSpent?: FlightSpent;
   /**
    * Several regions (docs/pacing.md, "Many regions"): the region holding the plan's allocation
    * authority (absent: the deployment's first region), its fence (0 until the first rehome) and
@@ -162,6 +170,13 @@ export function validatePlan(p: BudgetPlan): BudgetPlan {
     throw new BudgetValidationError('armId', `a ${p.level} plan has no arm: drop --arm, or use --level arm`);
   }
   assertBudgetMicros('dailyBudgetMicros', p.dailyBudgetMicros);
+  if (p.flight !== undefined) {
+    if (typeof p.flight !== 'object' || p.flight === null) {
+      throw new BudgetValidationError('flight', 'must be an object {startDay, endDay, budgetMicros}');
+    }
+    const problem = flightProblems(p.flight, p.dailyBudgetMicros)[0];
+    if (problem) throw new BudgetValidationError(problem.field, problem.message);
+  }
   if (!isPacingMode(p.pacingMode)) {
     throw new BudgetValidationError(
       'pacingMode',
@@ -203,6 +218,8 @@ class PlanRecord implements ResolvedPlan {
   readonly allocFence?: number;
   readonly allocSettleUntil?: number;
   readonly createdAt?: number;
+  readonly flight?: Flight;
+  readonly flightSpent?: FlightSpent;
 
   constructor(
     p: BudgetPlan,
@@ -221,7 +238,42 @@ class PlanRecord implements ResolvedPlan {
     this.allocFence = numberOrUndefined(p.allocFence);
     this.allocSettleUntil = numberOrUndefined(p.allocSettleUntil);
     this.createdAt = numberOrUndefined(p.createdAt);
+    this.flight = p.flight;
+    this.flightSpent = p.flightSpent;
   }
+}
+
+/** The last day-plan derived per flight plan object (plans are immutable; a change is a new object). */
+const onDay = new WeakMap<ResolvedPlan, { readonly day: string; readonly plan: ResolvedPlan }>();
+
+/**
+ * The plan as it applies on local `day`: the plan itself without a flight; for a flight plan, the
+ * same plan with `dailyBudgetMicros` = the day's budget (shared/budget/flight.ts), so the guard,
+ * the curves and the controller pace a flight day exactly like a daily plan of that budget.
+ */
+export function planOnDay(given: ResolvedPlan, day: string): ResolvedPlan {
+  if (given.flight === undefined) return given;
+  // A day-plan passed again is re-derived from its flight plan (its own budget is not the cap).
+  const plan = flightPlanOf.get(given) ?? given;
+  const hit = onDay.get(plan);
+  if (hit && hit.day === day) return hit.plan;
+  const derived = new PlanRecord(
+    { ...plan, dailyBudgetMicros: dayBudgetMicros(plan, day) },
+    plan.timeZone,
+    plan.planId,
+    plan.scope,
+  );
+  onDay.set(plan, { day, plan: derived });
+  flightPlanOf.set(derived, plan);
+  return derived;
+}
+
+/** The flight plan each day-plan was derived from. */
+const flightPlanOf = new WeakMap<ResolvedPlan, ResolvedPlan>();
+
+/** The plan as stored (its daily cap) for a day-plan of {@link planOnDay}; any other plan itself. */
+export function storedPlanOf(plan: ResolvedPlan): ResolvedPlan {
+  return flightPlanOf.get(plan) ?? plan;
 }
 
 /** A stored number (the document client gives numbers), else undefined. */

@@ -98,8 +98,11 @@ export function planKey(p: Pick<BudgetPlan, 'level' | 'accountId' | 'campaignId'
     : { pk: `CAMPAIGN#${p.campaignId}`, sk: `PLAN#${planIdOf(p)}` };
 }
 
-/** Plan attributes a plan write keeps: the allocation authority's (rehome) and the creation time. */
-const PLAN_KEPT_FIELDS = ['allocHome', 'allocFence', 'allocSettleUntil', 'createdAt'] as const;
+/**
+ * Plan attributes a plan write keeps: the allocation authority's (rehome), the creation time and
+ * the flight's closed days (the flight closer's).
+ */
+const PLAN_KEPT_FIELDS = ['allocHome', 'allocFence', 'allocSettleUntil', 'createdAt', 'flightSpent'] as const;
 
 /** Budget model on DynamoDB. */
 export class BudgetRepository {
@@ -195,7 +198,14 @@ export class BudgetRepository {
       }
     }
     // The allocation fields belong to `rehome` (a plan write keeps them); createdAt is the first write's.
-    const { allocHome: _h, allocFence: _f, allocSettleUntil: _s, createdAt: _c, ...fields } = plan;
+    const {
+      allocHome: _h,
+      allocFence: _f,
+      allocSettleUntil: _s,
+      createdAt: _c,
+      flightSpent: _fs,
+      ...fields
+    } = plan;
     return this.write(
       planKey(plan),
       { type: 'plan', ...fields, pacerShard },

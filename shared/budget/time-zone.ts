@@ -186,3 +186,16 @@ export function dayWindowOf(day: string, timeZone: string): DayWindow {
   const { y, m, d } = parseDay(day);
   return dayWindow(startOfLocalDate(y, m, d, timeZone), timeZone);
 }
+
+/** The local date `n` calendar days after `day` (`YYYY-MM-DD`; `n` may be negative). */
+export function addDays(day: string, n: number): string {
+  const { y, m, d } = parseDay(day);
+  return new Date(Date.UTC(y, m - 1, d + n)).toISOString().slice(0, 10);
+}
+
+/** Calendar days from `from` to `to` (`YYYY-MM-DD`): 0 for the same day, negative when `to` is earlier. */
+export function daysBetween(from: string, to: string): number {
+  const a = parseDay(from);
+  const b = parseDay(to);
+  return Math.round((Date.UTC(b.y, b.m - 1, b.d) - Date.UTC(a.y, a.m - 1, a.d)) / 86_400_000);
+}

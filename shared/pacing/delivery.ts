@@ -65,3 +65,60 @@ function behindReason(d: DeliveryInput): BehindReason {
   if (d.fullSpeed) return d.inFlightMicros > 0 ? 'lost-auctions' : 'no-traffic';
   return 'catching-up';
 }
+
+/** A flight's standing on one of its days (the inputs of {@link flightDeliveryOf}, micros). */
+export interface FlightDeliveryInput {
+  readonly budgetMicros: number;
+  /** 1 = the flight's first day; 0 before it; `days` + 1 after it. */
+  readonly dayNumber: number;
+  readonly days: number;
+  /** Σ of the closed earlier days. */
+  readonly closedMicros: number;
+  /** Today's budget, today's Σ E(now) and today's actual (confirmed + in flight). */
+  readonly todayBudgetMicros: number;
+  readonly todayExpectedMicros: number;
+  readonly todayActualMicros: number;
+}
+
+/** A flight's delivery against its even line. */
+export interface FlightDelivery {
+  /** The flight's even share of a day, ⌊F ÷ days⌋. */
+  readonly evenShareMicros: number;
+  /**
+   * The even line by now: F × (days before today + today's curve share) ÷ days, today's curve
+   * share being today's E(now) ÷ today's budget (the traffic-shaped part of the day elapsed).
+   */
+  readonly expectedMicros: number;
+  /** Closed days + today's actual. */
+  readonly actualMicros: number;
+  readonly ratio: number | null;
+  readonly band: DeliveryBand;
+}
+
+/**
+ * Where a flight stands against the line that spends it evenly over its days: a flight that
+ * lost days to low traffic is `behind` until its catch-up (budgets above the even share, up to
+ * the cap) brings it back into the band.
+ */
+export function flightDeliveryOf(f: FlightDeliveryInput): FlightDelivery {
+  const share =
+    f.dayNumber < 1 || f.dayNumber > f.days
+      ? 0
+      : f.todayBudgetMicros > 0
+        ? Math.min(1, f.todayExpectedMicros / f.todayBudgetMicros)
+        : 1;
+  const elapsedDays = Math.min(f.days, Math.max(0, f.dayNumber - 1) + share);
+  const expectedMicros = Math.round((f.budgetMicros * elapsedDays) / f.days);
+  const inFlight = f.dayNumber >= 1 && f.dayNumber <= f.days;
+  const actualMicros = f.closedMicros + (inFlight ? f.todayActualMicros : 0);
+  const ratio = expectedMicros > 0 ? actualMicros / expectedMicros : null;
+  const band: DeliveryBand =
+    ratio === null
+      ? 'on-pace'
+      : ratio > DELIVERY_BAND.ahead
+        ? 'ahead'
+        : ratio < DELIVERY_BAND.behind
+          ? 'behind'
+          : 'on-pace';
+  return { evenShareMicros: Math.floor(f.budgetMicros / f.days), expectedMicros, actualMicros, ratio, band };
+}

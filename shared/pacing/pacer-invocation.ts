@@ -58,6 +58,8 @@ export interface PacerInvocationResult {
 export class PacerInvocations {
   /** The latest lease of each shard this environment ran (held between invocations until adopted). */
   private readonly leases = new Map<number, ShardLease>();
+  /** The flight closer's pass last logged (its start instant). */
+  private flightPassLogged = 0;
 
   constructor(
     private readonly runtime: PacerRuntime,
@@ -141,6 +143,13 @@ export class PacerInvocations {
     const { logger } = this.observe;
     for (const p of r.peers) {
       if (p.role !== 'not-ours') logger.info('peer cache', { shard: input.shard, ...summarizePeer(p) });
+    }
+    const f = r.flights;
+    // Each finished pass once, when it closed or failed something.
+    if (f && f.atMs !== this.flightPassLogged && (f.closed > 0 || f.unclosed > 0)) {
+      this.flightPassLogged = f.atMs;
+      const log = f.error ? logger.warn.bind(logger) : logger.info.bind(logger);
+      log('flight days closed', { shard: input.shard, ...f });
     }
     const a = r.authority;
     if (a && (a.reclaims.length > 0 || a.error || !a.written)) {

@@ -4,7 +4,7 @@
  * campaigns with its current day and spend key, and per campaign the indexes of its plans —
  * rebuilt only when the budgets change or a plan's day ends.
  */
-import { type CampaignBudgets, plansForBid, type ResolvedPlan } from '../budget/model.js';
+import { type CampaignBudgets, planOnDay, plansForBid, type ResolvedPlan } from '../budget/model.js';
 import { type DayWindow, dayWindow } from '../budget/time-zone.js';
 import { planDayKeys } from '../spend/keys.js';
 import { assertPublishable, encodeCurve, fieldNamesOf, InvalidPacingParamsError } from './codec.js';
@@ -95,12 +95,14 @@ export class PlanBook {
     for (const b of campaigns) {
       const plans = plansOfCampaign(b);
       const idx = new Int32Array(plans.length);
-      plans.forEach((plan, j) => {
-        const field = planField(plan);
+      plans.forEach((stored, j) => {
+        const field = planField(stored);
         let at = index.get(field);
         if (at === undefined) {
-          const day = dayWindow(nowMs, plan.timeZone);
+          const day = dayWindow(nowMs, stored.timeZone);
           if (day.endMs < validUntil) validUntil = day.endMs;
+          // A flight plan is paced as a daily plan of the day's budget (shared/budget/flight.ts).
+          const plan = planOnDay(stored, day.day);
           let memory = this.plans.get(field);
           if (!memory) {
             memory = { plan, state: undefined, forecast: undefined };

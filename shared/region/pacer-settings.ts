@@ -193,7 +193,8 @@ export function pacerFunction(s: PacerSettings) {
     // 90 s in AWS), plus 15 s for its last tick to finish (docs/pacing.md, "Cadence").
     timeoutSeconds: Math.ceil((invocationWindowMs(s.tickMs, s.minuteMs) + 15_000) / 1000),
     schedule: { rateMinutes: 1, instances },
-    tables: { budgets: 'read', leases: 'readwrite', regionSpend: 'readwrite', spendLedger: 'read' },
+    // budgets: the flight closer records each flight day's spend on its plan (docs/spend.md, "Flights").
+    tables: { budgets: 'readwrite', leases: 'readwrite', regionSpend: 'readwrite', spendLedger: 'read' },
     writesStreams: [],
     usesRedis: true,
     settings: {

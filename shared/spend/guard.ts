@@ -18,7 +18,7 @@
  * only within leaseAheadMs of its grant, so every bid stays counted for ≥ T even if the guard
  * stalls before settling. Overshoot bound and derivation: docs/spend.md.
  */
-import { type CampaignBudgets, plansForBid, type ResolvedPlan } from '../budget/model.js';
+import { type CampaignBudgets, planOnDay, plansForBid, type ResolvedPlan } from '../budget/model.js';
 import { defaultCurve, type TargetCurve } from '../budget/pacing.js';
 import { type DayWindow, dayWindow } from '../budget/time-zone.js';
 import {
@@ -306,7 +306,9 @@ export class BudgetGuard {
     return states;
   }
 
-  private planDay(plan: ResolvedPlan, day: DayWindow, now: number): PlanDay {
+  private planDay(stored: ResolvedPlan, day: DayWindow, now: number): PlanDay {
+    // A flight plan leases as a daily plan of the day's budget (shared/budget/flight.ts).
+    const plan = planOnDay(stored, day.day);
     const key = planDayKeys(plan, day.day).state;
     let s = this.planDays.get(key);
     if (!s) {

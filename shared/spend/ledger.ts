@@ -215,22 +215,31 @@ export class SpendLedger {
 
   /**
    * This region's entries of a campaign-day (its own and version 1 items), optionally only one
-   * arm's (paged Query, consistent; the other regions' items are filtered out server-side).
+   * arm's (paged Query, consistent; the other regions' items are filtered out server-side). With
+   * `regions: 'all'`, every region's entries as replicated here (a flight's day total).
    */
-  async entries(campaignId: string, day: string, armId?: string): Promise<LedgerEntry[]> {
+  async entries(
+    campaignId: string,
+    day: string,
+    armId?: string,
+    regions: 'own' | 'all' = 'own',
+  ): Promise<LedgerEntry[]> {
     const out: LedgerEntry[] = [];
     let start: Record<string, unknown> | undefined;
-    const ownOnly = '(attribute_not_exists(#region) OR #region = :region)';
+    const filters = [
+      ...(regions === 'own' ? ['(attribute_not_exists(#region) OR #region = :region)'] : []),
+      ...(armId === undefined ? [] : ['armId = :arm']),
+    ];
     do {
       const page = await this.doc.send(
         new QueryCommand({
           TableName: this.tableName,
           KeyConditionExpression: 'pk = :pk',
-          FilterExpression: armId === undefined ? ownOnly : `${ownOnly} AND armId = :arm`,
-          ExpressionAttributeNames: { '#region': 'region' },
+          ...(filters.length === 0 ? {} : { FilterExpression: filters.join(' AND ') }),
+          ...(regions === 'own' ? { ExpressionAttributeNames: { '#region': 'region' } } : {}),
           ExpressionAttributeValues: {
             ':pk': partition(campaignId, day),
-            ':region': this.region,
+            ...(regions === 'own' ? { ':region': this.region } : {}),
             ...(armId === undefined ? {} : { ':arm': armId }),
           },
           ConsistentRead: true,

@@ -11,7 +11,7 @@
  * due. Regions reach the authority only through the replicated table: no synchronous
  * cross-region call on a tick's path.
  */
-import type { CampaignBudgets, ResolvedPlan } from '../../budget/model.js';
+import { type CampaignBudgets, planOnDay, type ResolvedPlan } from '../../budget/model.js';
 import { type DayWindow, dayWindow } from '../../budget/time-zone.js';
 import { planField } from '../keys.js';
 import { plansOfCampaign } from '../pacer.js';
@@ -157,7 +157,7 @@ export class AllocationAuthority {
         seen.add(field);
         if (homeOf(plan, this.options.config) !== this.options.region) continue;
         const day = dayWindow(nowMs, plan.timeZone);
-        out.push({ key: `${field}|${day.day}`, plan, day });
+        out.push({ key: `${field}|${day.day}`, plan: planOnDay(plan, day.day), day });
       }
     }
     return out;

@@ -22,10 +22,12 @@ import {
   type DescribeReplicationGroupsCommandOutput,
   type ElastiCacheClient,
 } from '@aws-sdk/client-elasticache';
+import type { ResolvedPlan } from '../../budget/model.js';
 import { errorKind } from '../../errors.js';
 import { connectRedis, type RedisClient, type RedisConfig } from '../../redis/connect.js';
 import { cacheReplicationGroupId } from '../../region/resources.js';
 import { type Clock, systemClock } from '../../time/clock.js';
+import type { FlightClosePass, FlightCloser } from '../flight-closer.js';
 import type { LeaseView } from '../lease.js';
 import type { ControlHandle, LeaseHandle, ShardPacer, TickOutcome } from '../pacer.js';
 import type { AllocationAuthority, AuthorityTickOutcome } from './allocation-authority.js';
@@ -167,6 +169,12 @@ export interface AuthorityTarget {
   view(): RegionSpendView;
 }
 
+/** The flight closer of a shard and the plans it closes (those whose allocation home is here). */
+export interface FlightTarget {
+  readonly closer: FlightCloser;
+  plans(): Iterable<ResolvedPlan>;
+}
+
 /** Options of {@link RegionalShardPacer}. */
 export interface RegionalShardPacerOptions {
   /** This region's name. */
@@ -177,6 +185,8 @@ export interface RegionalShardPacerOptions {
   readonly caches: PeerCaches;
   /** Strict allocations: this region's home step. @default none */
   readonly authority?: AuthorityTarget;
+  /** Closes the flight days of the plans whose home is this region. @default none */
+  readonly flights?: FlightTarget;
   readonly clock?: Clock;
 }
 
@@ -206,7 +216,13 @@ export class RegionalShardPacer {
   async runTick(
     tick: number,
     who: RegionalTickIdentity,
-  ): Promise<{ own: TickOutcome; peers: PeerTickOutcome[]; authority?: AuthorityTickOutcome }> {
+  ): Promise<{
+    own: TickOutcome;
+    peers: PeerTickOutcome[];
+    authority?: AuthorityTickOutcome;
+    /** The flight closer's last finished pass. */
+    flights?: FlightClosePass;
+  }> {
     // One lease renewal per tick, whatever the number of caches.
     let view: Promise<LeaseView> | undefined;
     const lease: LeaseHandle = {
@@ -225,8 +241,12 @@ export class RegionalShardPacer {
     ]);
     const target = this.options.authority;
     const now = (this.options.clock ?? systemClock).now();
+    const flights = this.options.flights;
+    // The lease holder alone closes flight days (one writer per plan); the pass runs beside the ticks.
+    if (flights && who.lease.heldAt(now)) flights.closer.kick(() => flights.plans(), now);
+    const closes = flights?.closer.last ? { flights: flights.closer.last } : {};
     // The lease holder alone allocates, whether or not this region's cache is failed over.
-    if (!target || own.sharing?.loaded !== true || !who.lease.heldAt(now)) return { own, peers };
+    if (!target || own.sharing?.loaded !== true || !who.lease.heldAt(now)) return { own, peers, ...closes };
     const authority = await target.authority.step({
       nowMs: now,
       tick,
@@ -234,7 +254,7 @@ export class RegionalShardPacer {
       epoch: who.lease.epoch,
       writer: who.publisherId,
     });
-    return { own, peers, authority };
+    return { own, peers, authority, ...closes };
   }
 
   private async peerTick(

@@ -19,6 +19,39 @@ export interface LedgerConfirmedOptions {
   readonly campaignsOfAccount: (accountId: string) => readonly string[] | Promise<readonly string[]>;
 }
 
+/** Σ clearing prices of a plan's entries on a day, from one ledger view. */
+async function planDaySum(
+  ledger: SpendLedger,
+  options: LedgerConfirmedOptions,
+  plan: ResolvedPlan,
+  day: string,
+  regions: 'own' | 'all',
+): Promise<number> {
+  const campaigns =
+    plan.level === 'account' ? await options.campaignsOfAccount(plan.accountId) : [plan.campaignId as string];
+  let total = 0;
+  for (const campaignId of campaigns) {
+    const arm = plan.level === 'arm' ? plan.armId : undefined;
+    for (const e of await ledger.entries(campaignId, day, arm, regions)) total += e.clearingPriceMicros;
+  }
+  return total;
+}
+
+/**
+ * A plan-day's confirmed spend in every region, micros (the ledger as replicated here; each item
+ * once): what a flight's day spent, for the flight closer.
+ */
+export function ledgerPlanDaySpendOf(
+  options: LedgerConfirmedOptions & { readonly region: string },
+): (plan: ResolvedPlan, day: string) => Promise<number> {
+  const ledger = new SpendLedger({
+    client: options.client,
+    tableName: options.tableName,
+    region: options.region,
+  });
+  return (plan, day) => planDaySum(ledger, options, plan, day, 'all');
+}
+
 /** A region's confirmed spend of a plan-day, micros (the ledger as replicated here). */
 export function ledgerConfirmedOf(
   options: LedgerConfirmedOptions,
@@ -33,17 +66,5 @@ export function ledgerConfirmedOf(
     }
     return l;
   };
-  return async (region, plan, day) => {
-    const ledger = ledgerOf(region);
-    const campaigns =
-      plan.level === 'account'
-        ? await options.campaignsOfAccount(plan.accountId)
-        : [plan.campaignId as string];
-    let total = 0;
-    for (const campaignId of campaigns) {
-      const entries = await ledger.entries(campaignId, day, plan.level === 'arm' ? plan.armId : undefined);
-      for (const e of entries) total += e.clearingPriceMicros;
-    }
-    return total;
-  };
+  return (region, plan, day) => planDaySum(ledgerOf(region), options, plan, day, 'own');
 }

@@ -7,19 +7,21 @@
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { ElastiCacheClient } from '@aws-sdk/client-elasticache';
 import type { SSMClient } from '@aws-sdk/client-ssm';
+import { recordFlightDay } from '../../budget/flight-store.js';
 import { BudgetRepository } from '../../budget/repository.js';
 import type { RedisClient } from '../../redis/connect.js';
 import type { Clock } from '../../time/clock.js';
 import { ShardBudgets } from '../budgets-cache.js';
 import { PacerControl } from '../control.js';
 import type { PacingController } from '../controller/api.js';
+import { FlightCloser } from '../flight-closer.js';
 import { ShardPacer, type ShardPacerOptions } from '../pacer.js';
 import { pacerShardKey } from '../shard.js';
 import { rawSpendSource, type SpendSource } from '../spend-source.js';
 import { AllocationAuthority, type AllocationAuthorityOptions } from './allocation-authority.js';
-import { type AllocationConfig, allocationConfig } from './allocation-config.js';
-import { PeerCaches, RegionalShardPacer } from './cross-region.js';
-import { ledgerConfirmedOf } from './ledger-confirmed.js';
+import { type AllocationConfig, allocationConfig, homeOf } from './allocation-config.js';
+import { type FlightTarget, PeerCaches, RegionalShardPacer } from './cross-region.js';
+import { ledgerConfirmedOf, ledgerPlanDaySpendOf } from './ledger-confirmed.js';
 import { RegionAllocations } from './region-allocations.js';
 import { RegionShares } from './region-shares.js';
 import { dynamoRegionSpendStore } from './region-spend-store.js';
@@ -97,6 +99,8 @@ export interface RegionalShardPacerWiring {
   readonly allocations: AllocationConfig;
   /** This region's home step (strict allocations). */
   readonly authority?: AllocationAuthority;
+  /** The flight closer (with the spend ledger). */
+  readonly flights?: FlightCloser;
 }
 
 /** Builds {@link RegionalShardPacer} for one shard in one process. */
@@ -149,12 +153,7 @@ export function regionalShardPacer(d: RegionalShardPacerDeps): RegionalShardPace
       : ledgerConfirmedOf({
           client: d.dynamodb,
           tableName: d.spendLedgerTable,
-          // An account's campaigns are all in its shard: the shard's budgets list them.
-          campaignsOfAccount: (accountId) =>
-            ownBudgets
-              .campaigns()
-              .filter((b) => b.account.accountId === accountId)
-              .map((b) => b.campaign.campaignId),
+          campaignsOfAccount: campaignsOfAccountIn(ownBudgets),
         }));
   const authority =
     allocations.mode === 'strict'
@@ -167,12 +166,14 @@ export function regionalShardPacer(d: RegionalShardPacerDeps): RegionalShardPace
           ...(confirmedOf ? { confirmedOf } : {}),
         })
       : undefined;
+  const flights = flightTarget(d, allocations, ownBudgets);
   const byRegion = new Map(d.peers.map((p) => [p.region, p]));
   const regional = new RegionalShardPacer({
     region: d.region,
     own: pacer(d.redis, d.spend ?? spendOf(d.redis), ownShares, ownBudgets),
     clock: d.clock,
     ...(authority ? { authority: { authority, view: () => ownShares.view } } : {}),
+    ...(flights ? { flights } : {}),
     caches: new PeerCaches({
       clock: d.clock,
       ...(d.cache
@@ -212,5 +213,52 @@ export function regionalShardPacer(d: RegionalShardPacerDeps): RegionalShardPace
     shares: ownShares,
     allocations,
     ...(authority ? { authority } : {}),
+    ...(flights ? { flights: flights.closer } : {}),
   };
+}
+
+/**
+ * The flight closer of the shard (docs/spend.md, "Flights"): needs the spend ledger (every
+ * region's wins) and writes the plans whose allocation home is this region.
+ */
+function flightTarget(
+  d: RegionalShardPacerDeps,
+  allocations: AllocationConfig,
+  budgets: ShardBudgets,
+): FlightTarget | undefined {
+  if (d.spendLedgerTable === undefined) return undefined;
+  const table = { client: d.dynamodb, tableName: d.budgetsTable };
+  const closer = new FlightCloser({
+    spendOf: ledgerPlanDaySpendOf({
+      client: d.dynamodb,
+      tableName: d.spendLedgerTable,
+      region: d.region,
+      campaignsOfAccount: campaignsOfAccountIn(budgets),
+    }),
+    record: (plan, day, micros, nowMs) => recordFlightDay(table, plan, day, micros, nowMs),
+  });
+  return {
+    closer,
+    *plans() {
+      if (!budgets.loaded) return;
+      const seen = new Set<string>();
+      for (const b of budgets.campaigns()) {
+        for (const plan of [...b.common, ...b.arms.values()]) {
+          const key = `${plan.scope}|${plan.planId}`;
+          if (!plan.flight || seen.has(key) || homeOf(plan, allocations) !== d.region) continue;
+          seen.add(key);
+          yield plan;
+        }
+      }
+    },
+  };
+}
+
+/** An account's campaigns: all in its shard, so the shard's budgets list them. */
+function campaignsOfAccountIn(budgets: ShardBudgets): (accountId: string) => string[] {
+  return (accountId) =>
+    budgets
+      .campaigns()
+      .filter((b) => b.account.accountId === accountId)
+      .map((b) => b.campaign.campaignId);
 }

@@ -432,3 +432,74 @@ describe('budgets CLI strict input: each case is an error and writes nothing', (
     );
   });
 });
+
+describe('budgets CLI flights: a lifetime budget with a daily cap', () => {
+  const xmas = ['plan', 'put', '--level', 'campaign', '--account', 'acme', '--campaign', 'xmas'];
+  const flight = ['--flight-start', '2026-12-01', '--flight-end', '2026-12-21', '--flight-budget', '30000'];
+  const snapshot = async () => JSON.stringify(await main(['plan', 'list', '--account', 'acme']));
+
+  it('writes a flight plan whose amount is its daily cap', async () => {
+    await main(['campaign', 'put', '--id', 'xmas', '--account', 'acme', '--name', 'Christmas']);
+    const plan = await main([...xmas, ...flight, '--daily-cap', '2000', '--pacing', 'ahead']);
+    expect(plan).toMatchObject({
+      dailyBudgetMicros: 2_000_000_000,
+      pacingMode: 'ahead',
+      flight: { startDay: '2026-12-01', endDay: '2026-12-21', budgetMicros: 30_000_000_000 },
+    });
+    // The account's plan and the campaign's flight plan.
+    const listed = (await main(['plan', 'list', '--account', 'acme', '--campaign', 'xmas'])) as {
+      level: string;
+    }[];
+    expect(listed.find((p) => p.level === 'campaign')).toMatchObject({
+      flight: { endDay: '2026-12-21', budgetMicros: 30_000_000_000 },
+    });
+  });
+
+  it.each([
+    [
+      'an end before the start',
+      [...flight.slice(0, 2), '--flight-end', '2026-11-30', ...flight.slice(4), '--daily-cap', '2000'],
+      /flight\.endDay: 2026-11-30 is before the start 2026-12-01/,
+    ],
+    [
+      'a cap above the flight',
+      [...flight, '--daily-cap', '40000'],
+      /daily cap 40000000000 is above the flight budget/,
+    ],
+    [
+      'a cap the flight could never spend',
+      [...flight, '--daily-cap', '1000'],
+      /below the flight budget .* raise the cap/,
+    ],
+    [
+      'a day that does not exist',
+      [...flight.slice(0, 2), '--flight-end', '2026-02-30', ...flight.slice(4), '--daily-cap', '2000'],
+      /flight\.endDay: .*not a calendar date/,
+    ],
+    [
+      'a flight without its budget',
+      [...flight.slice(0, 4), '--daily-cap', '2000'],
+      /exactly one of --flight-budget/,
+    ],
+    [
+      'a flight without its end',
+      ['--flight-start', '2026-12-01', '--flight-budget', '30000', '--daily-cap', '2000'],
+      /--flight-end is required/,
+    ],
+    [
+      'a flight with a daily budget',
+      [...flight, '--daily-budget', '2000'],
+      /daily amount is its cap: give --daily-cap/,
+    ],
+    ['a cap without a flight', ['--daily-cap', '2000'], /--daily-cap caps a flight/],
+    [
+      'a flight budget in bad units',
+      [...flight.slice(0, 4), '--flight-budget', '3e4', '--daily-cap', '2000'],
+      /--flight-budget "3e4"/,
+    ],
+  ])('refuses %s and writes nothing', async (_what, args, message) => {
+    const before = await snapshot();
+    await expect(main([...xmas, ...(args as string[])])).rejects.toThrow(message as RegExp);
+    expect(await snapshot()).toBe(before);
+  });
+});

@@ -360,6 +360,51 @@ describe('budget guard', () => {
     expect(mean(held.bids!)).toBeLessThan(mean(held.fixed!) / 2);
   });
 
+  it('spends a flight day up to its share of the flight, a closed day raising the next; nothing outside it', async () => {
+    // Day 3 of a 4-day $4 flight with a $2 cap, in UTC.
+    const clock = new ManualClock(Date.parse('2026-12-03T12:00:00Z'));
+    const flight = { startDay: '2026-12-01', endDay: '2026-12-04', budgetMicros: 4_000_000 };
+    const mk =
+      (flightSpent: Record<string, { micros: number; at: number }>) =>
+      (ids: { a: string; c: string }): BudgetPlan[] => [
+        {
+          level: 'campaign',
+          accountId: ids.a,
+          campaignId: ids.c,
+          dailyBudgetMicros: 2_000_000,
+          pacingMode: 'asap',
+          flight,
+          flightSpent,
+        },
+      ];
+    // Day 1 spent $1.50, day 2 is not closed yet (counted at the $2 cap): ($4 − $3.50) / 2 = $0.25.
+    const b = budgetsOf('UTC', mk({ '2026-12-01': { micros: 1_500_000, at: 0 } }));
+    const { guard, errors } = guardOf(clock, { floatFraction: 0.01, minFloatMicros: 1_000 });
+    guard.setBudgets(b);
+    const bid = { campaignId: b.campaign.campaignId, priceMicros: 1_000 };
+    const first = await bidUntilRefused(guard, bid);
+    expect(first).toBeLessThanOrEqual(250_000);
+    expect(first).toBeGreaterThan(240_000);
+    // Day 2 closes at $0.20 spent: ($4 − $1.70) / 2 = $1.15 for today.
+    const closed = { '2026-12-01': { micros: 1_500_000, at: 0 }, '2026-12-02': { micros: 200_000, at: 0 } };
+    guard.setBudgets(
+      campaignBudgets(
+        b.account,
+        b.campaign,
+        mk(closed)({ a: b.account.accountId, c: b.campaign.campaignId }),
+      ),
+    );
+    clock.advance(1_000);
+    const second = await bidUntilRefused(guard, bid);
+    expect(first + second).toBeLessThanOrEqual(1_150_000);
+    expect(first + second).toBeGreaterThan(1_140_000);
+    // After the flight's last day: nothing, whatever is left.
+    clock.set(Date.parse('2026-12-05T12:00:00Z'));
+    expect(await bidUntilRefused(guard, bid)).toBe(0);
+    expect(errors).toEqual([]);
+    await guard.close();
+  });
+
   it('applies a mid-day budget change to the remaining budget', async () => {
     const clock = new ManualClock(Date.parse('2026-11-21T12:00:00Z'));
     const mk =

@@ -9,9 +9,10 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spendStatus } from '../../../cli/spend.js';
 import { type LocalRegion, startLocalRegion } from '../../../local/region.js';
+import { recordFlightDay } from '../../../shared/budget/flight-store.js';
 import { linearExpected } from '../../../shared/budget/pacing.js';
 import { BudgetRepository } from '../../../shared/budget/repository.js';
-import { dayWindow } from '../../../shared/budget/time-zone.js';
+import { addDays, dayWindow } from '../../../shared/budget/time-zone.js';
 import { decodeCampaignHash } from '../../../shared/pacing/codec.js';
 import { createLinearController } from '../../../shared/pacing/controller/linear.js';
 import { campaignParamsKey } from '../../../shared/pacing/keys.js';
@@ -219,6 +220,53 @@ describe('paceline spend status', () => {
     const table = await cli(['spend', 'report', '--campaign', pacedCampaign as string]);
     expect(table.code).toBe(0);
     expect(table.stdout).toMatch(/expected\s+actual\s+delivery\s+band\s+reason/);
+  }, 120_000);
+
+  it('reports a flight plan against its even line with --flight, its closed days and the one not closed', async () => {
+    const shards = region.description.settings.pacer.shards;
+    const repo = new BudgetRepository({
+      client: region.dynamodb,
+      tableName: region.tableName('budgets'),
+      pacerShards: shards,
+    });
+    const [accountId] = accountsInShard(3, shards, 1, 'fl') as [string];
+    const [campaignId] = await seedShard(repo, [accountId], 1, Date.now() - 60_000);
+    const tz = (await repo.getAccount(accountId))?.timeZone as string;
+    const today = dayWindow(Date.now(), tz).day;
+    // Day 3 of a 5-day $50 flight capped at $20: day 1 closed at $4, day 2 not closed yet.
+    const plan = {
+      level: 'campaign' as const,
+      accountId,
+      campaignId: campaignId as string,
+      dailyBudgetMicros: 20_000_000,
+      pacingMode: 'even' as const,
+      flight: { startDay: addDays(today, -2), endDay: addDays(today, 2), budgetMicros: 50_000_000 },
+    };
+    await repo.putPlan(plan);
+    const table = { client: region.dynamodb, tableName: region.tableName('budgets') };
+    expect(await recordFlightDay(table, plan, addDays(today, -2), 4_000_000, Date.now())).toBe(true);
+    const rep = await cli(['spend', 'report', '--json', '--flight', '--campaign', campaignId as string]);
+    expect(rep.code, rep.stderr).toBe(0);
+    const { plans } = JSON.parse(rep.stdout) as {
+      plans: { plan: string; budgetMicros: number; flight: unknown }[];
+    };
+    // Only the flight plan (the seeded account and arm plans are daily plans).
+    expect(plans.map((p) => p.plan)).toEqual(['campaign']);
+    // ($50 − $4 − $20 for the unclosed day) ÷ 3 days left.
+    expect(plans[0]?.budgetMicros).toBe(Math.floor(26_000_000 / 3));
+    expect(plans[0]?.flight).toMatchObject({
+      dayNumber: 3,
+      days: 5,
+      evenShareMicros: 10_000_000,
+      actualMicros: 4_000_000,
+      unclosedDays: 1,
+      band: 'behind',
+    });
+    const human = await cli(['spend', 'report', '--flight', '--campaign', campaignId as string]);
+    expect(human.stdout).toMatch(/flight \S+ day 3\/5: .*1 day\(s\) not closed yet/);
+    const misplaced = await cli(['spend', 'status', '--flight']);
+    expect(misplaced.code).toBe(2);
+    expect(misplaced.stderr).toMatch(/--flight belongs to "paceline spend report"/);
   }, 120_000);
 
   it('refuses bad input with one line and exit code 2', async () => {

@@ -5,8 +5,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { PlanDayStatus } from '../../../cli/spend.js';
-import { spendReport } from '../../../cli/spend-report.js';
-import { type DeliveryInput, deliveryOf } from '../../../shared/pacing/delivery.js';
+import { formatSpendReport, spendReport } from '../../../cli/spend-report.js';
+import { type DeliveryInput, deliveryOf, flightDeliveryOf } from '../../../shared/pacing/delivery.js';
 
 const base: DeliveryInput = {
   expectedMicros: 1_000_000,
@@ -119,5 +119,73 @@ describe('spend report', () => {
     ]);
     expect(rows.find((r) => r.plan === 'account')?.band).toBe('on-pace');
     expect(rows.find((r) => r.plan === 'campaign')?.reason).toBe('account-cap');
+  });
+});
+
+describe('flight delivery', () => {
+  const flight = {
+    budgetMicros: 21_000_000,
+    days: 7,
+    dayNumber: 4,
+    closedMicros: 0,
+    todayBudgetMicros: 4_000_000,
+    todayExpectedMicros: 2_000_000,
+    todayActualMicros: 2_000_000,
+  };
+
+  it('holds a flight to its even line: the days before today and today’s curve share', () => {
+    // 3.5 of 7 days elapsed: $10.50 expected.
+    const behind = flightDeliveryOf({ ...flight, closedMicros: 5_000_000 });
+    expect(behind).toMatchObject({
+      evenShareMicros: 3_000_000,
+      expectedMicros: 10_500_000,
+      actualMicros: 7_000_000,
+    });
+    expect(behind.band).toBe('behind');
+    expect(flightDeliveryOf({ ...flight, closedMicros: 8_000_000 }).band).toBe('on-pace');
+    expect(flightDeliveryOf({ ...flight, closedMicros: 10_000_000 }).band).toBe('ahead');
+    // Before the flight nothing is expected; after it, the whole flight, and today's spend is not its.
+    expect(flightDeliveryOf({ ...flight, dayNumber: 0 })).toMatchObject({ expectedMicros: 0, ratio: null });
+    expect(flightDeliveryOf({ ...flight, dayNumber: 8, closedMicros: 21_000_000 })).toMatchObject({
+      expectedMicros: 21_000_000,
+      actualMicros: 21_000_000,
+      band: 'on-pace',
+    });
+  });
+
+  it('reports a flight row with the flight against its even line and today against the even share', () => {
+    const [row] = spendReport([
+      {
+        region: 'us-east-1',
+        plans: [
+          status({
+            plan: 'campaign',
+            budgetMicros: 4_500_000,
+            targetMicros: 2_250_000,
+            confirmedMicros: 2_000_000,
+            flight: {
+              startDay: '2026-11-20',
+              endDay: '2026-11-26',
+              budgetMicros: 21_000_000,
+              capMicros: 6_000_000,
+              dayNumber: 4,
+              days: 7,
+              closedMicros: 7_500_000,
+              unclosedDays: 0,
+            },
+          }),
+        ],
+      },
+    ]);
+    expect(row?.flight).toMatchObject({
+      evenShareMicros: 3_000_000,
+      expectedMicros: 10_500_000,
+      actualMicros: 9_500_000,
+      deliveryRatio: 0.9048,
+      band: 'on-pace',
+    });
+    expect(formatSpendReport(row ? [row] : [])).toMatch(
+      /flight 2026-11-20\.\.2026-11-26 day 4\/7: .*today 4\.50 against an even share of 3\.00 \(catching up\)/,
+    );
   });
 });
