@@ -5,6 +5,7 @@
  * scenarios measure) and each campaign's `CampaignBudgets` as the ad servers and track-spend hold
  * them. Both engines (`sim/runner.ts`, `sim/regions/engine.ts`) keep their budgets here.
  */
+import type { ClosedFlightDay } from '../shared/budget/flight.js';
 import { type Account, type CampaignBudgets, campaignBudgets } from '../shared/budget/model.js';
 import type { BudgetItem } from '../shared/budget/repository.js';
 import type { PacingMode } from '../shared/pacing/modes.js';
@@ -20,6 +21,8 @@ export class ScenarioBudgets {
   private readonly accountBudget: Map<string, number | undefined>;
   private readonly campaignBudget = new Map<string, number>();
   private readonly armBudget = new Map<string, number>();
+  /** Closed flight days per campaign. */
+  private readonly flightSpent = new Map<string, Record<string, ClosedFlightDay>>();
   private version = 0;
 
   constructor(
@@ -97,7 +100,7 @@ export class ScenarioBudgets {
     );
   }
 
-  /** The campaign's own plan as it stands (its budget after every change so far). */
+  /** The campaign's own plan as it stands (its budget after every change so far, its flight's closes). */
   private campaignPlan(c: ScenarioCampaign) {
     return {
       level: 'campaign',
@@ -105,7 +108,19 @@ export class ScenarioBudgets {
       campaignId: c.id,
       dailyBudgetMicros: this.campaignBudget.get(c.id) as number,
       pacingMode: this.modeOf(c.pacingMode),
+      ...(c.flight ? { flight: c.flight, flightSpent: { ...this.flightSpent.get(c.id) } } : {}),
     } as const;
+  }
+
+  /**
+   * Records a closed flight day of campaign `c` (what the flight closer writes on the plan item:
+   * docs/spend.md, "Flights") as of `now`.
+   */
+  closeFlightDay(c: ScenarioCampaign, day: string, micros: number, now: number): void {
+    const closed = this.flightSpent.get(c.id) ?? {};
+    closed[day] = { micros, at: now };
+    this.flightSpent.set(c.id, closed);
+    this.putCampaign(c, now);
   }
 
   /** An arm's plan as it stands. */

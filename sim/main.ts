@@ -13,6 +13,7 @@ import { killServersOnSignal, type RunningRedis, startRedis } from '../local/emu
 import { PacelineError } from '../shared/errors.js';
 import { connectRedis, type RedisClient } from '../shared/redis/connect.js';
 import { ManualClock } from '../shared/time/clock.js';
+import { flightsOf } from './flights.js';
 import { renderHtml } from './html.js';
 import { type RegionProbe, runRegions } from './regions/engine.js';
 import { campaignRows, ceilingOnlyOf, fillableOf, type SimJson, simJson } from './report.js';
@@ -172,7 +173,7 @@ export async function simulate(
           : await runStrategy({ ...common, redis: redis[0] as RedisClient }),
       );
     }
-    return { runs, json: simJson(scenario.name, seed, runs, ceilingOnlyOf(scenario)) };
+    return { runs, json: simJson(scenario.name, seed, runs, ceilingOnlyOf(scenario), flightsOf(scenario)) };
   } finally {
     for (const s of started) {
       s.redis.disconnect();

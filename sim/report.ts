@@ -13,7 +13,9 @@
  * (utilisation ≥ {@link FILLED}): only there can a pacer be asked to spend the budget, and only
  * there is the deviation from the curve a pacing error rather than a market too small.
  */
+import type { Flight } from '../shared/budget/flight.js';
 import { pacingModeOf } from '../shared/pacing/modes.js';
+import { type FlightRow, flightRows } from './flights.js';
 import { type RegionSummary, regionRows } from './regions/report.js';
 import type { PlanDayResult, StrategyRun } from './runner.js';
 import type { Scenario } from './scenario.js';
@@ -191,7 +193,12 @@ export interface SimJson {
   readonly strategies: Partial<
     Record<
       StrategyName,
-      StrategySummary & { readonly faults?: object; readonly regions?: Record<string, RegionSummary> }
+      StrategySummary & {
+        readonly faults?: object;
+        readonly regions?: Record<string, RegionSummary>;
+        /** The scenario's flights (sim/flights.ts), when it has any. */
+        readonly flights?: readonly FlightRow[];
+      }
     >
   >;
 }
@@ -202,6 +209,7 @@ export function simJson(
   seed: number,
   runs: readonly StrategyRun[],
   ceilingOnly: ReadonlySet<string> = new Set(),
+  flights: ReadonlyMap<string, { flight: Flight; capMicros: number }> = new Map(),
 ): SimJson {
   const asap = runs.find((r) => r.strategy === 'asap');
   const fillable = asap ? fillableOf(asap) : new Set<string>();
@@ -222,6 +230,7 @@ export function simJson(
       ...summarise(run, fillable, ceilingOnly),
       ...faults,
       ...(run.regions ? { regions: regionRows(run, fillable, ceilingOnly) } : {}),
+      ...(flights.size > 0 ? { flights: flightRows(run, flights, asap) } : {}),
     };
   }
   const wall = runs.reduce((a, r) => a + r.wallMs, 0) / 1000;

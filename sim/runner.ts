@@ -257,10 +257,15 @@ class SingleRegionRun {
     const phase = this.phase;
     await this.faults.apply(now);
     if (
-      this.world.applyChanges(now, (c, b) => {
-        this.scorer.link(c, b, now);
-        this.ads.setBudgets(b);
-      })
+      this.world.applyChanges(
+        now,
+        (c, b) => {
+          this.scorer.link(c, b, now);
+          this.ads.setBudgets(b);
+        },
+        // Flight days close at the pacer's ticks, as the closer runs beside them.
+        now % TICK_MS === 0 ? (c, day) => this.scorer.campaignSpent(c.spec.id, day) : undefined,
+      )
     )
       await this.ads.prefetch(this.world.active);
     let monitored: Promise<unknown> | undefined;

@@ -7,7 +7,8 @@
  * strings with an offset (`2026-03-10T12:00:00-04:00`), never local wall-clock times, so a scenario
  * crossing a DST change is unambiguous.
  */
-import { dayWindowOf, parseDay } from '../shared/budget/time-zone.js';
+import { type Flight, flightProblems } from '../shared/budget/flight.js';
+import { addDays, dayWindowOf, parseDay } from '../shared/budget/time-zone.js';
 import type { PacingMode } from '../shared/pacing/modes.js';
 import type { AuctionKind, NoticeOptions } from './market/index.js';
 import { generatePortfolio } from './portfolio.js';
@@ -63,6 +64,11 @@ export interface ScenarioCampaign {
   readonly bidSigma: number;
   /** Click-through rate of its impressions (cost per click). */
   readonly ctr: number;
+  /**
+   * A flight (docs/spend.md, "Flights"): `budgetMicros` is then the daily cap. Undefined: the same
+   * daily budget every day.
+   */
+  readonly flight: Flight | undefined;
 }
 
 /** An account and its optional account-level plan. */
@@ -138,9 +144,7 @@ export interface Scenario {
 }
 
 function nextDay(day: string): string {
-  const { y, m, d } = parseDay(day);
-  const t = new Date(Date.UTC(y, m - 1, d + 1));
-  return t.toISOString().slice(0, 10);
+  return addDays(day, 1);
 }
 
 /** Options of {@link parseScenario}. */
@@ -215,7 +219,7 @@ function parseCampaign(
   campaignIds: Set<string>,
   ctx: AccountsContext,
 ): ScenarioCampaign {
-  c.only(['id', 'dailyBudget', 'pacingMode', 'createdAt', 'arms', 'targeting', 'valuation', 'ctr']);
+  c.only(['id', 'dailyBudget', 'pacingMode', 'createdAt', 'arms', 'targeting', 'valuation', 'ctr', 'flight']);
   const cid = c.id('id');
   if (campaignIds.has(cid)) throw new ScenarioError(c.at('id'), `duplicate campaign id ${cid}.`);
   campaignIds.add(cid);
@@ -254,10 +258,12 @@ function parseCampaign(
       c.at('createdAt'),
       'must lie inside the scenario’s days (omit it for a campaign that exists from the start).',
     );
+  const budgetMicros = c.budget('dailyBudget');
   return {
     id: cid,
     accountId,
-    budgetMicros: c.budget('dailyBudget'),
+    budgetMicros,
+    flight: c.has('flight') ? parseFlight(c, budgetMicros) : undefined,
     pacingMode: c.mode('pacingMode', 'even'),
     createdAtMs,
     arms,
@@ -267,6 +273,25 @@ function parseCampaign(
     bidSigma: val.number('sigma', { min: 0, max: 2, fallback: 0.3 }),
     ctr: c.share('ctr', 0.002),
   };
+}
+
+/**
+ * A campaign's `flight: {start, end, budget}` (local days of its account, inclusive; budget in
+ * USD), its `dailyBudget` being the daily cap; refused as `budgets plan put` refuses it.
+ */
+function parseFlight(c: Reader, capMicros: number): Flight {
+  const f = c.child('flight');
+  f.only(['start', 'end', 'budget']);
+  const flight = { startDay: f.string('start'), endDay: f.string('end'), budgetMicros: f.budget('budget') };
+  const problem = flightProblems(flight, capMicros)[0];
+  if (problem) {
+    const field = problem.field === 'dailyBudgetMicros' ? 'dailyBudget' : problem.field;
+    throw new ScenarioError(
+      c.at(field.replace('startDay', 'start').replace('endDay', 'end')),
+      problem.message,
+    );
+  }
+  return flight;
 }
 
 /** Validates a parsed scenario file. Throws {@link ScenarioError} naming the first bad field. */
@@ -331,6 +356,11 @@ export function parseScenario(input: unknown, options: ParseOptions = {}): Scena
     throw new ScenarioError(
       'faults',
       'the single-region faults are not simulated with several regions: give region faults in regions[].faults.',
+    );
+  if (regions && campaigns.some((c) => c.flight))
+    throw new ScenarioError(
+      'regions',
+      'flights are simulated in one region (the several-region engine does not close flight days): drop regions or the flights.',
     );
 
   // Every zone's days are simulated whole: from the earliest first local midnight to the latest

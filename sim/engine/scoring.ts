@@ -5,7 +5,7 @@
  * tick that publishes the new budget's curve), the lead over the traffic-following ideal curve
  * (sim/ideal.ts), the overspend and the minutes alive.
  */
-import type { CampaignBudgets, ResolvedPlan } from '../../shared/budget/model.js';
+import { type CampaignBudgets, planOnDay, type ResolvedPlan } from '../../shared/budget/model.js';
 import type { TargetCurve } from '../../shared/budget/pacing.js';
 import type { DayWindow } from '../../shared/budget/time-zone.js';
 import type { PacingReader } from '../../shared/pacing/reader.js';
@@ -58,8 +58,9 @@ export class Scorer {
         tracks.set(key, { plan: p, key, days: new Map(), lastDay: undefined, lastTrack: undefined });
         continue;
       }
-      if (t.plan.dailyBudgetMicros !== p.dailyBudgetMicros) {
-        const d = this.day(t, this.windowOf(p.timeZone, now).day);
+      const today = this.windowOf(p.timeZone, now).day;
+      if (planOnDay(t.plan, today).dailyBudgetMicros !== planOnDay(p, today).dailyBudgetMicros) {
+        const d = this.day(t, today);
         d.changedAt = now;
         d.maxDevAfter = 0;
       }
@@ -74,6 +75,11 @@ export class Scorer {
     }
   }
 
+  /** What the tracker booked for campaign `campaignId`'s own plan on `day`, micros. */
+  campaignSpent(campaignId: string, day: string): number {
+    return this.tracks.get(`c:${campaignId}/campaign`)?.days.get(day)?.spent ?? 0;
+  }
+
   /** Every tracked plan, as last resolved. */
   plans(): ResolvedPlan[] {
     return [...this.tracks.values()].map((t) => t.plan);
@@ -83,7 +89,7 @@ export class Scorer {
     if (t.lastDay === day) return t.lastTrack as DayFigures;
     let d = t.days.get(day);
     if (!d) {
-      d = newDayFigures(t.plan.dailyBudgetMicros, this.seriesEveryMs !== undefined);
+      d = newDayFigures(planOnDay(t.plan, day).dailyBudgetMicros, this.seriesEveryMs !== undefined);
       t.days.set(day, d);
     }
     t.lastDay = day;
@@ -124,10 +130,12 @@ export class Scorer {
     for (const t of this.tracks.values()) {
       const day = this.windowOf(t.plan.timeZone, now);
       const d = this.day(t, day.day);
-      const budget = t.plan.dailyBudgetMicros;
-      const created = t.plan.campaignId === undefined ? undefined : createdAtOf(t.plan.campaignId);
-      sampleIdeal(d, budget, this.trafficOf(day), day, created, now, IDEAL_PACE[t.plan.pacingMode]);
-      const e = monitorCurve.expectedMicros(t.plan, day, now);
+      // A flight plan's day is a daily plan of the day's budget (shared/budget/flight.ts).
+      const plan = planOnDay(t.plan, day.day);
+      const budget = plan.dailyBudgetMicros;
+      const created = plan.campaignId === undefined ? undefined : createdAtOf(plan.campaignId);
+      sampleIdeal(d, budget, this.trafficOf(day), day, created, now, IDEAL_PACE[plan.pacingMode]);
+      const e = monitorCurve.expectedMicros(plan, day, now);
       sampleCurve(d, e, budget, now);
       if (d.series && now % (this.seriesEveryMs as number) === 0) {
         const p = monitor.freshPlan(t.plan, day);

@@ -3,7 +3,9 @@
  * campaign's eligibility salt, advertiser zone and guard questions, the campaigns per segment, and
  * the schedule that activates campaigns (at their creation) and applies budget changes.
  */
+import { flightDaysDue } from '../../shared/budget/flight.js';
 import type { CampaignBudgets } from '../../shared/budget/model.js';
+import { dayWindow, dayWindowOf } from '../../shared/budget/time-zone.js';
 import type { ScenarioBudgets } from '../budgets.js';
 import type { Scenario, ScenarioCampaign } from '../scenario.js';
 
@@ -79,7 +81,12 @@ export class World<T> {
    * `setBudgets` is called for each campaign whose budgets are new or changed (after which the
    * active list is rebuilt). Returns whether anything changed.
    */
-  applyChanges(now: number, setBudgets: (c: CampaignRun<T>, b: CampaignBudgets) => void): boolean {
+  applyChanges(
+    now: number,
+    setBudgets: (c: CampaignRun<T>, b: CampaignBudgets) => void,
+    /** A campaign-day's booked spend, for the flight closes (undefined: no closes). */
+    flightSpendOf?: (c: CampaignRun<T>, day: string) => number,
+  ): boolean {
     const { scenario, budgets } = this;
     let dirty = false;
     const set = (c: CampaignRun<T>, b: CampaignBudgets) => {
@@ -104,6 +111,35 @@ export class World<T> {
         const c = this.byId.get(spec.id) as CampaignRun<T>;
         if (c.budgets) set(c, budgets.budgetsOf(spec));
       }
+      dirty = true;
+    }
+    if (flightSpendOf) dirty = this.closeFlights(now, set, flightSpendOf) || dirty;
+    return dirty;
+  }
+
+  /**
+   * The flight closer's rule (shared/budget/flight.ts, `flightDaysDue`): each flight day due at
+   * `now` is closed at the spend the tracker booked for it — in one region exactly what the
+   * ledger holds, which the real closer sums.
+   */
+  private closeFlights(
+    now: number,
+    set: (c: CampaignRun<T>, b: CampaignBudgets) => void,
+    spendOf: (c: CampaignRun<T>, day: string) => number,
+  ): boolean {
+    let dirty = false;
+    for (const c of this.campaigns) {
+      const plan = c.budgets?.common.find((p) => p.level === 'campaign');
+      if (!plan?.flight) continue;
+      const due = flightDaysDue(
+        plan,
+        now,
+        dayWindow(now, c.timeZone).day,
+        (d) => dayWindowOf(d, c.timeZone).endMs,
+      );
+      if (due.length === 0) continue;
+      for (const day of due) this.budgets.closeFlightDay(c.spec, day, spendOf(c, day), now);
+      set(c, this.budgets.budgetsOf(c.spec));
       dirty = true;
     }
     return dirty;

@@ -54,13 +54,14 @@ function errorOf(mutate: (s: Record<string, unknown>) => void): ScenarioError {
 }
 
 describe('scenario format', () => {
-  it('parses every shipped scenario (nine of one region, four generated portfolios, three of several regions)', () => {
+  it('parses every shipped scenario (ten of one region, four generated portfolios, three of several regions)', () => {
     const files = readdirSync(DIR).filter((f) => f.endsWith('.json'));
     expect(files.sort()).toEqual(
       [
         'dst-day',
         'evening-peak-day',
         'fault-day',
+        'flight-week',
         'mid-day-budget-cut',
         'modes-day',
         'normal-day',
@@ -233,6 +234,45 @@ describe('scenario format', () => {
       /^traffic\.events\[0\]: lies outside the scenario’s days/,
     ],
     ['not an object', (s: Record<string, unknown>) => (s.market = 5), /^market: must be a JSON object/],
+    [
+      'a flight that ends before it starts',
+      (s: Record<string, unknown>) =>
+        (s.accounts = [
+          {
+            id: 'a',
+            campaigns: [
+              { id: 'c', dailyBudget: 2, flight: { start: '2026-03-04', end: '2026-03-03', budget: 3 } },
+            ],
+          },
+        ]),
+      /^accounts\[0\]\.campaigns\[0\]\.flight\.end: 2026-03-03 is before the start/,
+    ],
+    [
+      'a daily cap above the flight',
+      (s: Record<string, unknown>) =>
+        (s.accounts = [
+          {
+            id: 'a',
+            campaigns: [
+              { id: 'c', dailyBudget: 5, flight: { start: '2026-03-03', end: '2026-03-04', budget: 3 } },
+            ],
+          },
+        ]),
+      /^accounts\[0\]\.campaigns\[0\]\.dailyBudget: the daily cap .* is above the flight budget/,
+    ],
+    [
+      'a flight field typo',
+      (s: Record<string, unknown>) =>
+        (s.accounts = [
+          {
+            id: 'a',
+            campaigns: [
+              { id: 'c', dailyBudget: 2, flight: { start: '2026-03-03', ends: '2026-03-04', budget: 3 } },
+            ],
+          },
+        ]),
+      /^accounts\[0\]\.campaigns\[0\]\.flight\.ends: unknown field/,
+    ],
   ])('refuses %s, naming the field', (_what, mutate, message) => {
     expect(errorOf(mutate).message).toMatch(message);
   });
