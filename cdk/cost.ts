@@ -14,6 +14,7 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { pacerAlarmSpecs } from '../shared/pacing/alarms.js';
+import { BEHIND_REASONS } from '../shared/pacing/delivery-counts.js';
 import { regionEndpoints } from '../shared/region/access.js';
 import { type DeployedRegion, deploymentSettings } from '../shared/region/deployment.js';
 import { type RegionDescription, regionDescription } from '../shared/region/resources.js';
@@ -231,11 +232,13 @@ function networkAndMonitoringCosts(d: RegionDescription, add: AddCost): void {
     `${[...interfaces].sort().join(', ')} × ${AZS} AZs (gateway endpoints ${endpoints.gateway.join(', ')}: free)`,
   );
   const alarms = pacerAlarmSpecs(pacer).length + Object.keys(fn).length * 4;
-  const metrics = pacer.shards * 6 + 20;
+  // Function-wide delivery bands: watched, behind, ahead and behind per reason.
+  const deliveryMetrics = 3 + BEHIND_REASONS.length;
+  const metrics = pacer.shards * 6 + 20 + deliveryMetrics;
   add(
     'CloudWatch alarms and metrics',
     alarms * p.alarmMonth + metrics * p.customMetricMonth,
-    `${alarms} alarms, ~${metrics} custom metrics (per shard: leader, parameter age, tick, skips, top campaigns)`,
+    `${alarms} alarms, ~${metrics} custom metrics (per shard: leader, parameter age, tick, skips, top campaigns; ${deliveryMetrics} delivery bands)`,
   );
   add('KMS', p.kmsKeyMonth, 'one customer-managed key (requests: DynamoDB and Kinesis cache data keys)');
 }

@@ -389,6 +389,7 @@ class SingleRegionRun {
       fencedWritesRejected: pacer.fenced,
       staleWritesAccepted,
       stateReloads: pacer.reloads,
+      deliveryMinutes: pacer.deliveryMinutes,
       faults: this.faults.log,
       errors: this.errors,
       wallMs: Date.now() - this.wall0,

@@ -1,6 +1,7 @@
 import { Duration } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import { Construct } from 'constructs';
+import { BEHIND_REASONS } from '../../shared/pacing/delivery-counts.js';
 import { pacerMetricNames, spendTargetMetricNames } from '../../shared/pacing/metrics.js';
 
 /** Props of {@link RegionDashboard}. */
@@ -25,8 +26,9 @@ export interface RegionDashboardProps {
 
 /**
  * One CloudWatch dashboard per region: leaders per shard, tick duration, parameter age, the
- * streams' iterator age, dead letters (quarantined records and on-failure batches) and spend vs
- * target for the top campaigns — the figures the runbook (docs/runbook.md) sends operators to.
+ * streams' iterator age, dead letters (quarantined records and on-failure batches), spend vs
+ * target for the top campaigns and the delivery bands (plans behind per reason, ahead) — the
+ * figures the runbook (docs/runbook.md) sends operators to.
  */
 export class RegionDashboard extends Construct {
   readonly dashboard: cloudwatch.Dashboard;
@@ -116,6 +118,32 @@ export class RegionDashboard extends Construct {
             'target E(t)',
           ),
         ],
+        width: 12,
+      }),
+    );
+    const band = (metricName: string, label: string, dimensionsMap: Record<string, string> = {}) =>
+      new cloudwatch.Metric({
+        namespace,
+        metricName,
+        dimensionsMap: { service: props.pacerService, ...dimensionsMap },
+        statistic: 'Sum',
+        period: minute,
+        label,
+      });
+    this.dashboard.addWidgets(
+      new cloudwatch.GraphWidget({
+        title: 'Delivery: plans watched, ahead (> 110 %) and behind (< 90 %) of expected spend',
+        left: [
+          band(pacerMetricNames.plansWatched, 'watched'),
+          band(pacerMetricNames.plansAhead, 'ahead'),
+          band(pacerMetricNames.plansBehind, 'behind'),
+        ],
+        width: 12,
+      }),
+      new cloudwatch.GraphWidget({
+        title: 'Delivery: plans behind per reason (paceline spend report names them)',
+        left: BEHIND_REASONS.map((reason) => band(pacerMetricNames.plansBehindByReason, reason, { reason })),
+        stacked: true,
         width: 12,
       }),
     );

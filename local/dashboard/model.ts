@@ -12,6 +12,7 @@ import {
   PacingDecodeError,
   type PublishedPlan,
 } from '../../shared/pacing/codec.js';
+import { type Delivery, deliveryOf } from '../../shared/pacing/delivery.js';
 import type { PublishSwitch, ShardStatus } from '../../shared/pacing/status.js';
 import { evaluateCurve } from '../../shared/pacing/types.js';
 import { planDaySnapshot } from '../../shared/spend/live-counters.js';
@@ -72,6 +73,11 @@ export interface CampaignReading {
   /** Age of the publish, ms; null when nothing is published. */
   readonly publishedAgeMs: number | null;
   readonly publish: PublishState;
+  /**
+   * Spent + in flight against E(now), the band buyers watch and why when behind (the pacing
+   * report's rule, shared/pacing/delivery.ts; this region's figures, the account plan not read).
+   */
+  readonly delivery: Delivery;
   /** Why the published hash could not be decoded (publish = malformed). */
   readonly error?: string;
 }
@@ -129,6 +135,14 @@ export function campaignReading(
   const live = spendHash.r === undefined ? undefined : planDaySnapshot(spendHash, nowMs);
   const current = plan !== undefined && plan.day === day;
   const num = (v: string | undefined) => (v === undefined ? null : Number(v));
+  const delivery = deliveryOf({
+    expectedMicros: current ? evaluateCurve(plan.curve, nowMs) : 0,
+    actualMicros: live ? live.confirmedMicros + live.inFlightMicros : 0,
+    inFlightMicros: live ? live.inFlightMicros : 0,
+    fresh: current,
+    fullSpeed: current && plan.throttle === 1 && plan.bidMultiplier === 1,
+    accountAtCap: false,
+  });
   return {
     campaignId: ref.campaignId,
     accountId: ref.accountId,
@@ -148,6 +162,7 @@ export function campaignReading(
     bidMultiplier: current ? plan.bidMultiplier : null,
     publishedAgeMs: publishedAtMs === undefined ? null : Math.max(0, nowMs - publishedAtMs),
     publish: error !== undefined ? 'malformed' : plan ? 'published' : 'missing',
+    delivery,
     ...(error === undefined ? {} : { error }),
   };
 }

@@ -14,7 +14,12 @@
  * - allocation authority age (several regions): the oldest allocation authority entry a region's
  *   pacer follows is older than half the allocation lease for 2 minutes — the plans' home region
  *   is unreachable; the regions stop at their lease (underspend, never overspend): rehome
- *   (`paceline budgets rehome`). Missing data (one region, no allocations) is fine.
+ *   (`paceline budgets rehome`). Missing data (one region, no allocations) is fine;
+ * - delivery, per band (delivery-counts.ts; docs/spend.md "Delivery metrics and alarms"): at
+ *   least one paced plan below 90 % of its expected spend every minute for 30 minutes
+ *   (`DeliveryBehind`), above 110 % every minute for 15 minutes (`DeliveryAhead`). A delivery
+ *   alert about the buyers' plans — `PlansBehindByReason` and `paceline spend report` say which
+ *   and why — not a fault of the pacer; an unfillable campaign keeps `DeliveryBehind` raised.
  */
 import type { PacerSettings } from '../region/resources.js';
 import { pacerMetricNames } from './metrics.js';
@@ -112,5 +117,57 @@ export function pacerAlarmSpecs(settings: PacerSettings, service = 'pacer'): Ala
     datapointsToAlarm: 2,
     treatMissingData: 'notBreaching',
   });
+  out.push(
+    {
+      id: 'DeliveryBehind',
+      description:
+        'delivery: paced plans below 90 % of their expected spend every minute for 30 minutes — PlansBehindByReason says why (lost-auctions, no-traffic, account-cap, …); paceline spend report names them',
+      metricName: pacerMetricNames.plansBehind,
+      dimensions: { service },
+      statistic: 'Sum',
+      periodSeconds: 60,
+      comparison: 'GreaterThanOrEqualToThreshold',
+      threshold: 1,
+      evaluationPeriods: 30,
+      datapointsToAlarm: 30,
+      treatMissingData: 'notBreaching',
+    },
+    {
+      id: 'DeliveryAhead',
+      description:
+        'delivery: paced plans above 110 % of their expected spend every minute for 15 minutes — the guards hold spend to E(t); check budget cuts below spend and the guards (paceline spend report)',
+      metricName: pacerMetricNames.plansAhead,
+      dimensions: { service },
+      statistic: 'Sum',
+      periodSeconds: 60,
+      comparison: 'GreaterThanOrEqualToThreshold',
+      threshold: 1,
+      evaluationPeriods: 15,
+      datapointsToAlarm: 15,
+      treatMissingData: 'notBreaching',
+    },
+  );
   return out;
+}
+
+/**
+ * Whether `spec` goes into alarm on `datapoints` (one value per period, oldest first; undefined:
+ * missing), as CloudWatch evaluates it: some run of `evaluationPeriods` consecutive periods holds
+ * at least `datapointsToAlarm` breaching ones (missing data per `treatMissingData`). What the
+ * simulator uses to say which alarms a scenario raises.
+ */
+export function alarmFires(spec: AlarmSpec, datapoints: readonly (number | undefined)[]): boolean {
+  const breaches = datapoints.map((v) => {
+    if (v === undefined) return spec.treatMissingData === 'breaching';
+    if (spec.comparison === 'LessThanThreshold') return v < spec.threshold;
+    if (spec.comparison === 'GreaterThanThreshold') return v > spec.threshold;
+    return v >= spec.threshold;
+  });
+  let inWindow = 0;
+  for (let i = 0; i < breaches.length; i++) {
+    if (breaches[i]) inWindow++;
+    if (i >= spec.evaluationPeriods && breaches[i - spec.evaluationPeriods]) inWindow--;
+    if (i >= spec.evaluationPeriods - 1 && inWindow >= spec.datapointsToAlarm) return true;
+  }
+  return false;
 }

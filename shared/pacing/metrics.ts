@@ -6,6 +6,7 @@
  * {service, shard, instance} (per-instance dashboards).
  */
 import { type Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
+import { BEHIND_REASONS, behindTotal, type DeliveryCounts } from './delivery-counts.js';
 import type { TickOutcome, TOP_CAMPAIGNS_REPORTED } from './pacer.js';
 
 /** Metric names (the stack's alarms refer to these). */
@@ -24,6 +25,14 @@ export const pacerMetricNames = {
   controlStale: 'ControlParametersStale',
   /** Age of the oldest allocation authority entry a region follows, seconds (several regions). */
   allocationAuthorityAge: 'AllocationAuthorityAgeSeconds',
+  /** Plans counted in a delivery band (delivery-counts.ts), once a minute per shard. */
+  plansWatched: 'PlansWatched',
+  /** Plans behind (< 90 % of expected), all reasons; per reason in {@link plansBehindByReason}. */
+  plansBehind: 'PlansBehind',
+  /** Plans behind, dimension `reason` (stale-parameters, account-cap, no-traffic, …). */
+  plansBehindByReason: 'PlansBehindByReason',
+  /** Plans ahead (> 110 % of expected). */
+  plansAhead: 'PlansAhead',
 } as const;
 
 /**
@@ -70,6 +79,7 @@ export function recordTick(
   metrics.addMetric(n.budgetRefreshFailures, MetricUnit.Count, outcome.budgets.ok ? 0 : 1);
   metrics.addMetric(n.controlStale, MetricUnit.Count, outcome.controlFresh ? 0 : 1);
   metrics.publishStoredMetrics();
+  if (outcome.delivery) recordDelivery(metrics, outcome.delivery);
   for (const c of outcome.topCampaigns ?? []) {
     metrics.addDimensions({ campaign: c.campaignId });
     metrics.addMetric(spendTargetMetricNames.spend, MetricUnit.Count, c.spendMicros);
@@ -89,4 +99,21 @@ export function recordTrailingSkips(
   metrics.addDimensions({ shard: String(shard), instance: instanceId });
   metrics.addMetric(pacerMetricNames.ticksSkipped, MetricUnit.Count, skipped);
   metrics.publishStoredMetrics();
+}
+
+/**
+ * The delivery bands, function-wide (dimension service: one datapoint per shard and minute, so a
+ * minute's Sum is the deployment's region total), and the behind plans per reason.
+ */
+function recordDelivery(metrics: Metrics, d: DeliveryCounts): void {
+  const n = pacerMetricNames;
+  metrics.addMetric(n.plansWatched, MetricUnit.Count, d.watched);
+  metrics.addMetric(n.plansBehind, MetricUnit.Count, behindTotal(d));
+  metrics.addMetric(n.plansAhead, MetricUnit.Count, d.ahead);
+  metrics.publishStoredMetrics();
+  for (const reason of BEHIND_REASONS) {
+    metrics.addDimensions({ reason });
+    metrics.addMetric(n.plansBehindByReason, MetricUnit.Count, d.behind[reason]);
+    metrics.publishStoredMetrics();
+  }
 }

@@ -20,11 +20,13 @@
  *    batches); the last batch records the completed publish in the claim hash, which readers take
  *    freshness from (v2). Options and the tick's outcome: tick-outcome.ts.
  */
+
 import type { CampaignBudgets } from '../budget/model.js';
 import { refreshBudgets, snapshotTakenAt, snapshotWrites } from './budgets-snapshot.js';
 import { CampaignHashes, type CampaignWrites, type PlanResult } from './campaign-writes.js';
 import { type ControlSnapshot, overrideActive } from './control.js';
 import type { PriorBook, PriorLookup } from './controller/api.js';
+import { deliveryCounts } from './delivery-counts.js';
 import type { Fence } from './fence.js';
 import { shardKeys } from './keys.js';
 import { type PlanAtDay, PlanBook, type PlanList, type StepContext, stepPlans } from './plan-list.js';
@@ -211,6 +213,18 @@ export class ShardPacer {
       stateReloaded: claimed.reload !== undefined,
       ...(sharing ? { sharing } : {}),
       ...(landed ? { topCampaigns: this.topCampaigns(planList, stepped, nowMs) } : {}),
+      // Once a minute (the metrics' period), by the instance that published.
+      ...(landed && nowMs % 60_000 < this.options.tickMs
+        ? {
+            delivery: deliveryCounts({
+              plans,
+              byCampaign: planList.byCampaign,
+              spend: stepped.spend,
+              results: stepped.results,
+              nowMs,
+            }),
+          }
+        : {}),
       phasesMs: {
         inputs: inputsDone - startedAtMs,
         claimAndSpend: stepped.spendDone - inputsDone,

@@ -9,6 +9,7 @@ import type { Clock } from '../time/clock.js';
 import type { BudgetsRefresh } from './budgets-cache.js';
 import type { ControlSnapshot } from './control.js';
 import type { PacingController } from './controller/api.js';
+import type { DeliveryCounts } from './delivery-counts.js';
 import type { Fence } from './fence.js';
 import type { LeaseView } from './lease.js';
 import type { ClaimOutcome, PublishOutcome } from './publisher.js';
@@ -95,6 +96,11 @@ export interface TickOutcome {
    * tick, when this instance published: the regional dashboard's "spend vs target" series.
    */
   readonly topCampaigns?: readonly CampaignSpendPoint[];
+  /**
+   * The shard's plans per delivery band (`delivery-counts.ts`), on the first tick of each minute
+   * this instance published.
+   */
+  readonly delivery?: DeliveryCounts;
   /**
    * Where the tick's time went, ms: inputs (SSM, lease, budgets), claim + spend read (with the
    * steps of the parts that arrived meanwhile), controller (what was left after the last part),

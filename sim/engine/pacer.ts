@@ -6,8 +6,10 @@
  * gives a new region's process a higher fence generation while the old one, still reading its old
  * control value for a few ticks, is refused by the fence.
  */
+
 import { ShardBudgets } from '../../shared/pacing/budgets-cache.js';
 import { elasticityOf } from '../../shared/pacing/controller/index.js';
+import type { DeliveryCounts } from '../../shared/pacing/delivery-counts.js';
 import { ShardPacer, type TickIdentity, type TickOutcome } from '../../shared/pacing/pacer.js';
 import { readAuditLog } from '../../shared/pacing/publisher.js';
 import { rawSpendSource } from '../../shared/pacing/spend-source.js';
@@ -56,6 +58,8 @@ export class SimPacer {
   published = 0;
   fenced = 0;
   reloads = 0;
+  /** The delivery bands of each minute's publishing tick (`TickOutcome.delivery`). */
+  readonly deliveryMinutes: { atMs: number; counts: DeliveryCounts }[] = [];
   /** Each takeover's fence (`g.o.e`) and publisher, as the new leader claimed. */
   readonly takeovers: { fence: string; publisher: string }[] = [];
   /**
@@ -103,6 +107,7 @@ export class SimPacer {
     const t = Math.floor(now / TICK_MS);
     const o = await this.leader.pacer.runTick(t, this.who);
     if (o.published) this.published++;
+    if (o.delivery) this.deliveryMinutes.push({ atMs: now, counts: o.delivery });
     if (o.stateReloaded) {
       this.reloads++;
       if (o.fence)

@@ -2,8 +2,10 @@
  * What a simulation run takes and returns (both engines: `sim/runner.ts`,
  * `sim/regions/engine.ts`): options, per plan-day results, per region parts.
  */
+
 import type { ResolvedPlan } from '../../shared/budget/model.js';
 import type { TargetCurve } from '../../shared/budget/pacing.js';
+import type { DeliveryCounts } from '../../shared/pacing/delivery-counts.js';
 import type { RedisClient } from '../../shared/redis/connect.js';
 import type { ManualClock } from '../../shared/time/clock.js';
 import type { SimRegion } from '../regions/region.js';
@@ -89,6 +91,11 @@ export interface StrategyRun {
   readonly redisCpuMs: number;
   /** Time per phase (only with {@link RunOptions.phases}). */
   readonly phases?: PhaseTimes;
+  /**
+   * The delivery bands the publishing pacer counted each minute (what the `PlansBehind` metrics
+   * carry; one region), oldest first: the input of the delivery alarms (`alarmFires`).
+   */
+  readonly deliveryMinutes?: readonly { readonly atMs: number; readonly counts: DeliveryCounts }[];
   /** Several regions (`sim/regions/`): each region's part; `plans` are then the combined figures. */
   readonly regions?: readonly RegionRun[];
   /** The faults injected, a line each with its instant. */

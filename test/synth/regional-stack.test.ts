@@ -851,7 +851,7 @@ describe("private DNS for peer regions' APIs (SSM, ElastiCache) over the peering
 });
 
 describe('dashboard and alarms', () => {
-  it('has one dashboard per region with leaders, tick duration, parameter age, iterator age, dead letters and spend vs target', () => {
+  it('has one dashboard per region with leaders, tick duration, parameter age, iterator age, dead letters, spend vs target and delivery bands', () => {
     for (const [i, t] of templates.entries()) {
       const dashboards = Object.values(t.findResources('AWS::CloudWatch::Dashboard'));
       expect(dashboards).toHaveLength(1);
@@ -866,6 +866,9 @@ describe('dashboard and alarms', () => {
         'ApproximateNumberOfMessagesVisible',
         'CampaignSpendMicros',
         'CampaignTargetMicros',
+        'PlansBehindByReason',
+        'lost-auctions',
+        'PlansAhead',
       ])
         expect(body, needle).toContain(needle);
       expect(dashboards[0]?.Properties.DashboardName).toBe(`paceline-${stacks[i]?.region}`);

@@ -252,6 +252,7 @@ function renderTables(sample) {
     'in flight $',
     'throttle',
     'multiplier',
+    'delivery',
     'params',
   ])
     ch.append(el('th', {}, h));
@@ -274,6 +275,18 @@ function renderTables(sample) {
       cell(c.bidMultiplier),
     ])
       tr.append(el('td', {}, v));
+    // Spent + in flight against E(now), the band buyers watch (behind < 90 %, ahead > 110 %)
+    // and, on a second line, why when behind (the pacing report's rule).
+    const d = c.delivery;
+    tr.append(
+      el(
+        'td',
+        { class: `band ${d.band}`, 'data-band': d.band },
+        d.ratio === null
+          ? '–'
+          : `${(d.ratio * 100).toFixed(1)} % ${d.band}${d.reason ? `\n${d.reason}` : ''}`,
+      ),
+    );
     tr.append(
       el(
         'td',

@@ -231,6 +231,15 @@ describe('live dashboard in chromium', () => {
         : undefined;
     });
     expect(new Set(await column('authority'))).toEqual(new Set([`${REGION} (fence 0)`]));
+    // Each campaign's delivery against E(now) in the buyers' 90/110 % band (the pacing report's rule).
+    expect(headers).toContain('delivery');
+    await waitFor('delivery bands in the campaign table', 60_000, async () => {
+      const bands = await column('delivery');
+      const shaped = /^(–|\d+\.\d % (on-pace|ahead|behind(\n[a-z-]+)?))$/;
+      return bands.length > 0 && bands.every((b) => shaped.test(b ?? '')) && bands.some((b) => b !== '–')
+        ? true
+        : undefined;
+    });
     const shardHeaders = await page.$$eval(`#shards-${REGION} th`, (ths) => ths.map((t) => t.textContent));
     expect(shardHeaders).toEqual(expect.arrayContaining(['lease holder', 'publishing region']));
     const publishing = await page.$$eval(`#shards-${REGION} tr td:nth-child(7)`, (tds) =>

@@ -79,7 +79,10 @@ describe('campaignReading', () => {
       bidMultiplier: 0.9,
       publishedAgeMs: 4_000,
       publish: 'published',
+      // 40.003 M of 48 M expected: behind, while the pacer is still raising the pressure
+      delivery: { band: 'behind', reason: 'catching-up' },
     });
+    expect(r.delivery.ratio).toBeCloseTo(40_003_000 / 48_000_000, 6);
   });
 
   it('with several regions: the allocation from the spend hash and the plan’s authority', () => {
@@ -184,6 +187,7 @@ function sample(atMs: number, spent: number | null, extra: Partial<RegionSample>
         bidMultiplier: 1,
         publishedAgeMs: 0,
         publish: 'published',
+        delivery: { ratio: null, band: 'on-pace', reason: null },
       },
     ],
     shards: [

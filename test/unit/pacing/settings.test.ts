@@ -103,9 +103,9 @@ describe('pacer configuration', () => {
 });
 
 describe('alarm specs', () => {
-  it('gives every shard its three alarms, the function one overrun and one allocation authority alarm', () => {
+  it('gives every shard its three alarms, the function one overrun, one allocation authority and two delivery alarms', () => {
     const specs = pacerAlarmSpecs(defaultPacerSettings);
-    expect(specs).toHaveLength(24 * 3 + 2);
+    expect(specs).toHaveLength(24 * 3 + 4);
     expect(specs.find((s) => s.id === 'AllocationAuthorityAge')).toMatchObject({
       metricName: 'AllocationAuthorityAgeSeconds',
       statistic: 'Maximum',

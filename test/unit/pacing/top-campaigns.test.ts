@@ -3,12 +3,12 @@
  * the shard's largest campaign plans with spend and E(t), and emits them as EMF metrics with a
  * campaign dimension (the names the stack's dashboard widget queries).
  */
-import { Metrics } from '@aws-lambda-powertools/metrics';
-import { describe, expect, it, vi } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { type ResolvedPlan, resolvePlan } from '../../../shared/budget/model.js';
-import { pacerMetricNames, recordTick, spendTargetMetricNames } from '../../../shared/pacing/metrics.js';
-import { type TickOutcome, topCampaignPoints } from '../../../shared/pacing/pacer.js';
+import { pacerMetricNames, spendTargetMetricNames } from '../../../shared/pacing/metrics.js';
+import { topCampaignPoints } from '../../../shared/pacing/pacer.js';
 import type { PlanPacingParams, PlanSpendSnapshot } from '../../../shared/pacing/types.js';
+import { emittedRecords } from './fixture.js';
 
 const DAY_START = Date.UTC(2026, 10, 23);
 const DAY_END = DAY_START + 86_400_000;
@@ -63,38 +63,12 @@ describe('top campaigns of a tick', () => {
   });
 
   it('emits spend and target per campaign with a campaign dimension, once per tick', () => {
-    const lines: string[] = [];
-    // Powertools writes EMF through its own Console on stdout.
-    const spy = vi.spyOn(process.stdout, 'write').mockImplementation((chunk: unknown) => {
-      lines.push(...String(chunk).split('\n').filter(Boolean));
-      return true;
-    });
-    try {
-      const metrics = new Metrics({ namespace: 'Paceline', serviceName: 'pacer' });
-      const outcome = {
-        shard: 3,
-        instanceId: 's3-i0',
-        isLeader: true,
-        durationMs: 120,
-        campaignsPaced: 2,
-        lease: { event: 'renewed' },
-        fencedWritesRejected: 0,
-        invalidParams: 0,
-        budgets: { ok: true, changed: 0 },
-        controlFresh: true,
-        topCampaigns: [
-          { campaignId: 'big', budgetMicros: 9, spendMicros: 1200, targetMicros: 1500 },
-          { campaignId: 'small', budgetMicros: 1, spendMicros: 10, targetMicros: 11 },
-        ],
-      } as unknown as TickOutcome;
-      recordTick(metrics, outcome, 0, 10_000);
-    } finally {
-      spy.mockRestore();
-    }
-    const records = lines
-      .filter((l) => l.startsWith('{'))
-      .map((l) => JSON.parse(l) as Record<string, unknown>)
-      .filter((r) => spendTargetMetricNames.spend in r);
+    const records = emittedRecords({
+      topCampaigns: [
+        { campaignId: 'big', budgetMicros: 9, spendMicros: 1200, targetMicros: 1500 },
+        { campaignId: 'small', budgetMicros: 1, spendMicros: 10, targetMicros: 11 },
+      ],
+    }).filter((r) => spendTargetMetricNames.spend in r);
     expect(
       records.map((r) => [r.campaign, r[spendTargetMetricNames.spend], r[spendTargetMetricNames.target]]),
     ).toEqual([
@@ -103,37 +77,12 @@ describe('top campaigns of a tick', () => {
     ]);
   });
   it('emits the allocation authority age function-wide when the tick followed an authority', () => {
-    const emitted = (allocation: unknown): Record<string, unknown>[] => {
-      const lines: string[] = [];
-      const spy = vi.spyOn(process.stdout, 'write').mockImplementation((chunk: unknown) => {
-        lines.push(...String(chunk).split('\n').filter(Boolean));
-        return true;
-      });
-      try {
-        const metrics = new Metrics({ namespace: 'Paceline', serviceName: 'pacer' });
-        const outcome = {
-          shard: 3,
-          instanceId: 's3-i0',
-          isLeader: true,
-          durationMs: 120,
-          campaignsPaced: 0,
-          lease: { event: 'renewed' },
-          fencedWritesRejected: 0,
-          invalidParams: 0,
-          budgets: { ok: true, changed: 0 },
-          controlFresh: true,
-          topCampaigns: [],
-          ...(allocation ? { sharing: { allocation } } : {}),
-        } as unknown as TickOutcome;
-        recordTick(metrics, outcome, 0, 10_000);
-      } finally {
-        spy.mockRestore();
-      }
-      return lines
-        .filter((l) => l.startsWith('{'))
-        .map((l) => JSON.parse(l) as Record<string, unknown>)
-        .filter((r) => pacerMetricNames.allocationAuthorityAge in r);
-    };
+    const emitted = (allocation: unknown): Record<string, unknown>[] =>
+      emittedRecords({
+        campaignsPaced: 0,
+        topCampaigns: [],
+        ...(allocation ? { sharing: { allocation } } : {}),
+      }).filter((r) => pacerMetricNames.allocationAuthorityAge in r);
     const records = emitted({ authorityAgeMs: 95_000 });
     expect(records).toHaveLength(1);
     // the alarm's dimensions: service only (no shard, no instance)
