@@ -7,8 +7,10 @@
  * `spendStatus(...)` is the reusable part (tests call it against a local region); the command
  * resolves targets and prints like every `paceline` command.
  */
+
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { dynamoDbClient, ssmClient } from '../shared/aws/clients.js';
+import { flightClosedBefore } from '../shared/budget/flight.js';
 import {
   type CampaignBudgets,
   type PacingMode,
@@ -16,14 +18,7 @@ import {
   type ResolvedPlan,
 } from '../shared/budget/model.js';
 import { BudgetRepository } from '../shared/budget/repository.js';
-import {
-  addDays,
-  type DayWindow,
-  daysBetween,
-  dayWindow,
-  dayWindowOf,
-  parseDay,
-} from '../shared/budget/time-zone.js';
+import { type DayWindow, daysBetween, dayWindow, dayWindowOf, parseDay } from '../shared/budget/time-zone.js';
 import { resolvePacerShards } from '../shared/pacing/control.js';
 import { PacingReader, publishedCurve } from '../shared/pacing/reader.js';
 import { connectRedis, type RedisClient } from '../shared/redis/connect.js';
@@ -98,13 +93,6 @@ export function flightDayStatus(stored: ResolvedPlan, day: string): FlightDaySta
   if (!f) return undefined;
   const days = daysBetween(f.startDay, f.endDay) + 1;
   const dayNumber = Math.max(0, Math.min(days + 1, daysBetween(f.startDay, day) + 1));
-  let closedMicros = 0;
-  let unclosedDays = 0;
-  for (let d = f.startDay; d < day && d <= f.endDay; d = addDays(d, 1)) {
-    const c = stored.flightSpent?.[d];
-    if (c) closedMicros += c.micros;
-    else unclosedDays++;
-  }
   return {
     startDay: f.startDay,
     endDay: f.endDay,
@@ -112,8 +100,7 @@ export function flightDayStatus(stored: ResolvedPlan, day: string): FlightDaySta
     capMicros: stored.dailyBudgetMicros,
     dayNumber,
     days,
-    closedMicros,
-    unclosedDays,
+    ...flightClosedBefore(stored, day),
   };
 }
 

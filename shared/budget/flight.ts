@@ -97,6 +97,26 @@ export function inFlight(plan: Pick<BudgetPlan, 'flight'>, day: string): boolean
 }
 
 /**
+ * The flight's days before `day`: the sum of the closed ones and how many ended without a close
+ * (a stored amount that is not a finite number counts as 0 spent).
+ */
+export function flightClosedBefore(
+  plan: Pick<BudgetPlan, 'flight' | 'flightSpent'>,
+  day: string,
+): { readonly closedMicros: number; readonly unclosedDays: number } {
+  const f = plan.flight;
+  let closedMicros = 0;
+  let unclosedDays = 0;
+  if (!f) return { closedMicros, unclosedDays };
+  for (let d = f.startDay; d < day && d <= f.endDay; d = addDays(d, 1)) {
+    const closed = plan.flightSpent?.[d];
+    if (!closed) unclosedDays++;
+    else if (Number.isFinite(closed.micros)) closedMicros += Math.max(0, closed.micros);
+  }
+  return { closedMicros, unclosedDays };
+}
+
+/**
  * The flight's spend before `day` as the budget counts it: closed days at their sum, earlier days
  * not closed yet at the whole cap (the conservative reading), micros.
  */
@@ -104,15 +124,8 @@ export function flightSpentBefore(
   plan: Pick<BudgetPlan, 'flight' | 'flightSpent' | 'dailyBudgetMicros'>,
   day: string,
 ): number {
-  const f = plan.flight;
-  if (!f) return 0;
-  const last = day <= f.endDay ? addDays(day, -1) : f.endDay;
-  let spent = 0;
-  for (let d = f.startDay; d <= last; d = addDays(d, 1)) {
-    const closed = plan.flightSpent?.[d];
-    spent += closed && Number.isFinite(closed.micros) ? Math.max(0, closed.micros) : plan.dailyBudgetMicros;
-  }
-  return spent;
+  const { closedMicros, unclosedDays } = flightClosedBefore(plan, day);
+  return closedMicros + unclosedDays * plan.dailyBudgetMicros;
 }
 
 /** The plan's budget on `day`: its daily budget, or for a flight the day's share (module doc). */

@@ -66,6 +66,8 @@ export function deliveryCounts(input: DeliveryCountInput): DeliveryCounts {
   let watched = 0;
   let onPace = 0;
   let ahead = 0;
+  // 1 = counted (campaign, arm); for account plans 2 = at its expected spend, 3 = not (shared by
+  // every campaign of the account: evaluated once).
   const seen = new Uint8Array(plans.length);
   const figures = (i: number) => {
     const s = spend[i] as PlanSpendSnapshot;
@@ -82,8 +84,11 @@ export function deliveryCounts(input: DeliveryCountInput): DeliveryCounts {
     for (const i of idx) {
       const plan = (plans[i] as { plan: ResolvedPlan }).plan;
       if (plan.level === 'account') {
-        const a = figures(i);
-        accountAtCap = a.expected > 0 && a.actual >= 0.99 * a.expected;
+        if (seen[i] === 0) {
+          const a = figures(i);
+          seen[i] = a.expected > 0 && a.actual >= 0.99 * a.expected ? 2 : 3;
+        }
+        accountAtCap = seen[i] === 2;
         continue;
       }
       if (seen[i] === 1) continue;

@@ -15,7 +15,9 @@ import { ShardBudgets } from '../budgets-cache.js';
 import { PacerControl } from '../control.js';
 import type { PacingController } from '../controller/api.js';
 import { FlightCloser } from '../flight-closer.js';
+import { planField } from '../keys.js';
 import { ShardPacer, type ShardPacerOptions } from '../pacer.js';
+import { plansOfCampaign } from '../plan-list.js';
 import { pacerShardKey } from '../shard.js';
 import { rawSpendSource, type SpendSource } from '../spend-source.js';
 import { AllocationAuthority, type AllocationAuthorityOptions } from './allocation-authority.js';
@@ -243,10 +245,10 @@ function flightTarget(
       if (!budgets.loaded) return;
       const seen = new Set<string>();
       for (const b of budgets.campaigns()) {
-        for (const plan of [...b.common, ...b.arms.values()]) {
-          const key = `${plan.scope}|${plan.planId}`;
-          if (!plan.flight || seen.has(key) || homeOf(plan, allocations) !== d.region) continue;
-          seen.add(key);
+        for (const plan of plansOfCampaign(b)) {
+          const field = planField(plan);
+          if (!plan.flight || seen.has(field) || homeOf(plan, allocations) !== d.region) continue;
+          seen.add(field);
           yield plan;
         }
       }
