@@ -14,7 +14,8 @@
  *   campaign list --account A
  *   plan put     --level account|campaign|arm --account A [--campaign C] [--arm X]
  *                (--daily-budget 1000.50 | --daily-budget-micros 1000500000) [--pacing <mode>] [--mode …]
- *                (pacing modes: shared/pacing/modes.ts; `budgets --help` lists them)
+ *                (pacing modes: shared/pacing/modes.ts; `budgets --help` lists them; flights, dayparting,
+ *                the plan's own curve: cli/plan-flags.ts)
  *   plan list    --account A [--campaign C]
  *   reconcile    --campaign C [--day YYYY-MM-DD] [--force]   (needs REDIS_NODES/REDIS_MODE, SPEND_LEDGER_TABLE)
  *   reshard      --shards N   (re-tags every item for N pacer shards: step 2 of the re-shard procedure, docs/pacing.md)
@@ -22,12 +23,7 @@
  */
 import { parseArgs } from 'node:util';
 import { dynamoDbClient, ssmClient } from '../shared/aws/clients.js';
-import {
-  type BudgetPlan,
-  BudgetValidationError,
-  type PlanLevel,
-  plansForBid,
-} from '../shared/budget/model.js';
+import { BudgetValidationError, plansForBid } from '../shared/budget/model.js';
 import {
   BudgetConflictError,
   BudgetNotFoundError,
@@ -37,7 +33,6 @@ import {
 import { dayWindow, InvalidDayError, InvalidTimeZoneError, parseDay } from '../shared/budget/time-zone.js';
 import { InvalidEnvError, intEnv, MissingEnvError } from '../shared/config/env.js';
 import { ControlParameterMissingError, resolvePacerShards } from '../shared/pacing/control.js';
-import { type PacingMode, pacingModeIds } from '../shared/pacing/modes.js';
 import { connectRedis, type RedisConfig } from '../shared/redis/connect.js';
 import { regionResources, resourceName } from '../shared/region/resources.js';
 import { planDayKeys } from '../shared/spend/keys.js';
@@ -47,10 +42,12 @@ import { budgetsTableReconciler, defaultInFlight } from '../shared/spend/reconci
 import { systemClock } from '../shared/time/clock.js';
 import { CliUsageError, EXIT, type ExitCodeOf, isUnreachable, joinNegativeValues, runCli } from './common.js';
 import { NO_SSM, redisOf, type TargetNeeds, targetOf } from './paceline/target.js';
+import { need, oneOf, planFromFlags } from './plan-flags.js';
 import { rehome } from './rehome.js';
 import { BUDGETS_USAGE, budgetsUsage } from './usage.js';
 
 export { CliUsageError } from './common.js';
+export { dollarsToMicros, parseMicros, planFromFlags } from './plan-flags.js';
 export { BUDGETS_USAGE } from './usage.js';
 
 const options = {
@@ -73,6 +70,9 @@ const options = {
   'flight-budget': { type: 'string' },
   'flight-budget-micros': { type: 'string' },
   pacing: { type: 'string', default: 'even' },
+  daypart: { type: 'string' },
+  curve: { type: 'string' },
+  'daypart-zone': { type: 'string' },
   day: { type: 'string' },
   force: { type: 'boolean', default: false },
   aws: { type: 'boolean', default: false },
@@ -81,141 +81,11 @@ const options = {
   region: { type: 'string' },
 } as const;
 
-function need(value: string | undefined, flag: string): string {
-  if (value === undefined || value === '')
-    throw new CliUsageError(`--${flag} is required.\n${budgetsUsage()}`);
-  return value;
-}
-
 function writeMode(value: string): WriteMode {
   if (value !== 'create' && value !== 'update' && value !== 'upsert') {
     throw new CliUsageError(`--mode ${value}: use create, update or upsert.`);
   }
   return value;
-}
-
-/**
- * Dollars ("1000.50") → integer micros, exactly (no float rounding). Strict: plain decimal
- * digits only — no sign, spaces, exponent (`1e6`), hex (`0x10`), leading zeros or empty string.
- */
-export function dollarsToMicros(value: string, flag = 'daily-budget'): number {
-  const m = /^(0|[1-9]\d{0,8})(?:\.(\d{1,6}))?$/.exec(value);
-  if (value.startsWith('-'))
-    throw new CliUsageError(
-      `--${flag} ${JSON.stringify(value)}: a budget cannot be negative; give dollars such as 1000 or 1000.50 (0 spends nothing).`,
-    );
-  if (!m)
-    throw new CliUsageError(
-      `--${flag} ${JSON.stringify(value)}: give dollars as a plain decimal such as 1000 or 1000.50 (up to 6 decimals).`,
-    );
-  return Number(m[1]) * 1_000_000 + Number((m[2] ?? '').padEnd(6, '0'));
-}
-
-/** A plain non-negative decimal integer (`0`, `250000000`); nothing `Number()` would also accept. */
-export function parseMicros(flag: string, value: string): number {
-  if (value.startsWith('-'))
-    throw new CliUsageError(
-      `--${flag} ${JSON.stringify(value)}: cannot be negative; give plain digits, e.g. 250000000 for $250.`,
-    );
-  if (!/^(0|[1-9]\d{0,15})$/.test(value) || !Number.isSafeInteger(Number(value))) {
-    throw new CliUsageError(
-      `--${flag} ${JSON.stringify(value)}: give integer micros as plain digits, e.g. 250000000 for $250.`,
-    );
-  }
-  return Number(value);
-}
-
-/** An amount given as `--<flag> <dollars>` or `--<flag>-micros <integer>` (exactly one). */
-function amountMicros(values: Record<string, unknown>, flag: string): number {
-  const dollars = values[flag] as string | undefined;
-  const micros = values[`${flag}-micros`] as string | undefined;
-  if ((dollars === undefined) === (micros === undefined)) {
-    throw new CliUsageError(`Give exactly one of --${flag} <dollars> or --${flag}-micros <integer>.`);
-  }
-  if (dollars !== undefined) return dollarsToMicros(dollars, flag);
-  return parseMicros(`${flag}-micros`, micros as string);
-}
-
-const FLIGHT_FLAGS = ['flight-start', 'flight-end', 'flight-budget', 'flight-budget-micros'] as const;
-
-/**
- * The daily amount and the flight of `plan put`: `--daily-budget` alone, or a whole flight
- * (start, end, budget) with its `--daily-cap`; anything in between is refused with what is missing.
- */
-function budgetAndFlight(values: Record<string, unknown>): Pick<BudgetPlan, 'dailyBudgetMicros' | 'flight'> {
-  const flightGiven = FLIGHT_FLAGS.filter((f) => values[f] !== undefined);
-  const capGiven = values['daily-cap'] !== undefined || values['daily-cap-micros'] !== undefined;
-  if (flightGiven.length === 0) {
-    if (capGiven) {
-      throw new CliUsageError(
-        '--daily-cap caps a flight: add --flight-start, --flight-end and --flight-budget, or give --daily-budget for a daily plan.',
-      );
-    }
-    return { dailyBudgetMicros: amountMicros(values, 'daily-budget') };
-  }
-  if (values['daily-budget'] !== undefined || values['daily-budget-micros'] !== undefined) {
-    throw new CliUsageError(
-      "A flight plan's daily amount is its cap: give --daily-cap <dollars> instead of --daily-budget.",
-    );
-  }
-  return {
-    dailyBudgetMicros: amountMicros(values, 'daily-cap'),
-    flight: {
-      startDay: need(values['flight-start'] as string | undefined, 'flight-start'),
-      endDay: need(values['flight-end'] as string | undefined, 'flight-end'),
-      budgetMicros: amountMicros(values, 'flight-budget'),
-    },
-  };
-}
-
-function oneOf<T extends string>(flag: string, value: string, allowed: readonly T[]): T {
-  if (!(allowed as readonly string[]).includes(value)) {
-    throw new CliUsageError(`--${flag} ${JSON.stringify(value)}: use ${allowed.join(', ')}.`);
-  }
-  return value as T;
-}
-
-/** The ids a plan level takes, and no others (a stray --campaign on an account plan is refused). */
-function planIds(values: { level?: string; campaign?: string; arm?: string }) {
-  const level = oneOf<PlanLevel>('level', need(values.level, 'level'), ['account', 'campaign', 'arm']);
-  if (level === 'account' && values.campaign !== undefined) {
-    throw new CliUsageError('--level account takes no --campaign (the account plan covers every campaign).');
-  }
-  if (level !== 'arm' && values.arm !== undefined) {
-    throw new CliUsageError(`--level ${level} takes no --arm: use --level arm for an arm plan.`);
-  }
-  return {
-    level,
-    ...(level === 'account' ? {} : { campaignId: need(values.campaign, 'campaign') }),
-    ...(level === 'arm' ? { armId: need(values.arm, 'arm') } : {}),
-  };
-}
-
-/**
- * The plan `plan put` writes, from its flags (strict: see {@link planIds}, {@link dollarsToMicros};
- * `--pacing` is any mode of the registry, shared/pacing/modes.ts). The repository validates it.
- */
-export function planFromFlags(values: {
-  level?: string;
-  account?: string;
-  campaign?: string;
-  arm?: string;
-  'daily-budget'?: string;
-  'daily-budget-micros'?: string;
-  'daily-cap'?: string;
-  'daily-cap-micros'?: string;
-  'flight-start'?: string;
-  'flight-end'?: string;
-  'flight-budget'?: string;
-  'flight-budget-micros'?: string;
-  pacing?: string;
-}): BudgetPlan {
-  return {
-    ...planIds(values),
-    accountId: need(values.account, 'account'),
-    ...budgetAndFlight(values),
-    pacingMode: oneOf('pacing', values.pacing ?? 'even', pacingModeIds()) as PacingMode,
-  };
 }
 
 /** What a plan with a daily budget of 0 does (said with the result: 0 is not "paused"). */

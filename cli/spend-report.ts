@@ -4,6 +4,7 @@
  * buyers watch and, when behind, the likely reason (shared/pacing/delivery.ts; docs/spend.md,
  * "Pacing report"). Built from the rows `spend status` reads.
  */
+import { flightDueShare } from '../shared/budget/flight.js';
 import {
   type BehindReason,
   type DeliveryBand,
@@ -78,6 +79,7 @@ export function spendReport(
       fresh: parts.every(({ p }) => p.targetSource === 'published'),
       fullSpeed: parts.every(({ p }) => p.throttle === 1 && p.bidMultiplier === 1),
       accountAtCap: acc !== undefined && acc.expected > 0 && acc.actual >= 0.99 * acc.expected,
+      windowClosed: parts.some(({ p }) => p.windowOpen === false),
     });
     out.push({
       accountId: first.accountId,
@@ -92,7 +94,9 @@ export function spendReport(
       deliveryRatio: r4(delivery.ratio),
       band: delivery.band,
       reason: delivery.reason,
-      ...(first.flight ? { flight: flightReport(first.flight, first.budgetMicros, expected, actual) } : {}),
+      ...(first.flight
+        ? { flight: flightReport(first.flight, first.pacingMode, first.budgetMicros, expected, actual) }
+        : {}),
       atMs: first.atMs,
     });
   }
@@ -103,11 +107,13 @@ const r4 = (x: number | null) => (x === null ? null : Math.round(x * 10_000) / 1
 
 function flightReport(
   f: FlightDayStatus,
+  pacingMode: string,
   todayBudgetMicros: number,
   todayExpectedMicros: number,
   todayActualMicros: number,
 ): FlightReport {
-  const d = flightDeliveryOf({ ...f, todayBudgetMicros, todayExpectedMicros, todayActualMicros });
+  const dueShare = (x: number) => flightDueShare({ pacingMode }, x);
+  const d = flightDeliveryOf({ ...f, todayBudgetMicros, todayExpectedMicros, todayActualMicros, dueShare });
   const { closedMicros: _closed, ...flight } = f;
   return {
     ...flight,

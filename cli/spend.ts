@@ -10,6 +10,7 @@
 
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { dynamoDbClient, ssmClient } from '../shared/aws/clients.js';
+import { isOpenAt, planDayWindows } from '../shared/budget/daypart.js';
 import { flightClosedBefore } from '../shared/budget/flight.js';
 import {
   type CampaignBudgets,
@@ -61,6 +62,8 @@ export interface PlanDayStatus {
   readonly remainingMicros: number;
   /** The plan's flight on this day (docs/spend.md, "Flights"); absent for a daily plan. */
   readonly flight?: FlightDayStatus;
+  /** A dayparted plan's (only): whether one of its windows is open now (docs/spend.md, "Dayparting"). */
+  readonly windowOpen?: boolean;
   /** E(t) at `atMs`, never above the budget. */
   readonly targetMicros: number;
   /** `published`: the pacer's fresh curve; `linear`: the fail-safe curve (parameters stale or absent). */
@@ -85,6 +88,12 @@ export interface FlightDayStatus {
   readonly closedMicros: number;
   /** Days before this one that ended and are not closed yet (counted at the cap in the budget). */
   readonly unclosedDays: number;
+}
+
+/** `windowOpen` of a status row: only for a dayparted plan. */
+function windowOpenOf(plan: ResolvedPlan, window: DayWindow, nowMs: number): { windowOpen?: boolean } {
+  const w = planDayWindows(plan, window);
+  return w ? { windowOpen: isOpenAt(w, nowMs) } : {};
 }
 
 /** The flight part of a status row, for `stored` (a flight plan as stored) on `day`. */
@@ -198,6 +207,7 @@ export async function spendStatus(options: SpendStatusOptions): Promise<PlanDayS
       throttle: fresh?.throttle ?? null,
       bidMultiplier: fresh?.bidMultiplier ?? null,
       ...(flight ? { flight } : {}),
+      ...windowOpenOf(plan, window, nowMs),
       atMs: nowMs,
     });
   }

@@ -26,6 +26,10 @@ export function budgetsUsage(): string {
                a flight: --flight-start YYYY-MM-DD --flight-end YYYY-MM-DD (--flight-budget <dollars> |
                --flight-budget-micros <int>) (--daily-cap <dollars> | --daily-cap-micros <int>): the flight's
                remaining budget is spread over its remaining days, never above the daily cap (docs/spend.md, "Flights")
+               dayparting: --daypart "mon-fri 08:00-20:00; sat 10:00-14:00" [--daypart-zone <IANA zone>]: the plan
+               bids only inside these local windows (quarter hours; zone: the account's unless given; docs/spend.md)
+               --pacing curve --curve FILE: the plan's own curve, 24 (hourly) or 96 (quarter-hourly) shares of the
+               local day summing to 1, as a JSON array or one number per line
   plan list    --account A [--campaign C]
   reconcile    --campaign C [--day YYYY-MM-DD] [--force]
   reshard      --shards N   (re-tag every item for N pacer shards; docs/pacing.md, "Changing N")

@@ -109,6 +109,8 @@ export class ScenarioBudgets {
       dailyBudgetMicros: this.campaignBudget.get(c.id) as number,
       pacingMode: this.modeOf(c.pacingMode),
       ...(c.flight ? { flight: c.flight, flightSpent: { ...this.flightSpent.get(c.id) } } : {}),
+      ...(c.daypart ? { daypart: c.daypart } : {}),
+      ...(c.curve ? { curve: c.curve } : {}),
     } as const;
   }
 

@@ -7,6 +7,7 @@
  * pacer published, so spending ahead of the traffic (a burst after midnight, a flat first-day
  * curve at night) shows even where the published curve let it through.
  */
+import type { DayWindows } from '../shared/budget/daypart.js';
 import type { DayWindow } from '../shared/budget/time-zone.js';
 import { AHEAD_FACTOR } from '../shared/pacing/controller/mode-curves.js';
 import type { PacingMode } from '../shared/pacing/modes.js';
@@ -53,6 +54,27 @@ export function idealTraffic(scenario: Scenario): (day: DayWindow) => TrafficDay
 }
 
 /**
+ * The traffic of `traffic`'s day counted only while the windows `w` are open: a dayparted plan's
+ * ideal follows the traffic it may bid on (docs/spend.md, "Dayparting").
+ */
+export function openTraffic(traffic: TrafficDay, w: DayWindows): TrafficDay {
+  const s = w.spans;
+  return {
+    startMs: traffic.startMs,
+    endMs: traffic.endMs,
+    at(x) {
+      let total = 0;
+      for (let i = 0; i < s.length; i += 2) {
+        const a = s[i] as number;
+        if (x <= a) break;
+        total += traffic.at(Math.min(x, s[i + 1] as number)) - traffic.at(a);
+      }
+      return total;
+    },
+  };
+}
+
+/**
  * The pace of each mode's ideal against the traffic: its share of the budget runs this many times
  * the traffic's share, capped at 1 (`ahead`: 1.2, as its curve runs `even`'s). ASAP's reference is
  * the traffic-following curve (so is `asap-hourly`'s), so the report's "ahead" for them is their lead
@@ -63,7 +85,32 @@ export const IDEAL_PACE: Readonly<Record<PacingMode, number>> = {
   asap: 1,
   ahead: AHEAD_FACTOR,
   'asap-hourly': 1,
+  // Within a day `front-loaded` is paced like `even`; its lead is across the flight's days.
+  'front-loaded': 1,
+  // A `curve` plan's ideal is its own curve (`curveTraffic`), at its pace.
+  curve: 1,
 };
+
+/**
+ * A `curve` plan's ideal: its own curve's quarter-hour weights on the day as the "traffic" it
+ * follows, so its lead is measured against the curve the buyer gave.
+ */
+export function curveTraffic(quarters: Float64Array, day: DayWindow): TrafficDay {
+  const Q = 900_000;
+  const cum = new Float64Array(quarters.length + 1);
+  for (let q = 0; q < quarters.length; q++) cum[q + 1] = (cum[q] as number) + (quarters[q] as number);
+  return {
+    startMs: day.startMs,
+    endMs: day.endMs,
+    at(x) {
+      if (x <= day.startMs) return 0;
+      if (x >= day.endMs) return cum[quarters.length] as number;
+      const i = Math.floor((x - day.startMs) / Q);
+      const frac = Math.min(1, (x - day.startMs - i * Q) / Math.min(Q, day.endMs - day.startMs - i * Q));
+      return (cum[i] as number) + ((cum[i + 1] as number) - (cum[i] as number)) * frac;
+    },
+  };
+}
 
 /**
  * The ideal curve of one plan-day, re-anchored like the controller's on a budget change: it

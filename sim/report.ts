@@ -77,6 +77,11 @@ export interface StrategySummary {
   /** Live counters equal booked spend for every plan-day (exactly-once through faults). */
   readonly countersMatch: boolean;
   readonly errors: number;
+  /**
+   * Scenarios with dayparted campaigns only: what the exchange charged for impressions of bids
+   * made while their windows were closed, micros (docs/spend.md, "Dayparting": 0).
+   */
+  readonly outsideWindowMicros?: number;
 }
 
 const r4 = (x: number) => Math.round(x * 10_000) / 10_000;
@@ -173,7 +178,15 @@ export function summarise(
     costPerClick: clicks > 0 ? Math.round(charged / clicks) : null,
     countersMatch: run.plans.every((p) => p.countersMicros === p.spentMicros),
     errors: run.errors.length,
+    ...outsideWindows(run),
   };
+}
+
+/** {@link StrategySummary.outsideWindowMicros}, present when some plan is dayparted. */
+function outsideWindows(run: StrategyRun): { outsideWindowMicros?: number } {
+  const dayparted = run.plans.filter((p) => p.outsideWindowMicros !== undefined);
+  if (dayparted.length === 0) return {};
+  return { outsideWindowMicros: dayparted.reduce((x, p) => x + (p.outsideWindowMicros as number), 0) };
 }
 
 /** The report's final JSON object (one line). */

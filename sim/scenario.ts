@@ -7,12 +7,14 @@
  * strings with an offset (`2026-03-10T12:00:00-04:00`), never local wall-clock times, so a scenario
  * crossing a DST change is unambiguous.
  */
-import { type Flight, flightProblems } from '../shared/budget/flight.js';
+import type { Daypart } from '../shared/budget/daypart.js';
+import type { Flight } from '../shared/budget/flight.js';
 import { addDays, dayWindowOf, parseDay } from '../shared/budget/time-zone.js';
-import type { PacingMode } from '../shared/pacing/modes.js';
+import { findPacingMode, type PacingMode } from '../shared/pacing/modes.js';
 import type { AuctionKind, NoticeOptions } from './market/index.js';
 import { generatePortfolio } from './portfolio.js';
 import { parseRegions, type ScenarioRegion } from './regions/scenario.js';
+import { parseCurve, parseDaypart, parseFlight, refuseUnmetMode } from './scenario-plans.js';
 import { type Json, Reader, ScenarioError } from './scenario-reader.js';
 import {
   parseBudgetChanges,
@@ -52,6 +54,10 @@ export interface ScenarioCampaign {
   readonly accountId: string;
   readonly budgetMicros: number;
   readonly pacingMode: PacingMode;
+  /** Dayparting of its campaign plan (undefined: it may bid all day). */
+  readonly daypart?: Daypart;
+  /** Its campaign plan's own curve (`pacingMode: "curve"`). */
+  readonly curve?: readonly number[];
   /** When it appears in the budgets (undefined: before the scenario starts). */
   readonly createdAtMs: number | undefined;
   readonly arms: readonly ScenarioArm[];
@@ -202,6 +208,7 @@ function parseAccounts(
       budgetMicros: a.has('dailyBudget') ? a.budget('dailyBudget') : undefined,
       pacingMode: a.mode('pacingMode', 'even'),
     };
+    refuseUnmetMode(a.at('pacingMode'), account.pacingMode);
     accounts.push(account);
     const rawCampaigns = a.array('campaigns', true);
     if (rawCampaigns.length === 0) throw new ScenarioError(a.at('campaigns'), 'needs at least one campaign.');
@@ -219,7 +226,19 @@ function parseCampaign(
   campaignIds: Set<string>,
   ctx: AccountsContext,
 ): ScenarioCampaign {
-  c.only(['id', 'dailyBudget', 'pacingMode', 'createdAt', 'arms', 'targeting', 'valuation', 'ctr', 'flight']);
+  c.only([
+    'id',
+    'dailyBudget',
+    'pacingMode',
+    'createdAt',
+    'arms',
+    'targeting',
+    'valuation',
+    'ctr',
+    'flight',
+    'daypart',
+    'curve',
+  ]);
   const cid = c.id('id');
   if (campaignIds.has(cid)) throw new ScenarioError(c.at('id'), `duplicate campaign id ${cid}.`);
   campaignIds.add(cid);
@@ -259,12 +278,22 @@ function parseCampaign(
       'must lie inside the scenario’s days (omit it for a campaign that exists from the start).',
     );
   const budgetMicros = c.budget('dailyBudget');
+  const pacingMode = c.mode('pacingMode', 'even');
+  if (!c.has('flight') && !findPacingMode(pacingMode)?.planCurve)
+    refuseUnmetMode(c.at('pacingMode'), pacingMode);
+  if (!c.has('curve') && findPacingMode(pacingMode)?.planCurve)
+    refuseUnmetMode(c.at('pacingMode'), pacingMode);
+  arms.forEach((arm, k) => {
+    refuseUnmetMode(`${c.at('arms')}[${k}].pacingMode`, arm.pacingMode);
+  });
   return {
     id: cid,
     accountId,
     budgetMicros,
     flight: c.has('flight') ? parseFlight(c, budgetMicros) : undefined,
-    pacingMode: c.mode('pacingMode', 'even'),
+    pacingMode,
+    ...(c.has('daypart') ? { daypart: parseDaypart(c) } : {}),
+    ...(c.has('curve') ? { curve: parseCurve(c, pacingMode) } : {}),
     createdAtMs,
     arms,
     segments: segs,
@@ -273,25 +302,6 @@ function parseCampaign(
     bidSigma: val.number('sigma', { min: 0, max: 2, fallback: 0.3 }),
     ctr: c.share('ctr', 0.002),
   };
-}
-
-/**
- * A campaign's `flight: {start, end, budget}` (local days of its account, inclusive; budget in
- * USD), its `dailyBudget` being the daily cap; refused as `budgets plan put` refuses it.
- */
-function parseFlight(c: Reader, capMicros: number): Flight {
-  const f = c.child('flight');
-  f.only(['start', 'end', 'budget']);
-  const flight = { startDay: f.string('start'), endDay: f.string('end'), budgetMicros: f.budget('budget') };
-  const problem = flightProblems(flight, capMicros)[0];
-  if (problem) {
-    const field = problem.field === 'dailyBudgetMicros' ? 'dailyBudget' : problem.field;
-    throw new ScenarioError(
-      c.at(field.replace('startDay', 'start').replace('endDay', 'end')),
-      problem.message,
-    );
-  }
-  return flight;
 }
 
 /** Validates a parsed scenario file. Throws {@link ScenarioError} naming the first bad field. */
@@ -356,6 +366,11 @@ export function parseScenario(input: unknown, options: ParseOptions = {}): Scena
     throw new ScenarioError(
       'faults',
       'the single-region faults are not simulated with several regions: give region faults in regions[].faults.',
+    );
+  if (regions && campaigns.some((c) => c.daypart))
+    throw new ScenarioError(
+      'regions',
+      'dayparts are scored in one region (the several-region engine does not count spend outside windows): drop regions or the dayparts.',
     );
   if (regions && campaigns.some((c) => c.flight))
     throw new ScenarioError(

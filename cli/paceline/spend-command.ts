@@ -23,8 +23,8 @@ const USAGE = `usage: paceline spend status [--account A] [--campaign C] [--day 
 usage: paceline spend report [--account A] [--campaign C] [--day YYYY-MM-DD] [--flight] [--json] [--regions …] [--aws]
   Per plan-day, every region read summed: expected (Σ E(now) of the curves the guards enforce),
   actual (confirmed + in flight), delivery = actual ÷ expected, the band buyers watch (behind
-  < 90 %, on-pace, ahead > 110 %) and, when behind, why: stale-parameters, account-cap, no-traffic,
-  lost-auctions or catching-up (docs/spend.md, "Pacing report"). --json prints one object:
+  < 90 %, on-pace, ahead > 110 %) and, when behind, why: out-of-window, stale-parameters, account-cap,
+  no-traffic, lost-auctions or catching-up (docs/spend.md, "Pacing report"). --json prints one object:
   {"plans":[{"accountId":"acme","campaignId":"spring","plan":"campaign","day":"2026-11-23","pacingMode":"even","budgetMicros":…,"regions":["us-east-1"],"expectedMicros":…,"actualMicros":…,"deliveryRatio":0.8123,"band":"behind","reason":"lost-auctions","atMs":…}]}
   A flight plan's row adds "flight": its days, even share, the flight's expected (its even line by
   now) and actual (closed days + today), delivery and band; --flight reports flight plans only.

@@ -10,7 +10,12 @@
  * more than the cap. An earlier day not closed yet counts as if it had spent the whole cap, so a
  * late or failed close can only lower today's budget, never let the flight pass its total.
  * Outside its flight the plan's budget is 0.
+ *
+ * A pacing mode with a flight schedule φ (`front-loaded`) shares what is left by the schedule's
+ * weight of the day among the days left instead: D(k) = min(cap, ⌊(F − S(<k)) · w(k) / Σ w(≥k)⌋)
+ * with w(k) = φ((k + 1)/n) − φ(k/n). An even flight is the case φ(x) = x, computed in integers.
  */
+import { findPacingMode } from '../pacing/modes.js';
 import type { BudgetPlan } from './model.js';
 import { addDays, daysBetween, InvalidDayError, parseDay } from './time-zone.js';
 
@@ -130,7 +135,7 @@ export function flightSpentBefore(
 
 /** The plan's budget on `day`: its daily budget, or for a flight the day's share (module doc). */
 export function dayBudgetMicros(
-  plan: Pick<BudgetPlan, 'flight' | 'flightSpent' | 'dailyBudgetMicros'>,
+  plan: Pick<BudgetPlan, 'flight' | 'flightSpent' | 'dailyBudgetMicros' | 'pacingMode'>,
   day: string,
 ): number {
   const f = plan.flight;
@@ -138,8 +143,36 @@ export function dayBudgetMicros(
   if (day < f.startDay || day > f.endDay) return 0;
   const left = Math.max(0, f.budgetMicros - flightSpentBefore(plan, day));
   const daysLeft = daysBetween(day, f.endDay) + 1;
-  const share = daysLeft <= 1 ? left : Math.floor(left / daysLeft);
+  const schedule = findPacingMode(plan.pacingMode)?.flightSchedule;
+  const share =
+    daysLeft <= 1
+      ? left
+      : schedule
+        ? Math.floor(
+            left *
+              scheduledShare(schedule, daysBetween(f.startDay, day), daysBetween(f.startDay, f.endDay) + 1),
+          )
+        : Math.floor(left / daysLeft);
   return Math.min(plan.dailyBudgetMicros, share);
+}
+
+/** Day `k`'s (0-based, of `n`) part of what the flight has left under schedule φ, in [0, 1]. */
+function scheduledShare(schedule: (x: number) => number, k: number, n: number): number {
+  const done = schedule(k / n);
+  const rest = 1 - done;
+  if (!(rest > 0)) return 1;
+  const share = (schedule((k + 1) / n) - done) / rest;
+  return Number.isFinite(share) ? Math.min(1, Math.max(0, share)) : 0;
+}
+
+/**
+ * The share of the flight due by the end of fraction `x` of its days under the plan's mode (the
+ * even line's `x` for a mode without a flight schedule): the pacing report's flight line.
+ */
+export function flightDueShare(plan: { readonly pacingMode: string }, x: number): number {
+  const schedule = findPacingMode(plan.pacingMode)?.flightSchedule;
+  const c = Math.min(1, Math.max(0, x));
+  return schedule ? schedule(c) : c;
 }
 
 /** When the closer sums a flight day: shortly after it ends, and once more a day later. */

@@ -5,8 +5,10 @@
  * remainder is always derived, so a mid-day budget change takes effect from what is left.
  */
 import { inputErrorKind } from '../errors.js';
-import { isPacingMode, type PacingMode, pacingModeIds } from '../pacing/modes.js';
+import { findPacingMode, isPacingMode, type PacingMode, pacingModeIds } from '../pacing/modes.js';
+import { type Daypart, daypartProblems } from './daypart.js';
 import { dayBudgetMicros, type Flight, type FlightSpent, flightProblems } from './flight.js';
+import { planCurveProblem } from './plan-curve.js';
 import { canonicalTimeZone, InvalidTimeZoneError } from './time-zone.js';
 
 /** How a plan's allowance grows over its day: one of the registry's modes (shared/pacing/modes.ts). */
@@ -51,6 +53,10 @@ export interface BudgetPlan {
   readonly flight?: Flight;
   /** The flight's closed days (written only by the pacer's flight closer; a plan write keeps them). */
   readonly flightSpent?: FlightSpent;
+  /** Dayparting: the plan spends only inside these windows (shared/budget/daypart.ts). */
+  readonly daypart?: Daypart;
+  /** Mode `curve` only: the share of the day due in each local hour (24) or quarter hour (96). */
+  readonly curve?: readonly number[];
   /**
    * Several regions (docs/pacing.md, "Many regions"): the region holding the plan's allocation
    * authority (absent: the deployment's first region), its fence (0 until the first rehome) and
@@ -177,10 +183,44 @@ export function validatePlan(p: BudgetPlan): BudgetPlan {
     const problem = flightProblems(p.flight, p.dailyBudgetMicros)[0];
     if (problem) throw new BudgetValidationError(problem.field, problem.message);
   }
+  if (p.daypart !== undefined) {
+    if (typeof p.daypart !== 'object' || p.daypart === null) {
+      throw new BudgetValidationError(
+        'daypart',
+        'must be an object {timeZone?, windows: [{weekdays, fromMinute, toMinute}]}',
+      );
+    }
+    const problem = daypartProblems(p.daypart)[0];
+    if (problem) throw new BudgetValidationError(problem.field, problem.message);
+  }
   if (!isPacingMode(p.pacingMode)) {
     throw new BudgetValidationError(
       'pacingMode',
       `${JSON.stringify(p.pacingMode)} is not a pacing mode: use ${pacingModeIds().join(', ')}`,
+    );
+  }
+  const takesCurve = findPacingMode(p.pacingMode)?.planCurve === true;
+  if (takesCurve && p.curve === undefined) {
+    throw new BudgetValidationError(
+      'curve',
+      `${p.pacingMode} paces to the plan's own curve and none is given: give --curve FILE (24 or 96 shares of the day summing to 1)`,
+    );
+  }
+  if (p.curve !== undefined) {
+    if (!takesCurve) {
+      throw new BudgetValidationError(
+        'curve',
+        `a curve is for --pacing curve; this plan is paced ${p.pacingMode}: drop the curve, or use --pacing curve`,
+      );
+    }
+    const problem = planCurveProblem(p.curve);
+    if (problem) throw new BudgetValidationError('curve', problem);
+  }
+  if (p.flight === undefined && findPacingMode(p.pacingMode)?.flightSchedule) {
+    throw new BudgetValidationError(
+      'pacingMode',
+      `${p.pacingMode} spreads a flight over its days and this plan has no flight: give the flight ` +
+        '(--flight-start, --flight-end, --flight-budget, --daily-cap), or use ahead to run ahead within a day',
     );
   }
   return p;
@@ -220,6 +260,8 @@ class PlanRecord implements ResolvedPlan {
   readonly createdAt?: number;
   readonly flight?: Flight;
   readonly flightSpent?: FlightSpent;
+  readonly daypart?: Daypart;
+  readonly curve?: readonly number[];
 
   constructor(
     p: BudgetPlan,
@@ -240,6 +282,8 @@ class PlanRecord implements ResolvedPlan {
     this.createdAt = numberOrUndefined(p.createdAt);
     this.flight = p.flight;
     this.flightSpent = p.flightSpent;
+    this.daypart = p.daypart;
+    this.curve = p.curve;
   }
 }
 

@@ -8,7 +8,7 @@
  * (`asap`). The pacer's published parameters plug in as another {@link TargetCurve} (e.g. a
  * traffic-shaped curve or a throttle factor) without touching the guard.
  */
-import { safeCurvesOf } from '../pacing/modes.js';
+import { planDefaultExpected } from '../pacing/curve-windows.js';
 import type { ResolvedPlan } from './model.js';
 import type { DayWindow } from './time-zone.js';
 
@@ -29,10 +29,11 @@ export { linearExpected } from '../pacing/controller/curve.js';
 
 /**
  * The default curve: each mode's default E(t) (shared/pacing/modes.ts): linear for `even` plans,
- * the whole budget for `asap` plans; linear for a mode this process does not know.
+ * the whole budget for `asap` plans; linear for a mode this process does not know; for a dayparted
+ * plan that curve restricted to its windows (shared/pacing/curve-windows.ts).
  */
 export const defaultCurve: TargetCurve = {
   expectedMicros(plan, day, nowMs) {
-    return safeCurvesOf(plan.pacingMode).defaultExpectedMicros(plan.dailyBudgetMicros, day, nowMs);
+    return planDefaultExpected(plan, day, nowMs);
   },
 };

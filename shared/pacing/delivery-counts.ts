@@ -9,7 +9,10 @@
  * {@link DELIVERY_MIN_EXPECTED_SHARE} of the day's budget — before that, one float spent makes a
  * plan "ahead" and one second without a win "behind".
  */
+
+import { isOpenAt, planDayWindows } from '../budget/daypart.js';
 import type { ResolvedPlan } from '../budget/model.js';
+import { dayWindow } from '../budget/time-zone.js';
 import { type BehindReason, deliveryOf } from './delivery.js';
 import { pacingModeOf } from './modes.js';
 import { evaluateCurve, type PlanPacingParams, type PlanSpendSnapshot } from './types.js';
@@ -19,6 +22,7 @@ export const DELIVERY_MIN_EXPECTED_SHARE = 0.05;
 
 /** Every reason, in {@link deliveryOf}'s order. */
 export const BEHIND_REASONS: readonly BehindReason[] = [
+  'out-of-window',
   'stale-parameters',
   'account-cap',
   'no-traffic',
@@ -57,6 +61,7 @@ export interface DeliveryCountInput {
 export function deliveryCounts(input: DeliveryCountInput): DeliveryCounts {
   const { plans, spend, results, nowMs } = input;
   const behind: Record<BehindReason, number> = {
+    'out-of-window': 0,
     'stale-parameters': 0,
     'account-cap': 0,
     'no-traffic': 0,
@@ -104,6 +109,7 @@ export function deliveryCounts(input: DeliveryCountInput): DeliveryCounts {
         fresh: true,
         fullSpeed: params.throttle === 1 && params.bidMultiplier === 1,
         accountAtCap,
+        windowClosed: windowClosedAt(plan, nowMs),
       });
       if (d.band === 'ahead') ahead++;
       else if (d.band === 'on-pace') onPace++;
@@ -111,6 +117,13 @@ export function deliveryCounts(input: DeliveryCountInput): DeliveryCounts {
     }
   }
   return { watched, onPace, ahead, behind };
+}
+
+/** A dayparted plan whose windows are closed at `nowMs` (its day in its zone). */
+function windowClosedAt(plan: ResolvedPlan, nowMs: number): boolean {
+  if (!plan.daypart) return false;
+  const w = planDayWindows(plan, dayWindow(nowMs, plan.timeZone));
+  return w !== undefined && !isOpenAt(w, nowMs);
 }
 
 function isPaced(mode: string): boolean {

@@ -13,6 +13,7 @@ export type DeliveryBand = 'behind' | 'on-pace' | 'ahead';
 
 /**
  * Why a plan is behind, from one snapshot:
+ * - `out-of-window`: a dayparted plan whose windows are closed now (it may not bid until one opens);
  * - `stale-parameters`: some region's guards run on the fail-safe curve (nothing fresh published);
  * - `account-cap`: the account's own plan is at its expected spend, so it holds the campaign;
  * - `no-traffic`: bidding at full speed (throttle 1, multiplier 1) with nothing in flight — no
@@ -21,6 +22,7 @@ export type DeliveryBand = 'behind' | 'on-pace' | 'ahead';
  * - `catching-up`: not yet at full speed: the pacer is raising the pressure.
  */
 export type BehindReason =
+  | 'out-of-window'
   | 'stale-parameters'
   | 'account-cap'
   | 'no-traffic'
@@ -41,6 +43,8 @@ export interface DeliveryInput {
   readonly fullSpeed: boolean;
   /** The account's plan (when the account has one) is within 1 % of its expected spend. */
   readonly accountAtCap: boolean;
+  /** A dayparted plan's windows are closed now (absent: not dayparted, or open). */
+  readonly windowClosed?: boolean;
 }
 
 /** A plan-day's delivery: ratio (null while nothing is expected yet), band, and why it is behind. */
@@ -60,6 +64,7 @@ export function deliveryOf(d: DeliveryInput): Delivery {
 }
 
 function behindReason(d: DeliveryInput): BehindReason {
+  if (d.windowClosed) return 'out-of-window';
   if (!d.fresh) return 'stale-parameters';
   if (d.accountAtCap) return 'account-cap';
   if (d.fullSpeed) return d.inFlightMicros > 0 ? 'lost-auctions' : 'no-traffic';
@@ -78,6 +83,11 @@ export interface FlightDeliveryInput {
   readonly todayBudgetMicros: number;
   readonly todayExpectedMicros: number;
   readonly todayActualMicros: number;
+  /**
+   * The share of the flight due by the end of fraction x of its days (the plan mode's flight
+   * schedule, `flightDueShare`); absent: x, the even line.
+   */
+  readonly dueShare?: (x: number) => number;
 }
 
 /** A flight's delivery against its even line. */
@@ -85,8 +95,9 @@ export interface FlightDelivery {
   /** The flight's even share of a day, ⌊F ÷ days⌋. */
   readonly evenShareMicros: number;
   /**
-   * The even line by now: F × (days before today + today's curve share) ÷ days, today's curve
-   * share being today's E(now) ÷ today's budget (the traffic-shaped part of the day elapsed).
+   * The line by now: F × (φ(days before today ÷ days) + today's weight × today's curve share), φ
+   * the mode's flight schedule (even: x), today's weight φ's rise over today and today's curve
+   * share today's E(now) ÷ today's budget (the traffic-shaped part of the day elapsed).
    */
   readonly expectedMicros: number;
   /** Closed days + today's actual. */
@@ -96,7 +107,7 @@ export interface FlightDelivery {
 }
 
 /**
- * Where a flight stands against the line that spends it evenly over its days: a flight that
+ * Where a flight stands against its line (even over its days, or the mode's schedule): a flight that
  * lost days to low traffic is `behind` until its catch-up (budgets above the even share, up to
  * the cap) brings it back into the band.
  */
@@ -107,8 +118,15 @@ export function flightDeliveryOf(f: FlightDeliveryInput): FlightDelivery {
       : f.todayBudgetMicros > 0
         ? Math.min(1, f.todayExpectedMicros / f.todayBudgetMicros)
         : 1;
-  const elapsedDays = Math.min(f.days, Math.max(0, f.dayNumber - 1) + share);
-  const expectedMicros = Math.round((f.budgetMicros * elapsedDays) / f.days);
+  const before = Math.min(f.days, Math.max(0, f.dayNumber - 1));
+  const due = f.dueShare;
+  const expectedMicros = due
+    ? Math.round(
+        f.budgetMicros *
+          (due(before / f.days) +
+            (before < f.days ? (due((before + 1) / f.days) - due(before / f.days)) * share : 0)),
+      )
+    : Math.round((f.budgetMicros * Math.min(f.days, before + share)) / f.days);
   const inFlight = f.dayNumber >= 1 && f.dayNumber <= f.days;
   const actualMicros = f.closedMicros + (inFlight ? f.todayActualMicros : 0);
   const ratio = expectedMicros > 0 ? actualMicros / expectedMicros : null;

@@ -29,7 +29,7 @@ export const pacerMetricNames = {
   plansWatched: 'PlansWatched',
   /** Plans behind (< 90 % of expected), all reasons; per reason in {@link plansBehindByReason}. */
   plansBehind: 'PlansBehind',
-  /** Plans behind, dimension `reason` (stale-parameters, account-cap, no-traffic, …). */
+  /** Plans behind, dimension `reason` (out-of-window, stale-parameters, account-cap, no-traffic, …). */
   plansBehindByReason: 'PlansBehindByReason',
   /** Plans ahead (> 110 % of expected). */
   plansAhead: 'PlansAhead',

@@ -24,7 +24,14 @@ import {
   linearExpected,
   type ModeCurveInput,
 } from './controller/curve.js';
-import { aheadCurve, aheadDayCurve, asapHourlyCurve, asapHourlyDayCurve } from './controller/mode-curves.js';
+import {
+  aheadCurve,
+  aheadDayCurve,
+  asapHourlyCurve,
+  asapHourlyDayCurve,
+  customCurve,
+  frontLoadedSchedule,
+} from './controller/mode-curves.js';
 import { type CurvePoints, evaluateCurve } from './types.js';
 
 /** What the code knows about one pacing mode. */
@@ -68,10 +75,32 @@ export interface PacingModeSpec {
   failSafeCurve(day: DayWindow, budgetMicros: number): CurvePoints;
   /** {@link failSafeCurve} at `nowMs`, without building it: the guard's default E(t) (every lease). */
   defaultExpectedMicros(budgetMicros: number, day: DayWindow, nowMs: number): number;
+  /**
+   * How the mode spreads a flight over its days: the share of the flight's budget due by the end
+   * of fraction `x` of its days (φ(0) = 0, φ(1) = 1, non-decreasing). Absent: evenly, day by day
+   * (shared/budget/flight.ts). A mode that gives one paces across days only, so it needs a flight:
+   * `validatePlan` refuses it on a daily plan.
+   */
+  readonly flightSchedule?: (x: number) => number;
+  /**
+   * True: the mode paces to the plan's own curve (`BudgetPlan.curve`, passed to {@link curve} as
+   * `quarters`); `validatePlan` requires one, and refuses a curve on a plan of any other mode.
+   */
+  readonly planCurve?: boolean;
 }
 
 /** A built-in mode: its id is its key in {@link BUILT_IN}. */
 type Definition = Omit<PacingModeSpec, 'id'>;
+
+/** How `even` paces a day (also each day of a `front-loaded` flight). */
+const EVEN_DAY = {
+  paced: true,
+  shaped: true,
+  hourly: false,
+  curve: evenCurve,
+  failSafeCurve: linearDayCurve,
+  defaultExpectedMicros: linearExpected,
+} as const;
 
 /**
  * The modes of this version. The key is the id; {@link PacingMode} is derived from the keys, so a
@@ -81,12 +110,7 @@ const BUILT_IN = {
   even: {
     stateCode: 'e',
     help: 'spread over the day where the traffic is (the forecast shapes E(t); the controller shades bids, then throttles)',
-    paced: true,
-    shaped: true,
-    hourly: false,
-    curve: evenCurve,
-    failSafeCurve: linearDayCurve,
-    defaultExpectedMicros: linearExpected,
+    ...EVEN_DAY,
   },
   asap: {
     stateCode: 'a',
@@ -120,9 +144,26 @@ const BUILT_IN = {
     defaultExpectedMicros: (budgetMicros, day, nowMs) =>
       evaluateCurve(asapHourlyDayCurve(day, budgetMicros), nowMs),
   },
+  'front-loaded': {
+    stateCode: 'f',
+    help: 'a flight front-loaded over its days: its first half gets 25 % more than even (Ad Manager’s rule), each day paced like even; needs a flight',
+    ...EVEN_DAY,
+    flightSchedule: frontLoadedSchedule,
+  },
+  curve: {
+    stateCode: 'c',
+    help: 'the plan’s own curve (--curve FILE: 24 hourly or 96 quarter-hourly shares of the local day), steered like even',
+    paced: true,
+    shaped: false,
+    hourly: false,
+    curve: customCurve,
+    failSafeCurve: linearDayCurve,
+    defaultExpectedMicros: linearExpected,
+    planCurve: true,
+  },
 } as const satisfies Record<string, Definition>;
 
-/** A pacing mode of this version (`even` | `asap` | `ahead` | `asap-hourly`); a plan's `pacingMode`. */
+/** A pacing mode of this version (`even` | `asap` | `ahead` | `asap-hourly` | `front-loaded` | `curve`); a plan's `pacingMode`. */
 export type PacingMode = keyof typeof BUILT_IN;
 
 /**
@@ -238,5 +279,5 @@ export function safeCurvesOf(id: string): Pick<PacingModeSpec, 'failSafeCurve' |
 
 /** `budgets --help`'s lines about `--pacing`: every mode with its help. */
 export function pacingModesHelp(indent: string): string {
-  return [...byId.values()].map((m) => `${indent}${m.id.padEnd(6)} ${m.help}`).join('\n');
+  return [...byId.values()].map((m) => `${indent}${m.id.padEnd(12)} ${m.help}`).join('\n');
 }

@@ -113,6 +113,11 @@ export interface GuardStats {
    * allocation (not by E(t), not a lease still on its way): what several regions cost a bid.
    */
   allocationRefusals: number;
+  /**
+   * `no-budget` answers because a dayparted plan of the bid was outside its windows (the guard
+   * refuses those before any float: docs/spend.md, "Dayparting").
+   */
+  windowRefusals: number;
 }
 
 /** A {@link BudgetGuardOptions} value the guard cannot run with; the message names it and what to give. */

@@ -18,6 +18,7 @@
  * only within leaseAheadMs of its grant, so every bid stays counted for ≥ T even if the guard
  * stalls before settling. Overshoot bound and derivation: docs/spend.md.
  */
+import { type DayWindows, isOpenAt, planDayWindows } from '../budget/daypart.js';
 import { type CampaignBudgets, planOnDay, plansForBid, type ResolvedPlan } from '../budget/model.js';
 import { defaultCurve, type TargetCurve } from '../budget/pacing.js';
 import { type DayWindow, dayWindow } from '../budget/time-zone.js';
@@ -52,6 +53,7 @@ export class BudgetGuard {
     rejoins: 0,
     allocationHolds: 0,
     allocationRefusals: 0,
+    windowRefusals: 0,
   };
   private readonly inFlight: InFlightConfig;
   private readonly curve: TargetCurve;
@@ -172,6 +174,14 @@ export class BudgetGuard {
     let states = entry.common;
     if (bid.armId !== undefined) states = entry.byArm.get(bid.armId) ?? this.armStates(entry, bid.armId, now);
     const price = bid.priceMicros;
+    // A dayparted plan bids only inside its windows, whatever its floats hold.
+    for (let i = 0; i < states.length; i++) {
+      const s = states[i] as PlanDay;
+      if (s.plan.daypart && !isOpenAt(planDayWindows(s.plan, s.day) as DayWindows, now)) {
+        this.stats.windowRefusals++;
+        return 'no-budget';
+      }
+    }
     let ok = true;
     let byAllocation = false;
     for (let i = 0; i < states.length; i++) {

@@ -14,6 +14,8 @@ export interface DayFigures {
   budget: number;
   spent: number;
   charged: number;
+  /** What the exchange charged for impressions bid outside a dayparted plan's windows (undefined: not dayparted). */
+  outsideWindow: number | undefined;
   impressions: number;
   clicks: number;
   maxDev: number;
@@ -37,6 +39,7 @@ export function newDayFigures(budget: number, keepSeries: boolean): DayFigures {
     budget,
     spent: 0,
     charged: 0,
+    outsideWindow: undefined,
     impressions: 0,
     clicks: 0,
     maxDev: 0,
@@ -68,7 +71,7 @@ export function sampleIdeal(
 ): void {
   d.budget = budget;
   d.ideal ??= new IdealCurve(traffic, Math.max(day.startMs, createdAt ?? day.startMs), budget, pace);
-  d.maxAhead = Math.max(d.maxAhead, (d.spent - d.ideal.at(now, budget)) / budget);
+  if (budget > 0) d.maxAhead = Math.max(d.maxAhead, (d.spent - d.ideal.at(now, budget)) / budget);
 }
 
 /**
@@ -76,7 +79,8 @@ export function sampleIdeal(
  * overspend, and whether the plan-day is alive (the curve still above its spend).
  */
 export function sampleCurve(d: DayFigures, e: number, budget: number, now: number): void {
-  const dev = (d.spent - e) / budget;
+  // A budget of 0 (a flight day before the day before it is closed) has no share to deviate by.
+  const dev = budget > 0 ? (d.spent - e) / budget : 0;
   d.maxDev = Math.max(d.maxDev, Math.abs(dev));
   if (d.changedAt !== undefined && now >= d.changedAt + TICK_MS)
     d.maxDevAfter = Math.max(d.maxDevAfter, Math.abs(dev));

@@ -5,15 +5,17 @@
  * tick that publishes the new budget's curve), the lead over the traffic-following ideal curve
  * (sim/ideal.ts), the overspend and the minutes alive.
  */
+import { isOpenAt, planDayWindows } from '../../shared/budget/daypart.js';
 import { type CampaignBudgets, planOnDay, type ResolvedPlan } from '../../shared/budget/model.js';
 import type { TargetCurve } from '../../shared/budget/pacing.js';
 import type { DayWindow } from '../../shared/budget/time-zone.js';
+import { planShapeOf } from '../../shared/pacing/controller/step-parts.js';
 import type { PacingReader } from '../../shared/pacing/reader.js';
 import type { RedisClient } from '../../shared/redis/connect.js';
 import { planDayKeys } from '../../shared/spend/keys.js';
 import { readPlanDay } from '../../shared/spend/live-counters.js';
 import type { Reconciler } from '../../shared/spend/reconcile.js';
-import { IDEAL_PACE, idealTraffic } from '../ideal.js';
+import { curveTraffic, IDEAL_PACE, idealTraffic, openTraffic } from '../ideal.js';
 import type { Scenario } from '../scenario.js';
 import { type DayFigures, newDayFigures, resultHead, sampleCurve, sampleIdeal } from './day-figures.js';
 import type { PlanDayResult } from './types.js';
@@ -105,11 +107,14 @@ export class Scorer {
     priceMicros: number,
     clicked: boolean,
   ): void {
-    const day = this.windowOf(c.timeZone, at).day;
+    const window = this.windowOf(c.timeZone, at);
+    const day = window.day;
     for (const t of tracksOf(c, armId)) {
       const d = this.day(t, day);
       d.impressions++;
       d.charged += priceMicros;
+      const w = planDayWindows(t.plan, window);
+      if (w) d.outsideWindow = (d.outsideWindow ?? 0) + (isOpenAt(w, at) ? 0 : priceMicros);
       if (clicked) d.clicks++;
     }
   }
@@ -134,7 +139,20 @@ export class Scorer {
       const plan = planOnDay(t.plan, day.day);
       const budget = plan.dailyBudgetMicros;
       const created = plan.campaignId === undefined ? undefined : createdAtOf(plan.campaignId);
-      sampleIdeal(d, budget, this.trafficOf(day), day, created, now, IDEAL_PACE[plan.pacingMode]);
+      const w = planDayWindows(plan, day);
+      d.outsideWindow ??= w ? 0 : undefined;
+      // A curve plan's ideal is its own curve (its windows already in its weights).
+      const own = plan.curve ? planShapeOf(plan, day, w).quarters : undefined;
+      const traffic = own ? curveTraffic(own, day) : this.trafficOf(day);
+      sampleIdeal(
+        d,
+        budget,
+        w && !own ? openTraffic(traffic, w) : traffic,
+        day,
+        created,
+        now,
+        IDEAL_PACE[plan.pacingMode],
+      );
       const e = monitorCurve.expectedMicros(plan, day, now);
       sampleCurve(d, e, budget, now);
       if (d.series && now % (this.seriesEveryMs as number) === 0) {
@@ -165,6 +183,7 @@ export class Scorer {
           spentMicros: d.spent,
           countersMicros: snap.confirmedMicros,
           chargedMicros: d.charged,
+          ...(d.outsideWindow === undefined ? {} : { outsideWindowMicros: d.outsideWindow }),
           impressions: d.impressions,
           clicks: d.clicks,
           maxDeviation: d.maxDev,

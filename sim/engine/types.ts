@@ -30,6 +30,11 @@ export interface PlanDayResult {
   readonly countersMicros: number;
   /** What the exchange charged (above spent only when win notices were lost). */
   readonly chargedMicros: number;
+  /**
+   * A dayparted plan's (only): what the exchange charged for impressions of bids made while its
+   * windows were closed (docs/spend.md, "Dayparting": 0 by the guard's rule).
+   */
+  readonly outsideWindowMicros?: number;
   readonly impressions: number;
   readonly clicks: number;
   /** Max / RMS over the day's minutes of |spent − E(t)| / budget, E = the published curve. */

@@ -4,6 +4,7 @@
  */
 import type { ResolvedPlan } from '../../budget/model.js';
 import type { DayWindow } from '../../budget/time-zone.js';
+import { planFailSafeCurve } from '../curve-windows.js';
 import { safeCurvesOf } from '../modes.js';
 import type { PlanPacingParams } from '../types.js';
 
@@ -61,7 +62,8 @@ export interface FailSafeOptions {
  * alone, which spends evenly in the large and never over the cap.
  */
 export function failSafeParams(
-  plan: Pick<ResolvedPlan, 'planId' | 'pacingMode' | 'dailyBudgetMicros'>,
+  plan: Pick<ResolvedPlan, 'planId' | 'pacingMode' | 'dailyBudgetMicros'> &
+    Partial<Pick<ResolvedPlan, 'daypart' | 'timeZone' | 'curve'>>,
   day: DayWindow,
   options: FailSafeOptions = {},
 ): PlanPacingParams {
@@ -74,6 +76,12 @@ export function failSafeParams(
     mode: plan.pacingMode,
     throttle: last ? clamp01(last.throttle) : FAIL_SAFE_THROTTLE,
     bidMultiplier: last && last.bidMultiplier > 0 ? Math.min(1, last.bidMultiplier) : FAIL_SAFE_MULTIPLIER,
-    curve: safeCurvesOf(plan.pacingMode).failSafeCurve(day, budgetMicros),
+    // A dayparted plan's curve rises only in its windows, a curve plan's follows its own curve (the
+    // plan list passes the plan; the reader has only the published fields and gives the mode's
+    // whole-day curve — the guard refuses bids outside the windows either way).
+    curve:
+      plan.daypart || plan.curve
+        ? planFailSafeCurve(plan as ResolvedPlan, day, budgetMicros)
+        : safeCurvesOf(plan.pacingMode).failSafeCurve(day, budgetMicros),
   };
 }

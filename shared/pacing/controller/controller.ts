@@ -20,6 +20,7 @@
  * Pure: no clock, no I/O, no randomness. The curve is memoised on the state object (a private
  * field, never encoded), so an unchanged curve is returned as the identical object.
  */
+import { isOpenAt } from '../../budget/daypart.js';
 import type { ResolvedPlan } from '../../budget/model.js';
 import type { DayWindow } from '../../budget/time-zone.js';
 import { errorKind } from '../../errors.js';
@@ -114,7 +115,7 @@ function hold(
   forecastIn: TrafficForecast | undefined,
 ): PlanStep<ControllerState, TrafficForecast> {
   const { day, nowMs, budget } = tick;
-  const held = memoOf(t.cfg, prev, forecastIn ?? EMPTY_FORECAST, tick.tz, day);
+  const held = memoOf(t.cfg, prev, forecastIn ?? EMPTY_FORECAST, tick.tz, day, tick.shape);
   const curve = held?.curve ?? flatCurve(nowMs, day.endMs, Math.min(budget, Math.max(0, prev.lastExpected)));
   return { params: paramsOf(t.cfg, tick.plan, day, prev, curve), state: prev, forecast: forecastIn };
 }
@@ -181,7 +182,10 @@ export function createPacingController(overrides: Partial<PacingControllerConfig
     const w = same ? continueDay(t, tick, same, f) : startDay(t, tick, prev, f);
     const at = positionOf(t, tick, w.memo.curve);
     if (same) learn(t, tick, same, w, at);
-    steerPressure(t, tick, same, w.s, w.memo.curve.atMs[0] as number, at, w.dtSec);
+    // Outside a dayparted plan's windows the guard refuses every bid: the error says nothing
+    // about the market, so the integral holds until a window opens.
+    const closed = tick.windows !== undefined && !isOpenAt(tick.windows, tick.nowMs);
+    steerPressure(t, tick, same, w.s, w.memo.curve.atMs[0] as number, at, closed ? 0 : w.dtSec);
     return settle(t, tick, w, at, forecastIn);
   }
 

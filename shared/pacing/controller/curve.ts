@@ -43,6 +43,11 @@ export interface ModeCurveInput {
    * `shaped`; undefined for the others, or when no profile could be computed.
    */
   readonly weights: readonly number[] | undefined;
+  /**
+   * The plan's own curve (mode `curve`): the weight of each quarter hour of the day from
+   * `slots.startMs`, 0 outside a dayparted plan's windows; undefined for other plans.
+   */
+  readonly quarters?: Float64Array | undefined;
   /** The anchor's instant (never before the day's start), epoch ms. */
   readonly fromMs: number;
   readonly anchorMicros: number;

@@ -9,6 +9,7 @@ import { pacingModeOf } from '../modes.js';
 import { evaluateCurve } from '../types.js';
 import type { DaySlots } from './day-slots.js';
 import { daySlots, previousDay, slotAt, slotsOfDay } from './day-slots.js';
+import { windowedProfile } from './day-windows.js';
 import {
   type DayProfile,
   dayProfile,
@@ -45,7 +46,8 @@ export function startDay(
     }
     pending = closed ?? older;
   }
-  let profile = mode.shaped ? dayProfile(f, pending, tz, slots, cfg) : undefined;
+  const { windows } = tick;
+  let profile = mode.shaped ? windowedProfile(dayProfile(f, pending, tz, slots, cfg), windows) : undefined;
   if (
     profile &&
     (profile.demand === undefined || (isPriorOnly(f) && !ownObservations(f, pending, day.day)))
@@ -56,7 +58,7 @@ export function startDay(
     const seeded = seedPrior(f, tick.input.prior?.(plan, nowMs), budget, cfg, tz, nowMs);
     if (seeded) {
       f = seeded;
-      profile = dayProfile(f, pending, tz, slots, cfg);
+      profile = windowedProfile(dayProfile(f, pending, tz, slots, cfg), windows);
     }
   }
   const s = new StateRecord(BLANK_STATE) as Draft;
@@ -67,7 +69,7 @@ export function startDay(
   s.lastCommitted = committed;
   s.leasedAvg = Math.max(0, tick.leased);
   s.accSlot = slotAt(slots, nowMs);
-  const memo = reanchor(s, f, slots, tick.nowSec, committed, budget, mode, profile);
+  const memo = reanchor(s, f, slots, tick.nowSec, committed, budget, mode, profile, tick.shape);
   const need = budget - s.anchorMicros;
   s.integral = quantP(t, mode.paced ? initialIntegral(t, profile, slots, nowMs, need, prev) : 0);
   s.pressure = s.integral;
@@ -77,33 +79,35 @@ export function startDay(
 /** A later step of the same plan-day: keep the curve, or re-anchor it without a jump. */
 export function continueDay(t: Tuning, tick: Tick, prev: ControllerState, f: TrafficForecast): Working {
   const { cfg } = t;
-  const { tz, day, nowMs, nowSec, budget, mode, plan } = tick;
+  const { tz, day, nowMs, nowSec, budget, mode, plan, windows } = tick;
   const s = new StateRecord(prev) as Draft;
   const pending = pendingOf(prev);
   const dtSec = nowSec - prev.lastSec;
-  const held = memoOf(cfg, prev, f, tz, day);
+  const held = memoOf(cfg, prev, f, tz, day, tick.shape);
   let memo: Memo;
   if (!held) {
     // The forecast this curve was built from is gone: rebuild the shape from the forecast we
     // have, through E's last value, so E continues without a jump.
     const slots = daySlots(tz, day);
-    const profile = dayProfile(f, pending, tz, slots, cfg);
-    memo = reanchor(s, f, slots, nowSec, prev.lastExpected, budget, mode, profile);
+    const profile = windowedProfile(dayProfile(f, pending, tz, slots, cfg), windows);
+    memo = reanchor(s, f, slots, nowSec, prev.lastExpected, budget, mode, profile, tick.shape);
   } else if (budget !== prev.budgetMicros || plan.pacingMode !== prev.mode) {
     // Budget or mode changed: keep E(now) (a cut below it stops at the new budget) and spread
     // what is left of the new budget over the rest of the day by the same profile. Switching
     // from a mode that does not steer (ASAP: its curve is only a ceiling), E(now) is the spend
     // so far.
     const eNow = pacingModeOf(prev.mode).paced ? evaluateCurve(held.curve, nowMs) : tick.committed;
-    const profile = mode.shaped ? (held.profile ?? dayProfile(f, pending, tz, held.slots, cfg)) : undefined;
+    const profile = mode.shaped
+      ? (held.profile ?? windowedProfile(dayProfile(f, pending, tz, held.slots, cfg), windows))
+      : undefined;
     // Demand is what the market offered, whatever the budget: learning goes on.
-    memo = reanchor(s, f, held.slots, nowSec, eNow, budget, mode, profile);
+    memo = reanchor(s, f, held.slots, nowSec, eNow, budget, mode, profile, tick.shape);
   } else if (mode.hourly && slotAt(held.slots, nowMs) !== slotAt(held.slots, prev.anchorSec * 1000)) {
     // A new hour slot of a mode capped per hour: E starts again at the slot's start, from the
     // spend read at the last tick before it (≤ the spend at the start, so the hour's allowance is
     // at most the cap: spend in [start, now] is already in today's read and counts against it).
     const startSec = Math.floor((held.slots.knots[slotAt(held.slots, nowMs)] as number) / 1000);
-    memo = reanchor(s, f, held.slots, startSec, prev.lastCommitted, budget, mode, undefined);
+    memo = reanchor(s, f, held.slots, startSec, prev.lastCommitted, budget, mode, undefined, tick.shape);
   } else {
     memo = held;
   }

@@ -4,6 +4,7 @@
  * becomes an observation for the forecast. Also the smoothed float the guards hold.
  */
 
+import { isOpenAt } from '../../budget/daypart.js';
 import { slotAt } from './day-slots.js';
 import { withObservation } from './forecast.js';
 import { observation } from './memo.js';
@@ -28,7 +29,15 @@ export function learn(t: Tuning, tick: Tick, prev: ControllerState, w: Working, 
     ? (prev.lastExpected - prev.lastCommitted < band && at.expected - committed < band) ||
       (at.slope === 0 && at.expected - committed < Math.max(band, 0.01 * budget))
     : budget - committed < 0.01 * budget;
-  const learnable = dtSec > 0 && dtSec * 1000 <= cfg.maxGapMs;
+  // Outside a dayparted plan's windows the guard refuses every bid: no demand is measured there
+  // (an interval with either end outside them is skipped).
+  const closed =
+    tick.windows !== undefined &&
+    (!isOpenAt(tick.windows, tick.nowMs) || !isOpenAt(tick.windows, prev.lastSec * 1000));
+  // A plan paced to its own curve spends at a pace against the demand that follows the buyer's
+  // curve, not the traffic: through the assumed elasticity κ it would teach the forecast a
+  // distorted shape (and the priors other plans start from), and its curve does not use it.
+  const learnable = dtSec > 0 && dtSec * 1000 <= cfg.maxGapMs && !closed && tick.mode.planCurve !== true;
   if (learnable && !capped && tick.input.spend.initialised) {
     s.accSpend += committed - prev.lastCommitted;
     s.accGain += Math.round(Math.exp(prev.pressure / PRESSURE_SCALE) * dtSec * GAIN_SCALE);

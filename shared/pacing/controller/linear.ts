@@ -10,6 +10,7 @@
  * when the day, the budget or the mode changes.
  */
 import type { DayWindow } from '../../budget/time-zone.js';
+import { planFailSafeCurve } from '../curve-windows.js';
 import { type PacingMode, pacingModeOf } from '../modes.js';
 import type { CurvePoints, PlanPacingParams } from '../types.js';
 import type { PacingController, PlanStep, PlanTickInput } from './api.js';
@@ -55,6 +56,10 @@ export function createLinearController(
     step(input: PlanTickInput): PlanStep<LinearState, never> {
       const { plan, day } = input;
       const budget = input.budgetMicros ?? plan.dailyBudgetMicros;
+      const curve =
+        plan.daypart || plan.curve
+          ? planFailSafeCurve(plan, day, budget)
+          : curveOf(day, budget, plan.pacingMode);
       const params: PlanPacingParams = {
         planId: plan.planId,
         day: day.day,
@@ -62,7 +67,7 @@ export function createLinearController(
         mode: plan.pacingMode,
         throttle: 1,
         bidMultiplier: 1,
-        curve: curveOf(day, budget, plan.pacingMode),
+        curve,
       };
       return { params, state: { day: day.day }, forecast: undefined };
     },

@@ -4,9 +4,11 @@
  * slots that feed the forecast.
  */
 import type { DayWindow } from '../../budget/time-zone.js';
+import { restrictCurve } from '../curve-windows.js';
 import { type PacingMode, type PacingModeSpec, pacingModeOf } from '../modes.js';
 import type { PacingControllerConfig } from './config.js';
 import { type DaySlots, daySlots, previousDay } from './day-slots.js';
+import { windowedProfile } from './day-windows.js';
 import {
   COVER_UNITS,
   type DayProfile,
@@ -16,7 +18,7 @@ import {
   type TrafficForecast,
 } from './forecast.js';
 import { type ControllerState, GAIN_SCALE, StateRecord } from './state.js';
-import type { Draft, Memo } from './step-parts.js';
+import type { Draft, Memo, PlanShape } from './step-parts.js';
 
 /** The observation a state carries for the forecast, if any. */
 export function pendingOf(s: ControllerState): SlotObservation | undefined {
@@ -71,15 +73,27 @@ export function anchoredMemo(
   slots: DaySlots,
   s: Pick<ControllerState, 'mode' | 'anchorSec' | 'anchorMicros' | 'budgetMicros'>,
   profile: DayProfile | undefined,
+  shape: PlanShape,
 ): Memo {
-  const curve = pacingModeOf(s.mode).curve({
+  const mode = pacingModeOf(s.mode);
+  const { windows } = shape;
+  const curve = mode.curve({
     slots,
     weights: profile?.weights,
+    quarters: shape.quarters,
     fromMs: Math.max(s.anchorSec * 1000, slots.startMs),
     anchorMicros: s.anchorMicros,
     budgetMicros: s.budgetMicros,
   });
-  return { forecast: f, slots, curve, profile };
+  // A dayparted plan that steers: E rises only while a window is open (a mode that does not
+  // steer keeps its ceiling; the guard refuses its bids outside the windows).
+  return {
+    forecast: f,
+    slots,
+    curve: windows && mode.paced ? restrictCurve(curve, windows) : curve,
+    profile,
+    shapeHash: shape.hash,
+  };
 }
 
 /**
@@ -92,30 +106,39 @@ export function memoOf(
   f: TrafficForecast,
   tz: string,
   day: DayWindow,
+  shape: PlanShape,
 ): Memo | undefined {
   const hit = StateRecord.memoOf(s) as Memo | undefined;
-  if (hit && hit.forecast === f && hit.slots.startMs === day.startMs) return hit;
+  const shapeHash = shape.hash;
+  if (hit && hit.forecast === f && hit.slots.startMs === day.startMs && hit.shapeHash === shapeHash)
+    return hit;
   const slots = hit && hit.slots.startMs === day.startMs ? hit.slots : daySlots(tz, day);
   if (!pacingModeOf(s.mode).shaped) {
+    // A mode the forecast does not shape keeps the plan's shape in the state: a changed one
+    // (windows, the plan's own curve) re-plans the rest of the day.
+    if (s.shape !== shapeHash) return undefined;
     if (hit) {
       hit.forecast = f;
       return hit;
     }
-    return anchoredMemo(f, slots, s, undefined);
+    return anchoredMemo(f, slots, s, undefined, shape);
   }
   // A warm takeover: the profile of the state this process held, when it was built from the same
   // forecast object and the decoded state agrees on the profile's inputs (state.ts `carryMemo`).
   const held = StateRecord.heldMemoOf(s) as Memo | undefined;
   const profile =
-    held?.profile !== undefined && held.forecast === f && held.slots.startMs === day.startMs
+    held?.profile !== undefined &&
+    held.forecast === f &&
+    held.slots.startMs === day.startMs &&
+    held.shapeHash === shapeHash
       ? held.profile
-      : dayProfile(f, pendingOf(s), tz, slots, cfg);
+      : windowedProfile(dayProfile(f, pendingOf(s), tz, slots, cfg), shape.windows);
   if (profile.hash !== s.shape) return undefined;
   if (hit) {
     hit.forecast = f;
     return hit;
   }
-  return anchoredMemo(f, slots, s, profile);
+  return anchoredMemo(f, slots, s, profile, shape);
 }
 
 /** Re-anchors `s` at (now, value) with `profile`'s shape; returns the new memo. */
@@ -128,11 +151,12 @@ export function reanchor(
   budget: number,
   mode: PacingModeSpec,
   profile: DayProfile | undefined,
+  shape: PlanShape,
 ): Memo {
   s.anchorSec = nowSec;
   s.anchorMicros = Math.max(0, Math.min(value, budget));
   s.budgetMicros = budget;
   s.mode = mode.id as PacingMode;
-  s.shape = mode.shaped && profile ? profile.hash : 0;
-  return anchoredMemo(f, slots, s, mode.shaped ? profile : undefined);
+  s.shape = mode.shaped ? (profile?.hash ?? 0) : shape.hash;
+  return anchoredMemo(f, slots, s, mode.shaped ? profile : undefined, shape);
 }

@@ -15,6 +15,21 @@ import { evenCurve, flatCurve, linearDayCurve, type ModeCurveInput } from './cur
 /** `ahead` spends at this multiple of `even`'s pace until the budget is reached (DV360's "ahead": 120 %). */
 export const AHEAD_FACTOR = 1.2;
 
+/** `front-loaded`'s first half of a flight is due this multiple of even's half (Ad Manager: 125 %). */
+export const FRONT_LOADED_FIRST_HALF = 1.25;
+
+/**
+ * `front-loaded`'s flight schedule: φ(x) = x + a·x·(1 − x) with a = 2·(1.25 − 1) = 0.5, so
+ * φ(½) = 1.25 × ½. Its day pace falls linearly from 1 + a = 1.5 × even on the first day to
+ * 1 − a = 0.5 × even on the last. Within each day the plan is paced like `even`: the pace against
+ * the traffic is constant all day, which keeps the forecast's learning unbiased (module doc).
+ */
+export function frontLoadedSchedule(x: number): number {
+  const a = 2 * (FRONT_LOADED_FIRST_HALF - 1);
+  const c = Math.min(1, Math.max(0, x));
+  return c + a * c * (1 - c);
+}
+
 /** `asap-hourly` may spend this multiple of the even hourly share in any hour slot (DV360: 10 ×). */
 export const ASAP_HOURLY_FACTOR = 10;
 
@@ -117,4 +132,53 @@ function stretch(base: CurvePoints, anchor: number, budget: number, factor: numb
 /** {@link aheadCurve} without a forecast: the linear day curve run 1.2 times as fast (the fail-safe). */
 export function aheadDayCurve(day: DayWindow, budgetMicros: number): CurvePoints {
   return stretch(linearDayCurve(day, budgetMicros), 0, budgetMicros, AHEAD_FACTOR);
+}
+
+const QUARTER_MS = 900_000;
+
+/**
+ * `curve`: from the anchor, the remainder spread over the quarter hours ahead by the plan's own
+ * curve (`quarters`: each quarter hour's share, the anchor's quarter by the part of it left), a
+ * knot at every quarter hour. Without weights ahead (no curve, or every share ahead 0) E stays at
+ * the anchor: the buyer's curve gives that time nothing.
+ */
+export function customCurve(c: ModeCurveInput): CurvePoints {
+  const { slots, fromMs, anchorMicros, budgetMicros } = c;
+  const q = c.quarters;
+  if (anchorMicros >= budgetMicros || fromMs >= slots.endMs)
+    return flatCurve(fromMs, slots.endMs, budgetMicros);
+  if (!q) return flatCurve(fromMs, slots.endMs, anchorMicros);
+  const first = Math.floor((fromMs - slots.startMs) / QUARTER_MS);
+  const edges: number[] = [fromMs];
+  const w: number[] = [];
+  for (let k = first; k < q.length; k++) {
+    const a = Math.max(fromMs, slots.startMs + k * QUARTER_MS);
+    const b = Math.min(slots.endMs, slots.startMs + (k + 1) * QUARTER_MS);
+    if (b <= a) continue;
+    w.push(((q[k] as number) * (b - a)) / QUARTER_MS);
+    edges.push(b);
+  }
+  const total = w.reduce((x, y) => x + y, 0);
+  if (!(total > 0)) return flatCurve(fromMs, slots.endMs, anchorMicros);
+  const rest = budgetMicros - anchorMicros;
+  const atMs = [fromMs];
+  const micros = [anchorMicros];
+  let cum = 0;
+  for (let i = 0; i < w.length; i++) {
+    cum += w[i] as number;
+    const t = edges[i + 1] as number;
+    const v = cum >= total ? budgetMicros : anchorMicros + Math.floor((rest * cum) / total);
+    // Zero-share quarters make runs of equal values; one knot per change keeps the curve small.
+    if (atMs.length > 1 && micros[micros.length - 1] === v && micros[micros.length - 2] === v) {
+      atMs[atMs.length - 1] = t;
+    } else {
+      atMs.push(t);
+      micros.push(v);
+    }
+  }
+  if ((atMs[atMs.length - 1] as number) < slots.endMs) {
+    atMs.push(slots.endMs);
+    micros.push(budgetMicros);
+  }
+  return { atMs, micros };
 }

@@ -3,7 +3,10 @@
  * their derived constants, one tick's reading of its input, and the working copy of the state.
  * Nothing here is stored: states and forecasts keep their own codecs (state.ts, forecast.ts).
  */
+
+import { type DayWindows, isOpenAt, planDayWindows } from '../../budget/daypart.js';
 import type { ResolvedPlan } from '../../budget/model.js';
+import { planCurveHash, planCurveQuarterWeights } from '../../budget/plan-curve.js';
 import type { DayWindow } from '../../budget/time-zone.js';
 import { countedInFlight, releaseCapMicros } from '../../spend/release.js';
 import { type PacingModeSpec, pacingModeOf } from '../modes.js';
@@ -51,6 +54,8 @@ export interface Memo {
   readonly slots: DaySlots;
   readonly curve: CurvePoints;
   readonly profile: DayProfile | undefined;
+  /** {@link PlanShape.hash} of the plan the curve was built for (a change re-checks the shape). */
+  readonly shapeHash: number;
 }
 
 /** A mutable working copy of the state during one step. */
@@ -68,6 +73,10 @@ export interface Tick {
   readonly budget: number;
   /** The plan's mode (an UnknownPacingModeError for a mode of another version, thrown here). */
   readonly mode: PacingModeSpec;
+  /** A dayparted plan's windows on this day (undefined: it may spend all day). */
+  readonly windows: DayWindows | undefined;
+  /** What of the plan itself shapes its curve: its windows and its own curve (mode `curve`). */
+  readonly shape: PlanShape;
   /** Spend C = confirmed + counted in flight (0 when unusable). */
   readonly committed: number;
   /** Float the guards hold now (0 when unusable). */
@@ -94,6 +103,7 @@ export function readTick(
   const read =
     spend.confirmedMicros + countedInFlight(spend.inFlightMicros, spend.releasableMicros ?? 0, cap);
   const unusable = !(Number.isFinite(read) && read >= 0 && spend.leasedMicros >= 0);
+  const windows = planDayWindows(plan, day);
   return {
     input,
     plan,
@@ -103,10 +113,44 @@ export function readTick(
     nowSec: Math.floor(nowMs / 1000),
     budget,
     mode: pacingModeOf(plan.pacingMode),
+    windows,
+    shape: planShapeOf(plan, day, windows),
     committed: unusable ? 0 : read,
     leased: unusable ? 0 : spend.leasedMicros,
     unusable,
   };
+}
+
+/**
+ * What of a plan shapes its curve besides the forecast: its windows (dayparting) and its own
+ * curve's quarter-hour weights (mode `curve`), zero outside the windows; `hash` their fingerprint
+ * (24 bits, 0 when there is neither), kept in the state of a mode the forecast does not shape.
+ */
+export interface PlanShape {
+  readonly windows: DayWindows | undefined;
+  readonly quarters: Float64Array | undefined;
+  readonly hash: number;
+}
+
+const NO_SHAPE: PlanShape = { windows: undefined, quarters: undefined, hash: 0 };
+const shapes = new WeakMap<object, { startMs: number; shape: PlanShape }>();
+
+/** The {@link PlanShape} of `plan` on `day` (memoised per plan object and day). */
+export function planShapeOf(plan: ResolvedPlan, day: DayWindow, windows: DayWindows | undefined): PlanShape {
+  if (!windows && !plan.curve) return NO_SHAPE;
+  const hit = shapes.get(plan);
+  if (hit && hit.startMs === day.startMs) return hit.shape;
+  let quarters: Float64Array | undefined;
+  if (plan.curve) {
+    quarters = planCurveQuarterWeights(plan.curve, plan.timeZone, day);
+    if (windows) {
+      quarters = quarters.map((w, q) => (isOpenAt(windows, day.startMs + q * 900_000) ? w : 0));
+    }
+  }
+  const h = Math.imul((windows?.hash ?? 0) ^ (plan.curve ? planCurveHash(plan.curve) : 0), 0x01000193);
+  const shape = { windows, quarters, hash: (h >>> 8) & 0xffffff || 1 };
+  shapes.set(plan, { startMs: day.startMs, shape });
+  return shape;
 }
 
 /** The step's working set once the day is anchored: state draft, curve memo, forecast. */

@@ -1,7 +1,7 @@
 /**
  * A pacing mode this version does not know (docs/pacing.md, "Adding a pacing mode"), against a
- * real redis-server: a leader that knows mode `frontload` paces a plan with it and stores its
- * state (`1f,…`); a leader of a version without it takes over (the plan still in that mode, or
+ * real redis-server: a leader that knows mode `rush` paces a plan with it and stores its
+ * state (`1r,…`); a leader of a version without it takes over (the plan still in that mode, or
  * switched back to `even` meanwhile) and
  *
  * - publishes the shard (the other plans continue normally) with the fail-safe for that plan —
@@ -24,8 +24,8 @@ import { ShardPacer } from '../../../shared/pacing/pacer.js';
 import { pacerShardKey } from '../../../shared/pacing/shard.js';
 import { rawSpendSource } from '../../../shared/pacing/spend-source.js';
 import { ManualClock } from '../../../shared/time/clock.js';
-import { FRONTLOAD } from '../../support/frontload-mode.js';
 import { useRedis } from '../../support/redis.js';
+import { RUSH } from '../../support/rush-mode.js';
 import { accountItems, campaignItem, planItem, testIdentity } from './support.js';
 
 const TICK = 10_000;
@@ -65,7 +65,7 @@ describe('a pacing mode this version does not know', () => {
   // operator (its stored state is still of the unknown mode): either way the stored state is not
   // continued as another mode.
   it.each([
-    [0, 'frontload'],
+    [0, 'rush'],
     [1, 'even'],
   ])(
     'shard %i, the plan in %s for the version without the mode: the fail-safe, counted and explained, its state kept for a leader that knows it',
@@ -94,8 +94,8 @@ describe('a pacing mode this version does not know', () => {
       let tick = Math.floor(T0 / TICK);
 
       // A version that knows the mode leads for three ticks.
-      removals.push(registerPacingMode(FRONTLOAD));
-      const a = pacer('frontload', 1);
+      removals.push(registerPacingMode(RUSH));
+      const a = pacer('rush', 1);
       for (let i = 0; i < 3; i++) {
         const o = await a.runTick(tick++, testIdentity(shard, 0, 1));
         expect(o.published).toBe(true);
@@ -103,7 +103,7 @@ describe('a pacing mode this version does not know', () => {
         clock.advance(TICK);
       }
       const stored = (await r.redis.hget(keys.state, stateField)) as string;
-      expect(stored.startsWith('1f,')).toBe(true);
+      expect(stored.startsWith('1r,')).toBe(true);
       const anchored = (await r.redis.hget(keys.campaign('um-c'), 'e:campaign')) as string;
       expect(anchored.split(';')).toHaveLength(3); // the mode's own curve (three knots)
 
@@ -119,7 +119,7 @@ describe('a pacing mode this version does not know', () => {
         expect(o.plansPaced).toBe(3);
         expect(o.invalidParams).toBe(1);
         expect(o.invalidReason).toMatch(
-          /^plan c:um-c\/campaign: stored controller state "1f,.*" has pacing mode code "f", which this version does not know \(known: e even, a asap, h ahead, s asap-hourly\): .*deploy it to every pacer/,
+          /^plan c:um-c\/campaign: stored controller state "1r,.*" has pacing mode code "r", which this version does not know \(known: e even, a asap, h ahead, s asap-hourly, f front-loaded, c curve\): .*deploy it to every pacer/,
         );
         const hash = await r.redis.hgetall(keys.campaign('um-c'));
         expect(hash['p:campaign']).toBe(`1,1,100000000,${bMode},${day.day},${day.startMs},${day.endMs}`);
@@ -132,14 +132,14 @@ describe('a pacing mode this version does not know', () => {
       }
 
       // A version that knows the mode again: it continues the stored state on the same curve.
-      removals.push(registerPacingMode(FRONTLOAD));
-      const c = pacer('frontload', 3);
+      removals.push(registerPacingMode(RUSH));
+      const c = pacer('rush', 3);
       const o = await c.runTick(tick++, testIdentity(shard, 2, 3));
       expect(o.published).toBe(true);
       expect(o.invalidParams).toBe(0);
       expect(o.invalidReason).toBeUndefined();
       expect(await r.redis.hget(keys.campaign('um-c'), 'e:campaign')).toBe(anchored);
-      expect((await r.redis.hget(keys.state, stateField))?.startsWith('1f,')).toBe(true);
+      expect((await r.redis.hget(keys.state, stateField))?.startsWith('1r,')).toBe(true);
     },
     60_000,
   );

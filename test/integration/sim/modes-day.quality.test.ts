@@ -4,13 +4,18 @@
  * ideal — and the modes' own promises: an `ahead` campaign has spent 15–25 % more than its `even`
  * twin (same budget, targeting and valuation) by local noon of the scored day, and both end on
  * their budget; the `asap-hourly` campaign spends no clock hour more than its cap + 0.5 %, the cap
- * binds (an hour at ≥ 95 % of it), and it spends its budget.
+ * binds (an hour at ≥ 95 % of it), and it spends its budget; the `curve` campaign follows its own
+ * curve — at every local hour its spend is within 3 % of the budget of the curve's share by then
+ * (not the traffic's) — and spends its budget.
  */
 import { describe, expect } from 'vitest';
 import { dayWindowOf } from '../../../shared/budget/time-zone.js';
 import { hourlyCapMicros } from '../../../shared/pacing/controller/mode-curves.js';
+import { loadScenario } from '../../../sim/main.js';
 import type { StrategyRun } from '../../../sim/runner.js';
 import { qualityBounds } from './quality.js';
+
+const scenario = loadScenario('sim/scenarios/modes-day.json');
 
 const DAY = dayWindowOf('2026-03-04', 'America/New_York');
 const NOON = DAY.startMs + 12 * 3_600_000;
@@ -59,6 +64,18 @@ describe('simulator: modes-day', () =>
         expect(spent, `asap-hourly, hour ${h}`).toBeLessThanOrEqual(1.005 * cap);
       expect(Math.max(...perHour)).toBeGreaterThanOrEqual(0.95 * cap);
       expect(hourly.spentMicros / hourly.budgetMicros).toBeGreaterThanOrEqual(0.98);
+      const own = scoredDay(runs, 'news-curve');
+      const points = scenario.campaigns.find((c) => c.id === 'news-curve')?.curve ?? [];
+      let due = 0;
+      for (let h = 1; h <= 24; h++) {
+        due += points[h - 1] as number;
+        const row = own.series.find((r) => r[0] === DAY.startMs + h * 3_600_000);
+        const spent = h === 24 ? own.spentMicros : row?.[1];
+        expect(
+          Math.abs((spent ?? Number.NaN) / own.budgetMicros - due),
+          `curve, by ${h}:00`,
+        ).toBeLessThanOrEqual(0.03);
+      }
     },
     undefined,
     true,

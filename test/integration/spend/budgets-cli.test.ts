@@ -5,6 +5,9 @@
  * process); `reconcile` rebuilds live counters from the ledger.
  */
 import { execFile } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../../../cli/budgets.js';
 import { type LocalRegion, startLocalRegion } from '../../../local/region.js';
@@ -433,6 +436,124 @@ describe('budgets CLI strict input: each case is an error and writes nothing', (
   });
 });
 
+describe('budgets CLI dayparting', () => {
+  const put = [
+    'plan',
+    'put',
+    '--level',
+    'campaign',
+    '--account',
+    'acme',
+    '--campaign',
+    'office',
+    '--daily-budget',
+    '50',
+  ];
+  const snapshot = async () => JSON.stringify(await main(['plan', 'list', '--account', 'acme']));
+
+  it('writes a dayparted plan with its windows and zone', async () => {
+    await main(['campaign', 'put', '--id', 'office', '--account', 'acme', '--name', 'Office hours']);
+    const plan = await main([
+      ...put,
+      '--daypart',
+      'mon-fri 08:00-20:00; sat 10:00-14:00',
+      '--daypart-zone',
+      'America/Los_Angeles',
+    ]);
+    expect(plan).toMatchObject({
+      daypart: {
+        timeZone: 'America/Los_Angeles',
+        windows: [
+          { weekdays: [1, 2, 3, 4, 5], fromMinute: 480, toMinute: 1200 },
+          { weekdays: [6], fromMinute: 600, toMinute: 840 },
+        ],
+      },
+    });
+    const listed = (await main(['plan', 'list', '--account', 'acme', '--campaign', 'office'])) as {
+      level: string;
+    }[];
+    expect(listed.find((p) => p.level === 'campaign')).toMatchObject({
+      daypart: { timeZone: 'America/Los_Angeles' },
+    });
+  });
+
+  it.each([
+    ['a window with no time', ['--daypart', 'mon-fri'], /--daypart: window "mon-fri" has no time/],
+    ['an end before its start', ['--daypart', 'mon 20:00-08:00'], /ends before it starts: split a window/],
+    [
+      'a zone that does not exist',
+      ['--daypart', 'mon 08:00-09:00', '--daypart-zone', 'Europe/Atlantis'],
+      /--daypart-zone "Europe\/Atlantis" is not a time zone/,
+    ],
+    ['a zone without windows', ['--daypart-zone', 'UTC'], /give --daypart too/],
+  ])('refuses %s and writes nothing', async (_what, args, message) => {
+    const before = await snapshot();
+    await expect(main([...put, ...(args as string[])])).rejects.toThrow(message as RegExp);
+    expect(await snapshot()).toBe(before);
+  });
+});
+
+describe('budgets CLI custom curves', () => {
+  const put = [
+    'plan',
+    'put',
+    '--level',
+    'campaign',
+    '--account',
+    'acme',
+    '--campaign',
+    'curved',
+    '--daily-budget',
+    '24',
+  ];
+  const snapshot = async () => JSON.stringify(await main(['plan', 'list', '--account', 'acme']));
+  const file = (name: string, text: string) => {
+    const path = join(mkdtempSync(join(tmpdir(), 'curve-')), name);
+    writeFileSync(path, text);
+    return path;
+  };
+  const hourly: number[] = Array.from({ length: 24 }, (_, h) => (h < 12 ? 0.02 : 0.0633333333333333));
+  hourly[23] = 1 - hourly.slice(0, 23).reduce((a, b) => a + b, 0);
+
+  it('writes a curve plan from a file of one share per line', async () => {
+    await main(['campaign', 'put', '--id', 'curved', '--account', 'acme', '--name', 'Curved']);
+    const plan = await main([...put, '--pacing', 'curve', '--curve', file('day.txt', hourly.join('\n'))]);
+    expect(plan).toMatchObject({ pacingMode: 'curve', curve: hourly });
+  });
+
+  it.each([
+    [
+      'a curve that does not sum to 1',
+      () => ['--pacing', 'curve', '--curve', file('c.json', JSON.stringify(hourly.map((x) => x / 2)))],
+      /sum to 0\.5, not 1/,
+    ],
+    [
+      'a curve of 12 points',
+      () => ['--pacing', 'curve', '--curve', file('c.json', '[0.5,0.5,0,0,0,0,0,0,0,0,0,0]')],
+      /24 points .* got 12/,
+    ],
+    [
+      'a file that is not there',
+      () => ['--pacing', 'curve', '--curve', '/nonexistent/curve.json'],
+      /cannot read it \(ENOENT\)/,
+    ],
+    [
+      'curve mode without a curve',
+      () => ['--pacing', 'curve'],
+      /curve: curve paces to the plan's own curve and none is given/,
+    ],
+    [
+      'a curve with another mode',
+      () => ['--curve', file('c.json', JSON.stringify(hourly))],
+      /a curve is for --pacing curve/,
+    ],
+  ])('refuses %s and writes nothing', async (_what, args, message) => {
+    const before = await snapshot();
+    await expect(main([...put, ...(args as () => string[])()])).rejects.toThrow(message as RegExp);
+    expect(await snapshot()).toBe(before);
+  });
+});
+
 describe('budgets CLI flights: a lifetime budget with a daily cap', () => {
   const xmas = ['plan', 'put', '--level', 'campaign', '--account', 'acme', '--campaign', 'xmas'];
   const flight = ['--flight-start', '2026-12-01', '--flight-end', '2026-12-21', '--flight-budget', '30000'];
@@ -453,6 +574,11 @@ describe('budgets CLI flights: a lifetime budget with a daily cap', () => {
     expect(listed.find((p) => p.level === 'campaign')).toMatchObject({
       flight: { endDay: '2026-12-21', budgetMicros: 30_000_000_000 },
     });
+  });
+
+  it('writes a front-loaded flight', async () => {
+    const plan = await main([...xmas, ...flight, '--daily-cap', '2500', '--pacing', 'front-loaded']);
+    expect(plan).toMatchObject({ pacingMode: 'front-loaded', dailyBudgetMicros: 2_500_000_000 });
   });
 
   it.each([
@@ -492,6 +618,11 @@ describe('budgets CLI flights: a lifetime budget with a daily cap', () => {
       /daily amount is its cap: give --daily-cap/,
     ],
     ['a cap without a flight', ['--daily-cap', '2000'], /--daily-cap caps a flight/],
+    [
+      'front-loaded without a flight',
+      ['--daily-budget', '2000', '--pacing', 'front-loaded'],
+      /pacingMode: front-loaded spreads a flight over its days and this plan has no flight/,
+    ],
     [
       'a flight budget in bad units',
       [...flight.slice(0, 4), '--flight-budget', '3e4', '--daily-cap', '2000'],

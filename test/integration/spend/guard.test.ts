@@ -20,6 +20,7 @@ import { type RunningEmulator, startDynalite } from '../../../local/emulators/aw
 import { type RunningRedis, startRedis } from '../../../local/emulators/redis.js';
 import { provisionTables } from '../../../local/region.js';
 import { dynamoDbClient } from '../../../shared/aws/clients.js';
+import { parseDaypartText } from '../../../shared/budget/daypart.js';
 import { type BudgetPlan, type CampaignBudgets, campaignBudgets } from '../../../shared/budget/model.js';
 import { linearExpected } from '../../../shared/budget/pacing.js';
 import { dayWindow } from '../../../shared/budget/time-zone.js';
@@ -400,6 +401,47 @@ describe('budget guard', () => {
     expect(first + second).toBeGreaterThan(1_140_000);
     // After the flight's last day: nothing, whatever is left.
     clock.set(Date.parse('2026-12-05T12:00:00Z'));
+    expect(await bidUntilRefused(guard, bid)).toBe(0);
+    expect(errors).toEqual([]);
+    await guard.close();
+  });
+
+  it('bids a dayparted plan only inside its windows, its floats held back outside them', async () => {
+    // Friday 2026-03-06 in Los Angeles, windows 08:00-12:00 and 14:00-16:00 local; an even plan on
+    // the fail-safe curve (nothing published): linear over the 6 open hours.
+    const tz = 'America/Los_Angeles';
+    const clock = new ManualClock(Date.parse('2026-03-06T07:59:00-08:00'));
+    const b = budgetsOf(tz, ({ a, c }) => [
+      {
+        level: 'campaign',
+        accountId: a,
+        campaignId: c,
+        dailyBudgetMicros: 6_000_000,
+        pacingMode: 'even',
+        daypart: parseDaypartText('fri 08:00-12:00; fri 14:00-16:00'),
+      },
+    ]);
+    const { guard, errors } = guardOf(clock, { floatFraction: 0.01, minFloatMicros: 1_000 });
+    guard.setBudgets(b);
+    const bid = { campaignId: b.campaign.campaignId, priceMicros: 1_000 };
+    expect(await bidUntilRefused(guard, bid)).toBe(0);
+    const refusedBefore = guard.stats.windowRefusals;
+    expect(refusedBefore).toBeGreaterThan(0);
+    clock.set(Date.parse('2026-03-06T10:00:00-08:00')); // 2 of 6 open hours: $2
+    let spent = await bidUntilRefused(guard, bid);
+    expect(spent).toBeLessThanOrEqual(2_000_000);
+    expect(spent).toBeGreaterThan(1_980_000);
+    // 12:00-14:00 closed: the floats it still holds are not spent, E stays at $4.
+    clock.set(Date.parse('2026-03-06T12:30:00-08:00'));
+    expect(await bidUntilRefused(guard, bid)).toBe(0);
+    expect(guard.stats.windowRefusals).toBeGreaterThan(refusedBefore);
+    clock.set(Date.parse('2026-03-06T13:59:59-08:00'));
+    expect(await bidUntilRefused(guard, bid)).toBe(0);
+    clock.set(Date.parse('2026-03-06T14:00:00-08:00'));
+    spent += await bidUntilRefused(guard, bid);
+    expect(spent).toBeLessThanOrEqual(4_000_000);
+    expect(spent).toBeGreaterThan(3_980_000);
+    clock.set(Date.parse('2026-03-06T16:00:00-08:00'));
     expect(await bidUntilRefused(guard, bid)).toBe(0);
     expect(errors).toEqual([]);
     await guard.close();

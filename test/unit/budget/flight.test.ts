@@ -137,6 +137,63 @@ describe('flight closes', () => {
   });
 });
 
+describe('a front-loaded flight', () => {
+  // A cap high enough that it never binds, so the schedule alone shapes the days.
+  const fl = (spent: Record<string, number> = {}, cap = 6_000 * $): BudgetPlan => ({
+    ...plan(spent),
+    pacingMode: 'front-loaded',
+    dailyBudgetMicros: cap,
+  });
+  /** Every day spends its whole budget: the days' budgets, in order. */
+  const run = (cap?: number, spendShare = 1) => {
+    const spent: Record<string, number> = {};
+    const budgets: number[] = [];
+    for (let d = flight.startDay; d <= flight.endDay; d = addDays(d, 1)) {
+      const b = dayBudgetMicros(fl(spent, cap), d);
+      budgets.push(b);
+      spent[d] = Math.floor(b * spendShare);
+    }
+    return budgets;
+  };
+
+  it('puts 25 % more than even into the first half, pace falling from 1.5 × to 0.5 × even', () => {
+    const b = run();
+    const even = (30_000 * $) / 21;
+    expect(b[0] as number).toBeGreaterThan(1.45 * even);
+    expect(b[20] as number).toBeLessThan(0.55 * even);
+    for (let k = 1; k < 21; k++) expect(b[k] as number).toBeLessThanOrEqual(b[k - 1] as number);
+    // The first 10.5 days: 62.5 % of the flight (1.25 × half), to within a day's rounding.
+    const half = b.slice(0, 10).reduce((x, y) => x + y, 0) + (b[10] as number) / 2;
+    expect(half / (30_000 * $)).toBeCloseTo(0.625, 3);
+    const total = b.reduce((x, y) => x + y, 0);
+    expect(total).toBeLessThanOrEqual(flight.budgetMicros);
+    expect(total).toBeGreaterThanOrEqual(flight.budgetMicros - 21);
+  });
+
+  it('keeps the cap and the flight total, and spreads catch-up by the weights ahead', () => {
+    // A cap of 1.2 × even clips the first days; what it holds back goes to the later ones.
+    const cap = Math.ceil((1.2 * 30_000 * $) / 21);
+    const b = run(cap);
+    expect(Math.max(...b)).toBe(cap);
+    expect(b.reduce((x, y) => x + y, 0)).toBeLessThanOrEqual(flight.budgetMicros);
+    expect(b.reduce((x, y) => x + y, 0)).toBeGreaterThanOrEqual(flight.budgetMicros - 21);
+    // Days that spend 80 % of their budget: later days rise above the schedule, the total stays.
+    const short = run(undefined, 0.8);
+    const onTime = run();
+    expect(short[20] as number).toBeGreaterThan(onTime[20] as number);
+    // Every day's budget ≤ what is left, whatever the closes say.
+    const late = fl({ '2026-12-01': 29_999 * $ });
+    expect(dayBudgetMicros(late, '2026-12-02')).toBeLessThanOrEqual(1 * $);
+  });
+
+  it('is refused on a plan without a flight, naming what to do', () => {
+    expect(() => validatePlan({ ...fl(), flight: undefined, flightSpent: undefined })).toThrow(
+      /pacingMode: front-loaded spreads a flight over its days and this plan has no flight: give the flight/,
+    );
+    expect(validatePlan({ ...fl(), flightSpent: undefined }).pacingMode).toBe('front-loaded');
+  });
+});
+
 describe('flight validation', () => {
   const base = { ...plan(), flightSpent: undefined };
   const refused = (f: Partial<Flight>, cap = 2_000 * $) => {

@@ -70,6 +70,7 @@ describe('delivery counts', () => {
       onPace: 1,
       ahead: 1,
       behind: {
+        'out-of-window': 0,
         'stale-parameters': 0,
         'account-cap': 0,
         'no-traffic': 1,
@@ -111,6 +112,7 @@ describe('delivery metrics and alarms', () => {
     expect(bands).not.toHaveProperty('shard');
     const byReason = records.filter((r) => pacerMetricNames.plansBehindByReason in r);
     expect(byReason.map((r) => [r.reason, r.PlansBehindByReason])).toEqual([
+      ['out-of-window', 0],
       ['stale-parameters', 0],
       ['account-cap', 0],
       ['no-traffic', 1],

@@ -6,6 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import type { PlanDayStatus } from '../../../cli/spend.js';
 import { formatSpendReport, spendReport } from '../../../cli/spend-report.js';
+import { flightDueShare } from '../../../shared/budget/flight.js';
 import { type DeliveryInput, deliveryOf, flightDeliveryOf } from '../../../shared/pacing/delivery.js';
 
 const base: DeliveryInput = {
@@ -33,6 +34,9 @@ describe('delivery band', () => {
 
   it('gives a behind plan the first reason that holds, in order', () => {
     const behind = { ...base, actualMicros: 500_000 };
+    expect(
+      deliveryOf({ ...behind, windowClosed: true, fresh: false, accountAtCap: true, fullSpeed: true }).reason,
+    ).toBe('out-of-window');
     expect(deliveryOf({ ...behind, fresh: false, accountAtCap: true, fullSpeed: true }).reason).toBe(
       'stale-parameters',
     );
@@ -151,6 +155,22 @@ describe('flight delivery', () => {
       actualMicros: 21_000_000,
       band: 'on-pace',
     });
+  });
+
+  it('holds a front-loaded flight to its schedule, not the even line', () => {
+    const dueShare = (x: number) => flightDueShare({ pacingMode: 'front-loaded' }, x);
+    // φ(3/7) + (φ(4/7) − φ(3/7)) × ½ of $21: ahead of even's $10.50 by the schedule's lead.
+    const phi = (x: number) => x + 0.5 * x * (1 - x);
+    const want = Math.round(21_000_000 * (phi(3 / 7) + (phi(4 / 7) - phi(3 / 7)) / 2));
+    const d = flightDeliveryOf({ ...flight, closedMicros: 8_000_000, dueShare });
+    expect(d.expectedMicros).toBe(want);
+    expect(want).toBeGreaterThan(12_000_000);
+    // $10 by now is on pace for an even flight and behind a front-loaded one.
+    expect(d.band).toBe('behind');
+    expect(
+      flightDeliveryOf({ ...flight, dayNumber: 8, closedMicros: 21_000_000, dueShare }).expectedMicros,
+    ).toBe(21_000_000);
+    expect(flightDueShare({ pacingMode: 'even' }, 0.3)).toBe(0.3);
   });
 
   it('reports a flight row with the flight against its even line and today against the even share', () => {

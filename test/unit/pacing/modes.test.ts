@@ -41,12 +41,12 @@ import {
 import { evaluateCurve, type PlanPacingParams } from '../../../shared/pacing/types.js';
 import { parseScenario, ScenarioError } from '../../../sim/scenario.js';
 import { controllerOf, STRATEGIES, slotsCurve } from '../../../sim/strategies.js';
-import { FRONTLOAD } from '../../support/frontload-mode.js';
+import { RUSH } from '../../support/rush-mode.js';
 
 const TZ = 'America/Los_Angeles';
 const T0 = Date.parse('2026-11-21T09:00:00-08:00');
 
-const MODE = 'frontload' as PacingMode;
+const MODE = 'rush' as PacingMode;
 
 let removals: (() => void)[] = [];
 afterEach(() => {
@@ -113,13 +113,13 @@ const scenario = (pacingMode: string) => ({
 
 describe('a pacing mode added through the registry alone', () => {
   it('is accepted by the budget validator and the CLI, whose help lists it', () => {
-    register(FRONTLOAD);
+    register(RUSH);
     const flags = {
       level: 'campaign',
       account: 'a',
       campaign: 'c',
       'daily-budget': '10',
-      pacing: 'frontload',
+      pacing: 'rush',
     };
     const p = planFromFlags(flags);
     expect(p).toEqual({
@@ -127,25 +127,25 @@ describe('a pacing mode added through the registry alone', () => {
       accountId: 'a',
       campaignId: 'c',
       dailyBudgetMicros: 10_000_000,
-      pacingMode: 'frontload',
+      pacingMode: 'rush',
     });
     expect(validatePlan(p)).toBe(p);
-    expect(budgetsUsage()).toContain('[--pacing even|asap|ahead|asap-hourly|frontload]');
-    expect(budgetsUsage()).toMatch(/^ {4}frontload the remainder over the first half/m);
+    expect(budgetsUsage()).toContain('[--pacing even|asap|ahead|asap-hourly|front-loaded|curve|rush]');
+    expect(budgetsUsage()).toMatch(/^ {4}rush {9}the remainder over the first half/m);
     expect(() => planFromFlags({ ...flags, pacing: 'fast' })).toThrow(
-      '--pacing "fast": use even, asap, ahead, asap-hourly, frontload.',
+      '--pacing "fast": use even, asap, ahead, asap-hourly, front-loaded, curve, rush.',
     );
   });
 
   it('is paced by the controller with its own curve, and its state continues bit for bit', () => {
-    register(FRONTLOAD);
+    register(RUSH);
     const { first, next, day } = twoSteps(MODE);
     // The mode's curve function, anchored at the spend so far.
     const mid = T0 + Math.floor((day.endMs - T0) / 2);
-    expect(first.params.mode).toBe('frontload');
+    expect(first.params.mode).toBe('rush');
     expect(first.params.curve).toEqual({ atMs: [T0, mid, day.endMs], micros: [100_000_000, 1e9, 1e9] });
     const text = encodeState(first.state);
-    expect(text.startsWith('1f,')).toBe(true);
+    expect(text.startsWith('1r,')).toBe(true);
     const decoded = decodeState(text);
     expect(decoded).toEqual(first.state);
     // Paced: it holds pressure (the even curve's control law), unlike ASAP.
@@ -157,22 +157,22 @@ describe('a pacing mode added through the registry alone', () => {
   });
 
   it('is accepted by the codec: publishable, and decoded back by a reader', () => {
-    register(FRONTLOAD);
+    register(RUSH);
     const { first, day } = twoSteps(MODE);
     expect(() => assertPublishable(first.params)).not.toThrow();
     const decoded = decodeCampaignHash(hashOf(first.params, day))?.plans.get('campaign');
-    expect(decoded).toMatchObject({ mode: 'frontload', curve: first.params.curve, dayWindow: day });
+    expect(decoded).toMatchObject({ mode: 'rush', curve: first.params.curve, dayWindow: day });
     const safe = failSafeParams(plan(MODE), day);
     expect(safe.curve).toEqual(linearDayCurve(day, 1e9));
     expect(() => assertPublishable(safe)).not.toThrow();
   });
 
   it('is accepted by the simulator: scenario files and every strategy', () => {
-    register(FRONTLOAD);
-    const s = parseScenario(scenario('frontload'));
-    expect(s.accounts[0]?.pacingMode).toBe('frontload');
-    expect(s.campaigns.map((c) => c.pacingMode)).toEqual(['frontload', 'even']);
-    expect(s.campaigns[1]?.arms[0]?.pacingMode).toBe('frontload');
+    register(RUSH);
+    const s = parseScenario(scenario('rush'));
+    expect(s.accounts[0]?.pacingMode).toBe('rush');
+    expect(s.campaigns.map((c) => c.pacingMode)).toEqual(['rush', 'even']);
+    expect(s.campaigns[1]?.arms[0]?.pacingMode).toBe('rush');
     const day = dayWindow(T0, TZ);
     const curves = Object.fromEntries(
       STRATEGIES.map((name) => {
@@ -193,23 +193,23 @@ describe('a pacing mode added through the registry alone', () => {
   });
 
   it('is refused everywhere, naming it, once it is not registered', () => {
-    const remove = registerPacingMode(FRONTLOAD);
+    const remove = registerPacingMode(RUSH);
     const { first, day } = twoSteps(MODE);
     const state = encodeState(first.state);
     const hash = hashOf(first.params, day);
     remove();
-    expect(findPacingMode('frontload')).toBeUndefined();
+    expect(findPacingMode('rush')).toBeUndefined();
     expect(() => validatePlan(plan(MODE))).toThrow(
-      'pacingMode: "frontload" is not a pacing mode: use even, asap, ahead, asap-hourly',
+      'pacingMode: "rush" is not a pacing mode: use even, asap, ahead, asap-hourly, front-loaded, curve',
     );
     expect(() =>
-      planFromFlags({ level: 'account', account: 'a', 'daily-budget': '1', pacing: 'frontload' }),
+      planFromFlags({ level: 'account', account: 'a', 'daily-budget': '1', pacing: 'rush' }),
     ).toThrow(CliUsageError);
-    expect(() => parseScenario(scenario('frontload'))).toThrow(ScenarioError);
-    expect(() => parseScenario(scenario('frontload'))).toThrow(/must be a pacing mode: even, asap/);
+    expect(() => parseScenario(scenario('rush'))).toThrow(ScenarioError);
+    expect(() => parseScenario(scenario('rush'))).toThrow(/must be a pacing mode: even, asap/);
     expect(() => decodeCampaignHash(hash)).toThrow(PacingDecodeError);
-    expect(() => decodeCampaignHash(hash)).toThrow(/pacing mode "frontload" is not known to this version/);
-    expect(() => assertPublishable(first.params)).toThrow(/mode frontload is not a pacing mode/);
+    expect(() => decodeCampaignHash(hash)).toThrow(/pacing mode "rush" is not known to this version/);
+    expect(() => assertPublishable(first.params)).toThrow(/mode rush is not a pacing mode/);
     // The controller: an error for the plan's mode and for the stored state's code.
     expect(() => twoSteps(MODE)).toThrow(UnknownPacingModeError);
     const error = (() => {
@@ -222,9 +222,9 @@ describe('a pacing mode added through the registry alone', () => {
     expect(error).toBeInstanceOf(UnknownPacingModeError);
     expect(error).toBeInstanceOf(PacelineError);
     expect(error.code).toBe('pacing.unknown-mode');
-    expect(error.mode).toBe('1f');
+    expect(error.mode).toBe('1r');
     expect(error.message).toMatch(
-      /pacing mode code "f", which this version does not know \(known: e even, a asap, h ahead, s asap-hourly\)/,
+      /pacing mode code "r", which this version does not know \(known: e even, a asap, h ahead, s asap-hourly, f front-loaded, c curve\)/,
     );
     expect(() => encodeState(first.state)).toThrow(UnknownPacingModeError);
   });
@@ -232,7 +232,7 @@ describe('a pacing mode added through the registry alone', () => {
 
 describe('the registry', () => {
   it('holds the built-in modes, each with its own state code', () => {
-    expect(pacingModeIds()).toEqual(['even', 'asap', 'ahead', 'asap-hourly']);
+    expect(pacingModeIds()).toEqual(['even', 'asap', 'ahead', 'asap-hourly', 'front-loaded', 'curve']);
     expect(pacingModeOf('even')).toMatchObject({ stateCode: 'e', paced: true, shaped: true });
     expect(pacingModeOf('asap')).toMatchObject({ stateCode: 'a', paced: false, shaped: false });
     expect(pacingModeOf('ahead')).toMatchObject({ stateCode: 'h', paced: true, shaped: true, hourly: false });
@@ -242,10 +242,12 @@ describe('the registry', () => {
       shaped: false,
       hourly: true,
     });
+    expect(pacingModeOf('front-loaded')).toMatchObject({ stateCode: 'f', paced: true, shaped: true });
+    expect(pacingModeOf('front-loaded').flightSchedule).toBeTypeOf('function');
   });
 
   it("every mode's guard default is its fail-safe curve, and that curve is publishable", () => {
-    register(FRONTLOAD);
+    register(RUSH);
     // A 25-hour day (fall back in Los Angeles) and an ordinary one.
     for (const at of [Date.parse('2026-11-01T12:00:00-08:00'), T0]) {
       const day = dayWindow(at, TZ);
@@ -287,23 +289,21 @@ describe('the registry', () => {
     ).toBe(500);
     expect(failSafeParams(plan('fast' as PacingMode), day).curve).toEqual(linearDayCurve(day, 1e9));
     expect(() => pacingModeOf('fast')).toThrow(
-      'pacing mode "fast" is not known to this version (known: even, asap, ahead, asap-hourly): deploy a version that knows it',
+      'pacing mode "fast" is not known to this version (known: even, asap, ahead, asap-hourly, front-loaded, curve): deploy a version that knows it',
     );
   });
 
   it('refuses ids and state codes that break the encodings or are taken', () => {
     const bad = (patch: Partial<PacingModeSpec>, message: RegExp) =>
-      expect(() => registerPacingMode({ ...FRONTLOAD, ...patch })).toThrow(message);
-    bad({ id: 'front,load' }, /the id must be 1–32 lower-case letters/);
+      expect(() => registerPacingMode({ ...RUSH, ...patch })).toThrow(message);
+    bad({ id: 'ru,sh' }, /the id must be 1–32 lower-case letters/);
     bad({ id: 'Front' }, /the id must be/);
     bad({ id: 'even' }, /a mode of this id exists/);
     bad({ stateCode: 'a' }, /state code "a" is mode asap's/);
     bad({ stateCode: 'F' }, /one lower-case letter/);
     bad({ stateCode: 'ff' }, /one lower-case letter/);
     bad({ help: 'two\nlines' }, /one line/);
-    expect(() => registerPacingMode({ ...FRONTLOAD, id: 'x', stateCode: 'e' })).toThrow(
-      PacingModeDefinitionError,
-    );
-    expect(pacingModeIds()).toEqual(['even', 'asap', 'ahead', 'asap-hourly']);
+    expect(() => registerPacingMode({ ...RUSH, id: 'x', stateCode: 'e' })).toThrow(PacingModeDefinitionError);
+    expect(pacingModeIds()).toEqual(['even', 'asap', 'ahead', 'asap-hourly', 'front-loaded', 'curve']);
   });
 });

@@ -5,6 +5,7 @@
  * simulated hours per second, so unit tests can check control behaviour exactly (state round
  * trips, windup, catch-up). The real guard, tracker and Redis are in test/integration/pacing/.
  */
+import { type Daypart, isOpenAt, planDayWindows } from '../../../shared/budget/daypart.js';
 import { type PacingMode, type ResolvedPlan, resolvePlan } from '../../../shared/budget/model.js';
 import { type DayWindow, dayWindow } from '../../../shared/budget/time-zone.js';
 import type { PacingController } from '../../../shared/pacing/controller/index.js';
@@ -33,6 +34,10 @@ export interface PlantOptions {
    * about one float F; with several guards, their sum). @default 0
    */
   readonly floatsMicros?: number;
+  /** Dayparting of the plan: no bid goes out while its windows are closed (the guard's rule). */
+  readonly daypart?: Daypart;
+  /** The plan's own curve (mode `curve`). */
+  readonly curve?: readonly number[];
 }
 
 /** One plan in a market, stepped tick by tick. */
@@ -45,6 +50,8 @@ export class Plant<S, F> {
   inFlight = 0;
   impressions = 0;
   charged = 0;
+  /** Bids the plan's closed windows held back (they would have fit E). */
+  closedBids = 0;
   /** Max |confirmed − E| / budget seen at minute samples since the last {@link resetDay}. */
   maxDeviation = 0;
   private readonly market: Market;
@@ -65,6 +72,8 @@ export class Plant<S, F> {
         campaignId: 'c',
         dailyBudgetMicros: options.budgetMicros,
         pacingMode: options.mode ?? 'even',
+        ...(options.daypart ? { daypart: options.daypart } : {}),
+        ...(options.curve ? { curve: options.curve } : {}),
       },
       options.timeZone ?? 'UTC',
     );
@@ -86,6 +95,16 @@ export class Plant<S, F> {
   /** Changes the plan's budget (takes effect at the next tick, as a budgets refresh would). */
   setBudget(micros: number): void {
     this.plan = resolvePlan({ ...this.plan, dailyBudgetMicros: micros }, this.plan.timeZone);
+  }
+
+  /** Changes the plan's dayparting (takes effect at the next tick, as a budgets refresh would). */
+  setDaypart(daypart: Daypart | undefined): void {
+    this.plan = resolvePlan({ ...this.plan, daypart }, this.plan.timeZone);
+  }
+
+  /** Changes the plan's own curve (takes effect at the next tick). */
+  setCurve(curve: readonly number[]): void {
+    this.plan = resolvePlan({ ...this.plan, curve }, this.plan.timeZone);
   }
 
   /** One controller step at `now` (a tick). */
@@ -153,6 +172,11 @@ export class Plant<S, F> {
           const bid = Math.max(1, Math.round(this.valuation(this.random) * params.bidMultiplier));
           const cap = Math.min(this.plan.dailyBudgetMicros, evaluateCurve(params.curve, t));
           if (this.confirmed + this.inFlight + bid > cap) continue;
+          const windows = planDayWindows(this.plan, this.day as DayWindow);
+          if (windows && !isOpenAt(windows, t)) {
+            this.closedBids++;
+            continue;
+          }
           const res = runAuction(
             this.options.auction ?? 'second-price',
             [{ key: 0, bidMicros: bid }],

@@ -54,13 +54,15 @@ function errorOf(mutate: (s: Record<string, unknown>) => void): ScenarioError {
 }
 
 describe('scenario format', () => {
-  it('parses every shipped scenario (ten of one region, four generated portfolios, three of several regions)', () => {
+  it('parses every shipped scenario (twelve of one region, four generated portfolios, three of several regions)', () => {
     const files = readdirSync(DIR).filter((f) => f.endsWith('.json'));
     expect(files.sort()).toEqual(
       [
+        'daypart-week',
         'dst-day',
         'evening-peak-day',
         'fault-day',
+        'flight-modes',
         'flight-week',
         'mid-day-budget-cut',
         'modes-day',

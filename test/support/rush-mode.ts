@@ -6,10 +6,10 @@
 import { flatCurve, linearDayCurve, linearExpected } from '../../shared/pacing/controller/curve.js';
 import type { PacingModeSpec } from '../../shared/pacing/modes.js';
 
-/** A front-loaded mode: the remainder spent over the first half of what is left of the day. */
-export const FRONTLOAD: PacingModeSpec = {
-  id: 'frontload',
-  stateCode: 'f',
+/** A mode that rushes: the remainder spent over the first half of what is left of the day. */
+export const RUSH: PacingModeSpec = {
+  id: 'rush',
+  stateCode: 'r',
   help: 'the remainder over the first half of the day left (a test mode)',
   paced: true,
   shaped: false,
