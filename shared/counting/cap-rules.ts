@@ -27,6 +27,28 @@ export interface FrequencyCap {
   /** Restrict to one view type. @default any view type */
   readonly viewType?: string | number;
   readonly block?: undefined;
+  readonly recencyMs?: undefined;
+}
+
+/**
+ * A recency cap: not again within `recencyMs` of the user's last `action` on the candidate's
+ * `level` entity — allowed when no such event is in (now − recencyMs, now], so exactly
+ * `recencyMs` after the last one it is allowed and 1 ms earlier refused. It is a frequency cap of
+ * max 1 over that window (its status reports remaining 1 − count), combined with the candidate's
+ * other caps like any of them: the strictest wins.
+ */
+export interface RecencyCap {
+  /** Entity dimension: 'ad' | 'adGroup' | 'campaign' | 'advertiser' (any id dimension). */
+  readonly level: string;
+  /** How long after the last event the entity may be served again, ms: a positive integer. */
+  readonly recencyMs: number;
+  /** @default 'impression' */
+  readonly action?: string | number;
+  /** Restrict to one view type. @default any view type */
+  readonly viewType?: string | number;
+  readonly block?: undefined;
+  readonly windowMs?: undefined;
+  readonly max?: undefined;
 }
 
 /**
@@ -38,10 +60,26 @@ export interface EntityBlock {
   /** Entity dimension blocked: 'ad' | 'adGroup' | 'campaign' | 'advertiser' (any id dimension). */
   readonly level: string;
   readonly block: true;
+  readonly recencyMs?: undefined;
+  readonly windowMs?: undefined;
+  readonly max?: undefined;
 }
 
-/** What a candidate can carry: frequency caps and blocks. */
-export type CapRule = FrequencyCap | EntityBlock;
+/** What a candidate can carry: frequency caps, recency caps and blocks. */
+export type CapRule = FrequencyCap | RecencyCap | EntityBlock;
+
+/** A cap that counts events (not a block): a frequency or a recency cap. */
+export type CountingCap = FrequencyCap | RecencyCap;
+
+/** The events a counting cap allows per window: its `max`, 1 for a recency cap. */
+export function capMax(cap: CountingCap): number {
+  return cap.max ?? 1;
+}
+
+/** The window a counting cap counts over, ms: its `windowMs`, or a recency cap's `recencyMs`. */
+export function capWindowMs(cap: CountingCap): number {
+  return cap.windowMs ?? (cap.recencyMs as number);
+}
 
 /** An ad candidate of a request. */
 export interface CapCandidate {
@@ -109,10 +147,19 @@ function describeCap(cap: unknown): string {
 export function checkRule(schema: EventSchema, c: CapCandidate, ci: number, k: number, cap: CapRule): void {
   const where = () => `${whereCap(c, ci, k)} ${describeCap(cap)}`;
   if (cap.block !== undefined) {
-    const extra = cap as { readonly windowMs?: unknown; readonly max?: unknown };
-    if (cap.block !== true || extra.windowMs !== undefined || extra.max !== undefined) {
+    const extra = cap as {
+      readonly windowMs?: unknown;
+      readonly max?: unknown;
+      readonly recencyMs?: unknown;
+    };
+    if (
+      cap.block !== true ||
+      extra.windowMs !== undefined ||
+      extra.max !== undefined ||
+      extra.recencyMs !== undefined
+    ) {
       throw new InvalidCountQueryError(
-        `${where()}: a block is exactly { level, block: true } (it has no window or max); ` +
+        `${where()}: a block is exactly { level, block: true } (it has no window, max or recency); ` +
           'for a frequency cap give windowMs and max instead.',
       );
     }
@@ -128,6 +175,21 @@ export function checkRule(schema: EventSchema, c: CapCandidate, ci: number, k: n
       valueKey(spec, value);
     } catch (error) {
       throw new InvalidCountQueryError(`${where()}: ${(error as Error).message}`, { cause: error });
+    }
+    return;
+  }
+  if (cap.recencyMs !== undefined) {
+    const extra = cap as { readonly windowMs?: unknown; readonly max?: unknown };
+    if (extra.windowMs !== undefined || extra.max !== undefined) {
+      throw new InvalidCountQueryError(
+        `${where()}: a recency cap is { level, recencyMs, action?, viewType? } (it is max 1 over recencyMs); ` +
+          'for a frequency cap give windowMs and max instead.',
+      );
+    }
+    if (!Number.isSafeInteger(cap.recencyMs) || cap.recencyMs <= 0) {
+      throw new InvalidCountQueryError(
+        `${where()}: recencyMs must be a positive integer (ms); 0 or less would never refuse — leave the cap out for none.`,
+      );
     }
     return;
   }

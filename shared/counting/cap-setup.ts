@@ -9,9 +9,9 @@
 import {
   type CapCandidate,
   type CapRule,
+  type CountingCap,
   checkRule,
   codeOf,
-  type FrequencyCap,
   whereCap,
 } from './cap-rules.js';
 import { type CapScratch, idHalves, MAX_FAST_WINDOWS, SLOT, slotOf, TWO_32 } from './cap-scratch.js';
@@ -54,19 +54,24 @@ export function resolveCaps(
     const caps = c.caps;
     for (let k = 0; k < caps.length; k++) {
       const rule = caps[k] as CapRule;
+      let windowMs = rule.windowMs as number;
       if (
         rule.block !== undefined ||
-        !Number.isSafeInteger(rule.windowMs) ||
-        rule.windowMs <= 0 ||
+        !Number.isSafeInteger(windowMs) ||
+        windowMs <= 0 ||
         !Number.isSafeInteger(rule.max) ||
-        rule.max < 1
+        (rule.max as number) < 1
       ) {
+        // Not a valid frequency cap: a block, a recency cap, or an error (checkRule throws).
         checkRule(schema, c, ci, k, rule);
-        // A block: no counter (−1); the verdict rejects on it.
-        capCounter[capIndex++] = -1;
-        continue;
+        if (rule.recencyMs === undefined) {
+          // A block: no counter (−1); the verdict rejects on it.
+          capCounter[capIndex++] = -1;
+          continue;
+        }
+        windowMs = rule.recencyMs;
       }
-      const cap = rule as FrequencyCap;
+      const cap = rule as CountingCap;
       const li = levelIndex(s, schema, c, ci, k, cap.level);
       const entity =
         s.candidateStamp[li] === ci ? (s.candidateEntity[li] as number) : entityOf(s, c, ci, k, li);
@@ -88,7 +93,7 @@ export function resolveCaps(
         lastView = viewType;
       }
       // (now − w, now]: the first millisecond that counts is one after now − w.
-      const since = now - cap.windowMs + 1;
+      const since = now - windowMs + 1;
       if (since < minSince) minSince = since;
       capCounter[capIndex++] = counterOf(s, entity, action, viewType, since);
     }

@@ -9,8 +9,9 @@ import type {
   CapCheckResult,
   CapRule,
   CapStatus,
-  FrequencyCap,
+  CountingCap,
 } from './cap-rules.js';
+import { capMax, capWindowMs } from './cap-rules.js';
 import { foldBuckets, scanLog } from './cap-scan.js';
 import { CapScratch } from './cap-scratch.js';
 import { fastWindows, orderCounters, resolveCaps } from './cap-setup.js';
@@ -30,7 +31,7 @@ const NO_HITS: readonly CapStatus[] = Object.freeze([]);
 
 function capStatus(c: CapCandidate, k: number, count: number): CapStatus {
   const cap = c.caps[k] as CapRule;
-  const remaining = cap.block === true ? 0 : cap.max - count;
+  const remaining = cap.block === true ? 0 : capMax(cap) - count;
   return { cap, entity: String(c.entities[cap.level]), count, remaining };
 }
 
@@ -105,17 +106,14 @@ function verdicts(s: CapScratch, candidates: readonly CapCandidate[]): CapCheckR
         if (block < 0) block = k;
         continue;
       }
-      const cap = caps[k] as FrequencyCap;
-      const remaining = cap.max - (counts[finalIndex[counter] as number] as number);
+      const cap = caps[k] as CountingCap;
+      const remaining = capMax(cap) - (counts[finalIndex[counter] as number] as number);
       if (remaining <= 0) hitCount++;
-      if (
-        best < 0 ||
-        remaining < bestRemaining ||
-        (remaining === bestRemaining && cap.windowMs > bestWindow)
-      ) {
+      const window = capWindowMs(cap);
+      if (best < 0 || remaining < bestRemaining || (remaining === bestRemaining && window > bestWindow)) {
         best = k;
         bestRemaining = remaining;
-        bestWindow = cap.windowMs;
+        bestWindow = window;
       }
     }
     candidateBest[ci] = best;
@@ -147,7 +145,7 @@ function verdicts(s: CapScratch, candidates: readonly CapCandidate[]): CapCheckR
         if (counter < 0) list.push(capStatus(c, k, 0));
         else {
           const count = counts[finalIndex[counter] as number] as number;
-          if ((caps[k] as FrequencyCap).max - count <= 0) list.push(capStatus(c, k, count));
+          if (capMax(caps[k] as CountingCap) - count <= 0) list.push(capStatus(c, k, count));
         }
       }
     }

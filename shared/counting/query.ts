@@ -29,8 +29,10 @@ export type {
   CapCheckResult,
   CapRule,
   CapStatus,
+  CountingCap,
   EntityBlock,
   FrequencyCap,
+  RecencyCap,
 } from './cap-rules.js';
 export { evaluateCaps } from './caps.js';
 export {

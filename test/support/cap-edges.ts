@@ -19,6 +19,8 @@ const W = HOUR_MS;
 const D = EDGE_DEDUP_WINDOW;
 const hourCap: CapRule = { level: 'ad', windowMs: W, max: 1 };
 const weekCap = (max: number): CapRule => ({ level: 'ad', windowMs: 7 * DAY_MS, max });
+/** Not again within 30 minutes of the user's last impression of the campaign. */
+const recency30: CapRule = { level: 'campaign', recencyMs: 30 * MINUTE_MS };
 
 /** One event of a row: its time relative to EDGE_NOW and which insertion it is. */
 export interface EdgeEvent {
@@ -54,6 +56,51 @@ export const CAP_EDGE_ROWS: readonly CapEdgeRow[] = [
     events: [],
     rule: { level: 'ad', block: true },
     expect: { allowed: false, count: 0 },
+    dedup: false,
+  },
+  {
+    name: 'recency 30 min: the last impression exactly 30 min ago allows a serve',
+    events: [{ at: -30 * MINUTE_MS }],
+    rule: recency30,
+    expect: { allowed: true, count: 0 },
+    dedup: false,
+  },
+  {
+    name: 'recency 30 min: the last impression 30 min − 1 ms ago refuses it',
+    events: [{ at: -30 * MINUTE_MS + 1 }],
+    rule: recency30,
+    expect: { allowed: false, count: 1 },
+    dedup: false,
+  },
+  {
+    name: 'recency 0 is refused with an error naming the cap',
+    events: [],
+    rule: { level: 'campaign', recencyMs: 0 },
+    expect: {
+      error:
+        /candidate edge cap 0 \{"level":"campaign","recencyMs":0\}: recencyMs must be a positive integer/,
+    },
+    dedup: false,
+  },
+  {
+    name: 'a negative recency is refused with an error naming the cap',
+    events: [],
+    rule: { level: 'campaign', recencyMs: -60_000 },
+    expect: { error: /recencyMs must be a positive integer \(ms\); 0 or less would never refuse/ },
+    dedup: false,
+  },
+  {
+    name: 'a block with a recency is refused (a block has no window, max or recency)',
+    events: [],
+    rule: { level: 'campaign', block: true, recencyMs: HOUR_MS } as unknown as CapRule,
+    expect: { error: /a block is exactly \{ level, block: true \} \(it has no window, max or recency\)/ },
+    dedup: false,
+  },
+  {
+    name: 'a recency cap with a window or max is refused (it is max 1 over recencyMs)',
+    events: [],
+    rule: { level: 'campaign', recencyMs: HOUR_MS, max: 2 } as unknown as CapRule,
+    expect: { error: /a recency cap is \{ level, recencyMs, action\?, viewType\? \}/ },
     dedup: false,
   },
   {

@@ -50,7 +50,13 @@ export {
 } from '../../../shared/client/notices.js';
 export { CampaignRemovedError } from '../../../shared/client/parts.js';
 export { InvalidEnvError, MissingEnvError } from '../../../shared/config/env.js';
-export type { CapCandidate, CapCheckResult, CapRule, FrequencyCap } from '../../../shared/counting/query.js';
+export type {
+  CapCandidate,
+  CapCheckResult,
+  CapRule,
+  FrequencyCap,
+  RecencyCap,
+} from '../../../shared/counting/query.js';
 export { InvalidCountQueryError, UnreadableEventLogError } from '../../../shared/counting/query.js';
 export {
   ACTIONS,

@@ -10,7 +10,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ingestRecords } from '../../../shared/counting/ingest.js';
-import type { CapCandidate, CountQuery, FrequencyCap } from '../../../shared/counting/query.js';
+import type { CapCandidate, CountingCap, CountQuery } from '../../../shared/counting/query.js';
 import { ActionStore } from '../../../shared/counting/store.js';
 import type { RedisClient } from '../../../shared/redis/connect.js';
 import { DAY_MS, HOUR_MS, ManualClock, MINUTE_MS } from '../../../shared/time/clock.js';
@@ -160,42 +160,41 @@ describe.each([
     }
   });
 
-  it('frequency caps agree with reference counts', async () => {
+  it('frequency and recency caps agree with reference counts', async () => {
     const now = clock.now();
     const horizon = now - 30 * DAY_MS;
     for (let round = 0; round < 40; round++) {
       const userId = pick(rand, log.userIds);
       const windows = [HOUR_MS, 7 * DAY_MS, 30 * DAY_MS, int(rand, 1, 40 * 24 * 60) * MINUTE_MS];
-      const caps: FrequencyCap[][] = [];
+      const caps: CountingCap[][] = [];
       const candidates: CapCandidate[] = log.ads.map((ad, i) => {
         caps[i] = (['ad', 'adGroup', 'campaign', 'advertiser'] as const).flatMap((level) =>
-          Array.from(
-            { length: int(rand, 0, 3) },
-            (): FrequencyCap => ({
-              level,
-              windowMs: pick(rand, windows),
-              max: int(rand, 1, 60),
-              action: pick(rand, ['impression', 'click', 3] as const),
-            }),
-          ),
+          Array.from({ length: int(rand, 0, 3) }, (): CountingCap => {
+            const action = pick(rand, ['impression', 'click', 3] as const);
+            // One cap in five a recency cap (max 1 over recencyMs).
+            return rand() < 0.2
+              ? { level, recencyMs: pick(rand, windows), action }
+              : { level, windowMs: pick(rand, windows), max: int(rand, 1, 60), action };
+          }),
         );
-        return { id: `c${ad}`, entities: entitiesOf(ad), caps: caps[i] as FrequencyCap[] };
+        return { id: `c${ad}`, entities: entitiesOf(ad), caps: caps[i] as CountingCap[] };
       });
       const result = await store.checkFrequencyCaps({ userId, candidates });
       const verdicts = new Map([...result.allowed, ...result.rejected].map((v) => [v.id, v]));
       expect(verdicts.size).toBe(candidates.length);
       for (const [i, c] of candidates.entries()) {
-        const hits = (caps[i] as FrequencyCap[]).filter((cap) => {
+        const hits = (caps[i] as CountingCap[]).filter((cap) => {
+          const windowMs = cap.windowMs ?? cap.recencyMs;
           const action = typeof cap.action === 'number' ? actionName(cap.action) : (cap.action as string);
           const { total } = reference.count(
             userId,
             horizon,
             // Window (now − w, now]; events stamped ahead of now count as now.
-            { from: now - cap.windowMs + 1, to: Number.MAX_SAFE_INTEGER },
+            { from: now - windowMs + 1, to: Number.MAX_SAFE_INTEGER },
             { [cap.level]: [(c.entities as Record<string, string>)[cap.level] as string], action: [action] },
             [],
           );
-          return total >= cap.max;
+          return total >= (cap.max ?? 1);
         });
         const v = verdicts.get(c.id as string);
         const context = `seed=${seed} round=${round} user=${userId} candidate=${c.id}`;

@@ -90,6 +90,7 @@ const TYPES = [
   'DecisionOutcome',
   'DecisionRecord',
   'FrequencyCap',
+  'RecencyCap',
   'LossEvent',
   'MetricsHooks',
   'NoticeBid',

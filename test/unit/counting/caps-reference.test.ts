@@ -82,18 +82,21 @@ function reference(
       const entity = BigInt(c.entities[cap.level] as string | number);
       const action = code(ACTIONS, cap.action ?? 'impression');
       const view = cap.viewType === undefined ? undefined : code(VIEW_TYPES, cap.viewType);
+      // A recency cap is max 1 over recencyMs (docs/counting.md).
+      const windowMs = cap.windowMs ?? cap.recencyMs;
+      const max = cap.max ?? 1;
       const count = events.filter(
         (e) =>
-          e.ts > now - cap.windowMs &&
+          e.ts > now - windowMs &&
           e.ts >= notBefore &&
           e.ids.get(cap.level) === entity &&
           e.action === action &&
           (view === undefined || e.viewType === view),
       ).length;
-      return { cap, entity: String(c.entities[cap.level]), count, remaining: cap.max - count };
+      return { cap, entity: String(c.entities[cap.level]), count, remaining: max - count };
     });
     // A block is the strictest; else the least remaining, ties → the longest window.
-    const windowOf = (s: CapStatus) => (s.cap.block ? 0 : s.cap.windowMs);
+    const windowOf = (s: CapStatus) => (s.cap.block ? 0 : (s.cap.windowMs ?? s.cap.recencyMs));
     let strictest: CapStatus | undefined = statuses.find((s) => s.cap.block);
     for (const s of strictest ? [] : statuses) {
       if (
@@ -158,6 +161,15 @@ function randomCandidates(rand: () => number, count: number, timestamps: readonl
     if (rand() < 0.2) entities.placement = 0;
     const caps: CapRule[] = Array.from({ length: int(rand, 0, 9) }, (): CapRule => {
       if (rand() < 0.04) return { level: pick(rand, LEVELS), block: true };
+      if (rand() < 0.15) {
+        // A recency cap: max 1 over recencyMs, often exactly on (or 1 ms off) an event's age.
+        const recency: { level: string; recencyMs: number; action?: string | number } = {
+          level: pick(rand, LEVELS),
+          recencyMs: rand() < 0.5 ? edge() : pick(rand, [MINUTE_MS, 30 * MINUTE_MS, HOUR_MS, DAY_MS]),
+        };
+        if (rand() < 0.4) recency.action = pick(rand, ['impression', 'click', 2, 3, 'save'] as const);
+        return recency;
+      }
       const cap: {
         level: string;
         windowMs: number;
@@ -222,6 +234,7 @@ describe('evaluateCaps agrees with a brute-force reference', () => {
           const windowMs = [...windows][(ci + k) % windows.size] as number;
           const second =
             round % 4 === 3 && k === 1 ? { action: 'save' } : action === undefined ? {} : { action };
+          if (cap.recencyMs !== undefined) return { level: cap.level, recencyMs: windowMs, ...second };
           return { level: cap.level, windowMs, max: cap.max, ...second };
         }),
       }));
