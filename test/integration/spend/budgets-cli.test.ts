@@ -287,9 +287,18 @@ function cli(args: string[], childEnv: Record<string, string | undefined>) {
   });
 }
 
+/** The acme account's plans as listed: a refused write must leave them as they were. */
+const acmePlans = async () => JSON.stringify(await main(['plan', 'list', '--account', 'acme']));
+
+/** Runs the CLI with `args`, expects it refused with `message`, and the acme plans unchanged. */
+async function expectRefusedUnwritten(args: string[], message: RegExp): Promise<void> {
+  const before = await acmePlans();
+  await expect(main(args)).rejects.toThrow(message);
+  expect(await acmePlans()).toBe(before);
+}
+
 describe('budgets CLI strict input: each case is an error and writes nothing', () => {
   const planArgs = ['plan', 'put', '--level', 'campaign', '--account', 'acme', '--campaign', 'spring'];
-  const snapshot = async () => JSON.stringify(await main(['plan', 'list', '--account', 'acme']));
 
   it.each([
     ['--daily-budget-micros', ''],
@@ -304,15 +313,14 @@ describe('budgets CLI strict input: each case is an error and writes nothing', (
     ['--daily-budget', '007'],
     ['--daily-budget', '+7'],
   ])('rejects %s %j', async (flag, value) => {
-    const before = await snapshot();
-    await expect(main([...planArgs, flag, value])).rejects.toThrow(
+    await expectRefusedUnwritten(
+      [...planArgs, flag, value],
       new RegExp(`${flag} ${JSON.stringify(value).replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`),
     );
-    expect(await snapshot()).toBe(before);
   });
 
   it('rejects ids that do not belong to the plan level', async () => {
-    const before = await snapshot();
+    const before = await acmePlans();
     await expect(
       main([
         'plan',
@@ -346,7 +354,7 @@ describe('budgets CLI strict input: each case is an error and writes nothing', (
       main(['plan', 'put', '--level', 'line', '--account', 'acme', '--daily-budget', '1']),
     ).rejects.toThrow(/--level "line": use account, campaign, arm/);
     await expect(main([...planArgs, '--daily-budget', '1', '--pacing', 'fast'])).rejects.toThrow(/--pacing/);
-    expect(await snapshot()).toBe(before);
+    expect(await acmePlans()).toBe(before);
   });
 
   it('reconciles only real calendar days that have begun', async () => {
@@ -449,7 +457,6 @@ describe('budgets CLI dayparting', () => {
     '--daily-budget',
     '50',
   ];
-  const snapshot = async () => JSON.stringify(await main(['plan', 'list', '--account', 'acme']));
 
   it('writes a dayparted plan with its windows and zone', async () => {
     await main(['campaign', 'put', '--id', 'office', '--account', 'acme', '--name', 'Office hours']);
@@ -487,9 +494,7 @@ describe('budgets CLI dayparting', () => {
     ],
     ['a zone without windows', ['--daypart-zone', 'UTC'], /give --daypart too/],
   ])('refuses %s and writes nothing', async (_what, args, message) => {
-    const before = await snapshot();
-    await expect(main([...put, ...(args as string[])])).rejects.toThrow(message as RegExp);
-    expect(await snapshot()).toBe(before);
+    await expectRefusedUnwritten([...put, ...(args as string[])], message as RegExp);
   });
 });
 
@@ -506,7 +511,6 @@ describe('budgets CLI custom curves', () => {
     '--daily-budget',
     '24',
   ];
-  const snapshot = async () => JSON.stringify(await main(['plan', 'list', '--account', 'acme']));
   const file = (name: string, text: string) => {
     const path = join(mkdtempSync(join(tmpdir(), 'curve-')), name);
     writeFileSync(path, text);
@@ -548,16 +552,13 @@ describe('budgets CLI custom curves', () => {
       /a curve is for --pacing curve/,
     ],
   ])('refuses %s and writes nothing', async (_what, args, message) => {
-    const before = await snapshot();
-    await expect(main([...put, ...(args as () => string[])()])).rejects.toThrow(message as RegExp);
-    expect(await snapshot()).toBe(before);
+    await expectRefusedUnwritten([...put, ...(args as () => string[])()], message as RegExp);
   });
 });
 
 describe('budgets CLI flights: a lifetime budget with a daily cap', () => {
   const xmas = ['plan', 'put', '--level', 'campaign', '--account', 'acme', '--campaign', 'xmas'];
   const flight = ['--flight-start', '2026-12-01', '--flight-end', '2026-12-21', '--flight-budget', '30000'];
-  const snapshot = async () => JSON.stringify(await main(['plan', 'list', '--account', 'acme']));
 
   it('writes a flight plan whose amount is its daily cap', async () => {
     await main(['campaign', 'put', '--id', 'xmas', '--account', 'acme', '--name', 'Christmas']);
@@ -629,8 +630,6 @@ describe('budgets CLI flights: a lifetime budget with a daily cap', () => {
       /--flight-budget "3e4"/,
     ],
   ])('refuses %s and writes nothing', async (_what, args, message) => {
-    const before = await snapshot();
-    await expect(main([...xmas, ...(args as string[])])).rejects.toThrow(message as RegExp);
-    expect(await snapshot()).toBe(before);
+    await expectRefusedUnwritten([...xmas, ...(args as string[])], message as RegExp);
   });
 });
