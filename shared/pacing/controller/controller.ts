@@ -20,7 +20,6 @@
  * Pure: no clock, no I/O, no randomness. The curve is memoised on the state object (a private
  * field, never encoded), so an unchanged curve is returned as the identical object.
  */
-import { isOpenAt } from '../../budget/daypart.js';
 import type { ResolvedPlan } from '../../budget/model.js';
 import type { DayWindow } from '../../budget/time-zone.js';
 import { errorKind } from '../../errors.js';
@@ -184,8 +183,7 @@ export function createPacingController(overrides: Partial<PacingControllerConfig
     if (same) learn(t, tick, same, w, at);
     // Outside a dayparted plan's windows the guard refuses every bid: the error says nothing
     // about the market, so the integral holds until a window opens.
-    const closed = tick.windows !== undefined && !isOpenAt(tick.windows, tick.nowMs);
-    steerPressure(t, tick, same, w.s, w.memo.curve.atMs[0] as number, at, closed ? 0 : w.dtSec);
+    steerPressure(t, tick, same, w.s, w.memo.curve.atMs[0] as number, at, tick.windowOpen ? w.dtSec : 0);
     return settle(t, tick, w, at, forecastIn);
   }
 

@@ -32,8 +32,7 @@ export function learn(t: Tuning, tick: Tick, prev: ControllerState, w: Working, 
   // Outside a dayparted plan's windows the guard refuses every bid: no demand is measured there
   // (an interval with either end outside them is skipped).
   const closed =
-    tick.windows !== undefined &&
-    (!isOpenAt(tick.windows, tick.nowMs) || !isOpenAt(tick.windows, prev.lastSec * 1000));
+    tick.windows !== undefined && (!tick.windowOpen || !isOpenAt(tick.windows, prev.lastSec * 1000));
   // A plan paced to its own curve spends at a pace against the demand that follows the buyer's
   // curve, not the traffic: through the assumed elasticity κ it would teach the forecast a
   // distorted shape (and the priors other plans start from), and its curve does not use it.

@@ -75,6 +75,8 @@ export interface Tick {
   readonly mode: PacingModeSpec;
   /** A dayparted plan's windows on this day (undefined: it may spend all day). */
   readonly windows: DayWindows | undefined;
+  /** False while a dayparted plan's windows are closed at `nowMs` (the guard refuses its bids). */
+  readonly windowOpen: boolean;
   /** What of the plan itself shapes its curve: its windows and its own curve (mode `curve`). */
   readonly shape: PlanShape;
   /** Spend C = confirmed + counted in flight (0 when unusable). */
@@ -114,6 +116,7 @@ export function readTick(
     budget,
     mode: pacingModeOf(plan.pacingMode),
     windows,
+    windowOpen: windows === undefined || isOpenAt(windows, nowMs),
     shape: planShapeOf(plan, day, windows),
     committed: unusable ? 0 : read,
     leased: unusable ? 0 : spend.leasedMicros,
