@@ -28,6 +28,9 @@ export interface FrequencyCap {
   readonly viewType?: string | number;
   readonly block?: undefined;
   readonly recencyMs?: undefined;
+  readonly lifetime?: undefined;
+  readonly stopAfter?: undefined;
+  readonly withinMs?: undefined;
 }
 
 /**
@@ -49,6 +52,56 @@ export interface RecencyCap {
   readonly block?: undefined;
   readonly windowMs?: undefined;
   readonly max?: undefined;
+  readonly lifetime?: undefined;
+  readonly stopAfter?: undefined;
+  readonly withinMs?: undefined;
+}
+
+/**
+ * A lifetime cap: fewer than `max` events of `action` on the candidate's `level` entity since
+ * the candidate's flight started (`CapCandidate.flightStartMs`, inclusive) allow one more serve —
+ * "at most 10 per campaign for its whole flight". The store must keep the whole flight
+ * (`retentionDays` ≥ the flight's age): a flight that started before the retention horizon is
+ * refused rather than under-counted.
+ */
+export interface LifetimeCap {
+  /** Entity dimension: 'ad' | 'adGroup' | 'campaign' | 'advertiser' (any id dimension). */
+  readonly level: string;
+  readonly lifetime: true;
+  /** Serves allowed over the flight, an integer ≥ 1 (count ≥ max rejects). */
+  readonly max: number;
+  /** @default 'impression' */
+  readonly action?: string | number;
+  /** Restrict to one view type. @default any view type */
+  readonly viewType?: string | number;
+  readonly block?: undefined;
+  readonly windowMs?: undefined;
+  readonly recencyMs?: undefined;
+  readonly stopAfter?: undefined;
+  readonly withinMs?: undefined;
+}
+
+/**
+ * A conversion cap: stop serving the candidate's `level` entity to a user once the user did
+ * `stopAfter` (a click, a conversion, any action code) on it — within the last `withinMs`, or
+ * when that is not given, since the candidate's flight started (`flightStartMs`), or without a
+ * flight, over the store's whole retention. It is max 1 event of `stopAfter` over that window.
+ */
+export interface ConversionCap {
+  /** Entity dimension: 'ad' | 'adGroup' | 'campaign' | 'advertiser' (any id dimension). */
+  readonly level: string;
+  /** The action after which the entity is not served: 'click', 'conversion' or a code 1–255. */
+  readonly stopAfter: string | number;
+  /** How long serving stays stopped, ms: a positive integer. @default the flight, else the retention */
+  readonly withinMs?: number;
+  /** Restrict to one view type. @default any view type */
+  readonly viewType?: string | number;
+  readonly block?: undefined;
+  readonly windowMs?: undefined;
+  readonly max?: undefined;
+  readonly recencyMs?: undefined;
+  readonly lifetime?: undefined;
+  readonly action?: undefined;
 }
 
 /**
@@ -63,22 +116,63 @@ export interface EntityBlock {
   readonly recencyMs?: undefined;
   readonly windowMs?: undefined;
   readonly max?: undefined;
+  readonly lifetime?: undefined;
+  readonly stopAfter?: undefined;
+  readonly withinMs?: undefined;
 }
 
-/** What a candidate can carry: frequency caps, recency caps and blocks. */
-export type CapRule = FrequencyCap | RecencyCap | EntityBlock;
+/** What a candidate can carry: frequency, recency, lifetime and conversion caps, and blocks. */
+export type CapRule = FrequencyCap | RecencyCap | LifetimeCap | ConversionCap | EntityBlock;
 
-/** A cap that counts events (not a block): a frequency or a recency cap. */
-export type CountingCap = FrequencyCap | RecencyCap;
+/** A cap that counts events (not a block). */
+export type CountingCap = FrequencyCap | RecencyCap | LifetimeCap | ConversionCap;
 
-/** The events a counting cap allows per window: its `max`, 1 for a recency cap. */
+/** The events a counting cap allows per window: its `max`; 1 for a recency or conversion cap. */
 export function capMax(cap: CountingCap): number {
   return cap.max ?? 1;
 }
 
-/** The window a counting cap counts over, ms: its `windowMs`, or a recency cap's `recencyMs`. */
+/**
+ * The window a counting cap counts over, ms, for ordering caps by length (ties of the strictest
+ * go to the longest): `windowMs`, `recencyMs` or `withinMs`; a lifetime cap and a conversion cap
+ * without `withinMs` count back to the flight's start or the retention, longer than any fixed
+ * window, so they rank as the longest.
+ */
 export function capWindowMs(cap: CountingCap): number {
-  return cap.windowMs ?? (cap.recencyMs as number);
+  return cap.windowMs ?? cap.recencyMs ?? cap.withinMs ?? Number.MAX_SAFE_INTEGER;
+}
+
+/** The action a counting cap counts: `stopAfter` for a conversion cap, else `action` (default impression). */
+export function capAction(cap: CountingCap): string | number {
+  return cap.stopAfter ?? cap.action ?? 'impression';
+}
+
+/**
+ * The first instant a counting cap counts (its events are those stamped in [since, now], and
+ * never before `notBefore`, the retention horizon). Throws {@link InvalidCountQueryError} for a
+ * cap whose window reaches back past the retention (it would under-count).
+ */
+export function capSince(
+  cap: CountingCap,
+  c: CapCandidate,
+  ci: number,
+  k: number,
+  now: number,
+  notBefore: number,
+): number {
+  // (now − w, now]: the first millisecond that counts is one after now − w.
+  const fixed = cap.windowMs ?? cap.recencyMs ?? cap.withinMs;
+  if (fixed !== undefined) return now - fixed + 1;
+  const start = c.flightStartMs;
+  if (start === undefined) return notBefore;
+  if (start < notBefore) {
+    throw new InvalidCountQueryError(
+      `${whereCap(c, ci, k)} ${describeCap(cap)}: the flight started at ${new Date(start).toISOString()}, ` +
+        `before the store's retention horizon ${new Date(notBefore).toISOString()}: its first days are no longer ` +
+        'counted. Give the store a retentionDays of at least the flight length (at most 90), or cap over windowMs.',
+    );
+  }
+  return start;
 }
 
 /** An ad candidate of a request. */
@@ -88,6 +182,11 @@ export interface CapCandidate {
   /** Entity ids by level, e.g. `{ ad: '11', adGroup: '7', campaign: '3', advertiser: '1' }`. */
   readonly entities: Readonly<Record<string, unknown>>;
   readonly caps: readonly CapRule[];
+  /**
+   * When the candidate's flight started, epoch ms: what lifetime caps count from (and conversion
+   * caps without `withinMs`). Required by a lifetime cap.
+   */
+  readonly flightStartMs?: number;
 }
 
 /** A cap's (or block's) evaluation. */
@@ -143,66 +242,138 @@ function describeCap(cap: unknown): string {
   }
 }
 
-/** Throws {@link InvalidCountQueryError} naming the cap unless it is a usable cap or block. */
+/** The kinds of cap rule, told apart by the field only that kind has. */
+type RuleKind = 'block' | 'recency' | 'lifetime' | 'conversion' | 'frequency';
+
+/** The fields each kind may have, and how the kind reads in an error message. */
+const RULE_FIELDS: Readonly<Record<RuleKind, readonly string[]>> = {
+  block: ['level', 'block'],
+  recency: ['level', 'recencyMs', 'action', 'viewType', 'key'],
+  lifetime: ['level', 'lifetime', 'max', 'action', 'viewType', 'key'],
+  conversion: ['level', 'stopAfter', 'withinMs', 'viewType', 'key'],
+  frequency: ['level', 'windowMs', 'max', 'action', 'viewType', 'key'],
+};
+
+function ruleKind(cap: CapRule): RuleKind {
+  if (cap.block !== undefined) return 'block';
+  if (cap.recencyMs !== undefined) return 'recency';
+  if (cap.lifetime !== undefined) return 'lifetime';
+  if (cap.stopAfter !== undefined) return 'conversion';
+  return 'frequency';
+}
+
+/** Fields a kind cannot do without; the others are optional (`?`). */
+const REQUIRED_FIELDS = new Set(['level', 'block', 'lifetime', 'stopAfter', 'recencyMs', 'windowMs', 'max']);
+
+function shapeOf(kind: RuleKind): string {
+  const fields = RULE_FIELDS[kind].map((f) =>
+    f === 'block' || f === 'lifetime' ? `${f}: true` : REQUIRED_FIELDS.has(f) ? f : `${f}?`,
+  );
+  return `{ ${fields.join(', ')} }`;
+}
+
+function isPositiveInteger(v: unknown): boolean {
+  return Number.isSafeInteger(v) && (v as number) > 0;
+}
+
+/**
+ * Throws {@link InvalidCountQueryError} naming the cap unless it is a usable cap or block: its
+ * kind's fields only (a field of another kind is refused, never ignored), each in range.
+ */
 export function checkRule(schema: EventSchema, c: CapCandidate, ci: number, k: number, cap: CapRule): void {
   const where = () => `${whereCap(c, ci, k)} ${describeCap(cap)}`;
-  if (cap.block !== undefined) {
-    const extra = cap as {
-      readonly windowMs?: unknown;
-      readonly max?: unknown;
-      readonly recencyMs?: unknown;
-    };
-    if (
-      cap.block !== true ||
-      extra.windowMs !== undefined ||
-      extra.max !== undefined ||
-      extra.recencyMs !== undefined
-    ) {
-      throw new InvalidCountQueryError(
-        `${where()}: a block is exactly { level, block: true } (it has no window, max or recency); ` +
-          'for a frequency cap give windowMs and max instead.',
-      );
-    }
-    const spec = specOf(schema, cap.level, whereCap(c, ci, k));
-    if (spec.kind !== 'id') {
-      throw new InvalidCountQueryError(`${where()}: level "${cap.level}" is not an entity id dimension.`);
-    }
-    const value = c.entities[cap.level];
-    if (value === undefined) {
-      throw new InvalidCountQueryError(`${where()}: the candidate has no "${cap.level}" id in entities.`);
-    }
-    try {
-      valueKey(spec, value);
-    } catch (error) {
-      throw new InvalidCountQueryError(`${where()}: ${(error as Error).message}`, { cause: error });
-    }
-    return;
-  }
-  if (cap.recencyMs !== undefined) {
-    const extra = cap as { readonly windowMs?: unknown; readonly max?: unknown };
-    if (extra.windowMs !== undefined || extra.max !== undefined) {
-      throw new InvalidCountQueryError(
-        `${where()}: a recency cap is { level, recencyMs, action?, viewType? } (it is max 1 over recencyMs); ` +
-          'for a frequency cap give windowMs and max instead.',
-      );
-    }
-    if (!Number.isSafeInteger(cap.recencyMs) || cap.recencyMs <= 0) {
-      throw new InvalidCountQueryError(
-        `${where()}: recencyMs must be a positive integer (ms); 0 or less would never refuse — leave the cap out for none.`,
-      );
-    }
-    return;
-  }
-  if (!Number.isSafeInteger(cap.windowMs) || cap.windowMs <= 0) {
-    throw new InvalidCountQueryError(`${where()}: windowMs must be a positive integer (ms).`);
-  }
-  if (cap.max === 0) {
+  const kind = ruleKind(cap);
+  const allowed = RULE_FIELDS[kind];
+  for (const field of Object.keys(cap)) {
+    if ((cap as unknown as Record<string, unknown>)[field] === undefined || allowed.includes(field)) continue;
     throw new InvalidCountQueryError(
-      `${where()}: max 0 is ambiguous (some ad servers read it as "unlimited", others as "never"). ` +
-        `Leave the cap out for no limit, or use { level: '${cap.level}', block: true } to never serve.`,
+      `${where()}: a ${kind === 'block' ? 'block' : `${kind} cap`} is exactly ${shapeOf(kind)}; "${field}" does not belong in it` +
+        (kind === 'block' ? ' (a block has no window, max or recency).' : '.') +
+        ' Frequency cap: { level, windowMs, max }; recency: { level, recencyMs }; lifetime: { level, lifetime: true, max };' +
+        ' conversion: { level, stopAfter }; block: { level, block: true }.',
     );
   }
-  if (!Number.isSafeInteger(cap.max) || cap.max < 1) {
+  switch (kind) {
+    case 'block':
+      if (cap.block !== true)
+        throw new InvalidCountQueryError(`${where()}: a block is { level, block: true }.`);
+      checkEntity(schema, c, ci, k, cap.level, where);
+      return;
+    case 'recency':
+      if (!isPositiveInteger(cap.recencyMs)) {
+        throw new InvalidCountQueryError(
+          `${where()}: recencyMs must be a positive integer (ms); 0 or less would never refuse — leave the cap out for none.`,
+        );
+      }
+      return;
+    case 'lifetime':
+      if (cap.lifetime !== true)
+        throw new InvalidCountQueryError(`${where()}: a lifetime cap has lifetime: true.`);
+      checkMax(cap.max, cap.level, where);
+      if (c.flightStartMs === undefined) {
+        throw new InvalidCountQueryError(
+          `${where()}: a lifetime cap counts since the flight started — give the candidate flightStartMs (epoch ms), or cap over windowMs.`,
+        );
+      }
+      checkFlightStart(c, where);
+      return;
+    case 'conversion':
+      if (cap.withinMs !== undefined && !isPositiveInteger(cap.withinMs)) {
+        throw new InvalidCountQueryError(
+          `${where()}: withinMs must be a positive integer (ms); leave it out to stop for the flight (or the retention).`,
+        );
+      }
+      codeOf(schema, 'action', cap.stopAfter as string | number, where());
+      if (c.flightStartMs !== undefined) checkFlightStart(c, where);
+      return;
+    case 'frequency':
+      if (!isPositiveInteger(cap.windowMs)) {
+        throw new InvalidCountQueryError(`${where()}: windowMs must be a positive integer (ms).`);
+      }
+      checkMax(cap.max, cap.level, where);
+      return;
+  }
+}
+
+function checkMax(max: unknown, level: string, where: () => string): void {
+  if (max === 0) {
+    throw new InvalidCountQueryError(
+      `${where()}: max 0 is ambiguous (some ad servers read it as "unlimited", others as "never"). ` +
+        `Leave the cap out for no limit, or use { level: '${level}', block: true } to never serve.`,
+    );
+  }
+  if (!Number.isSafeInteger(max) || (max as number) < 1) {
     throw new InvalidCountQueryError(`${where()}: max must be an integer ≥ 1 (serves allowed per window).`);
+  }
+}
+
+function checkFlightStart(c: CapCandidate, where: () => string): void {
+  if (!isPositiveInteger(c.flightStartMs)) {
+    throw new InvalidCountQueryError(
+      `${where()}: flightStartMs is ${JSON.stringify(c.flightStartMs)}: give the flight's start as epoch milliseconds.`,
+    );
+  }
+}
+
+function checkEntity(
+  schema: EventSchema,
+  c: CapCandidate,
+  ci: number,
+  k: number,
+  level: string,
+  where: () => string,
+): void {
+  const spec = specOf(schema, level, whereCap(c, ci, k));
+  if (spec.kind !== 'id') {
+    throw new InvalidCountQueryError(`${where()}: level "${level}" is not an entity id dimension.`);
+  }
+  const value = c.entities[level];
+  if (value === undefined) {
+    throw new InvalidCountQueryError(`${where()}: the candidate has no "${level}" id in entities.`);
+  }
+  try {
+    valueKey(spec, value);
+  } catch (error) {
+    throw new InvalidCountQueryError(`${where()}: ${(error as Error).message}`, { cause: error });
   }
 }

@@ -10,6 +10,7 @@ import {
   type CapCandidate,
   type CapRule,
   type CountingCap,
+  capSince,
   checkRule,
   codeOf,
   whereCap,
@@ -28,6 +29,7 @@ export function resolveCaps(
   capTotal: number,
   candidates: readonly CapCandidate[],
   now: number,
+  notBefore: number,
   schema: EventSchema,
 ): void {
   // A level holds at most one entity per candidate: ≥ 4 slots per candidate keeps the load ≤ 1/4.
@@ -54,28 +56,36 @@ export function resolveCaps(
     const caps = c.caps;
     for (let k = 0; k < caps.length; k++) {
       const rule = caps[k] as CapRule;
-      let windowMs = rule.windowMs as number;
+      const windowMs = rule.windowMs as number;
+      let since: number;
       if (
         rule.block !== undefined ||
+        rule.recencyMs !== undefined ||
+        rule.lifetime !== undefined ||
+        rule.stopAfter !== undefined ||
         !Number.isSafeInteger(windowMs) ||
         windowMs <= 0 ||
         !Number.isSafeInteger(rule.max) ||
         (rule.max as number) < 1
       ) {
-        // Not a valid frequency cap: a block, a recency cap, or an error (checkRule throws).
+        // Not a plain frequency cap: a block, a recency, lifetime or conversion cap, or an error
+        // (checkRule throws; a field of another kind is refused there, never ignored).
         checkRule(schema, c, ci, k, rule);
-        if (rule.recencyMs === undefined) {
+        if (rule.block !== undefined) {
           // A block: no counter (−1); the verdict rejects on it.
           capCounter[capIndex++] = -1;
           continue;
         }
-        windowMs = rule.recencyMs;
+        since = capSince(rule, c, ci, k, now, notBefore);
+      } else {
+        // (now − w, now]: the first millisecond that counts is one after now − w.
+        since = now - windowMs + 1;
       }
       const cap = rule as CountingCap;
       const li = levelIndex(s, schema, c, ci, k, cap.level);
       const entity =
         s.candidateStamp[li] === ci ? (s.candidateEntity[li] as number) : entityOf(s, c, ci, k, li);
-      const actionValue = cap.action ?? ACTIONS.impression;
+      const actionValue = cap.stopAfter ?? cap.action ?? ACTIONS.impression;
       let action: number;
       if (actionValue === lastActionValue) action = lastAction;
       else {
@@ -92,8 +102,6 @@ export function resolveCaps(
         lastViewValue = viewValue;
         lastView = viewType;
       }
-      // (now − w, now]: the first millisecond that counts is one after now − w.
-      const since = now - windowMs + 1;
       if (since < minSince) minSince = since;
       capCounter[capIndex++] = counterOf(s, entity, action, viewType, since);
     }

@@ -70,7 +70,7 @@ function evaluateCapsWith(
   notBefore: number,
   schema: EventSchema,
 ): CapCheckResult {
-  resolveCaps(s, capTotal, candidates, now, schema);
+  resolveCaps(s, capTotal, candidates, now, notBefore, schema);
   orderCounters(s);
   const startCount = fastWindows(s);
   scanLog(s, log, notBefore, schema, startCount);

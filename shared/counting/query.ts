@@ -29,9 +29,11 @@ export type {
   CapCheckResult,
   CapRule,
   CapStatus,
+  ConversionCap,
   CountingCap,
   EntityBlock,
   FrequencyCap,
+  LifetimeCap,
   RecencyCap,
 } from './cap-rules.js';
 export { evaluateCaps } from './caps.js';

@@ -19,6 +19,8 @@ const W = HOUR_MS;
 const D = EDGE_DEDUP_WINDOW;
 const hourCap: CapRule = { level: 'ad', windowMs: W, max: 1 };
 const weekCap = (max: number): CapRule => ({ level: 'ad', windowMs: 7 * DAY_MS, max });
+/** At most `max` impressions of the campaign over its flight. */
+const lifetime = (max: number): CapRule => ({ level: 'campaign', lifetime: true, max });
 /** Not again within 30 minutes of the user's last impression of the campaign. */
 const recency30: CapRule = { level: 'campaign', recencyMs: 30 * MINUTE_MS };
 
@@ -27,6 +29,8 @@ export interface EdgeEvent {
   readonly at: number;
   /** Same number = same insertion id = same event identity. @default 1 */
   readonly insertion?: number;
+  /** @default 'impression' */
+  readonly action?: 'impression' | 'click' | 'conversion';
 }
 
 /** One row of the table. */
@@ -34,6 +38,8 @@ export interface CapEdgeRow {
   readonly name: string;
   readonly events: readonly EdgeEvent[];
   readonly rule: CapRule;
+  /** The candidate's flight start relative to EDGE_NOW (lifetime and conversion rows). */
+  readonly flightStart?: number;
   /** The verdict and the rule's count, or the error a bad rule gets. */
   readonly expect: { readonly allowed: boolean; readonly count: number } | { readonly error: RegExp };
   /** The outcome depends on dedup at ingest: only meaningful through the store. */
@@ -93,14 +99,115 @@ export const CAP_EDGE_ROWS: readonly CapEdgeRow[] = [
     name: 'a block with a recency is refused (a block has no window, max or recency)',
     events: [],
     rule: { level: 'campaign', block: true, recencyMs: HOUR_MS } as unknown as CapRule,
-    expect: { error: /a block is exactly \{ level, block: true \} \(it has no window, max or recency\)/ },
+    expect: {
+      error:
+        /a block is exactly \{ level, block: true \}; "recencyMs" does not belong in it \(a block has no window, max or recency\)/,
+    },
     dedup: false,
   },
   {
     name: 'a recency cap with a window or max is refused (it is max 1 over recencyMs)',
     events: [],
     rule: { level: 'campaign', recencyMs: HOUR_MS, max: 2 } as unknown as CapRule,
-    expect: { error: /a recency cap is \{ level, recencyMs, action\?, viewType\? \}/ },
+    expect: {
+      error:
+        /a recency cap is exactly \{ level, recencyMs, action\?, viewType\?, key\? \}; "max" does not belong in it/,
+    },
+    dedup: false,
+  },
+  {
+    name: "lifetime: an impression at the flight's first instant counts",
+    events: [{ at: -10 * DAY_MS }],
+    rule: lifetime(1),
+    flightStart: -10 * DAY_MS,
+    expect: { allowed: false, count: 1 },
+    dedup: false,
+  },
+  {
+    name: 'lifetime: an impression 1 ms before the flight started does not count',
+    events: [{ at: -10 * DAY_MS - 1 }],
+    rule: lifetime(1),
+    flightStart: -10 * DAY_MS,
+    expect: { allowed: true, count: 0 },
+    dedup: false,
+  },
+  {
+    name: "lifetime: the flight's first day and its last millisecond both count",
+    events: [
+      { at: -20 * DAY_MS + HOUR_MS, insertion: 1 },
+      { at: 0, insertion: 2 },
+    ],
+    rule: lifetime(3),
+    flightStart: -20 * DAY_MS,
+    expect: { allowed: true, count: 2 },
+    dedup: false,
+  },
+  {
+    name: 'lifetime: max reached over the flight refuses',
+    events: [
+      { at: -20 * DAY_MS + HOUR_MS, insertion: 1 },
+      { at: -HOUR_MS, insertion: 2 },
+    ],
+    rule: lifetime(2),
+    flightStart: -20 * DAY_MS,
+    expect: { allowed: false, count: 2 },
+    dedup: false,
+  },
+  {
+    name: 'a lifetime cap without a flight is refused with an error naming the cap',
+    events: [],
+    rule: lifetime(1),
+    expect: { error: /a lifetime cap counts since the flight started — give the candidate flightStartMs/ },
+    dedup: false,
+  },
+  {
+    name: 'a lifetime cap whose flight started before the retention is refused (never under-counted)',
+    events: [],
+    rule: lifetime(1),
+    flightStart: -31 * DAY_MS,
+    expect: { error: /before the store's retention horizon .*retentionDays of at least the flight length/ },
+    dedup: false,
+  },
+  {
+    name: 'conversion: a click 20 days ago stops serving (no withinMs: the flight)',
+    events: [{ at: -20 * DAY_MS, action: 'click' }],
+    rule: { level: 'campaign', stopAfter: 'click' },
+    flightStart: -25 * DAY_MS,
+    expect: { allowed: false, count: 1 },
+    dedup: false,
+  },
+  {
+    name: 'conversion: impressions do not stop it',
+    events: [
+      { at: -HOUR_MS, insertion: 1 },
+      { at: -2 * HOUR_MS, insertion: 2 },
+    ],
+    rule: { level: 'campaign', stopAfter: 'conversion' },
+    expect: { allowed: true, count: 0 },
+    dedup: false,
+  },
+  {
+    name: 'conversion withinMs 7 d: a conversion exactly 7 d ago serves again',
+    events: [{ at: -7 * DAY_MS, action: 'conversion' }],
+    rule: { level: 'campaign', stopAfter: 'conversion', withinMs: 7 * DAY_MS },
+    expect: { allowed: true, count: 0 },
+    dedup: false,
+  },
+  {
+    name: 'conversion withinMs 7 d: a conversion 7 d − 1 ms ago still stops it',
+    events: [{ at: -7 * DAY_MS + 1, action: 'conversion' }],
+    rule: { level: 'campaign', stopAfter: 'conversion', withinMs: 7 * DAY_MS },
+    expect: { allowed: false, count: 1 },
+    dedup: false,
+  },
+  {
+    name: 'a cap mixing kinds (a frequency cap with lifetime) is refused, not half-read',
+    events: [],
+    rule: { level: 'ad', windowMs: HOUR_MS, max: 1, lifetime: true } as unknown as CapRule,
+    expect: {
+      error:
+        /a lifetime cap is exactly \{ level, lifetime: true, max, action\?, viewType\?, key\? \}; "windowMs" does not belong in it/,
+    },
     dedup: false,
   },
   {
@@ -231,7 +338,7 @@ export function edgeRecord(userId: string, event: EdgeEvent): Buffer {
     userId,
     timestamp: EDGE_NOW + event.at,
     insertionId,
-    action: 'impression',
+    action: event.action ?? 'impression',
     viewType: 'home',
     ...EDGE_ENTITIES,
   };
@@ -240,5 +347,6 @@ export function edgeRecord(userId: string, event: EdgeEvent): Buffer {
 
 /** The row's one candidate. */
 export function edgeCandidate(row: CapEdgeRow): CapCandidate {
-  return { id: 'edge', entities: EDGE_ENTITIES, caps: [row.rule] };
+  const flight = row.flightStart === undefined ? {} : { flightStartMs: EDGE_NOW + row.flightStart };
+  return { id: 'edge', entities: EDGE_ENTITIES, caps: [row.rule], ...flight };
 }

@@ -54,7 +54,9 @@ export type {
   CapCandidate,
   CapCheckResult,
   CapRule,
+  ConversionCap,
   FrequencyCap,
+  LifetimeCap,
   RecencyCap,
 } from '../../../shared/counting/query.js';
 export { InvalidCountQueryError, UnreadableEventLogError } from '../../../shared/counting/query.js';

@@ -160,37 +160,50 @@ describe.each([
     }
   });
 
-  it('frequency and recency caps agree with reference counts', async () => {
+  it('frequency, recency, lifetime and conversion caps agree with reference counts', async () => {
     const now = clock.now();
     const horizon = now - 30 * DAY_MS;
     for (let round = 0; round < 40; round++) {
       const userId = pick(rand, log.userIds);
       const windows = [HOUR_MS, 7 * DAY_MS, 30 * DAY_MS, int(rand, 1, 40 * 24 * 60) * MINUTE_MS];
+      // A flight inside the retention: lifetime caps count from its start.
+      const flightStartMs = horizon + int(rand, 0, 30 * DAY_MS);
       const caps: CountingCap[][] = [];
       const candidates: CapCandidate[] = log.ads.map((ad, i) => {
         caps[i] = (['ad', 'adGroup', 'campaign', 'advertiser'] as const).flatMap((level) =>
           Array.from({ length: int(rand, 0, 3) }, (): CountingCap => {
             const action = pick(rand, ['impression', 'click', 3] as const);
-            // One cap in five a recency cap (max 1 over recencyMs).
-            return rand() < 0.2
-              ? { level, recencyMs: pick(rand, windows), action }
-              : { level, windowMs: pick(rand, windows), max: int(rand, 1, 60), action };
+            const kind = rand();
+            // Recency (max 1 over recencyMs), lifetime (since the flight's start), conversion
+            // (max 1 of stopAfter over withinMs or the flight) and frequency caps.
+            if (kind < 0.15) return { level, recencyMs: pick(rand, windows), action };
+            if (kind < 0.3) return { level, lifetime: true, max: int(rand, 1, 60), action };
+            if (kind < 0.4) {
+              return rand() < 0.5
+                ? { level, stopAfter: action }
+                : { level, stopAfter: action, withinMs: pick(rand, windows) };
+            }
+            return { level, windowMs: pick(rand, windows), max: int(rand, 1, 60), action };
           }),
         );
-        return { id: `c${ad}`, entities: entitiesOf(ad), caps: caps[i] as CountingCap[] };
+        return { id: `c${ad}`, entities: entitiesOf(ad), caps: caps[i] as CountingCap[], flightStartMs };
       });
       const result = await store.checkFrequencyCaps({ userId, candidates });
       const verdicts = new Map([...result.allowed, ...result.rejected].map((v) => [v.id, v]));
       expect(verdicts.size).toBe(candidates.length);
       for (const [i, c] of candidates.entries()) {
         const hits = (caps[i] as CountingCap[]).filter((cap) => {
-          const windowMs = cap.windowMs ?? cap.recencyMs;
-          const action = typeof cap.action === 'number' ? actionName(cap.action) : (cap.action as string);
+          const windowMs = cap.windowMs ?? cap.recencyMs ?? cap.withinMs;
+          const counted = cap.stopAfter ?? cap.action;
+          const action = typeof counted === 'number' ? actionName(counted) : (counted as string);
           const { total } = reference.count(
             userId,
             horizon,
-            // Window (now − w, now]; events stamped ahead of now count as now.
-            { from: now - windowMs + 1, to: Number.MAX_SAFE_INTEGER },
+            // Window (now − w, now], or from the flight's start; events stamped ahead of now count as now.
+            {
+              from: windowMs === undefined ? flightStartMs : now - windowMs + 1,
+              to: Number.MAX_SAFE_INTEGER,
+            },
             { [cap.level]: [(c.entities as Record<string, string>)[cap.level] as string], action: [action] },
             [],
           );

@@ -91,6 +91,8 @@ const TYPES = [
   'DecisionRecord',
   'FrequencyCap',
   'RecencyCap',
+  'LifetimeCap',
+  'ConversionCap',
   'LossEvent',
   'MetricsHooks',
   'NoticeBid',

@@ -80,14 +80,18 @@ function reference(
     const statuses: CapStatus[] = c.caps.map((cap) => {
       if (cap.block) return { cap, entity: String(c.entities[cap.level]), count: 0, remaining: 0 };
       const entity = BigInt(c.entities[cap.level] as string | number);
-      const action = code(ACTIONS, cap.action ?? 'impression');
+      // A conversion cap counts its stopAfter action; the others their action (impression).
+      const action = code(ACTIONS, cap.stopAfter ?? cap.action ?? 'impression');
       const view = cap.viewType === undefined ? undefined : code(VIEW_TYPES, cap.viewType);
-      // A recency cap is max 1 over recencyMs (docs/counting.md).
-      const windowMs = cap.windowMs ?? cap.recencyMs;
+      // Recency and conversion caps are max 1 over their window (docs/counting.md); a lifetime
+      // cap, and a conversion cap without withinMs, count from the flight's start (else the
+      // retention).
+      const windowMs = cap.windowMs ?? cap.recencyMs ?? cap.withinMs;
+      const from = windowMs === undefined ? (c.flightStartMs ?? notBefore) : now - windowMs + 1;
       const max = cap.max ?? 1;
       const count = events.filter(
         (e) =>
-          e.ts > now - windowMs &&
+          e.ts >= from &&
           e.ts >= notBefore &&
           e.ids.get(cap.level) === entity &&
           e.action === action &&
@@ -96,7 +100,8 @@ function reference(
       return { cap, entity: String(c.entities[cap.level]), count, remaining: max - count };
     });
     // A block is the strictest; else the least remaining, ties → the longest window.
-    const windowOf = (s: CapStatus) => (s.cap.block ? 0 : (s.cap.windowMs ?? s.cap.recencyMs));
+    const windowOf = (s: CapStatus) =>
+      s.cap.block ? 0 : (s.cap.windowMs ?? s.cap.recencyMs ?? s.cap.withinMs ?? Number.MAX_SAFE_INTEGER);
     let strictest: CapStatus | undefined = statuses.find((s) => s.cap.block);
     for (const s of strictest ? [] : statuses) {
       if (
@@ -159,6 +164,17 @@ function randomCandidates(rand: () => number, count: number, timestamps: readonl
     }
     // Placement 0 = the zero value v1 events have for the dimension they lack.
     if (rand() < 0.2) entities.placement = 0;
+    // A flight that started within the shortest retention the tests use (10 days), often exactly
+    // on an event's timestamp or 1 ms off it.
+    const flightStartMs =
+      rand() < 0.5
+        ? undefined
+        : rand() < 0.5
+          ? Math.max(
+              now - 10 * DAY_MS,
+              pick(rand, timestamps.length ? timestamps : [now]) + pick(rand, [0, 1, -1]),
+            )
+          : now - int(rand, 0, 10 * DAY_MS);
     const caps: CapRule[] = Array.from({ length: int(rand, 0, 9) }, (): CapRule => {
       if (rand() < 0.04) return { level: pick(rand, LEVELS), block: true };
       if (rand() < 0.15) {
@@ -169,6 +185,25 @@ function randomCandidates(rand: () => number, count: number, timestamps: readonl
         };
         if (rand() < 0.4) recency.action = pick(rand, ['impression', 'click', 2, 3, 'save'] as const);
         return recency;
+      }
+      if (flightStartMs !== undefined && rand() < 0.15) {
+        // A lifetime cap: since the flight's start (often exactly on, or 1 ms off, an event).
+        const lifetime: { level: string; lifetime: true; max: number; action?: string | number } = {
+          level: pick(rand, LEVELS),
+          lifetime: true,
+          max: int(rand, 1, 12),
+        };
+        if (rand() < 0.4) lifetime.action = pick(rand, ['impression', 'click', 3] as const);
+        return lifetime;
+      }
+      if (rand() < 0.1) {
+        // A conversion cap: stop after a click or an action code, over withinMs or the flight.
+        const conversion: { level: string; stopAfter: string | number; withinMs?: number } = {
+          level: pick(rand, LEVELS),
+          stopAfter: pick(rand, ['click', 'conversion', 2, 3] as const),
+        };
+        if (rand() < 0.5) conversion.withinMs = rand() < 0.5 ? edge() : pick(rand, [HOUR_MS, 7 * DAY_MS]);
+        return conversion;
       }
       const cap: {
         level: string;
@@ -185,7 +220,8 @@ function randomCandidates(rand: () => number, count: number, timestamps: readonl
       if (rand() < 0.3) cap.viewType = pick(rand, ['home', 'search', 2, 3] as const);
       return cap;
     });
-    return rand() < 0.2 ? { entities, caps } : { id: `c${ci}`, entities, caps };
+    const flight = flightStartMs === undefined ? {} : { flightStartMs };
+    return rand() < 0.2 ? { entities, caps, ...flight } : { id: `c${ci}`, entities, caps, ...flight };
   });
 }
 
@@ -235,6 +271,13 @@ describe('evaluateCaps agrees with a brute-force reference', () => {
           const second =
             round % 4 === 3 && k === 1 ? { action: 'save' } : action === undefined ? {} : { action };
           if (cap.recencyMs !== undefined) return { level: cap.level, recencyMs: windowMs, ...second };
+          // Lifetime caps keep their flight start (one more window start for the bucketed scan).
+          if (cap.lifetime) return { level: cap.level, lifetime: true, max: cap.max, ...second };
+          if (cap.stopAfter !== undefined) {
+            const stopAfter: string | number =
+              'action' in second ? (second.action ?? 'impression') : 'impression';
+            return { level: cap.level, stopAfter, withinMs: windowMs };
+          }
           return { level: cap.level, windowMs, max: cap.max, ...second };
         }),
       }));
