@@ -15,7 +15,7 @@
 
 import type { BudgetRepository } from '../budget/repository.js';
 import type { CapCheckResult } from '../counting/query.js';
-import { type ActionEvent, encodeActionEvent } from '../counting/schema.js';
+import { type ActionEvent, actionPartitionKey, encodeActionEvent } from '../counting/schema.js';
 import type { ActionStore, CapCheckRequest } from '../counting/store.js';
 import { errorKind } from '../errors.js';
 import type { KinesisPutError } from '../kinesis/producer.js';
@@ -229,6 +229,7 @@ function metricsOf(parts: ClientParts, counters: ReturnType<typeof newCounters>)
     eventsSent: parts.actionsProducer.stats.entriesSent + parts.spendProducer.stats.entriesSent,
     eventsFailed: counters.eventsFailed,
     errors: counters.errors,
+    capsWithoutIdentity: parts.actions.noIdentityCounts,
   });
 }
 
@@ -315,7 +316,7 @@ export async function createPacelineClient(config: PacelineClientConfig): Promis
     sendSpendEvent,
     sendAction(event) {
       actionsProducer.enqueue(
-        { data: encodeActionEvent(event), partitionKey: String(event.userId) },
+        { data: encodeActionEvent(event), partitionKey: actionPartitionKey(event) },
         onPutError,
       );
     },

@@ -141,7 +141,10 @@ export interface PacelineClientConfig {
     'tickMs' | 'maxAgeMs' | 'settleMs' | 'idleTicks' | 'clockResolutionMs'
   >;
   /** Action store settings (must match ingest-actions'). */
-  readonly actions?: Pick<ActionStoreOptions, 'retentionDays' | 'maxFutureSkewMs' | 'keyPrefix'>;
+  readonly actions?: Pick<
+    ActionStoreOptions,
+    'retentionDays' | 'maxFutureSkewMs' | 'keyPrefix' | 'noIdentity'
+  >;
   /** Producer tuning for both streams (batching, back-pressure, retries). */
   readonly producer?: Omit<KinesisProducerOptions, 'client' | 'streamName'>;
   /** A Kinesis client to use (then not destroyed by `close()`). @default one for `endpoints` */

@@ -39,6 +39,16 @@ export interface ClientMetrics {
   readonly eventsFailed: number;
   /** Background errors reported to `onError`. */
   readonly errors: number;
+  /**
+   * Cap-check caps whose identity the request lacked, by what the `noIdentity` policy did
+   * (docs/counting.md, "Identities"): refused the candidate, left it uncapped, or counted on the
+   * coarser identity.
+   */
+  readonly capsWithoutIdentity: {
+    readonly refused: number;
+    readonly uncapped: number;
+    readonly coarser: number;
+  };
 }
 
 /** The mutable counters a client keeps (internal). */
@@ -67,6 +77,7 @@ export function buildMetrics(raw: {
   readonly eventsSent: number;
   readonly eventsFailed: number;
   readonly errors: number;
+  readonly capsWithoutIdentity?: ClientMetrics['capsWithoutIdentity'];
 }): ClientMetrics {
   const d = raw.decisions;
   const total = d.bid + d.throttled + d['no-budget'] + d['unknown-campaign'] + d.paused;
@@ -82,6 +93,7 @@ export function buildMetrics(raw: {
     eventsSent: raw.eventsSent,
     eventsFailed: raw.eventsFailed,
     errors: raw.errors,
+    capsWithoutIdentity: { ...(raw.capsWithoutIdentity ?? { refused: 0, uncapped: 0, coarser: 0 }) },
   };
 }
 
@@ -100,5 +112,10 @@ export function metricsDelta(a: ClientMetrics, b: ClientMetrics): ClientMetrics 
     eventsSent: b.eventsSent - a.eventsSent,
     eventsFailed: b.eventsFailed - a.eventsFailed,
     errors: b.errors - a.errors,
+    capsWithoutIdentity: {
+      refused: b.capsWithoutIdentity.refused - a.capsWithoutIdentity.refused,
+      uncapped: b.capsWithoutIdentity.uncapped - a.capsWithoutIdentity.uncapped,
+      coarser: b.capsWithoutIdentity.coarser - a.capsWithoutIdentity.coarser,
+    },
   });
 }

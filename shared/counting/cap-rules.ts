@@ -4,6 +4,7 @@
  */
 
 import { InvalidCountQueryError, specOf, valueKey } from './event-log.js';
+import type { NoIdentityReport } from './identities.js';
 import type { EventSchema } from './schema.js';
 
 /**
@@ -26,6 +27,11 @@ export interface FrequencyCap {
   readonly action?: string | number;
   /** Restrict to one view type. @default any view type */
   readonly viewType?: string | number;
+  /**
+   * The identity the cap counts on: 'user' | 'device' | 'household' (shared/counting/identities.ts).
+   * @default 'user'
+   */
+  readonly key?: string;
   readonly block?: undefined;
   readonly recencyMs?: undefined;
   readonly lifetime?: undefined;
@@ -49,6 +55,11 @@ export interface RecencyCap {
   readonly action?: string | number;
   /** Restrict to one view type. @default any view type */
   readonly viewType?: string | number;
+  /**
+   * The identity the cap counts on: 'user' | 'device' | 'household' (shared/counting/identities.ts).
+   * @default 'user'
+   */
+  readonly key?: string;
   readonly block?: undefined;
   readonly windowMs?: undefined;
   readonly max?: undefined;
@@ -74,6 +85,11 @@ export interface LifetimeCap {
   readonly action?: string | number;
   /** Restrict to one view type. @default any view type */
   readonly viewType?: string | number;
+  /**
+   * The identity the cap counts on: 'user' | 'device' | 'household' (shared/counting/identities.ts).
+   * @default 'user'
+   */
+  readonly key?: string;
   readonly block?: undefined;
   readonly windowMs?: undefined;
   readonly recencyMs?: undefined;
@@ -96,6 +112,11 @@ export interface ConversionCap {
   readonly withinMs?: number;
   /** Restrict to one view type. @default any view type */
   readonly viewType?: string | number;
+  /**
+   * The identity the cap counts on: 'user' | 'device' | 'household' (shared/counting/identities.ts).
+   * @default 'user'
+   */
+  readonly key?: string;
   readonly block?: undefined;
   readonly windowMs?: undefined;
   readonly max?: undefined;
@@ -113,6 +134,7 @@ export interface EntityBlock {
   /** Entity dimension blocked: 'ad' | 'adGroup' | 'campaign' | 'advertiser' (any id dimension). */
   readonly level: string;
   readonly block: true;
+  readonly key?: undefined;
   readonly recencyMs?: undefined;
   readonly windowMs?: undefined;
   readonly max?: undefined;
@@ -197,6 +219,13 @@ export interface CapStatus {
   readonly count: number;
   /** `max − count`; ≤ 0 means the cap is hit. */
   readonly remaining: number;
+  /**
+   * The identity counted on, when not the user: the cap's `key`, or the coarser identity the
+   * `coarser` policy counted on instead.
+   */
+  readonly key?: string;
+  /** The request had no id for the cap's identity and the policy refused: hit with count 0. */
+  readonly missingIdentity?: true;
 }
 
 /** Verdict on one candidate. */
@@ -216,6 +245,8 @@ export interface CandidateVerdict {
 export interface CapCheckResult {
   readonly allowed: readonly CandidateVerdict[];
   readonly rejected: readonly CandidateVerdict[];
+  /** Present when caps had no id of their identity in the request: how the policy handled them. */
+  readonly noIdentity?: NoIdentityReport;
 }
 
 /** The code of an action or view-type value (throws InvalidCountQueryError naming the cap). */
@@ -297,7 +328,7 @@ export function checkRule(schema: EventSchema, c: CapCandidate, ci: number, k: n
     case 'block':
       if (cap.block !== true)
         throw new InvalidCountQueryError(`${where()}: a block is { level, block: true }.`);
-      checkEntity(schema, c, ci, k, cap.level, where);
+      checkCapEntity(schema, c, ci, k, cap.level, where);
       return;
     case 'recency':
       if (!isPositiveInteger(cap.recencyMs)) {
@@ -355,13 +386,14 @@ function checkFlightStart(c: CapCandidate, where: () => string): void {
   }
 }
 
-function checkEntity(
+/** Throws {@link InvalidCountQueryError} unless `level` is an id dimension the candidate gives a valid id for. */
+export function checkCapEntity(
   schema: EventSchema,
   c: CapCandidate,
   ci: number,
   k: number,
   level: string,
-  where: () => string,
+  where: () => string = () => `${whereCap(c, ci, k)} ${describeCap(c.caps[k])}`,
 ): void {
   const spec = specOf(schema, level, whereCap(c, ci, k));
   if (spec.kind !== 'id') {

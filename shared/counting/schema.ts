@@ -23,6 +23,7 @@
  */
 import { inputErrorKind } from '../errors.js';
 import { MalformedRecordError } from '../quarantine/quarantine.js';
+import { IDENTITY_KINDS, identityFieldsOf, identityNames, identityTag } from './identities.js';
 
 /** How a field's bytes are interpreted. */
 export type FieldKind =
@@ -66,6 +67,18 @@ const v1Fields: readonly FieldSpec[] = [
   { name: 'adGroup', kind: 'id', width: 8, required: true },
   { name: 'campaign', kind: 'id', width: 8, required: true },
   { name: 'advertiser', kind: 'id', width: 8, required: true },
+];
+
+/**
+ * v2: the identities other than the user (device, household; docs/counting.md "Identities"),
+ * u64 each, 0 when the event does not carry it. From v2 on the user id may be 0 too, when another
+ * identity is given (a household-only CTV event).
+ */
+const v2Fields: readonly FieldSpec[] = [
+  ...v1Fields,
+  ...IDENTITY_KINDS.filter((k) => k.field !== 'userId').map(
+    (k): FieldSpec => ({ name: k.field, kind: 'id', width: 8, required: false }),
+  ),
 ];
 
 /** The key field, always the last 8 bytes of a wire record and not part of the stored member. */
@@ -156,8 +169,8 @@ export class EventSchema {
   private specCache: Map<string, FieldSpec> | undefined;
 }
 
-/** The action-event schema Paceline uses (v1). */
-export const EVENT_LAYOUTS: Readonly<Record<number, readonly FieldSpec[]>> = { 1: v1Fields };
+/** The action-event schema Paceline uses: v1, and v2 that adds the device and household ids. */
+export const EVENT_LAYOUTS: Readonly<Record<number, readonly FieldSpec[]>> = { 1: v1Fields, 2: v2Fields };
 /** The schema built from {@link EVENT_LAYOUTS}. */
 export const actionEventSchema = new EventSchema(EVENT_LAYOUTS);
 
@@ -224,7 +237,17 @@ export type Id = bigint | number | string;
 
 /** An event as producers build it. */
 export interface ActionEvent {
-  readonly userId: Id;
+  /** The user; may be left out (or 0) when the event gives a device or household id. */
+  readonly userId?: Id;
+  /** A device id (layout v2). */
+  readonly deviceId?: Id;
+  /** A household id, e.g. derived from the IP (layout v2). */
+  readonly householdId?: Id;
+  /**
+   * The identities as a list, `[{ kind: 'household', id: '77' }]` — the same as the fields above,
+   * at most one per kind.
+   */
+  readonly identities?: readonly { readonly kind: string; readonly id: Id }[];
   /** Epoch milliseconds. */
   readonly timestamp: number;
   /** 16 bytes, or 32 hex characters (a UUID with or without dashes). */
@@ -338,25 +361,70 @@ function writeField(buf: Buffer, offset: number, spec: FieldSpec, value: unknown
  * {@link ActionEventError} as the `cause`).
  */
 export function encodeActionEvent(event: ActionEvent, schema: EventSchema = actionEventSchema): Buffer {
-  const layout = schema.current;
+  const normalized = identityFieldsOf(event);
+  if ('problem' in normalized) fail(normalized.field, normalized.problem);
+  const fields = normalized.fields;
+  const layout = layoutFor(fields, schema);
   const buf = Buffer.alloc(layout.recordLength);
   buf[0] = layout.version;
   for (const f of layout.fields) {
-    const value = (event as Record<string, unknown>)[f.name] ?? (f.required ? undefined : 0);
+    const value = fields[f.name] ?? (f.required ? undefined : 0);
     if (value === undefined) fail(f.name, 'is missing.');
     writeField(buf, f.offset, f, value);
   }
-  writeField(buf, layout.memberLength, USER_ID_FIELD, event.userId);
+  // The user id may be left out when another identity is given (v2 on): 0 on the wire.
+  writeField(buf, layout.memberLength, USER_ID_FIELD, fields.userId ?? 0);
   const error = validateRecord(buf, layout);
   if (error) throw new InvalidActionFieldError(error.field ?? 'record', error.message, { cause: error });
   return buf;
 }
 
+/**
+ * The Kinesis partition key of an event: its first identity's key-group tag (the decimal user id
+ * when it has one), so one identity's events stay in order on one shard. Call after
+ * {@link encodeActionEvent} accepted the event.
+ */
+export function actionPartitionKey(event: ActionEvent): string {
+  const normalized = identityFieldsOf(event);
+  const fields = 'fields' in normalized ? normalized.fields : event;
+  for (const kind of IDENTITY_KINDS) {
+    const value = fields[kind.field];
+    if (!isUnset(value)) return identityTag(kind, String(value));
+  }
+  return String(event.userId);
+}
+
+function isUnset(value: unknown): boolean {
+  return value === undefined || value === 0 || value === 0n || value === '0';
+}
+
+/**
+ * The oldest layout that holds every field the event sets: an event without the newer fields is
+ * written exactly as before they existed (same bytes, so a retry across a producer upgrade is
+ * still a duplicate, and readers that know only the old layout still read it).
+ */
+function layoutFor(fields: Readonly<Record<string, unknown>>, schema: EventSchema): Layout {
+  let chosen = schema.current;
+  for (const layout of [...schema.layouts.values()].sort((a, b) => b.version - a.version)) {
+    let holds = true;
+    for (const f of schema.current.fields) {
+      if (!layout.byName.has(f.name) && !isUnset(fields[f.name])) holds = false;
+    }
+    if (holds) chosen = layout;
+  }
+  return chosen;
+}
+
 /** What ingest needs from a record, without materialising every field. */
 export interface DecodedRecord {
   readonly version: number;
-  /** Decimal user id (the Redis key's hash tag). */
+  /** Decimal user id (the user key group's hash tag); '0' when the event carries no user id. */
   readonly userId: string;
+  /**
+   * The hash tags of the key groups the event counts in, one per identity it carries (the user's
+   * is its decimal id, so a v1 event's only tag is its user id; docs/counting.md "Identities").
+   */
+  readonly keys: readonly string[];
   readonly timestamp: number;
   /** The stored member: the record minus the trailing user id. */
   readonly member: Buffer;
@@ -379,11 +447,14 @@ function validateRecord(buf: Buffer, layout: Layout): ActionEventError | undefin
   }
   for (const f of fields) {
     if (f.required && isZero(buf, f.offset, f.width)) {
+      if (f === fields[fields.length - 1] && carriesIdentity(buf, layout)) continue;
       return new ActionEventError(
         'counting.invalid-field',
         f.name,
         `Action event v${layout.version} field "${f.name}" (bytes ${f.offset}..${f.offset + f.width - 1}) is zero: ` +
-          `it is required. ${advice}`,
+          (f.name === USER_ID_FIELD.name
+            ? `an event needs at least one identity (${identityNames()}). ${advice}`
+            : `it is required. ${advice}`),
       );
     }
     if (f.kind === 'timestamp' && (buf[f.offset] !== 0 || buf[f.offset + 1] !== 0)) {
@@ -398,6 +469,26 @@ function validateRecord(buf: Buffer, layout: Layout): ActionEventError | undefin
     }
   }
   return undefined;
+}
+
+/** Whether a record whose user id is zero carries another identity (so it still has a key). */
+function carriesIdentity(buf: Buffer, layout: Layout): boolean {
+  for (const k of IDENTITY_KINDS) {
+    const f = layout.byName.get(k.field);
+    if (f && !isZero(buf, f.offset, f.width)) return true;
+  }
+  return false;
+}
+
+/** The key-group tags of a valid record: its user id's, then one per other identity it carries. */
+function keysOf(data: Buffer, layout: Layout, userId: string): readonly string[] {
+  const keys = userId === '0' ? [] : [userId];
+  if (layout.version === 1) return keys;
+  for (const k of IDENTITY_KINDS) {
+    const f = layout.byName.get(k.field);
+    if (f && !isZero(data, f.offset, f.width)) keys.push(identityTag(k, decimalU64(data, f.offset)));
+  }
+  return keys;
 }
 
 /** A u64 as a decimal string; below 2^53 (every real id) without a BigInt (it is per record). */
@@ -435,9 +526,11 @@ export function decodeRecord(data: Buffer, schema: EventSchema = actionEventSche
   }
   const error = validateRecord(data, layout);
   if (error) throw error;
+  const userId = decimalU64(data, layout.memberLength);
   return {
     version,
-    userId: decimalU64(data, layout.memberLength),
+    userId,
+    keys: keysOf(data, layout, userId),
     timestamp: data.readUIntBE(3, 6),
     member: data.subarray(0, layout.memberLength),
   };

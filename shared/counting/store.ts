@@ -25,8 +25,11 @@ import { slotOwner } from '../redis/resp/ioredis-adapter.js';
 import { clientValueReader, RawValueReader, type ValueReader } from '../redis/resp/value-reader.js';
 import { defineScripts } from '../redis/scripts/registry.js';
 import { type Clock, DAY_MS, MINUTE_MS } from '../time/clock.js';
+import { MAX_ARRIVALS_PER_CALL, packArrivals, type UserArrivals } from './arrivals.js';
+import { checkPolicy, mergeVerdicts, namesOtherKeys, planKeys } from './cap-keys.js';
+import { InvalidCountQueryError } from './event-log.js';
+import { DEFAULT_IDENTITY, NO_IDENTITY_POLICIES, type NoIdentityPolicy } from './identities.js';
 import {
-  type CapCandidate,
   type CapCheckResult,
   type CountQuery,
   checkRange,
@@ -37,6 +40,11 @@ import {
 } from './query.js';
 import { actionEventSchema, checkEventTime, type DecodedRecord, type EventSchema } from './schema.js';
 import { parseCountQuery } from './sql.js';
+
+import type { ActionStoreOptions, AddResult, CapCheckRequest, NoIdentityCounts } from './store-options.js';
+
+export { MAX_ARRIVALS_PER_CALL, MAX_USER_ID_BYTES, packArrivals, type UserArrivals } from './arrivals.js';
+export type { ActionStoreOptions, AddResult, CapCheckRequest, NoIdentityCounts } from './store-options.js';
 
 /** Arguments of the ingest script: the first user's keys (routing), then the call's data. */
 type CountingIngestArgs = [
@@ -78,62 +86,6 @@ export function userLogKey(userId: string, prefix = 'act', version = KEY_SCHEMA_
   return `${prefix}:v${version}:{${userId}}:log`;
 }
 
-/** Options of {@link ActionStore}. */
-export interface ActionStoreOptions {
-  readonly redis: RedisClient;
-  readonly clock: Clock;
-  /** Days of events kept and counted (1–90). @default 30 */
-  readonly retentionDays?: number;
-  /**
-   * Dedup window, ms: an event whose identity (everything but the timestamp) was counted less
-   * than this far from its timestamp, either side, is a duplicate. 0 keeps only exact-bytes
-   * dedup. At most the retention. Only the writer (ingest) uses it. @default 86400000 (1 day)
-   */
-  readonly dedupWindowMs?: number;
-  /** How far ahead of the clock an event's timestamp may be before it is rejected. @default 900000 (15 min) */
-  readonly maxFutureSkewMs?: number;
-  /** Key prefix. @default 'act' */
-  readonly keyPrefix?: string;
-  /** @default actionEventSchema */
-  readonly schema?: EventSchema;
-  /**
-   * Upgrade from key schema v1: writes import a user's v1 keys on the user's first v2 write,
-   * reads fall back to the v1 log while a user has no v2 log. Turn off once no v1 key can exist
-   * any more (retention + 1 day + skew after the upgrade: v1 keys expire by then).
-   * @default true
-   */
-  readonly legacyV1Keys?: boolean;
-  /**
-   * Read logs over raw RESP connections handed straight to the counting code
-   * (shared/redis/resp/value-reader.ts), instead of through ioredis, which copies each reply and builds
-   * objects per command: about half a cap check's client time (docs/counting.md, "Reads").
-   * @default true
-   */
-  readonly rawReads?: boolean;
-}
-
-/** Outcome of {@link ActionStore.add}. */
-export interface AddResult {
-  /** Events counted for the first time. */
-  readonly added: number;
-  /** Duplicates: the same bytes again, or the same identity within the dedup window. */
-  readonly duplicates: number;
-  /** Of the duplicates, those with another timestamp than the counted occurrence (re-stamped). */
-  readonly restamped: number;
-  /** Events older than the retention: not stored, they could never be counted. */
-  readonly expired: number;
-  /** Users whose key group was partially lost (one key gone) and rebuilt before counting. */
-  readonly repaired: number;
-  /** Users whose v1 keys were imported into v2 keys by this call. */
-  readonly migrated: number;
-}
-
-/** Frequency-cap check request: one user, all candidates of one ad request. */
-export interface CapCheckRequest {
-  readonly userId: string;
-  readonly candidates: readonly CapCandidate[];
-}
-
 const EMPTY = Buffer.alloc(0);
 
 /** A read of a user's v2 log found no key (and v1 keys may still hold the history). */
@@ -141,79 +93,6 @@ const NO_LOG: unique symbol = Symbol('no v2 log');
 
 /** Users remembered as maintained today, per store; beyond it the memory is cleared (re-maintains). */
 const MAINTAINED_USERS_MAX = 200_000;
-
-/**
- * Most arrivals one ingest script call carries (a user with more goes alone): a script blocks
- * Redis while it runs, and cap checks wait behind it — 256 arrivals are ≈ 1 ms of Redis time on
- * a slow host, while the per-call cost is already amortised to a fraction of a µs per event.
- */
-export const MAX_ARRIVALS_PER_CALL = 256;
-
-/** Longest user id (UTF-8 bytes) the packed arrivals argument carries (ids are decimal u64s). */
-export const MAX_USER_ID_BYTES = 255;
-
-/** One user's arrivals in one ingest call, in arrival order. */
-export interface UserArrivals {
-  readonly userId: string;
-  /** Maintain the user's key group in this call (trim, compaction, TTL, v1 import). */
-  readonly maintain: boolean;
-  /** Stored members (wire records without the user id). */
-  readonly members: readonly Buffer[];
-}
-
-/**
- * Packs users' arrivals into the ingest script's one data argument: per user
- * `[flags u8: 1 = maintain][user id length u8][user id, UTF-8][arrival count u32 BE]` then the
- * members back to back (each delimited by its layout version's length, as in the log). Length
- * prefixes, not separators: any byte may appear in an id or a member. Throws RangeError for an
- * empty or too long user id, or a member whose length is not its layout version's.
- */
-export function packArrivals(
-  users: readonly UserArrivals[],
-  schema: EventSchema = actionEventSchema,
-): Buffer {
-  const lengths: number[] = [];
-  for (const layout of schema.layouts.values()) lengths[layout.version] = layout.memberLength;
-  const idLengths: number[] = new Array(users.length);
-  let size = 0;
-  for (let i = 0; i < users.length; i++) {
-    const u = users[i] as UserArrivals;
-    const idLength = Buffer.byteLength(u.userId);
-    if (idLength === 0 || idLength > MAX_USER_ID_BYTES) {
-      throw new RangeError(
-        `User id ${JSON.stringify(u.userId)} is ${idLength} bytes: give 1 to ${MAX_USER_ID_BYTES} bytes ` +
-          '(decodeRecord gives the decimal u64).',
-      );
-    }
-    idLengths[i] = idLength;
-    size += 6 + idLength;
-    for (const m of u.members) {
-      const expected = lengths[m[0] as number];
-      if (expected === undefined || m.length !== expected) {
-        throw new RangeError(
-          `Action event member of user ${u.userId} has layout version ${m[0]} and ${m.length} bytes: ` +
-            (expected === undefined
-              ? `this store knows versions ${[...schema.layouts.keys()].join(', ')}.`
-              : `that version's members are ${expected} bytes.`) +
-            ' Build records with decodeRecord.',
-        );
-      }
-      size += expected;
-    }
-  }
-  const out = Buffer.allocUnsafe(size);
-  let pos = 0;
-  for (let i = 0; i < users.length; i++) {
-    const u = users[i] as UserArrivals;
-    const idLength = idLengths[i] as number;
-    out[pos] = u.maintain ? 1 : 0;
-    out[pos + 1] = idLength;
-    out.write(u.userId, pos + 2, idLength, 'utf8');
-    pos = out.writeUInt32BE(u.members.length, pos + 2 + idLength);
-    for (const m of u.members) pos += m.copy(out, pos);
-  }
-  return out;
-}
 
 /** {@link ActionStore} options out of range (the message names the option and its range). */
 export class InvalidActionStoreOptionsError extends errorKind(
@@ -242,6 +121,9 @@ export class ActionStore {
    */
   private readonly maintained = new Set<string>();
   private maintainedDay = Number.NaN;
+  private readonly noIdentity: NoIdentityPolicy;
+  /** Caps handled by the no-identity policy, cumulative (read by metrics). */
+  readonly noIdentityCounts: NoIdentityCounts = { refused: 0, uncapped: 0, coarser: 0 };
 
   constructor(options: ActionStoreOptions) {
     const days = options.retentionDays ?? 30;
@@ -265,6 +147,12 @@ export class ActionStore {
     this.prefix = options.keyPrefix ?? 'act';
     this.schema = options.schema ?? actionEventSchema;
     this.legacyV1Keys = options.legacyV1Keys ?? true;
+    this.noIdentity = options.noIdentity ?? 'refuse';
+    if (!NO_IDENTITY_POLICIES.includes(this.noIdentity)) {
+      throw new InvalidActionStoreOptionsError(
+        `noIdentity is ${JSON.stringify(this.noIdentity)}: give ${NO_IDENTITY_POLICIES.join(', ')} (default refuse).`,
+      );
+    }
     this.reader = (options.rawReads ?? true) ? RawValueReader.of(this.redis) : clientValueReader(this.redis);
     // The TTL outlives every stored event's dedup state by a day: the slack between two daily
     // maintenances of a user. It never decides a count.
@@ -335,13 +223,18 @@ export class ActionStore {
             'bytes (1..8). Build records with decodeRecord.',
         );
       }
-      total++;
-      let user = byUser.get(r.userId);
-      if (!user) {
-        user = { userId: r.userId, maintain: !this.maintained.has(r.userId), members: [] };
-        byUser.set(r.userId, user);
+      // An event counts in the key group of every identity it carries (one arrival each).
+      const keys = r.keys;
+      for (let i = 0; i < keys.length; i++) {
+        const tag = keys[i] as string;
+        total++;
+        let user = byUser.get(tag);
+        if (!user) {
+          user = { userId: tag, maintain: !this.maintained.has(tag), members: [] };
+          byUser.set(tag, user);
+        }
+        user.members.push(m);
       }
-      user.members.push(m);
     }
     const result = { added: 0, duplicates: 0, restamped: 0, expired, repaired: 0, migrated: 0 };
     if (byUser.size === 0) return result;
@@ -447,13 +340,13 @@ export class ActionStore {
    * Folds the user's log (see {@link eventLog}) with `fold`, which runs synchronously on a buffer
    * valid only during the call (the raw reader lends its socket chunk or reused buffer).
    */
-  private readLog<T>(userId: string, fold: (log: Buffer) => T): Promise<T> {
+  private readLog<T>(userId: string, fold: (log: Buffer) => T, legacy = this.legacyV1Keys): Promise<T> {
     // A plain promise chain, not async functions: this is the cap check's whole read path, and
     // each async layer was garbage per check (garbage sets how often the request path pauses for
     // GC). Errors, the key's included, still arrive as rejections.
     try {
       const key = this.logKey(userId);
-      if (!this.legacyV1Keys) return this.reader.get(key, (log) => fold(log ?? EMPTY));
+      if (!legacy) return this.reader.get(key, (log) => fold(log ?? EMPTY));
       return this.reader
         .get(key, (log) => (log === null ? NO_LOG : fold(log)))
         .then((v2) =>
@@ -501,15 +394,57 @@ export class ActionStore {
     // Not async (see readLog); every error is still a rejection.
     try {
       const now = this.clock.now();
-      const { candidates } = request;
+      const { candidates, userId } = request;
+      if (userId === undefined || namesOtherKeys(candidates)) return this.checkByIdentity(request, now);
       if (candidates.length === 0) {
         return Promise.resolve(evaluateCaps(EMPTY, candidates, now, this.horizon(now), this.schema));
       }
-      return this.readLog(request.userId, (log) =>
+      return this.readLog(userId, (log) =>
         evaluateCaps(log, candidates, now, this.horizon(now), this.schema),
       );
     } catch (error) {
       return Promise.reject(error);
     }
+  }
+
+  /**
+   * A check whose caps count on several identities, or without a user id: one log per identity
+   * read at once (pipelined), each identity's caps evaluated over its own log, verdicts merged;
+   * caps without an id of their identity go by the no-identity policy.
+   */
+  private checkByIdentity(request: CapCheckRequest, now: number): Promise<CapCheckResult> {
+    const identities: Record<string, string | undefined> = { ...request.identities };
+    if (request.userId !== undefined) {
+      if (identities.user !== undefined && identities.user !== request.userId) {
+        throw new InvalidCountQueryError(
+          `cap check: userId ${JSON.stringify(request.userId)} and identities.user ${JSON.stringify(identities.user)} differ: give the user once.`,
+        );
+      }
+      identities.user = request.userId;
+    }
+    const policy = checkPolicy(request.noIdentity ?? this.noIdentity, 'cap check');
+    const plan = planKeys(this.schema, request.candidates, identities, policy);
+    const horizon = this.horizon(now);
+    const schema = this.schema;
+    return Promise.all(
+      plan.groups.map((g) =>
+        g.tag === undefined
+          ? evaluateCaps(EMPTY, g.candidates, now, horizon, schema)
+          : // Only users can have v1 keys (v1 had no other identity).
+            this.readLog(
+              g.tag,
+              (log) => evaluateCaps(log, g.candidates, now, horizon, schema),
+              this.legacyV1Keys && g.kind?.name === DEFAULT_IDENTITY,
+            ),
+      ),
+    ).then((results) => {
+      const report = plan.report;
+      if (report) {
+        this.noIdentityCounts.refused += report.refused;
+        this.noIdentityCounts.uncapped += report.uncapped;
+        this.noIdentityCounts.coarser += report.coarser;
+      }
+      return mergeVerdicts(request.candidates, plan, results);
+    });
   }
 }

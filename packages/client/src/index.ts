@@ -50,6 +50,8 @@ export {
 } from '../../../shared/client/notices.js';
 export { CampaignRemovedError } from '../../../shared/client/parts.js';
 export { InvalidEnvError, MissingEnvError } from '../../../shared/config/env.js';
+export type { RequestIdentities } from '../../../shared/counting/cap-keys.js';
+export type { NoIdentityPolicy, NoIdentityReport } from '../../../shared/counting/identities.js';
 export type {
   CapCandidate,
   CapCheckResult,

@@ -115,6 +115,25 @@ describe('createPacelineClient', () => {
     expect(m.decisions.bid).toBe(decisions.filter((d) => d.outcome === 'bid').length);
   });
 
+  it('counts caps without their identity in its metrics (the policy of the store: refuse)', async () => {
+    const before = client.metrics().capsWithoutIdentity;
+    const result = await client.checkFrequencyCaps({
+      identities: {},
+      candidates: [
+        {
+          id: 'no-id',
+          entities: { ad: 1, adGroup: 1, campaign: 1, advertiser: 1 },
+          caps: [
+            { level: 'ad', windowMs: 3_600_000, max: 3 },
+            { level: 'campaign', windowMs: 86_400_000, max: 9, key: 'household' },
+          ],
+        },
+      ],
+    });
+    expect(result.rejected.map((v) => v.id)).toEqual(['no-id']);
+    expect(client.metrics().capsWithoutIdentity).toEqual({ ...before, refused: before.refused + 2 });
+  });
+
   it('never blocks or throws on the request path while Redis is paused (SIGSTOP)', async () => {
     const pid = region.redis.pids[0] as number;
     process.kill(pid, 'SIGSTOP');

@@ -19,7 +19,7 @@ const now = Date.UTC(2026, 10, 21, 12);
 
 /** A decoded event of `userId` (any string: the decoder only makes decimals, the store takes any). */
 function event(userId: string, insertion: number, timestamp = now - HOUR_MS): DecodedRecord {
-  return { ...decodeRecord(impressionWire(1, insertion, timestamp)), userId };
+  return { ...decodeRecord(impressionWire(1, insertion, timestamp)), userId, keys: [userId] };
 }
 
 async function total(store: ActionStore, userId: string): Promise<number | undefined> {
@@ -78,7 +78,7 @@ describe.each(['standalone', 'cluster'] as const)('batched ingest on %s Redis', 
     await expect(s.add([{ ...e, timestamp: e.timestamp - 1 }])).rejects.toThrow(
       /timestamp \d+ is not the one in its member bytes/,
     );
-    await expect(s.add([{ ...e, userId: '' }])).rejects.toThrow(/User id "" is 0 bytes/);
+    await expect(s.add([{ ...e, userId: '', keys: [''] }])).rejects.toThrow(/User id "" is 0 bytes/);
     expect(await r.redis.exists(s.key('5'))).toBe(0);
   });
 

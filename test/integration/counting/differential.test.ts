@@ -40,7 +40,7 @@ describe.each([
     client = redis.client;
     store = new ActionStore({ redis: client, clock, retentionDays: 30, dedupWindowMs: windowMs });
     reference = new ReferenceCounter(30 * DAY_MS, windowMs);
-    log = generateLog(rand, events, now0 - 32 * DAY_MS, now0 + 10 * MINUTE_MS);
+    log = generateLog(rand, events, now0 - 32 * DAY_MS, now0 + 10 * MINUTE_MS, { identities: true });
     // Redelivery: ~25% of batches are ingested twice (the second time later, after other batches).
     const redeliver: Buffer[][] = [];
     for (let i = 0; i < log.records.length; ) {
@@ -69,11 +69,18 @@ describe.each([
     expect(log.restamps.inside).toBeGreaterThan(events / 50);
     expect(log.restamps.edge).toBeGreaterThan(events / 100);
     expect(log.restamps.outside).toBeGreaterThan(events / 100);
-    // The store holds exactly what the reference counted (per user, occurrence for occurrence).
-    for (const userId of log.userIds) {
-      expect(await client.zcard(store.key(userId)), `seed=${seed} user=${userId}`).toBe(
-        reference.events(userId).length,
+    // The store holds exactly what the reference counted (per identity: user, household and
+    // device, occurrence for occurrence).
+    const tags = [
+      ...log.userIds,
+      ...new Set([...log.householdOf.values()].map((h) => `h${h}`)),
+      ...[...log.deviceOf.values()].map((d) => `d${d}`),
+    ];
+    for (const tag of tags) {
+      expect(await client.zcard(store.key(tag)), `seed=${seed} identity=${tag}`).toBe(
+        reference.events(tag).length,
       );
+      expect(reference.events(tag).length, tag).toBeGreaterThan(0);
     }
   });
 
@@ -160,12 +167,13 @@ describe.each([
     }
   });
 
-  it('frequency, recency, lifetime and conversion caps agree with reference counts', async () => {
+  it('frequency, recency, lifetime and conversion caps on user, household and device keys agree with reference counts', async () => {
     const now = clock.now();
     const horizon = now - 30 * DAY_MS;
-    for (let round = 0; round < 40; round++) {
+    // Each cap of each candidate is one comparison with the reference: ≥ 20,000 per run.
+    let comparisons = 0;
+    for (let round = 0; round < 300; round++) {
       const userId = pick(rand, log.userIds);
-      const windows = [HOUR_MS, 7 * DAY_MS, 30 * DAY_MS, int(rand, 1, 40 * 24 * 60) * MINUTE_MS];
       // A flight inside the retention: lifetime caps count from its start.
       const flightStartMs = horizon + int(rand, 0, 30 * DAY_MS);
       const caps: CountingCap[][] = [];
@@ -173,22 +181,28 @@ describe.each([
         caps[i] = (['ad', 'adGroup', 'campaign', 'advertiser'] as const).flatMap((level) =>
           Array.from({ length: int(rand, 0, 3) }, (): CountingCap => {
             const action = pick(rand, ['impression', 'click', 3] as const);
-            const kind = rand();
-            // Recency (max 1 over recencyMs), lifetime (since the flight's start), conversion
-            // (max 1 of stopAfter over withinMs or the flight) and frequency caps.
-            if (kind < 0.15) return { level, recencyMs: pick(rand, windows), action };
-            if (kind < 0.3) return { level, lifetime: true, max: int(rand, 1, 60), action };
-            if (kind < 0.4) {
-              return rand() < 0.5
-                ? { level, stopAfter: action }
-                : { level, stopAfter: action, withinMs: pick(rand, windows) };
-            }
-            return { level, windowMs: pick(rand, windows), max: int(rand, 1, 60), action };
+            // Most caps count on the user; some on the household or the device.
+            const k = rand();
+            const key = k < 0.6 ? undefined : k < 0.85 ? 'household' : 'device';
+            return { ...capOf(level, action), ...(key === undefined ? {} : { key }) } as CountingCap;
           }),
         );
         return { id: `c${ad}`, entities: entitiesOf(ad), caps: caps[i] as CountingCap[], flightStartMs };
       });
-      const result = await store.checkFrequencyCaps({ userId, candidates });
+      // Now and then the request has no device id: device caps then count on the household.
+      const withDevice = rand() < 0.8;
+      const identities = {
+        user: userId,
+        household: log.householdOf.get(userId) as string,
+        ...(withDevice ? { device: log.deviceOf.get(userId) as string } : {}),
+      };
+      const tagOf = (cap: CountingCap) =>
+        cap.key === 'household' || (cap.key === 'device' && !withDevice)
+          ? `h${identities.household}`
+          : cap.key === 'device'
+            ? `d${identities.device}`
+            : userId;
+      const result = await store.checkFrequencyCaps({ identities, candidates, noIdentity: 'coarser' });
       const verdicts = new Map([...result.allowed, ...result.rejected].map((v) => [v.id, v]));
       expect(verdicts.size).toBe(candidates.length);
       for (const [i, c] of candidates.entries()) {
@@ -197,7 +211,7 @@ describe.each([
           const counted = cap.stopAfter ?? cap.action;
           const action = typeof counted === 'number' ? actionName(counted) : (counted as string);
           const { total } = reference.count(
-            userId,
+            tagOf(cap),
             horizon,
             // Window (now − w, now], or from the flight's start; events stamped ahead of now count as now.
             {
@@ -213,9 +227,27 @@ describe.each([
         const context = `seed=${seed} round=${round} user=${userId} candidate=${c.id}`;
         expect(v?.allowed, context).toBe(hits.length === 0);
         expect(v?.hits.length, context).toBe(hits.length);
+        comparisons += (caps[i] as CountingCap[]).length;
       }
     }
+    expect(comparisons, `seed=${seed}`).toBeGreaterThan(20_000);
   });
+
+  /** One random cap of any kind on `level` counting `action`. */
+  function capOf(level: string, action: 'impression' | 'click' | 3): CountingCap {
+    const windows = [HOUR_MS, 7 * DAY_MS, 30 * DAY_MS, int(rand, 1, 40 * 24 * 60) * MINUTE_MS];
+    const kind = rand();
+    // Recency (max 1 over recencyMs), lifetime (since the flight's start), conversion (max 1 of
+    // stopAfter over withinMs or the flight) and frequency caps.
+    if (kind < 0.15) return { level, recencyMs: pick(rand, windows), action };
+    if (kind < 0.3) return { level, lifetime: true, max: int(rand, 1, 60), action };
+    if (kind < 0.4) {
+      return rand() < 0.5
+        ? { level, stopAfter: action }
+        : { level, stopAfter: action, withinMs: pick(rand, windows) };
+    }
+    return { level, windowMs: pick(rand, windows), max: int(rand, 1, 60), action };
+  }
 
   it('retention follows the injected clock; trimming and log compaction change no count', async () => {
     // Nothing was written since: members older than the new horizon are still in Redis and must not count.
@@ -240,12 +272,15 @@ describe.each([
     const trimmed = clock.now() - 30 * DAY_MS - windowMs;
     let compacted = 0;
     for (const userId of log.userIds) {
-      const card = await client.zcard(store.key(userId));
+      // Members of layouts v1 (59 bytes) and v2 (75): the live bytes are the set's members' full
+      // lengths (an identity member is its full member less the 8 timestamp bytes).
+      const members = await client.zrangeBuffer(store.key(userId), 0, -1);
+      const card = members.length;
+      const live = members.reduce((sum, m) => sum + (m[0] === 1 ? 59 : 75), 0);
       expect(await client.zcount(store.key(userId), '-inf', `(${trimmed}`)).toBe(0);
       const length = await client.strlen(store.logKey(userId));
-      const garbage = length - card * 59;
+      const garbage = length - live;
       const context = `seed=${seed} user=${userId} log ${length} bytes, set ${card}`;
-      expect(length % 59, context).toBe(0);
       expect(garbage, context).toBeGreaterThanOrEqual(0);
       expect(garbage * 4, context).toBeLessThanOrEqual(length);
       if (garbage === 0) compacted++;

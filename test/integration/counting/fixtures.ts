@@ -69,6 +69,9 @@ export interface EventLog {
   readonly ads: readonly number[];
   /** Re-stamped copies by their offset from the original, in windows: `inside`, `edge`, `outside`. */
   readonly restamps: { inside: number; edge: number; outside: number };
+  /** With `identities`: each user's household id (three users share one) and device id. */
+  readonly householdOf: ReadonlyMap<string, string>;
+  readonly deviceOf: ReadonlyMap<string, string>;
 }
 
 /** Options of {@link generateLog}. */
@@ -84,6 +87,11 @@ export interface GenerateOptions {
    * every event its own. @default 3000
    */
   readonly insertionIds?: number;
+  /**
+   * Give events identities besides the user (layout v2): half carry the user's household id
+   * (users 0–2, 3–5 and 6–7 share one), a third the user's device id. @default false
+   */
+  readonly identities?: boolean;
 }
 
 /**
@@ -109,10 +117,20 @@ export function generateLog(
   const records: Buffer[] = [];
   const restamps = { inside: 0, edge: 0, outside: 0 };
   const sign = () => (rand() < 0.5 ? -1 : 1);
+  const householdOf = new Map(userIds.map((u, i) => [u, String(900_000 + Math.floor(i / 3))]));
+  const deviceOf = new Map(userIds.map((u, i) => [u, String(800_000 + i)]));
   for (let i = 0; i < count; i++) {
     const ad = pick(rand, ads);
+    const userId = pick(rand, userIds);
+    const identities = options.identities
+      ? {
+          ...(rand() < 0.5 ? { householdId: householdOf.get(userId) } : {}),
+          ...(rand() < 0.33 ? { deviceId: deviceOf.get(userId) } : {}),
+        }
+      : {};
     const event: ActionEvent = {
-      userId: pick(rand, userIds),
+      userId,
+      ...identities,
       timestamp: boundaryTimestamp(rand, start, end),
       insertionId: pool > 0 ? pick(rand, insertionIds) : randomId(),
       action: int(rand, 1, 3),
@@ -145,7 +163,7 @@ export function generateLog(
     const j = Math.floor(rand() * (i + 1));
     [records[i], records[j]] = [records[j] as Buffer, records[i] as Buffer];
   }
-  return { records, userIds, ads, restamps };
+  return { records, userIds, ads, restamps, householdOf, deviceOf };
 }
 
 /**
@@ -174,17 +192,20 @@ export class ReferenceCounter {
       const { timestamp, ...rest } = decodeMember(d.member);
       const ts = Number(timestamp);
       if (ts < now - this.retentionMs) continue;
-      let user = this.byUser.get(d.userId);
-      if (!user) {
-        user = { counted: [], occurrences: new Map() };
-        this.byUser.set(d.userId, user);
+      // The event counts for each identity it carries, each judged on its own (its key group).
+      for (const key of d.keys) {
+        let user = this.byUser.get(key);
+        if (!user) {
+          user = { counted: [], occurrences: new Map() };
+          this.byUser.set(key, user);
+        }
+        const identity = JSON.stringify(rest);
+        const seen = user.occurrences.get(identity) ?? [];
+        if (seen.some((c) => c === ts || Math.abs(c - ts) < this.windowMs)) continue;
+        seen.push(ts);
+        user.occurrences.set(identity, seen);
+        user.counted.push({ ...rest, timestamp: String(ts) });
       }
-      const identity = JSON.stringify(rest);
-      const seen = user.occurrences.get(identity) ?? [];
-      if (seen.some((c) => c === ts || Math.abs(c - ts) < this.windowMs)) continue;
-      seen.push(ts);
-      user.occurrences.set(identity, seen);
-      user.counted.push({ ...rest, timestamp: String(ts) });
     }
     return this;
   }

@@ -8,6 +8,7 @@
  * from call to call (large request, then small ones; a call nested inside another).
  */
 import { describe, expect, it } from 'vitest';
+import { mergeVerdicts, planKeys } from '../../../shared/counting/cap-keys.js';
 import {
   type CandidateVerdict,
   type CapCandidate,
@@ -29,7 +30,7 @@ import { prng } from '../../../shared/random/prng.js';
 import { DAY_MS, HOUR_MS, MINUTE_MS } from '../../../shared/time/clock.js';
 
 const now = Date.UTC(2026, 10, 21, 13, 7);
-const v2 = actionEventSchema.extend(2, [{ name: 'placement', kind: 'id', width: 8, required: false }]);
+const v2 = actionEventSchema.extend(3, [{ name: 'placement', kind: 'id', width: 8, required: false }]);
 const LEVELS = ['ad', 'adGroup', 'campaign', 'advertiser', 'placement'] as const;
 
 const int = (rand: () => number, lo: number, hi: number) => lo + Math.floor(rand() * (hi - lo + 1));
@@ -70,15 +71,23 @@ const code = (names: Record<string, number>, v: string | number) => (typeof v ==
 
 /** Each cap counted on its own from decoded events; verdicts built as documented. */
 function reference(
-  events: readonly Decoded[],
+  userEvents: readonly Decoded[],
   candidates: readonly CapCandidate[],
   notBefore: number,
+  /** Other identities' events by kind; a kind absent here is missing from the request (refused). */
+  others?: ReadonlyMap<string, readonly Decoded[]>,
 ): CapCheckResult {
   const allowed: CandidateVerdict[] = [];
   const rejected: CandidateVerdict[] = [];
   candidates.forEach((c, ci) => {
     const statuses: CapStatus[] = c.caps.map((cap) => {
       if (cap.block) return { cap, entity: String(c.entities[cap.level]), count: 0, remaining: 0 };
+      const key = cap.key === 'user' ? undefined : cap.key;
+      const events = key === undefined ? userEvents : others?.get(key);
+      if (events === undefined) {
+        const entity = String(c.entities[cap.level]);
+        return { cap, entity, count: 0, remaining: 0, key: key as string, missingIdentity: true as const };
+      }
       const entity = BigInt(c.entities[cap.level] as string | number);
       // A conversion cap counts its stopAfter action; the others their action (impression).
       const action = code(ACTIONS, cap.stopAfter ?? cap.action ?? 'impression');
@@ -97,7 +106,8 @@ function reference(
           e.action === action &&
           (view === undefined || e.viewType === view),
       ).length;
-      return { cap, entity: String(c.entities[cap.level]), count, remaining: max - count };
+      const status = { cap, entity: String(c.entities[cap.level]), count, remaining: max - count };
+      return key === undefined ? status : { ...status, key };
     });
     // A block is the strictest; else the least remaining, ties → the longest window.
     const windowOf = (s: CapStatus) =>
@@ -338,5 +348,48 @@ describe('evaluateCaps agrees with a brute-force reference', () => {
     expect(() => evaluateCaps(members, bad, now, 0, v2)).toThrow(/candidate bad cap 0/);
     const good = randomCandidates(rand, 20, timestamps);
     expect(evaluateCaps(members, good, now, 0, v2)).toEqual(reference(events, good, 0));
+  });
+
+  it('caps on several identities (planKeys, one evaluation per identity, mergeVerdicts) agree with the reference', () => {
+    const rand = prng(Number(process.env.COUNTING_SEED ?? 20261128));
+    for (let round = 0; round < 40; round++) {
+      const user = randomLog(rand, int(rand, 0, 300));
+      const household = randomLog(rand, int(rand, 0, 300));
+      const device = randomLog(rand, int(rand, 0, 100));
+      const logs = new Map([
+        ['1', user.members],
+        ['h2', household.members],
+        ['d3', device.members],
+      ]);
+      const timestamps = [...user.timestamps, ...household.timestamps];
+      const candidates = randomCandidates(rand, int(rand, 0, 40), timestamps).map((c) => ({
+        ...c,
+        caps: c.caps.map((cap): CapRule => {
+          if (cap.block) return cap;
+          const r = rand();
+          return r < 0.4 ? cap : { ...cap, key: r < 0.5 ? 'user' : r < 0.8 ? 'household' : 'device' };
+        }),
+      }));
+      // Every third round the request has no device id: device caps are refused.
+      const withDevice = round % 3 !== 0;
+      const identities = { user: '1', household: '2', ...(withDevice ? { device: '3' } : {}) };
+      const notBefore = now - pick(rand, [30 * DAY_MS, 90 * DAY_MS]);
+      const plan = planKeys(v2, candidates, identities, 'refuse');
+      const results = plan.groups.map((g) =>
+        evaluateCaps(g.tag === undefined ? [] : (logs.get(g.tag) ?? []), g.candidates, now, notBefore, v2),
+      );
+      const others = new Map([
+        ['household', decodeAll(household.members, v2)],
+        ...(withDevice ? [['device', decodeAll(device.members, v2)] as const] : []),
+      ]);
+      const expected = reference(decodeAll(user.members, v2), candidates, notBefore, others);
+      const got = mergeVerdicts(candidates, plan, results);
+      const { noIdentity, ...verdicts } = got;
+      expect(verdicts, `round=${round}`).toEqual(expected);
+      const refused = candidates.flatMap((c) => c.caps).filter((cap) => cap.key === 'device').length;
+      if (!withDevice && refused > 0)
+        expect(noIdentity).toEqual({ policy: 'refuse', refused, uncapped: 0, coarser: 0 });
+      else expect(noIdentity).toBeUndefined();
+    }
   });
 });

@@ -4,7 +4,12 @@
  * members may hold any byte; what cannot be framed is refused with an error naming it.
  */
 import { describe, expect, it } from 'vitest';
-import { actionEventSchema, decodeRecord, encodeActionEvent } from '../../../shared/counting/schema.js';
+import {
+  actionEventSchema,
+  decodeRecord,
+  encodeActionEvent,
+  type Layout,
+} from '../../../shared/counting/schema.js';
 import { MAX_USER_ID_BYTES, packArrivals, type UserArrivals } from '../../../shared/counting/store.js';
 
 const member = (insertion: number, timestamp = Date.UTC(2026, 10, 21)) =>
@@ -50,7 +55,7 @@ describe('packArrivals', () => {
       { userId: '7', maintain: false, members: [member(3)] },
     ];
     const packed = packArrivals(users);
-    const length = actionEventSchema.current.memberLength;
+    const length = (actionEventSchema.layouts.get(1) as Layout).memberLength;
     expect(packed.length).toBe(6 + 2 + 2 * length + 6 + 1 + length);
     expect([...packed.subarray(0, 8)]).toEqual([1, 2, 0x34, 0x32, 0, 0, 0, 2]);
     expect(unpack(packed)).toEqual(users.map((u) => ({ ...u, members: [...u.members] })));
@@ -100,14 +105,15 @@ describe('packArrivals', () => {
   });
 
   it("uses the store schema's lengths: a newer layout version packs with its own length", () => {
-    const extended = actionEventSchema.extend(2, [
+    const extended = actionEventSchema.extend(3, [
       { name: 'placement', kind: 'id', width: 8, required: false },
     ]);
-    const v2 = Buffer.concat([member(1), Buffer.alloc(8, 5)]);
-    v2[0] = 2;
-    expect(packArrivals([{ userId: '1', maintain: false, members: [member(2), v2] }], extended).length).toBe(
-      6 + 1 + 59 + 67,
+    // v3 = v2 (device, household) + placement: 59 + 16 + 8 bytes.
+    const v3 = Buffer.concat([member(1), Buffer.alloc(24, 5)]);
+    v3[0] = 3;
+    expect(packArrivals([{ userId: '1', maintain: false, members: [member(2), v3] }], extended).length).toBe(
+      6 + 1 + 59 + 83,
     );
-    expect(() => packArrivals([{ userId: '1', maintain: false, members: [v2] }])).toThrow(/layout version 2/);
+    expect(() => packArrivals([{ userId: '1', maintain: false, members: [v3] }])).toThrow(/layout version 3/);
   });
 });

@@ -14,6 +14,7 @@ import {
   decodeRecord,
   EventSchema,
   encodeActionEvent,
+  type Layout,
 } from '../../../shared/counting/schema.js';
 import { DAY_MS, HOUR_MS, MINUTE_MS } from '../../../shared/time/clock.js';
 
@@ -91,7 +92,7 @@ describe('countMembers', () => {
   });
 
   it('reads mixed layout versions; a dimension an old event lacks has the zero value', () => {
-    const v2 = actionEventSchema.extend(2, [{ name: 'placement', kind: 'id', width: 8, required: false }]);
+    const v2 = actionEventSchema.extend(3, [{ name: 'placement', kind: 'id', width: 8, required: false }]);
     const log = Buffer.concat([
       member({}, v2),
       member({ placement: 5 } as Partial<ActionEvent>, v2),
@@ -102,7 +103,7 @@ describe('countMembers', () => {
       { key: { placement: '0' }, count: 2 },
       { key: { placement: '5' }, count: 1 },
     ]);
-    // A v1-only reader cannot walk past a v2 member.
+    // A reader without the placement layout (v3) cannot walk past a v3 member.
     expect(() => countMembers(log, [{ ranges: [{ from: 0, to: now }] }], 0)).toThrow(UnreadableEventLogError);
   });
 
@@ -199,7 +200,7 @@ describe('evaluateCaps', () => {
   it('action codes remembered from check to check follow the schema, and stay right past the cache bound', () => {
     // The same layout with impression and click swapped: the stored code 1 is a click here.
     const swapped = new EventSchema({
-      1: actionEventSchema.current.fields.map(({ offset: _o, ...f }) =>
+      1: (actionEventSchema.layouts.get(1) as Layout).fields.map(({ offset: _o, ...f }) =>
         f.name === 'action' ? { ...f, names: { impression: 2, click: 1 } } : f,
       ),
     });

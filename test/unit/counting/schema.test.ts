@@ -7,6 +7,7 @@ import {
   decodeMember,
   decodeRecord,
   encodeActionEvent,
+  type Layout,
   MAX_TIMESTAMP_MS,
   timestampUnitHint,
 } from '../../../shared/counting/schema.js';
@@ -35,7 +36,7 @@ function decodeError(data: Buffer): ActionEventError {
 
 describe('action event schema', () => {
   it('lays v1 out as documented: 67-byte record, 59-byte member, user id last', () => {
-    const layout = actionEventSchema.current;
+    const layout = actionEventSchema.layouts.get(1) as Layout;
     expect(layout.version).toBe(1);
     expect(layout.fields.map((f) => [f.name, f.offset, f.width])).toEqual([
       ['timestamp', 1, 8],
@@ -126,16 +127,19 @@ describe('action event schema', () => {
   });
 
   it('extends by adding a dimension in a new version; old records still decode', () => {
-    const v2 = actionEventSchema.extend(2, [{ name: 'placement', kind: 'id', width: 8, required: false }]);
-    expect(v2.current.version).toBe(2);
-    expect(v2.current.byName.get('placement')?.offset).toBe(59);
-    expect(v2.current.recordLength).toBe(75);
-    const newer = encodeActionEvent({ ...base, placement: 42 }, v2);
-    expect(decodeMember(decodeRecord(newer, v2).member, v2).placement).toBe('42');
-    const older = encodeActionEvent(base);
-    expect(decodeRecord(older, v2).member.length).toBe(59);
-    expect(v2.dimensions).toContain('placement');
-    // A v1-only reader rejects v2 records with a clear reason (deploy readers first).
+    const v3 = actionEventSchema.extend(3, [{ name: 'placement', kind: 'id', width: 8, required: false }]);
+    expect(v3.current.version).toBe(3);
+    expect(v3.current.byName.get('placement')?.offset).toBe(75);
+    expect(v3.current.recordLength).toBe(91);
+    const newer = encodeActionEvent({ ...base, placement: 42 }, v3);
+    expect(newer[0]).toBe(3);
+    expect(decodeMember(decodeRecord(newer, v3).member, v3).placement).toBe('42');
+    // An event without the newer fields is written in the oldest layout that holds it.
+    const older = encodeActionEvent(base, v3);
+    expect(older.equals(encodeActionEvent(base))).toBe(true);
+    expect(decodeRecord(older, v3).member.length).toBe(59);
+    expect(v3.dimensions).toContain('placement');
+    // A reader without v3 rejects v3 records with a clear reason (deploy readers first).
     expect(decodeError(newer).reasonCode).toBe('counting.unknown-version');
   });
 

@@ -1,0 +1,257 @@
+/**
+ * Cap checks over several identities (docs/counting.md, "Identities"): each cap counts on its
+ * `key` — the user, the device or the household — so a request whose caps name several keys reads
+ * one log per identity (pipelined, one round trip) and evaluates each identity's caps over its own
+ * log. This module plans that split and merges the verdicts back, applying the no-identity policy
+ * to caps whose identity the request lacks. A request whose caps all count on the user never comes
+ * here (the store's one-GET path).
+ */
+import type {
+  CandidateVerdict,
+  CapCandidate,
+  CapCheckResult,
+  CapRule,
+  CapStatus,
+  CountingCap,
+} from './cap-rules.js';
+import { capWindowMs, checkCapEntity, checkRule, whereCap } from './cap-rules.js';
+import { InvalidCountQueryError } from './event-log.js';
+import {
+  DEFAULT_IDENTITY,
+  type IdentityKind,
+  identityKind,
+  identityNames,
+  identityTag,
+  NO_IDENTITY_POLICIES,
+  type NoIdentityPolicy,
+  type NoIdentityReport,
+} from './identities.js';
+import type { EventSchema } from './schema.js';
+
+/** The ids a request carries, by identity kind name: `{ user: '42', household: '9001' }`. */
+export type RequestIdentities = Readonly<Record<string, string | undefined>>;
+
+/** The caps of every candidate that count on one identity (or none: blocks). */
+export interface KeyGroup {
+  /** The identity kind, or undefined for the group of blocks (no log). */
+  readonly kind: IdentityKind | undefined;
+  /** The key group's hash tag (what the store reads), undefined for the blocks. */
+  readonly tag: string | undefined;
+  /** The candidates with only this group's caps, in request order. */
+  readonly candidates: CapCandidate[];
+}
+
+/** How a request splits over identities, and what the policy decided for caps without one. */
+export interface KeyPlan {
+  readonly groups: readonly KeyGroup[];
+  /** Per candidate: the statuses of caps the policy refused (hits with count 0). */
+  readonly refused: readonly (CapStatus[] | undefined)[];
+  /** Per candidate, per cap object: the identity it was counted on, when not the user. */
+  readonly countedOn: readonly (Map<CapRule, string> | undefined)[];
+  readonly report: NoIdentityReport | undefined;
+}
+
+/** Whether a request needs {@link planKeys}: a cap names an identity other than the user. */
+export function namesOtherKeys(candidates: readonly CapCandidate[]): boolean {
+  for (let ci = 0; ci < candidates.length; ci++) {
+    const caps = (candidates[ci] as CapCandidate).caps;
+    for (let k = 0; k < caps.length; k++) {
+      const key = (caps[k] as CapRule).key;
+      if (key !== undefined && key !== DEFAULT_IDENTITY) return true;
+    }
+  }
+  return false;
+}
+
+/** The request's id of `kind`, normalised as events' ids are (decimal u64), or undefined. */
+function idOf(identities: RequestIdentities, kind: IdentityKind, where: string): string | undefined {
+  const raw = identities[kind.name];
+  if (raw === undefined || raw === '') return undefined;
+  if (kind.name === DEFAULT_IDENTITY) return String(raw);
+  if (!/^\d{1,20}$/.test(String(raw)) || BigInt(raw) === 0n || BigInt(raw) >= 1n << 64n) {
+    throw new InvalidCountQueryError(
+      `${where}: ${kind.name} id ${JSON.stringify(raw)} is not an id events carry: give the decimal u64 (1..2^64-1) the events' ${kind.field} holds.`,
+    );
+  }
+  return BigInt(raw).toString();
+}
+
+/** Throws unless the policy is one of {@link NO_IDENTITY_POLICIES}. */
+export function checkPolicy(policy: unknown, where: string): NoIdentityPolicy {
+  if (!NO_IDENTITY_POLICIES.includes(policy as NoIdentityPolicy)) {
+    throw new InvalidCountQueryError(
+      `${where}: noIdentity ${JSON.stringify(policy)} is not a policy: give ${NO_IDENTITY_POLICIES.join(', ')}.`,
+    );
+  }
+  return policy as NoIdentityPolicy;
+}
+
+/**
+ * Splits the request's caps by the identity each counts on. A cap whose identity the request
+ * does not carry is handled by `policy`: refused (a hit, reported in `refused`), skipped, or moved
+ * to its kind's coarser identity (refused when that is missing too). Throws
+ * {@link InvalidCountQueryError} for an unknown key or a malformed id.
+ */
+export function planKeys(
+  schema: EventSchema,
+  candidates: readonly CapCandidate[],
+  identities: RequestIdentities,
+  policy: NoIdentityPolicy,
+): KeyPlan {
+  for (const name of Object.keys(identities)) {
+    if (identities[name] !== undefined && !identityKind(name)) {
+      throw new InvalidCountQueryError(
+        `cap check identities: "${name}" is not an identity kind: give ${identityNames()}.`,
+      );
+    }
+  }
+  const groups = new Map<string, KeyGroup & { candidates: CapCandidate[] }>();
+  const group = (kind: IdentityKind | undefined, tag: string | undefined) => {
+    const name = kind?.name ?? '';
+    let g = groups.get(name);
+    if (!g) {
+      g = {
+        kind,
+        tag,
+        candidates: candidates.map((c, ci) => ({ ...c, id: String(ci), caps: [] as CapRule[] })),
+      };
+      groups.set(name, g);
+    }
+    return g;
+  };
+  const refused: (CapStatus[] | undefined)[] = new Array(candidates.length);
+  const countedOn: (Map<CapRule, string> | undefined)[] = new Array(candidates.length);
+  let refusedCount = 0;
+  let uncapped = 0;
+  let coarser = 0;
+  for (let ci = 0; ci < candidates.length; ci++) {
+    const c = candidates[ci] as CapCandidate;
+    for (let k = 0; k < c.caps.length; k++) {
+      const cap = c.caps[k] as CapRule;
+      // Every rule is checked here, against its own candidate and index, so an error names the
+      // cap as the caller wrote it (the groups' evaluations see renumbered copies).
+      checkRule(schema, c, ci, k, cap);
+      checkCapEntity(schema, c, ci, k, cap.level);
+      if (cap.block !== undefined) {
+        capsOf(group(undefined, undefined), ci).push(cap);
+        continue;
+      }
+      const where = whereCap(c, ci, k);
+      const name = cap.key ?? DEFAULT_IDENTITY;
+      const kind = identityKind(name);
+      if (!kind) {
+        throw new InvalidCountQueryError(
+          `${where}: key ${JSON.stringify(name)} is not an identity kind: give ${identityNames()} (default user).`,
+        );
+      }
+      let counted: IdentityKind | undefined = kind;
+      let id = idOf(identities, kind, where);
+      if (id === undefined) {
+        counted = undefined;
+        if (policy === 'coarser' && kind.coarser !== undefined) {
+          const wider = identityKind(kind.coarser) as IdentityKind;
+          id = idOf(identities, wider, where);
+          if (id !== undefined) {
+            counted = wider;
+            coarser++;
+          }
+        }
+        if (counted === undefined) {
+          if (policy === 'uncapped') {
+            uncapped++;
+            continue;
+          }
+          refusedCount++;
+          const status: CapStatus = {
+            cap,
+            entity: String(c.entities[cap.level]),
+            count: 0,
+            remaining: 0,
+            key: name,
+            missingIdentity: true,
+          };
+          const list = refused[ci] ?? [];
+          list.push(status);
+          refused[ci] = list;
+          continue;
+        }
+      }
+      if (counted.name !== DEFAULT_IDENTITY) {
+        const map = countedOn[ci] ?? new Map<CapRule, string>();
+        map.set(cap, counted.name);
+        countedOn[ci] = map;
+      }
+      capsOf(group(counted, identityTag(counted, id as string)), ci).push(cap);
+    }
+  }
+  const report =
+    refusedCount + uncapped + coarser > 0 ? { policy, refused: refusedCount, uncapped, coarser } : undefined;
+  return { groups: [...groups.values()], refused, countedOn, report };
+}
+
+/** The (growing) cap list of candidate `ci` in group `g`. */
+function capsOf(g: KeyGroup, ci: number): CapRule[] {
+  return (g.candidates[ci] as CapCandidate).caps as CapRule[];
+}
+
+/** Which of two statuses is the stricter: a block, else less remaining, else the longer window, else the earlier cap. */
+function stricter(a: CapStatus, b: CapStatus, caps: readonly CapRule[]): boolean {
+  const aBlock = a.cap.block === true;
+  const bBlock = b.cap.block === true;
+  if (aBlock !== bBlock) return aBlock;
+  if (!aBlock && a.remaining !== b.remaining) return a.remaining < b.remaining;
+  const aWindow = aBlock ? 0 : capWindowMs(a.cap as CountingCap);
+  const bWindow = bBlock ? 0 : capWindowMs(b.cap as CountingCap);
+  if (aWindow !== bWindow) return aWindow > bWindow;
+  return caps.indexOf(a.cap) < caps.indexOf(b.cap);
+}
+
+/** The status as reported: with the identity it counted on when that is not the user. */
+function withKey(status: CapStatus, countedOn: Map<CapRule, string> | undefined): CapStatus {
+  const key = countedOn?.get(status.cap);
+  return key === undefined ? status : { ...status, key };
+}
+
+/**
+ * One verdict per candidate from the groups' results (each in request order): allowed when no
+ * group and no refusal hit; hits in the candidate's cap order; the strictest across groups by the
+ * same rule as within one.
+ */
+export function mergeVerdicts(
+  candidates: readonly CapCandidate[],
+  plan: KeyPlan,
+  results: readonly CapCheckResult[],
+): CapCheckResult {
+  // Sub-candidates carry their request index as id (planKeys), so each group's verdicts are
+  // put back in request order by it.
+  const verdictsOf = results.map((r) => {
+    const ordered: CandidateVerdict[] = new Array(candidates.length);
+    for (const v of r.allowed) ordered[Number(v.id)] = v;
+    for (const v of r.rejected) ordered[Number(v.id)] = v;
+    return ordered;
+  });
+  const allowed: CandidateVerdict[] = [];
+  const rejected: CandidateVerdict[] = [];
+  for (let ci = 0; ci < candidates.length; ci++) {
+    const c = candidates[ci] as CapCandidate;
+    const countedOn = plan.countedOn[ci];
+    const hits: CapStatus[] = [...(plan.refused[ci] ?? [])];
+    let strictest: CapStatus | undefined;
+    for (const s of plan.refused[ci] ?? []) if (!strictest || stricter(s, strictest, c.caps)) strictest = s;
+    const id = c.id ?? String(c.entities.ad ?? ci);
+    for (const verdicts of verdictsOf) {
+      const v = verdicts[ci] as CandidateVerdict;
+      for (const h of v.hits) hits.push(withKey(h, countedOn));
+      if (v.strictest && (!strictest || stricter(v.strictest, strictest, c.caps))) {
+        strictest = withKey(v.strictest, countedOn);
+      }
+    }
+    hits.sort((x, y) => c.caps.indexOf(x.cap) - c.caps.indexOf(y.cap));
+    const isAllowed = hits.length === 0;
+    const verdict: CandidateVerdict = strictest
+      ? { id, allowed: isAllowed, strictest, hits }
+      : { id, allowed: isAllowed, hits };
+    (isAllowed ? allowed : rejected).push(verdict);
+  }
+  return plan.report ? { allowed, rejected, noIdentity: plan.report } : { allowed, rejected };
+}

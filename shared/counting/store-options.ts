@@ -1,0 +1,85 @@
+/** The options, requests and results of {@link ActionStore} (shared/counting/store.ts). */
+import type { RedisClient } from '../redis/connect.js';
+import type { Clock } from '../time/clock.js';
+import type { RequestIdentities } from './cap-keys.js';
+import type { CapCandidate } from './cap-rules.js';
+import type { NoIdentityPolicy } from './identities.js';
+import type { EventSchema } from './schema.js';
+
+/** Options of {@link ActionStore}. */
+export interface ActionStoreOptions {
+  readonly redis: RedisClient;
+  readonly clock: Clock;
+  /** Days of events kept and counted (1–90). @default 30 */
+  readonly retentionDays?: number;
+  /**
+   * Dedup window, ms: an event whose identity (everything but the timestamp) was counted less
+   * than this far from its timestamp, either side, is a duplicate. 0 keeps only exact-bytes
+   * dedup. At most the retention. Only the writer (ingest) uses it. @default 86400000 (1 day)
+   */
+  readonly dedupWindowMs?: number;
+  /** How far ahead of the clock an event's timestamp may be before it is rejected. @default 900000 (15 min) */
+  readonly maxFutureSkewMs?: number;
+  /** Key prefix. @default 'act' */
+  readonly keyPrefix?: string;
+  /** @default actionEventSchema */
+  readonly schema?: EventSchema;
+  /**
+   * Upgrade from key schema v1: writes import a user's v1 keys on the user's first v2 write,
+   * reads fall back to the v1 log while a user has no v2 log. Turn off once no v1 key can exist
+   * any more (retention + 1 day + skew after the upgrade: v1 keys expire by then).
+   * @default true
+   */
+  readonly legacyV1Keys?: boolean;
+  /**
+   * Read logs over raw RESP connections handed straight to the counting code
+   * (shared/redis/resp/value-reader.ts), instead of through ioredis, which copies each reply and builds
+   * objects per command: about half a cap check's client time (docs/counting.md, "Reads").
+   * @default true
+   */
+  readonly rawReads?: boolean;
+  /**
+   * What a cap check does with a cap whose identity the request does not carry (a user without
+   * an id): `refuse` the candidate, leave the cap `uncapped`, or count on the `coarser` identity
+   * (the household) when there is one, else refuse. Every such cap is counted in
+   * {@link ActionStore.noIdentityCounts} and reported in the result. @default 'refuse'
+   */
+  readonly noIdentity?: NoIdentityPolicy;
+}
+
+/** Outcome of {@link ActionStore.add}. */
+export interface AddResult {
+  /** Events counted for the first time. */
+  readonly added: number;
+  /** Duplicates: the same bytes again, or the same identity within the dedup window. */
+  readonly duplicates: number;
+  /** Of the duplicates, those with another timestamp than the counted occurrence (re-stamped). */
+  readonly restamped: number;
+  /** Events older than the retention: not stored, they could never be counted. */
+  readonly expired: number;
+  /** Users whose key group was partially lost (one key gone) and rebuilt before counting. */
+  readonly repaired: number;
+  /** Users whose v1 keys were imported into v2 keys by this call. */
+  readonly migrated: number;
+}
+
+/**
+ * Cap check request: all candidates of one ad request, for the identities the request carries.
+ * Caps count on the user unless they name another `key` (docs/counting.md, "Identities").
+ */
+export interface CapCheckRequest {
+  /** The user (the same as `identities.user`). */
+  readonly userId?: string;
+  /** The request's ids by identity kind: `{ device: '…', household: '…' }`. */
+  readonly identities?: RequestIdentities;
+  readonly candidates: readonly CapCandidate[];
+  /** What to do with caps whose identity the request lacks. @default the store's `noIdentity` */
+  readonly noIdentity?: NoIdentityPolicy;
+}
+
+/** How many caps the no-identity policy handled since the store was made (a metric's source). */
+export interface NoIdentityCounts {
+  refused: number;
+  uncapped: number;
+  coarser: number;
+}
