@@ -28,11 +28,12 @@ export interface IdentityKind {
   readonly coarser?: string;
 }
 
-/** The identity kinds, finest first. */
+/** The identity kinds: people and devices finest first, then the stream session. */
 export const IDENTITY_KINDS: readonly IdentityKind[] = [
   { name: 'user', field: 'userId', tag: '', coarser: 'household' },
   { name: 'device', field: 'deviceId', tag: 'd', coarser: 'household' },
   { name: 'household', field: 'householdId', tag: 'h' },
+  { name: 'session', field: 'sessionId', tag: 's' },
 ];
 
 /** The kind a cap counts on when it names none. */

@@ -76,9 +76,14 @@ const v1Fields: readonly FieldSpec[] = [
  */
 const v2Fields: readonly FieldSpec[] = [
   ...v1Fields,
-  ...IDENTITY_KINDS.filter((k) => k.field !== 'userId').map(
-    (k): FieldSpec => ({ name: k.field, kind: 'id', width: 8, required: false }),
-  ),
+  { name: 'deviceId', kind: 'id', width: 8, required: false },
+  { name: 'householdId', kind: 'id', width: 8, required: false },
+];
+
+/** v3: the stream session (CTV: caps per viewing session), u64, 0 when not given. */
+const v3Fields: readonly FieldSpec[] = [
+  ...v2Fields,
+  { name: 'sessionId', kind: 'id', width: 8, required: false },
 ];
 
 /** The key field, always the last 8 bytes of a wire record and not part of the stored member. */
@@ -169,8 +174,15 @@ export class EventSchema {
   private specCache: Map<string, FieldSpec> | undefined;
 }
 
-/** The action-event schema Paceline uses: v1, and v2 that adds the device and household ids. */
-export const EVENT_LAYOUTS: Readonly<Record<number, readonly FieldSpec[]>> = { 1: v1Fields, 2: v2Fields };
+/**
+ * The action-event schema Paceline uses: v1; v2 adds the device and household ids; v3 the stream
+ * session id. Every identity kind's field (shared/counting/identities.ts) is in the newest layout.
+ */
+export const EVENT_LAYOUTS: Readonly<Record<number, readonly FieldSpec[]>> = {
+  1: v1Fields,
+  2: v2Fields,
+  3: v3Fields,
+};
 /** The schema built from {@link EVENT_LAYOUTS}. */
 export const actionEventSchema = new EventSchema(EVENT_LAYOUTS);
 
@@ -243,6 +255,8 @@ export interface ActionEvent {
   readonly deviceId?: Id;
   /** A household id, e.g. derived from the IP (layout v2). */
   readonly householdId?: Id;
+  /** A stream (viewing) session id (layout v3). */
+  readonly sessionId?: Id;
   /**
    * The identities as a list, `[{ kind: 'household', id: '77' }]` — the same as the fields above,
    * at most one per kind.

@@ -52,6 +52,7 @@ export { CampaignRemovedError } from '../../../shared/client/parts.js';
 export { InvalidEnvError, MissingEnvError } from '../../../shared/config/env.js';
 export type { RequestIdentities } from '../../../shared/counting/cap-keys.js';
 export type { NoIdentityPolicy, NoIdentityReport } from '../../../shared/counting/identities.js';
+export { fillPod, type PodFill, type PodRules } from '../../../shared/counting/pods.js';
 export type {
   CapCandidate,
   CapCheckResult,

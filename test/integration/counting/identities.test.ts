@@ -173,6 +173,46 @@ describe.each(['standalone', 'cluster'] as const)('identities on %s redis-server
     });
   });
 
+  it('a stream session: no creative twice and at most 2 ads of one advertiser per session', async () => {
+    const id = ids();
+    const session = String(Number(id.user) * 7);
+    // One pod earlier in the session: ad 11 of advertiser 1, then another ad of advertiser 1.
+    await ingestRecords(store, [
+      event(-20 * MINUTE_MS, { userId: id.user, householdId: id.household, sessionId: session }),
+      encodeActionEvent({
+        timestamp: NOW - 19 * MINUTE_MS,
+        insertionId: Buffer.alloc(16, 9),
+        action: 'impression',
+        ...entities,
+        ad: 12,
+        sessionId: session,
+      }),
+    ]);
+    const sessionCaps = [
+      { level: 'ad', windowMs: 6 * HOUR_MS, max: 1, key: 'session' },
+      { level: 'advertiser', windowMs: 6 * HOUR_MS, max: 2, key: 'session' },
+    ];
+    const r = await store.checkFrequencyCaps({
+      identities: { user: id.user, session },
+      candidates: [
+        { id: 'same-ad', entities, caps: sessionCaps },
+        { id: 'other-ad', entities: { ...entities, ad: 13 }, caps: sessionCaps },
+        { id: 'other-advertiser', entities: { ...entities, ad: 14, advertiser: 2 }, caps: sessionCaps },
+      ],
+    });
+    expect(r.allowed.map((v) => v.id)).toEqual(['other-advertiser']);
+    expect(r.rejected.map((v) => [v.id, v.hits.map((h) => `${h.cap.level}:${h.count}:${h.key}`)])).toEqual([
+      ['same-ad', ['ad:1:session', 'advertiser:2:session']],
+      ['other-ad', ['advertiser:2:session']],
+    ]);
+    // Another session of the same user starts clean.
+    const fresh = await store.checkFrequencyCaps({
+      identities: { user: id.user, session: `${session}1` },
+      candidates: [{ id: 'same-ad', entities, caps: sessionCaps }],
+    });
+    expect(fresh.allowed).toHaveLength(1);
+  });
+
   it('bad input is refused in one line and counts nothing', async () => {
     const id = ids();
     const cookie = store.checkFrequencyCaps({
@@ -181,21 +221,21 @@ describe.each(['standalone', 'cluster'] as const)('identities on %s redis-server
     });
     await expect(cookie).rejects.toThrow(InvalidCountQueryError);
     await expect(cookie).rejects.toThrow(
-      /^candidate c cap 0: key "cookie" is not an identity kind: give user, device, household \(default user\)\.$/,
+      /^candidate c cap 0: key "cookie" is not an identity kind: give user, device, household, session \(default user\)\.$/,
     );
     const hundred = Array.from({ length: 100 }, (_, i) => ({ kind: 'household', id: i + 1 }));
     const send = () => event(0, { userId: id.user, identities: hundred });
     expect(send).toThrow(InvalidActionFieldError);
     expect(send).toThrow(
-      /^Action event field "identities" lists 100 identities: an event carries at most one id per kind \(user, device, household\), 3 in all — send the ones its caps count on\.$/,
+      /^Action event field "identities" lists 100 identities: an event carries at most one id per kind \(user, device, household, session\), 4 in all — send the ones its caps count on\.$/,
     );
     expect(() => event(0, { userId: id.user, identities: [{ kind: 'cookie', id: 1 }] })).toThrow(
-      /field "identities" has kind "cookie": known kinds are user, device, household\./,
+      /field "identities" has kind "cookie": known kinds are user, device, household, session\./,
     );
     expect(() =>
       event(0, { userId: id.user, householdId: 5, identities: [{ kind: 'household', id: 6 }] }),
     ).toThrow(/gives the household twice \(5 and 6\)/);
-    expect(() => event(0, {})).toThrow(/at least one identity \(user, device, household\)/);
+    expect(() => event(0, {})).toThrow(/at least one identity \(user, device, household, session\)/);
     await expect(
       store.checkFrequencyCaps({ identities: { cookie: '1' }, candidates: [candidate([])] }),
     ).rejects.toThrow(/"cookie" is not an identity kind/);

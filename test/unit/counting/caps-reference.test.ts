@@ -30,7 +30,7 @@ import { prng } from '../../../shared/random/prng.js';
 import { DAY_MS, HOUR_MS, MINUTE_MS } from '../../../shared/time/clock.js';
 
 const now = Date.UTC(2026, 10, 21, 13, 7);
-const v2 = actionEventSchema.extend(3, [{ name: 'placement', kind: 'id', width: 8, required: false }]);
+const v2 = actionEventSchema.extend(4, [{ name: 'placement', kind: 'id', width: 8, required: false }]);
 const LEVELS = ['ad', 'adGroup', 'campaign', 'advertiser', 'placement'] as const;
 
 const int = (rand: () => number, lo: number, hi: number) => lo + Math.floor(rand() * (hi - lo + 1));

@@ -105,15 +105,15 @@ describe('packArrivals', () => {
   });
 
   it("uses the store schema's lengths: a newer layout version packs with its own length", () => {
-    const extended = actionEventSchema.extend(3, [
+    const extended = actionEventSchema.extend(4, [
       { name: 'placement', kind: 'id', width: 8, required: false },
     ]);
-    // v3 = v2 (device, household) + placement: 59 + 16 + 8 bytes.
-    const v3 = Buffer.concat([member(1), Buffer.alloc(24, 5)]);
-    v3[0] = 3;
-    expect(packArrivals([{ userId: '1', maintain: false, members: [member(2), v3] }], extended).length).toBe(
-      6 + 1 + 59 + 83,
+    // v4 = v3 (device, household, session) + placement: 59 + 24 + 8 bytes.
+    const v4 = Buffer.concat([member(1), Buffer.alloc(32, 5)]);
+    v4[0] = 4;
+    expect(packArrivals([{ userId: '1', maintain: false, members: [member(2), v4] }], extended).length).toBe(
+      6 + 1 + 59 + 91,
     );
-    expect(() => packArrivals([{ userId: '1', maintain: false, members: [v3] }])).toThrow(/layout version 3/);
+    expect(() => packArrivals([{ userId: '1', maintain: false, members: [v4] }])).toThrow(/layout version 4/);
   });
 });

@@ -92,7 +92,7 @@ describe('countMembers', () => {
   });
 
   it('reads mixed layout versions; a dimension an old event lacks has the zero value', () => {
-    const v2 = actionEventSchema.extend(3, [{ name: 'placement', kind: 'id', width: 8, required: false }]);
+    const v2 = actionEventSchema.extend(4, [{ name: 'placement', kind: 'id', width: 8, required: false }]);
     const log = Buffer.concat([
       member({}, v2),
       member({ placement: 5 } as Partial<ActionEvent>, v2),
@@ -103,7 +103,7 @@ describe('countMembers', () => {
       { key: { placement: '0' }, count: 2 },
       { key: { placement: '5' }, count: 1 },
     ]);
-    // A reader without the placement layout (v3) cannot walk past a v3 member.
+    // A reader without the placement layout (v4) cannot walk past a v4 member.
     expect(() => countMembers(log, [{ ranges: [{ from: 0, to: now }] }], 0)).toThrow(UnreadableEventLogError);
   });
 

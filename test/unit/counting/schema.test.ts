@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { IDENTITY_KINDS } from '../../../shared/counting/identities.js';
 import { countMembers, evaluateCaps } from '../../../shared/counting/query.js';
 import {
   type ActionEventError,
@@ -50,6 +51,33 @@ describe('action event schema', () => {
     ]);
     expect(layout.memberLength).toBe(59);
     expect(layout.recordLength).toBe(67);
+  });
+
+  it('lays v2 and v3 out as documented: the identities after the v1 fields, the user id last', () => {
+    const at = (v: number) =>
+      (actionEventSchema.layouts.get(v) as Layout).fields.slice(8).map((f) => [f.name, f.offset, f.width]);
+    expect(at(2)).toEqual([
+      ['deviceId', 59, 8],
+      ['householdId', 67, 8],
+    ]);
+    expect(at(3)).toEqual([
+      ['deviceId', 59, 8],
+      ['householdId', 67, 8],
+      ['sessionId', 75, 8],
+    ]);
+    expect((actionEventSchema.layouts.get(3) as Layout).recordLength).toBe(91);
+    // Every identity kind's field is in the newest layout (a kind without one could never count).
+    for (const kind of IDENTITY_KINDS) {
+      if (kind.field !== 'userId')
+        expect(actionEventSchema.current.byName.has(kind.field), kind.name).toBe(true);
+    }
+    // The oldest layout that holds the event's fields is the one written.
+    expect(encodeActionEvent({ ...base, householdId: 5 })[0]).toBe(2);
+    expect(encodeActionEvent({ ...base, sessionId: 5 })[0]).toBe(3);
+    expect(decodeRecord(encodeActionEvent({ ...base, userId: 0, deviceId: 4, sessionId: 5 })).keys).toEqual([
+      'd4',
+      's5',
+    ]);
   });
 
   it('round-trips an event; the member is the record minus the trailing user id', () => {
@@ -127,19 +155,19 @@ describe('action event schema', () => {
   });
 
   it('extends by adding a dimension in a new version; old records still decode', () => {
-    const v3 = actionEventSchema.extend(3, [{ name: 'placement', kind: 'id', width: 8, required: false }]);
-    expect(v3.current.version).toBe(3);
-    expect(v3.current.byName.get('placement')?.offset).toBe(75);
-    expect(v3.current.recordLength).toBe(91);
+    const v3 = actionEventSchema.extend(4, [{ name: 'placement', kind: 'id', width: 8, required: false }]);
+    expect(v3.current.version).toBe(4);
+    expect(v3.current.byName.get('placement')?.offset).toBe(83);
+    expect(v3.current.recordLength).toBe(99);
     const newer = encodeActionEvent({ ...base, placement: 42 }, v3);
-    expect(newer[0]).toBe(3);
+    expect(newer[0]).toBe(4);
     expect(decodeMember(decodeRecord(newer, v3).member, v3).placement).toBe('42');
     // An event without the newer fields is written in the oldest layout that holds it.
     const older = encodeActionEvent(base, v3);
     expect(older.equals(encodeActionEvent(base))).toBe(true);
     expect(decodeRecord(older, v3).member.length).toBe(59);
     expect(v3.dimensions).toContain('placement');
-    // A reader without v3 rejects v3 records with a clear reason (deploy readers first).
+    // A reader without v4 rejects v4 records with a clear reason (deploy readers first).
     expect(decodeError(newer).reasonCode).toBe('counting.unknown-version');
   });
 
