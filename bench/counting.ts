@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- counting [--events N] [--users N] [--checks N] [--skip-buckets]`
+ * `npm run bench -- counting [--events N] [--users N] [--checks N] [--skip-buckets] [--skip-freshness]`
  *
  * Against its own redis-server (standalone, loopback), in one process:
  * - ingest: encoded wire records → decode + validate → store with dedup by event identity within
@@ -11,6 +11,9 @@
  *   latency in an open loop at the target rate (5,000 checks/s, bench/open-loop.ts);
  * - the alternative, to decide the store by measurement (docs/counting.md): the Aperture seed's
  *   layout (day / hour / minute bucket sets per user) under the same workload;
+ * - the combined check (bench/counting-combined.ts): the same candidates with a recency, a
+ *   90-day lifetime and a household cap added, over two logs in one round trip;
+ * - freshness (bench/counting-freshness.ts): enqueue → countable through the local stream path;
  * - the raw pipelined Redis ceiling (bench/ceiling.ts), with ratios.
  */
 import { Redis } from 'ioredis';
@@ -19,6 +22,8 @@ import { ActionStore } from '../shared/counting/store.js';
 import { ManualClock, MINUTE_MS } from '../shared/time/clock.js';
 import { measureCeiling } from './ceiling.js';
 import { bucketAlternative } from './counting-buckets.js';
+import { combinedChecks } from './counting-combined.js';
+import { freshnessPhase } from './counting-freshness.js';
 import {
   bytesPerEventOfKeys,
   type CapChecks,
@@ -38,8 +43,8 @@ function arg(args: string[], name: string, fallback: number): number {
   return v;
 }
 
-/** Runs the benchmark; returns the figures (bench/main.ts prints them as the final JSON line). */
-export async function run(args: string[]): Promise<Record<string, unknown>> {
+/** The store's figures (everything but freshness). */
+async function storeFigures(args: string[]): Promise<Record<string, unknown>> {
   const totalEvents = arg(args, 'events', 300_000);
   const capUsers = arg(args, 'users', 200);
   const checks = arg(args, 'checks', 4000);
@@ -94,6 +99,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     const buckets = skipBuckets
       ? { skipped: true }
       : await bucketAlternative(client, workload, c.candidates, checks);
+    const combined = await combinedChecks(client, workload, checks);
 
     return {
       store:
@@ -123,6 +129,7 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
       capCheckClientCpuUsIoredisReads: round((io.cpu.user + io.cpu.system) / ioDone, 1),
       capCheckScanOnlyMs: round(scanMs),
       capCheckRejectedPerCheck: round(rejected / checks, 1),
+      ...combined,
       ...ceiling,
       ingestToCeilingRatio: round(ingestEventsPerSec / ceiling.redisCeilingOpsPerSec),
       capChecksToCeilingRatio: round(capChecksPerSec / ceiling.redisCeilingOpsPerSec, 4),
@@ -134,4 +141,15 @@ export async function run(args: string[]): Promise<Record<string, unknown>> {
     client.disconnect();
     await redisServer.stop();
   }
+}
+
+/**
+ * Runs the benchmark; returns the figures (bench/main.ts prints them as the final JSON line): the
+ * store's, then freshness through the local runtime (its own servers, started after the store's
+ * redis-server has stopped).
+ */
+export async function run(args: string[]): Promise<Record<string, unknown>> {
+  const figures = await storeFigures(args);
+  if (args.includes('--skip-freshness')) return { ...figures, freshness: { skipped: true } };
+  return { ...figures, ...(await freshnessPhase()) };
 }

@@ -33,10 +33,11 @@ const benchmarks: Record<string, Benchmark> = {
       '--users N': 'users the events are spread over',
       '--checks N': 'cap checks measured',
       '--skip-buckets': 'skip the day/hour/minute bucket alternative',
+      '--skip-freshness': 'skip freshness through the local stream path (starts the local runtime)',
       '--no-collect': "no full collection before the cap checks (the ingest phase's garbage stays)",
     },
     load: () => import('./counting.js'),
-    target: 'its own redis-server (standalone, loopback)',
+    target: 'its own redis-server (standalone, loopback), then its own local runtime for freshness',
     // A full collection between the ingest and the cap-check phases (bench/counting.ts).
     nodeFlags: ['--expose-gc'],
   },

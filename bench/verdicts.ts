@@ -38,6 +38,24 @@ export const benchTargets: Readonly<Record<string, readonly BenchTarget[]>> = {
       value: 2,
       description: 'cap check P99 ≤ 2 ms at 5,000 checks/s offered',
     },
+    {
+      metric: 'combinedCheckP99Ms',
+      op: '<=',
+      value: 2,
+      description: 'recency + 90-day lifetime + household cap check P99 ≤ 2 ms',
+    },
+    {
+      metric: 'combinedChecksPerSec',
+      op: '>=',
+      value: 5_000,
+      description: 'combined cap checks ≥ 5,000/s per process',
+    },
+    {
+      metric: 'freshnessP99Ms',
+      op: '<=',
+      value: 2_000,
+      description: 'event sent → countable P99 ≤ 2,000 ms through the local stream path',
+    },
   ],
   spend: [
     {

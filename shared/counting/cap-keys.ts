@@ -14,7 +14,7 @@ import type {
   CapStatus,
   CountingCap,
 } from './cap-rules.js';
-import { capWindowMs, checkCapEntity, checkRule, whereCap } from './cap-rules.js';
+import { capSince, capWindowMs, checkCapEntity, checkRule, whereCap } from './cap-rules.js';
 import { InvalidCountQueryError } from './event-log.js';
 import {
   DEFAULT_IDENTITY,
@@ -46,8 +46,6 @@ export interface KeyPlan {
   readonly groups: readonly KeyGroup[];
   /** Per candidate: the statuses of caps the policy refused (hits with count 0). */
   readonly refused: readonly (CapStatus[] | undefined)[];
-  /** Per candidate, per cap object: the identity it was counted on, when not the user. */
-  readonly countedOn: readonly (Map<CapRule, string> | undefined)[];
   readonly report: NoIdentityReport | undefined;
 }
 
@@ -64,16 +62,52 @@ export function namesOtherKeys(candidates: readonly CapCandidate[]): boolean {
 }
 
 /** The request's id of `kind`, normalised as events' ids are (decimal u64), or undefined. */
-function idOf(identities: RequestIdentities, kind: IdentityKind, where: string): string | undefined {
+function idOf(identities: RequestIdentities, kind: IdentityKind): string | undefined {
   const raw = identities[kind.name];
   if (raw === undefined || raw === '') return undefined;
   if (kind.name === DEFAULT_IDENTITY) return String(raw);
   if (!/^\d{1,20}$/.test(String(raw)) || BigInt(raw) === 0n || BigInt(raw) >= 1n << 64n) {
     throw new InvalidCountQueryError(
-      `${where}: ${kind.name} id ${JSON.stringify(raw)} is not an id events carry: give the decimal u64 (1..2^64-1) the events' ${kind.field} holds.`,
+      `cap check identities: ${kind.name} id ${JSON.stringify(raw)} is not an id events carry: give the decimal u64 (1..2^64-1) the events' ${kind.field} holds.`,
     );
   }
   return BigInt(raw).toString();
+}
+
+/** The request's ids by kind, each parsed once per request (on first use). */
+function idCache(identities: RequestIdentities) {
+  const cache = new Map<string, string | undefined>();
+  return {
+    of(kind: IdentityKind): string | undefined {
+      if (cache.has(kind.name)) return cache.get(kind.name);
+      const id = idOf(identities, kind);
+      cache.set(kind.name, id);
+      return id;
+    },
+  };
+}
+
+/**
+ * Checks every rule of the request against its own candidate and index, the flight starts against
+ * the retention included: run when a group's evaluation refused the request, whose copies are
+ * renumbered, so the error the caller sees names the cap as they wrote it.
+ */
+export function validateRequest(
+  schema: EventSchema,
+  candidates: readonly CapCandidate[],
+  now: number,
+  notBefore: number,
+): void {
+  for (let ci = 0; ci < candidates.length; ci++) {
+    const c = candidates[ci] as CapCandidate;
+    for (let k = 0; k < c.caps.length; k++) {
+      const cap = c.caps[k] as CapRule;
+      checkRule(schema, c, ci, k, cap);
+      if (cap.block !== undefined) continue;
+      checkCapEntity(schema, c, ci, k, cap.level);
+      capSince(cap, c, ci, k, now, notBefore);
+    }
+  }
 }
 
 /** Throws unless the policy is one of {@link NO_IDENTITY_POLICIES}. */
@@ -105,6 +139,7 @@ export function planKeys(
       );
     }
   }
+  const ids = idCache(identities);
   const groups = new Map<string, KeyGroup & { candidates: CapCandidate[] }>();
   const group = (kind: IdentityKind | undefined, tag: string | undefined) => {
     const name = kind?.name ?? '';
@@ -113,14 +148,21 @@ export function planKeys(
       g = {
         kind,
         tag,
-        candidates: candidates.map((c, ci) => ({ ...c, id: String(ci), caps: [] as CapRule[] })),
+        // The copies carry their request index as id (mergeVerdicts puts them back by it).
+        candidates: candidates.map(
+          (c, ci): CapCandidate => ({
+            id: String(ci),
+            entities: c.entities,
+            caps: [],
+            flightStartMs: c.flightStartMs,
+          }),
+        ),
       };
       groups.set(name, g);
     }
     return g;
   };
   const refused: (CapStatus[] | undefined)[] = new Array(candidates.length);
-  const countedOn: (Map<CapRule, string> | undefined)[] = new Array(candidates.length);
   let refusedCount = 0;
   let uncapped = 0;
   let coarser = 0;
@@ -128,29 +170,29 @@ export function planKeys(
     const c = candidates[ci] as CapCandidate;
     for (let k = 0; k < c.caps.length; k++) {
       const cap = c.caps[k] as CapRule;
-      // Every rule is checked here, against its own candidate and index, so an error names the
-      // cap as the caller wrote it (the groups' evaluations see renumbered copies).
-      checkRule(schema, c, ci, k, cap);
-      checkCapEntity(schema, c, ci, k, cap.level);
+      // Rules are checked where they are evaluated (a group's evaluation; on its error the store
+      // re-checks the request with the caller's numbering: validateRequest).
       if (cap.block !== undefined) {
         capsOf(group(undefined, undefined), ci).push(cap);
         continue;
       }
-      const where = whereCap(c, ci, k);
       const name = cap.key ?? DEFAULT_IDENTITY;
       const kind = identityKind(name);
       if (!kind) {
         throw new InvalidCountQueryError(
-          `${where}: key ${JSON.stringify(name)} is not an identity kind: give ${identityNames()} (default user).`,
+          `${whereCap(c, ci, k)}: key ${JSON.stringify(name)} is not an identity kind: give ${identityNames()} (default user).`,
         );
       }
       let counted: IdentityKind | undefined = kind;
-      let id = idOf(identities, kind, where);
+      let id = ids.of(kind);
       if (id === undefined) {
+        // Not evaluated in any group: checked here (bad input is never skipped by a policy).
+        checkRule(schema, c, ci, k, cap);
+        checkCapEntity(schema, c, ci, k, cap.level);
         counted = undefined;
         if (policy === 'coarser' && kind.coarser !== undefined) {
           const wider = identityKind(kind.coarser) as IdentityKind;
-          id = idOf(identities, wider, where);
+          id = ids.of(wider);
           if (id !== undefined) {
             counted = wider;
             coarser++;
@@ -176,17 +218,12 @@ export function planKeys(
           continue;
         }
       }
-      if (counted.name !== DEFAULT_IDENTITY) {
-        const map = countedOn[ci] ?? new Map<CapRule, string>();
-        map.set(cap, counted.name);
-        countedOn[ci] = map;
-      }
       capsOf(group(counted, identityTag(counted, id as string)), ci).push(cap);
     }
   }
   const report =
     refusedCount + uncapped + coarser > 0 ? { policy, refused: refusedCount, uncapped, coarser } : undefined;
-  return { groups: [...groups.values()], refused, countedOn, report };
+  return { groups: [...groups.values()], refused, report };
 }
 
 /** The (growing) cap list of candidate `ci` in group `g`. */
@@ -207,9 +244,15 @@ function stricter(a: CapStatus, b: CapStatus, caps: readonly CapRule[]): boolean
 }
 
 /** The status as reported: with the identity it counted on when that is not the user. */
-function withKey(status: CapStatus, countedOn: Map<CapRule, string> | undefined): CapStatus {
-  const key = countedOn?.get(status.cap);
+function withKey(status: CapStatus, key: string | undefined): CapStatus {
   return key === undefined ? status : { ...status, key };
+}
+
+/** `hits` in the candidate's cap order (they came from several identities). */
+function inCapOrder(hits: CapStatus[], caps: readonly CapRule[]): CapStatus[] {
+  const order = new Map<CapRule, number>();
+  for (let k = caps.length - 1; k >= 0; k--) order.set(caps[k] as CapRule, k);
+  return hits.sort((x, y) => (order.get(x.cap) as number) - (order.get(y.cap) as number));
 }
 
 /**
@@ -222,31 +265,39 @@ export function mergeVerdicts(
   plan: KeyPlan,
   results: readonly CapCheckResult[],
 ): CapCheckResult {
-  // Sub-candidates carry their request index as id (planKeys), so each group's verdicts are
-  // put back in request order by it.
+  // The copies carry their request index as id (planKeys): each group's verdicts back in order.
   const verdictsOf = results.map((r) => {
     const ordered: CandidateVerdict[] = new Array(candidates.length);
     for (const v of r.allowed) ordered[Number(v.id)] = v;
     for (const v of r.rejected) ordered[Number(v.id)] = v;
     return ordered;
   });
+  // The identity each group counted on, as statuses report it (none for the user and blocks).
+  const keys = plan.groups.map((g) =>
+    g.kind === undefined || g.kind.name === DEFAULT_IDENTITY ? undefined : g.kind.name,
+  );
   const allowed: CandidateVerdict[] = [];
   const rejected: CandidateVerdict[] = [];
   for (let ci = 0; ci < candidates.length; ci++) {
     const c = candidates[ci] as CapCandidate;
-    const countedOn = plan.countedOn[ci];
-    const hits: CapStatus[] = [...(plan.refused[ci] ?? [])];
+    const refused = plan.refused[ci];
+    let hits: CapStatus[] = refused ? [...refused] : [];
+    let sources = refused ? 1 : 0;
     let strictest: CapStatus | undefined;
-    for (const s of plan.refused[ci] ?? []) if (!strictest || stricter(s, strictest, c.caps)) strictest = s;
-    const id = c.id ?? String(c.entities.ad ?? ci);
-    for (const verdicts of verdictsOf) {
-      const v = verdicts[ci] as CandidateVerdict;
-      for (const h of v.hits) hits.push(withKey(h, countedOn));
+    for (const s of refused ?? []) if (!strictest || stricter(s, strictest, c.caps)) strictest = s;
+    for (let g = 0; g < verdictsOf.length; g++) {
+      const v = (verdictsOf[g] as CandidateVerdict[])[ci] as CandidateVerdict;
+      const key = keys[g];
+      if (v.hits.length > 0) {
+        sources++;
+        for (const h of v.hits) hits.push(withKey(h, key));
+      }
       if (v.strictest && (!strictest || stricter(v.strictest, strictest, c.caps))) {
-        strictest = withKey(v.strictest, countedOn);
+        strictest = withKey(v.strictest, key);
       }
     }
-    hits.sort((x, y) => c.caps.indexOf(x.cap) - c.caps.indexOf(y.cap));
+    if (sources > 1) hits = inCapOrder(hits, c.caps);
+    const id = c.id ?? String(c.entities.ad ?? ci);
     const isAllowed = hits.length === 0;
     const verdict: CandidateVerdict = strictest
       ? { id, allowed: isAllowed, strictest, hits }

@@ -285,6 +285,28 @@ const RULE_FIELDS: Readonly<Record<RuleKind, readonly string[]>> = {
   frequency: ['level', 'windowMs', 'max', 'action', 'viewType', 'key'],
 };
 
+/** Every field some kind has: a rule may carry only its own kind's. */
+const RULE_FIELD_NAMES = [
+  'block',
+  'windowMs',
+  'max',
+  'recencyMs',
+  'lifetime',
+  'stopAfter',
+  'withinMs',
+  'action',
+  'viewType',
+  'key',
+] as const;
+
+/** Per kind, the fields of other kinds (what checkRule refuses). */
+const FORBIDDEN_FIELDS: Readonly<Record<RuleKind, readonly string[]>> = Object.fromEntries(
+  (Object.keys(RULE_FIELDS) as RuleKind[]).map((kind) => [
+    kind,
+    RULE_FIELD_NAMES.filter((f) => !RULE_FIELDS[kind].includes(f)),
+  ]),
+) as unknown as Record<RuleKind, readonly string[]>;
+
 function ruleKind(cap: CapRule): RuleKind {
   if (cap.block !== undefined) return 'block';
   if (cap.recencyMs !== undefined) return 'recency';
@@ -312,13 +334,18 @@ function isPositiveInteger(v: unknown): boolean {
  * kind's fields only (a field of another kind is refused, never ignored), each in range.
  */
 export function checkRule(schema: EventSchema, c: CapCandidate, ci: number, k: number, cap: CapRule): void {
-  const where = () => `${whereCap(c, ci, k)} ${describeCap(cap)}`;
+  // Runs for every recency, lifetime and conversion cap of every check: no closure, no
+  // allocation and no message until something is wrong.
   const kind = ruleKind(cap);
-  const allowed = RULE_FIELDS[kind];
-  for (const field of Object.keys(cap)) {
-    if ((cap as unknown as Record<string, unknown>)[field] === undefined || allowed.includes(field)) continue;
-    throw new InvalidCountQueryError(
-      `${where()}: a ${kind === 'block' ? 'block' : `${kind} cap`} is exactly ${shapeOf(kind)}; "${field}" does not belong in it` +
+  const forbidden = FORBIDDEN_FIELDS[kind];
+  for (let f = 0; f < forbidden.length; f++) {
+    const field = forbidden[f] as string;
+    if ((cap as unknown as Record<string, unknown>)[field] === undefined) continue;
+    throw ruleError(
+      c,
+      ci,
+      k,
+      `a ${kind === 'block' ? 'block' : `${kind} cap`} is exactly ${shapeOf(kind)}; "${field}" does not belong in it` +
         (kind === 'block' ? ' (a block has no window, max or recency).' : '.') +
         ' Frequency cap: { level, windowMs, max }; recency: { level, recencyMs }; lifetime: { level, lifetime: true, max };' +
         ' conversion: { level, stopAfter }; block: { level, block: true }.',
@@ -326,62 +353,92 @@ export function checkRule(schema: EventSchema, c: CapCandidate, ci: number, k: n
   }
   switch (kind) {
     case 'block':
-      if (cap.block !== true)
-        throw new InvalidCountQueryError(`${where()}: a block is { level, block: true }.`);
-      checkCapEntity(schema, c, ci, k, cap.level, where);
+      if (cap.block !== true) throw ruleError(c, ci, k, 'a block is { level, block: true }.');
+      checkCapEntity(schema, c, ci, k, cap.level);
       return;
     case 'recency':
       if (!isPositiveInteger(cap.recencyMs)) {
-        throw new InvalidCountQueryError(
-          `${where()}: recencyMs must be a positive integer (ms); 0 or less would never refuse — leave the cap out for none.`,
+        throw ruleError(
+          c,
+          ci,
+          k,
+          'recencyMs must be a positive integer (ms); 0 or less would never refuse — leave the cap out for none.',
         );
       }
       return;
     case 'lifetime':
-      if (cap.lifetime !== true)
-        throw new InvalidCountQueryError(`${where()}: a lifetime cap has lifetime: true.`);
-      checkMax(cap.max, cap.level, where);
+      if (cap.lifetime !== true) throw ruleError(c, ci, k, 'a lifetime cap has lifetime: true.');
+      checkMax(cap.max, c, ci, k);
       if (c.flightStartMs === undefined) {
-        throw new InvalidCountQueryError(
-          `${where()}: a lifetime cap counts since the flight started — give the candidate flightStartMs (epoch ms), or cap over windowMs.`,
+        throw ruleError(
+          c,
+          ci,
+          k,
+          'a lifetime cap counts since the flight started — give the candidate flightStartMs (epoch ms), or cap over windowMs.',
         );
       }
-      checkFlightStart(c, where);
+      checkFlightStart(c, ci, k);
       return;
     case 'conversion':
       if (cap.withinMs !== undefined && !isPositiveInteger(cap.withinMs)) {
-        throw new InvalidCountQueryError(
-          `${where()}: withinMs must be a positive integer (ms); leave it out to stop for the flight (or the retention).`,
+        throw ruleError(
+          c,
+          ci,
+          k,
+          'withinMs must be a positive integer (ms); leave it out to stop for the flight (or the retention).',
         );
       }
-      codeOf(schema, 'action', cap.stopAfter as string | number, where());
-      if (c.flightStartMs !== undefined) checkFlightStart(c, where);
+      try {
+        codeOf(schema, 'action', cap.stopAfter as string | number, 'stopAfter');
+      } catch (error) {
+        throw ruleError(c, ci, k, (error as Error).message, error);
+      }
+      if (c.flightStartMs !== undefined) checkFlightStart(c, ci, k);
       return;
     case 'frequency':
-      if (!isPositiveInteger(cap.windowMs)) {
-        throw new InvalidCountQueryError(`${where()}: windowMs must be a positive integer (ms).`);
-      }
-      checkMax(cap.max, cap.level, where);
+      if (!isPositiveInteger(cap.windowMs))
+        throw ruleError(c, ci, k, 'windowMs must be a positive integer (ms).');
+      checkMax(cap.max, c, ci, k);
       return;
   }
 }
 
-function checkMax(max: unknown, level: string, where: () => string): void {
+/** The error naming cap `k` of candidate `ci` as the caller wrote it. */
+function ruleError(
+  c: CapCandidate,
+  ci: number,
+  k: number,
+  problem: string,
+  cause?: unknown,
+): InvalidCountQueryError {
+  const message = `${whereCap(c, ci, k)} ${describeCap(c.caps[k])}: ${problem}`;
+  return cause === undefined
+    ? new InvalidCountQueryError(message)
+    : new InvalidCountQueryError(message, { cause });
+}
+
+function checkMax(max: unknown, c: CapCandidate, ci: number, k: number): void {
   if (max === 0) {
-    throw new InvalidCountQueryError(
-      `${where()}: max 0 is ambiguous (some ad servers read it as "unlimited", others as "never"). ` +
-        `Leave the cap out for no limit, or use { level: '${level}', block: true } to never serve.`,
+    throw ruleError(
+      c,
+      ci,
+      k,
+      'max 0 is ambiguous (some ad servers read it as "unlimited", others as "never"). ' +
+        `Leave the cap out for no limit, or use { level: '${(c.caps[k] as CapRule).level}', block: true } to never serve.`,
     );
   }
   if (!Number.isSafeInteger(max) || (max as number) < 1) {
-    throw new InvalidCountQueryError(`${where()}: max must be an integer ≥ 1 (serves allowed per window).`);
+    throw ruleError(c, ci, k, 'max must be an integer ≥ 1 (serves allowed per window).');
   }
 }
 
-function checkFlightStart(c: CapCandidate, where: () => string): void {
+function checkFlightStart(c: CapCandidate, ci: number, k: number): void {
   if (!isPositiveInteger(c.flightStartMs)) {
-    throw new InvalidCountQueryError(
-      `${where()}: flightStartMs is ${JSON.stringify(c.flightStartMs)}: give the flight's start as epoch milliseconds.`,
+    throw ruleError(
+      c,
+      ci,
+      k,
+      `flightStartMs is ${JSON.stringify(c.flightStartMs)}: give the flight's start as epoch milliseconds.`,
     );
   }
 }
@@ -393,19 +450,15 @@ export function checkCapEntity(
   ci: number,
   k: number,
   level: string,
-  where: () => string = () => `${whereCap(c, ci, k)} ${describeCap(c.caps[k])}`,
 ): void {
-  const spec = specOf(schema, level, whereCap(c, ci, k));
-  if (spec.kind !== 'id') {
-    throw new InvalidCountQueryError(`${where()}: level "${level}" is not an entity id dimension.`);
-  }
+  const spec = schema.dimension(level);
+  if (spec === undefined) specOf(schema, level, whereCap(c, ci, k));
+  if (spec?.kind !== 'id') throw ruleError(c, ci, k, `level "${level}" is not an entity id dimension.`);
   const value = c.entities[level];
-  if (value === undefined) {
-    throw new InvalidCountQueryError(`${where()}: the candidate has no "${level}" id in entities.`);
-  }
+  if (value === undefined) throw ruleError(c, ci, k, `the candidate has no "${level}" id in entities.`);
   try {
     valueKey(spec, value);
   } catch (error) {
-    throw new InvalidCountQueryError(`${where()}: ${(error as Error).message}`, { cause: error });
+    throw ruleError(c, ci, k, (error as Error).message, error);
   }
 }

@@ -26,7 +26,7 @@ import { clientValueReader, RawValueReader, type ValueReader } from '../redis/re
 import { defineScripts } from '../redis/scripts/registry.js';
 import { type Clock, DAY_MS, MINUTE_MS } from '../time/clock.js';
 import { MAX_ARRIVALS_PER_CALL, packArrivals, type UserArrivals } from './arrivals.js';
-import { checkPolicy, mergeVerdicts, namesOtherKeys, planKeys } from './cap-keys.js';
+import { checkPolicy, mergeVerdicts, namesOtherKeys, planKeys, validateRequest } from './cap-keys.js';
 import { InvalidCountQueryError } from './event-log.js';
 import { DEFAULT_IDENTITY, NO_IDENTITY_POLICIES, type NoIdentityPolicy } from './identities.js';
 import {
@@ -437,14 +437,22 @@ export class ActionStore {
               this.legacyV1Keys && g.kind?.name === DEFAULT_IDENTITY,
             ),
       ),
-    ).then((results) => {
-      const report = plan.report;
-      if (report) {
-        this.noIdentityCounts.refused += report.refused;
-        this.noIdentityCounts.uncapped += report.uncapped;
-        this.noIdentityCounts.coarser += report.coarser;
-      }
-      return mergeVerdicts(request.candidates, plan, results);
-    });
+    ).then(
+      (results) => {
+        const report = plan.report;
+        if (report) {
+          this.noIdentityCounts.refused += report.refused;
+          this.noIdentityCounts.uncapped += report.uncapped;
+          this.noIdentityCounts.coarser += report.coarser;
+        }
+        return mergeVerdicts(request.candidates, plan, results);
+      },
+      (error: unknown) => {
+        // A group evaluates renumbered copies: name the cap as the caller wrote it.
+        if (error instanceof InvalidCountQueryError)
+          validateRequest(schema, request.candidates, now, horizon);
+        throw error;
+      },
+    );
   }
 }

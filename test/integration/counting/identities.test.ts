@@ -245,6 +245,41 @@ describe.each(['standalone', 'cluster'] as const)('identities on %s redis-server
         candidates: [candidate([{ level: 'ad', windowMs: 1, max: 1, key: 'household' }])],
       }),
     ).rejects.toThrow(/household id "abc" is not an id events carry/);
+    // A bad cap beside a household cap is named as the caller wrote it (candidate id, cap index).
+    await expect(
+      store.checkFrequencyCaps({
+        identities: { user: id.user, household: id.household },
+        candidates: [
+          candidate([{ level: 'ad', windowMs: HOUR_MS, max: 1, key: 'household' }]),
+          {
+            id: 'second',
+            entities,
+            caps: [
+              { level: 'ad', windowMs: HOUR_MS, max: 1, key: 'household' },
+              { level: 'campaign', recencyMs: 0 },
+            ],
+          },
+        ],
+      }),
+    ).rejects.toThrow(
+      /^candidate second cap 1 \{"level":"campaign","recencyMs":0\}: recencyMs must be a positive integer/,
+    );
+    await expect(
+      store.checkFrequencyCaps({
+        identities: { user: id.user, household: id.household },
+        candidates: [
+          candidate(
+            [
+              { level: 'ad', windowMs: HOUR_MS, max: 1, key: 'household' },
+              { level: 'campaign', lifetime: true, max: 3 },
+            ],
+            {
+              flightStartMs: NOW - 40 * DAY_MS,
+            },
+          ),
+        ],
+      }),
+    ).rejects.toThrow(/^candidate c cap 1 .*the flight started at .* before the store's retention horizon/);
     // Nothing reached Redis for this user.
     expect((await store.eventLog(id.user)).length).toBe(0);
   });
