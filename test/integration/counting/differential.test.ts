@@ -10,11 +10,13 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ingestRecords } from '../../../shared/counting/ingest.js';
-import type { CapCandidate, CountingCap, CountQuery } from '../../../shared/counting/query.js';
+import type { CountQuery } from '../../../shared/counting/query.js';
+import { actionEventSchema, type Layout } from '../../../shared/counting/schema.js';
 import { ActionStore } from '../../../shared/counting/store.js';
 import type { RedisClient } from '../../../shared/redis/connect.js';
 import { DAY_MS, HOUR_MS, ManualClock, MINUTE_MS } from '../../../shared/time/clock.js';
 import { type RedisUnderTest, startRedisWithClient } from '../../support/redis.js';
+import { compareCaps } from './cap-compare.js';
 import { actionName, entitiesOf, generateLog, int, pick, prng, ReferenceCounter } from './fixtures.js';
 
 const seed = Number(process.env.COUNTING_SEED ?? Math.floor(Math.random() * 2 ** 31));
@@ -75,6 +77,7 @@ describe.each([
       ...log.userIds,
       ...new Set([...log.householdOf.values()].map((h) => `h${h}`)),
       ...[...log.deviceOf.values()].map((d) => `d${d}`),
+      ...[...log.sessionOf.values()].map((d) => `s${d}`),
     ];
     for (const tag of tags) {
       expect(await client.zcard(store.key(tag)), `seed=${seed} identity=${tag}`).toBe(
@@ -167,87 +170,19 @@ describe.each([
     }
   });
 
-  it('frequency, recency, lifetime and conversion caps on user, household and device keys agree with reference counts', async () => {
-    const now = clock.now();
-    const horizon = now - 30 * DAY_MS;
+  it('frequency, recency, lifetime and conversion caps on user, household, device and session keys agree with reference counts', async () => {
     // Each cap of each candidate is one comparison with the reference: ≥ 20,000 per run.
-    let comparisons = 0;
-    for (let round = 0; round < 300; round++) {
-      const userId = pick(rand, log.userIds);
-      // A flight inside the retention: lifetime caps count from its start.
-      const flightStartMs = horizon + int(rand, 0, 30 * DAY_MS);
-      const caps: CountingCap[][] = [];
-      const candidates: CapCandidate[] = log.ads.map((ad, i) => {
-        caps[i] = (['ad', 'adGroup', 'campaign', 'advertiser'] as const).flatMap((level) =>
-          Array.from({ length: int(rand, 0, 3) }, (): CountingCap => {
-            const action = pick(rand, ['impression', 'click', 3] as const);
-            // Most caps count on the user; some on the household or the device.
-            const k = rand();
-            const key = k < 0.6 ? undefined : k < 0.85 ? 'household' : 'device';
-            return { ...capOf(level, action), ...(key === undefined ? {} : { key }) } as CountingCap;
-          }),
-        );
-        return { id: `c${ad}`, entities: entitiesOf(ad), caps: caps[i] as CountingCap[], flightStartMs };
-      });
-      // Now and then the request has no device id: device caps then count on the household.
-      const withDevice = rand() < 0.8;
-      const identities = {
-        user: userId,
-        household: log.householdOf.get(userId) as string,
-        ...(withDevice ? { device: log.deviceOf.get(userId) as string } : {}),
-      };
-      const tagOf = (cap: CountingCap) =>
-        cap.key === 'household' || (cap.key === 'device' && !withDevice)
-          ? `h${identities.household}`
-          : cap.key === 'device'
-            ? `d${identities.device}`
-            : userId;
-      const result = await store.checkFrequencyCaps({ identities, candidates, noIdentity: 'coarser' });
-      const verdicts = new Map([...result.allowed, ...result.rejected].map((v) => [v.id, v]));
-      expect(verdicts.size).toBe(candidates.length);
-      for (const [i, c] of candidates.entries()) {
-        const hits = (caps[i] as CountingCap[]).filter((cap) => {
-          const windowMs = cap.windowMs ?? cap.recencyMs ?? cap.withinMs;
-          const counted = cap.stopAfter ?? cap.action;
-          const action = typeof counted === 'number' ? actionName(counted) : (counted as string);
-          const { total } = reference.count(
-            tagOf(cap),
-            horizon,
-            // Window (now − w, now], or from the flight's start; events stamped ahead of now count as now.
-            {
-              from: windowMs === undefined ? flightStartMs : now - windowMs + 1,
-              to: Number.MAX_SAFE_INTEGER,
-            },
-            { [cap.level]: [(c.entities as Record<string, string>)[cap.level] as string], action: [action] },
-            [],
-          );
-          return total >= (cap.max ?? 1);
-        });
-        const v = verdicts.get(c.id as string);
-        const context = `seed=${seed} round=${round} user=${userId} candidate=${c.id}`;
-        expect(v?.allowed, context).toBe(hits.length === 0);
-        expect(v?.hits.length, context).toBe(hits.length);
-        comparisons += (caps[i] as CountingCap[]).length;
-      }
-    }
+    const comparisons = await compareCaps({
+      store,
+      reference,
+      log,
+      rand,
+      rounds: 300,
+      now: clock.now(),
+      seed,
+    });
     expect(comparisons, `seed=${seed}`).toBeGreaterThan(20_000);
   });
-
-  /** One random cap of any kind on `level` counting `action`. */
-  function capOf(level: string, action: 'impression' | 'click' | 3): CountingCap {
-    const windows = [HOUR_MS, 7 * DAY_MS, 30 * DAY_MS, int(rand, 1, 40 * 24 * 60) * MINUTE_MS];
-    const kind = rand();
-    // Recency (max 1 over recencyMs), lifetime (since the flight's start), conversion (max 1 of
-    // stopAfter over withinMs or the flight) and frequency caps.
-    if (kind < 0.15) return { level, recencyMs: pick(rand, windows), action };
-    if (kind < 0.3) return { level, lifetime: true, max: int(rand, 1, 60), action };
-    if (kind < 0.4) {
-      return rand() < 0.5
-        ? { level, stopAfter: action }
-        : { level, stopAfter: action, withinMs: pick(rand, windows) };
-    }
-    return { level, windowMs: pick(rand, windows), max: int(rand, 1, 60), action };
-  }
 
   it('retention follows the injected clock; trimming and log compaction change no count', async () => {
     // Nothing was written since: members older than the new horizon are still in Redis and must not count.
@@ -272,11 +207,14 @@ describe.each([
     const trimmed = clock.now() - 30 * DAY_MS - windowMs;
     let compacted = 0;
     for (const userId of log.userIds) {
-      // Members of layouts v1 (59 bytes) and v2 (75): the live bytes are the set's members' full
+      // Members of layouts v1, v2 and v3 (59, 75, 83 bytes): the live bytes are the set's members' full
       // lengths (an identity member is its full member less the 8 timestamp bytes).
       const members = await client.zrangeBuffer(store.key(userId), 0, -1);
       const card = members.length;
-      const live = members.reduce((sum, m) => sum + (m[0] === 1 ? 59 : 75), 0);
+      const live = members.reduce(
+        (sum, m) => sum + ((actionEventSchema.layouts.get(m[0] as number) as Layout).memberLength as number),
+        0,
+      );
       expect(await client.zcount(store.key(userId), '-inf', `(${trimmed}`)).toBe(0);
       const length = await client.strlen(store.logKey(userId));
       const garbage = length - live;

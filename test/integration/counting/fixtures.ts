@@ -72,6 +72,8 @@ export interface EventLog {
   /** With `identities`: each user's household id (three users share one) and device id. */
   readonly householdOf: ReadonlyMap<string, string>;
   readonly deviceOf: ReadonlyMap<string, string>;
+  /** With `identities`: each user's stream session id. */
+  readonly sessionOf: ReadonlyMap<string, string>;
 }
 
 /** Options of {@link generateLog}. */
@@ -89,9 +91,12 @@ export interface GenerateOptions {
   readonly insertionIds?: number;
   /**
    * Give events identities besides the user (layout v2): half carry the user's household id
-   * (users 0–2, 3–5 and 6–7 share one), a third the user's device id. @default false
+   * (users 0–2, 3–5 and 6–7 share one), a third the user's device id, a quarter the user's stream
+   * session id. @default false
    */
   readonly identities?: boolean;
+  /** Added to every user, household and device id: two logs with other bases share no identity. @default 0 */
+  readonly idBase?: number;
 }
 
 /**
@@ -109,7 +114,8 @@ export function generateLog(
 ): EventLog {
   const window = options.windowMs ?? DAY_MS;
   const restampShare = options.restampShare ?? 0.12;
-  const userIds = Array.from({ length: 8 }, (_, i) => String(7_000_000_000 + i * 7919));
+  const idBase = options.idBase ?? 0;
+  const userIds = Array.from({ length: 8 }, (_, i) => String(7_000_000_000 + idBase + i * 7919));
   const ads = Array.from({ length: 12 }, (_, i) => 500 + i);
   const pool = options.insertionIds ?? 3000;
   const randomId = () => Buffer.from(Array.from({ length: 16 }, () => int(rand, 0, 255))).toString('hex');
@@ -117,8 +123,9 @@ export function generateLog(
   const records: Buffer[] = [];
   const restamps = { inside: 0, edge: 0, outside: 0 };
   const sign = () => (rand() < 0.5 ? -1 : 1);
-  const householdOf = new Map(userIds.map((u, i) => [u, String(900_000 + Math.floor(i / 3))]));
-  const deviceOf = new Map(userIds.map((u, i) => [u, String(800_000 + i)]));
+  const householdOf = new Map(userIds.map((u, i) => [u, String(900_000 + idBase + Math.floor(i / 3))]));
+  const deviceOf = new Map(userIds.map((u, i) => [u, String(800_000 + idBase + i)]));
+  const sessionOf = new Map(userIds.map((u, i) => [u, String(600_000 + idBase + i)]));
   for (let i = 0; i < count; i++) {
     const ad = pick(rand, ads);
     const userId = pick(rand, userIds);
@@ -126,6 +133,7 @@ export function generateLog(
       ? {
           ...(rand() < 0.5 ? { householdId: householdOf.get(userId) } : {}),
           ...(rand() < 0.33 ? { deviceId: deviceOf.get(userId) } : {}),
+          ...(rand() < 0.25 ? { sessionId: sessionOf.get(userId) } : {}),
         }
       : {};
     const event: ActionEvent = {
@@ -163,7 +171,7 @@ export function generateLog(
     const j = Math.floor(rand() * (i + 1));
     [records[i], records[j]] = [records[j] as Buffer, records[i] as Buffer];
   }
-  return { records, userIds, ads, restamps, householdOf, deviceOf };
+  return { records, userIds, ads, restamps, householdOf, deviceOf, sessionOf };
 }
 
 /**
