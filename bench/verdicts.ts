@@ -39,6 +39,12 @@ export const benchTargets: Readonly<Record<string, readonly BenchTarget[]>> = {
       description: 'cap check P99 ≤ 2 ms at 5,000 checks/s offered',
     },
     {
+      metric: 'capCheckCpuShareAtTargetRate',
+      op: '<=',
+      value: 0.4,
+      description: '≤ 40 % of one core used at 5,000 cap checks/s',
+    },
+    {
       metric: 'combinedCheckP99Ms',
       op: '<=',
       value: 2,
