@@ -429,7 +429,8 @@ export class ActionStore {
     return Promise.all(
       plan.groups.map((g) =>
         g.tag === undefined
-          ? evaluateCaps(EMPTY, g.candidates, now, horizon, schema)
+          ? // Blocks read nothing; in a promise, so a bad one is named by the handler below too.
+            Promise.resolve().then(() => evaluateCaps(EMPTY, g.candidates, now, horizon, schema))
           : // Only users can have v1 keys (v1 had no other identity).
             this.readLog(
               g.tag,

@@ -280,6 +280,20 @@ describe.each(['standalone', 'cluster'] as const)('identities on %s redis-server
         ],
       }),
     ).rejects.toThrow(/^candidate c cap 1 .*the flight started at .* before the store's retention horizon/);
+    // A malformed block beside a household cap: named as written too.
+    await expect(
+      store.checkFrequencyCaps({
+        identities: { user: id.user, household: id.household },
+        candidates: [
+          candidate([{ level: 'ad', windowMs: HOUR_MS, max: 1, key: 'household' }]),
+          {
+            id: 'blocked',
+            entities,
+            caps: [{ level: 'placement', block: true } as unknown as CapCandidate['caps'][number]],
+          },
+        ],
+      }),
+    ).rejects.toThrow(/^candidate blocked cap 0: unknown dimension "placement"/);
     // Nothing reached Redis for this user.
     expect((await store.eventLog(id.user)).length).toBe(0);
   });
