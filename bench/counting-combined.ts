@@ -12,7 +12,7 @@ import { encodeActionEvent } from '../shared/counting/schema.js';
 import { ActionStore } from '../shared/counting/store.js';
 import { prng } from '../shared/random/prng.js';
 import { DAY_MS, ManualClock, MINUTE_MS } from '../shared/time/clock.js';
-import { type CountingWorkload, capCandidates, percentile, round } from './counting-workload.js';
+import { type CountingWorkload, capCandidates, entities, percentile, round } from './counting-workload.js';
 
 const USERS = 100;
 const EVENTS_PER_USER = 1000;
@@ -40,10 +40,7 @@ function events(w: CountingWorkload, users: readonly number[]): Buffer[] {
           insertionId: insertion,
           action: rand() < 0.9 ? 1 : 2,
           viewType: 1 + Math.floor(rand() * 3),
-          ad: 1_000_000 + ad,
-          adGroup: 200_000 + Math.floor(ad / 4),
-          campaign: 30_000 + Math.floor(ad / 16),
-          advertiser: 4_000 + Math.floor(ad / 64),
+          ...entities(ad),
         }),
       );
     }

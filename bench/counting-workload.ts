@@ -32,7 +32,8 @@ const CAP_LIMITS = [
   [30, 150, 400],
 ];
 
-const entities = (ad: number) => ({
+/** The entity ids of ad `ad` (its ad group, campaign and advertiser follow from it). */
+export const entities = (ad: number) => ({
   ad: 1_000_000 + ad,
   adGroup: 200_000 + Math.floor(ad / 4),
   campaign: 30_000 + Math.floor(ad / 16),
