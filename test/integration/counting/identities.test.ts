@@ -246,19 +246,18 @@ describe.each(['standalone', 'cluster'] as const)('identities on %s redis-server
       }),
     ).rejects.toThrow(/household id "abc" is not an id events carry/);
     // A bad cap beside a household cap is named as the caller wrote it (candidate id, cap index).
-    await expect(
+    const besideHouseholdCap = (other: CapCandidate) =>
       store.checkFrequencyCaps({
         identities: { user: id.user, household: id.household },
-        candidates: [
-          candidate([{ level: 'ad', windowMs: HOUR_MS, max: 1, key: 'household' }]),
-          {
-            id: 'second',
-            entities,
-            caps: [
-              { level: 'ad', windowMs: HOUR_MS, max: 1, key: 'household' },
-              { level: 'campaign', recencyMs: 0 },
-            ],
-          },
+        candidates: [candidate([{ level: 'ad', windowMs: HOUR_MS, max: 1, key: 'household' }]), other],
+      });
+    await expect(
+      besideHouseholdCap({
+        id: 'second',
+        entities,
+        caps: [
+          { level: 'ad', windowMs: HOUR_MS, max: 1, key: 'household' },
+          { level: 'campaign', recencyMs: 0 },
         ],
       }),
     ).rejects.toThrow(
@@ -282,16 +281,10 @@ describe.each(['standalone', 'cluster'] as const)('identities on %s redis-server
     ).rejects.toThrow(/^candidate c cap 1 .*the flight started at .* before the store's retention horizon/);
     // A malformed block beside a household cap: named as written too.
     await expect(
-      store.checkFrequencyCaps({
-        identities: { user: id.user, household: id.household },
-        candidates: [
-          candidate([{ level: 'ad', windowMs: HOUR_MS, max: 1, key: 'household' }]),
-          {
-            id: 'blocked',
-            entities,
-            caps: [{ level: 'placement', block: true } as unknown as CapCandidate['caps'][number]],
-          },
-        ],
+      besideHouseholdCap({
+        id: 'blocked',
+        entities,
+        caps: [{ level: 'placement', block: true } as unknown as CapCandidate['caps'][number]],
       }),
     ).rejects.toThrow(/^candidate blocked cap 0: unknown dimension "placement"/);
     // Nothing reached Redis for this user.
