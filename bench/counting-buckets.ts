@@ -5,8 +5,8 @@
  */
 import { readFileSync } from 'node:fs';
 import type { Redis } from 'ioredis';
+import { decodeRecord } from '../shared/counting/event-decode.js';
 import { type CapCandidate, evaluateCaps } from '../shared/counting/query.js';
-import { decodeRecord } from '../shared/counting/schema.js';
 import { DAY_MS, HOUR_MS, MINUTE_MS } from '../shared/time/clock.js';
 import {
   type CountingWorkload,

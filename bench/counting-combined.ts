@@ -6,9 +6,9 @@
  * 2,000 events). The check reads the user's and the household's logs in one round trip.
  */
 import type { Redis } from 'ioredis';
+import { encodeActionEvent } from '../shared/counting/event-encode.js';
 import { ingestRecords } from '../shared/counting/ingest.js';
 import type { CapCandidate, CapRule } from '../shared/counting/query.js';
-import { encodeActionEvent } from '../shared/counting/schema.js';
 import { ActionStore } from '../shared/counting/store.js';
 import { prng } from '../shared/random/prng.js';
 import { DAY_MS, ManualClock, MINUTE_MS } from '../shared/time/clock.js';

@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type RegionRuntime, startRuntime } from '../local/runtime.js';
-import { actionPartitionKey, encodeActionEvent } from '../shared/counting/schema.js';
+import { actionPartitionKey, encodeActionEvent } from '../shared/counting/event-encode.js';
 import { ActionStore } from '../shared/counting/store.js';
 import { KinesisProducer } from '../shared/kinesis/producer.js';
 import { connectRedis, redisConfigFromEnv } from '../shared/redis/connect.js';

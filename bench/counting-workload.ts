@@ -4,8 +4,8 @@
  * same on every call, so the bucket layout (bench/counting-buckets.ts) replays what the store got.
  */
 import type { Redis } from 'ioredis';
+import { encodeActionEvent } from '../shared/counting/event-encode.js';
 import type { CapCandidate, FrequencyCap } from '../shared/counting/query.js';
-import { encodeActionEvent } from '../shared/counting/schema.js';
 import { prng } from '../shared/random/prng.js';
 import { DAY_MS, HOUR_MS } from '../shared/time/clock.js';
 

@@ -4,7 +4,7 @@
  * table, the streams, the guard — is in `traffic.ts`.
  */
 import type { Account, BudgetPlan, Campaign } from '../../shared/budget/model.js';
-import { type ActionEvent, encodeActionEvent } from '../../shared/counting/schema.js';
+import { type ActionEvent, encodeActionEvent } from '../../shared/counting/event-encode.js';
 import type { Random } from '../../shared/random/prng.js';
 import { encodeSpendEvent, type SpendEvent } from '../../shared/spend/events.js';
 

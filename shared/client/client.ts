@@ -14,8 +14,8 @@
  */
 
 import type { BudgetRepository } from '../budget/repository.js';
+import { type ActionEvent, actionPartitionKey, encodeActionEvent } from '../counting/event-encode.js';
 import type { CapCheckResult } from '../counting/query.js';
-import { type ActionEvent, actionPartitionKey, encodeActionEvent } from '../counting/schema.js';
 import type { ActionStore, CapCheckRequest } from '../counting/store.js';
 import { errorKind } from '../errors.js';
 import type { KinesisPutError } from '../kinesis/producer.js';

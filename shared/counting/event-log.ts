@@ -3,7 +3,8 @@
  * (query.ts) and cap checks (caps.ts) share.
  */
 import { errorKind } from '../errors.js';
-import { type EventSchema, type FieldSpec, type Layout, rawValue } from './schema.js';
+import { rawValue } from './event-encode.js';
+import type { EventSchema, FieldSpec, Layout } from './schema.js';
 
 /** A half-open time range [from, to), epoch ms. */
 export interface TimeRange {

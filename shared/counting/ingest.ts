@@ -5,7 +5,7 @@
  * {@link IngestCoalescer}) and batch callers (tools, benchmarks).
  */
 import { errorKind } from '../errors.js';
-import { type DecodedRecord, decodeRecord } from './schema.js';
+import { type DecodedRecord, decodeRecord } from './event-decode.js';
 import type { ActionStore, AddResult } from './store.js';
 
 /** Decodes, validates and stores one wire record. Idempotent. */

@@ -8,6 +8,8 @@
  * trimmed them yet). Duplicates do not exist at this point: the store's log holds each counted
  * occurrence once (an event identity once per dedup window).
  */
+
+import { formatValue } from './event-decode.js';
 import {
   checkRange,
   InvalidCountQueryError,
@@ -19,7 +21,7 @@ import {
   type ValueKey,
   valueKey,
 } from './event-log.js';
-import { actionEventSchema, type EventSchema, type FieldSpec, formatValue, type Layout } from './schema.js';
+import { actionEventSchema, type EventSchema, type FieldSpec, type Layout } from './schema.js';
 
 // Frequency caps (caps.ts) and the event-log primitives are part of this module's surface: one
 // import for everything that counts.

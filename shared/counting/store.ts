@@ -27,6 +27,7 @@ import { defineScripts } from '../redis/scripts/registry.js';
 import { type Clock, DAY_MS, MINUTE_MS } from '../time/clock.js';
 import { MAX_ARRIVALS_PER_CALL, packArrivals, type UserArrivals } from './arrivals.js';
 import { checkPolicy, mergeVerdicts, namesOtherKeys, planKeys, validateRequest } from './cap-keys.js';
+import { checkEventTime, type DecodedRecord } from './event-decode.js';
 import { InvalidCountQueryError } from './event-log.js';
 import { DEFAULT_IDENTITY, NO_IDENTITY_POLICIES, type NoIdentityPolicy } from './identities.js';
 import {
@@ -38,7 +39,7 @@ import {
   type RangeCount,
   spanOf,
 } from './query.js';
-import { actionEventSchema, checkEventTime, type DecodedRecord, type EventSchema } from './schema.js';
+import { actionEventSchema, type EventSchema } from './schema.js';
 import { parseCountQuery } from './sql.js';
 
 import type { ActionStoreOptions, AddResult, CapCheckRequest, NoIdentityCounts } from './store-options.js';

@@ -6,8 +6,9 @@
  * ingest script on redis-server (test/integration/counting/cap-edges.test.ts), because the dedup
  * rule lives in that script.
  */
+
+import { type ActionEvent, encodeActionEvent } from '../../shared/counting/event-encode.js';
 import type { CapCandidate, CapRule } from '../../shared/counting/query.js';
-import { type ActionEvent, encodeActionEvent } from '../../shared/counting/schema.js';
 import { DAY_MS, HOUR_MS, MINUTE_MS } from '../../shared/time/clock.js';
 
 /** The instant every row is evaluated at (a cap check's `now`). */

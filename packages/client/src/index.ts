@@ -51,6 +51,11 @@ export {
 export { CampaignRemovedError } from '../../../shared/client/parts.js';
 export { InvalidEnvError, MissingEnvError } from '../../../shared/config/env.js';
 export type { RequestIdentities } from '../../../shared/counting/cap-keys.js';
+export {
+  type ActionEvent,
+  encodeActionEvent,
+  InvalidActionFieldError,
+} from '../../../shared/counting/event-encode.js';
 export type { NoIdentityPolicy, NoIdentityReport } from '../../../shared/counting/identities.js';
 export { fillPod, type PodFill, type PodRules } from '../../../shared/counting/pods.js';
 export type {
@@ -63,13 +68,7 @@ export type {
   RecencyCap,
 } from '../../../shared/counting/query.js';
 export { InvalidCountQueryError, UnreadableEventLogError } from '../../../shared/counting/query.js';
-export {
-  ACTIONS,
-  type ActionEvent,
-  encodeActionEvent,
-  InvalidActionFieldError,
-  VIEW_TYPES,
-} from '../../../shared/counting/schema.js';
+export { ACTIONS, VIEW_TYPES } from '../../../shared/counting/schema.js';
 export { type CapCheckRequest, InvalidActionStoreOptionsError } from '../../../shared/counting/store.js';
 export { PacelineError } from '../../../shared/errors.js';
 export { KinesisPutError } from '../../../shared/kinesis/producer.js';

@@ -7,7 +7,7 @@
  */
 import type { Cluster, Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { type DecodedRecord, decodeRecord } from '../../../shared/counting/schema.js';
+import { type DecodedRecord, decodeRecord } from '../../../shared/counting/event-decode.js';
 import { ActionStore, MAX_ARRIVALS_PER_CALL, packArrivals } from '../../../shared/counting/store.js';
 import { slotOf } from '../../../shared/redis/connect.js';
 import { luaScript } from '../../../shared/redis/scripts/registry.js';

@@ -2,14 +2,10 @@
  * Random action-event logs (duplicates, re-stamped copies around the dedup window, shuffled
  * arrival) and a brute-force reference of the counting rule for the counting tests.
  */
-import {
-  ACTIONS,
-  type ActionEvent,
-  decodeMember,
-  decodeRecord,
-  encodeActionEvent,
-  type Id,
-} from '../../../shared/counting/schema.js';
+
+import { decodeMember, decodeRecord } from '../../../shared/counting/event-decode.js';
+import { type ActionEvent, encodeActionEvent, type Id } from '../../../shared/counting/event-encode.js';
+import { ACTIONS } from '../../../shared/counting/schema.js';
 import { DAY_MS, HOUR_MS, MINUTE_MS } from '../../../shared/time/clock.js';
 
 export { prng } from '../../../shared/random/prng.js';

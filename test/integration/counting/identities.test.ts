@@ -6,14 +6,14 @@
  * one line with nothing counted.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ingestRecords } from '../../../shared/counting/ingest.js';
-import { type CapCandidate, InvalidCountQueryError } from '../../../shared/counting/query.js';
+import { decodeRecord } from '../../../shared/counting/event-decode.js';
 import {
   type ActionEvent,
-  decodeRecord,
   encodeActionEvent,
   InvalidActionFieldError,
-} from '../../../shared/counting/schema.js';
+} from '../../../shared/counting/event-encode.js';
+import { ingestRecords } from '../../../shared/counting/ingest.js';
+import { type CapCandidate, InvalidCountQueryError } from '../../../shared/counting/query.js';
 import { ActionStore } from '../../../shared/counting/store.js';
 import { DAY_MS, HOUR_MS, ManualClock, MINUTE_MS } from '../../../shared/time/clock.js';
 import { type RedisUnderTest, startRedisWithClient } from '../../support/redis.js';

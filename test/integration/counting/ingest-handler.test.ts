@@ -7,7 +7,8 @@
 import type { KinesisStreamRecord } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalRegion, startLocalRegion } from '../../../local/region.js';
-import { actionEventSchema, encodeActionEvent } from '../../../shared/counting/schema.js';
+import { encodeActionEvent } from '../../../shared/counting/event-encode.js';
+import { actionEventSchema } from '../../../shared/counting/schema.js';
 import { ActionStore } from '../../../shared/counting/store.js';
 import { aggregateRecords } from '../../../shared/kinesis/aggregation.js';
 import { DeadLetterStore } from '../../../shared/quarantine/dead-letter-store.js';

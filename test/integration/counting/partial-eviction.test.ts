@@ -8,7 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type LocalRegion, startLocalRegion } from '../../../local/region.js';
-import { encodeActionEvent } from '../../../shared/counting/schema.js';
+import { encodeActionEvent } from '../../../shared/counting/event-encode.js';
 import { ActionStore } from '../../../shared/counting/store.js';
 import { DeadLetterStore } from '../../../shared/quarantine/dead-letter-store.js';
 import { connectRedis, type RedisClient, redisConfigFromEnv } from '../../../shared/redis/connect.js';

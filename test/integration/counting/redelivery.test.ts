@@ -5,7 +5,7 @@ import { KinesisPoller } from '../../../local/esm/poller.js';
 import { type LocalRegion, startLocalRegion } from '../../../local/region.js';
 import { InProcessInvoker } from '../../../local/worker/in-process-invoker.js';
 import type { InvokeResult, Invoker } from '../../../local/worker/invoker.js';
-import { decodeRecord } from '../../../shared/counting/schema.js';
+import { decodeRecord } from '../../../shared/counting/event-decode.js';
 import { ActionStore } from '../../../shared/counting/store.js';
 import { KinesisProducer } from '../../../shared/kinesis/producer.js';
 import { connectRedis, type RedisClient, redisConfigFromEnv } from '../../../shared/redis/connect.js';

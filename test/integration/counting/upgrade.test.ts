@@ -7,8 +7,9 @@
  * the v1 keys; with `legacyV1Keys: false` v1 keys are neither read nor imported.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { decodeRecord } from '../../../shared/counting/event-decode.js';
+import { encodeActionEvent } from '../../../shared/counting/event-encode.js';
 import { ingestRecords } from '../../../shared/counting/ingest.js';
-import { decodeRecord, encodeActionEvent } from '../../../shared/counting/schema.js';
 import { ActionStore, userKey, userLogKey } from '../../../shared/counting/store.js';
 import type { RedisClient } from '../../../shared/redis/connect.js';
 import { DAY_MS, HOUR_MS, ManualClock } from '../../../shared/time/clock.js';

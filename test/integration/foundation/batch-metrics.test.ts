@@ -11,7 +11,7 @@ import type { KinesisStreamEvent } from 'aws-lambda';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type LocalRegion, startLocalRegion } from '../../../local/region.js';
 import { BudgetRepository } from '../../../shared/budget/repository.js';
-import { encodeActionEvent } from '../../../shared/counting/schema.js';
+import { encodeActionEvent } from '../../../shared/counting/event-encode.js';
 import { kinesisBatchHandler } from '../../../shared/lambda/kinesis-batch.js';
 import { DeadLetterStore } from '../../../shared/quarantine/dead-letter-store.js';
 import { encodeSpendEvent } from '../../../shared/spend/events.js';

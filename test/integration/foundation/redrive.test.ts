@@ -19,7 +19,7 @@ import { KinesisPoller } from '../../../local/esm/poller.js';
 import { type LocalRegion, startLocalRegion } from '../../../local/region.js';
 import { InProcessInvoker, type LocalHandler } from '../../../local/worker/in-process-invoker.js';
 import { sqsClient } from '../../../shared/aws/ops-clients.js';
-import { encodeActionEvent } from '../../../shared/counting/schema.js';
+import { encodeActionEvent } from '../../../shared/counting/event-encode.js';
 import { ActionStore } from '../../../shared/counting/store.js';
 import { KinesisProducer } from '../../../shared/kinesis/producer.js';
 import { connectRedis, type RedisClient, redisConfigFromEnv } from '../../../shared/redis/connect.js';

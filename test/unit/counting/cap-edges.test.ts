@@ -4,8 +4,8 @@
  * included, also runs end to end on redis-server: test/integration/counting/cap-edges.test.ts.
  */
 import { describe, expect, it } from 'vitest';
+import { decodeRecord } from '../../../shared/counting/event-decode.js';
 import { evaluateCaps, InvalidCountQueryError } from '../../../shared/counting/query.js';
-import { decodeRecord } from '../../../shared/counting/schema.js';
 import { DAY_MS } from '../../../shared/time/clock.js';
 import { CAP_EDGE_ROWS, EDGE_NOW, edgeCandidate, edgeRecord } from '../../support/cap-edges.js';
 

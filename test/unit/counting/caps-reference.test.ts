@@ -9,6 +9,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { mergeVerdicts, planKeys } from '../../../shared/counting/cap-keys.js';
+import { decodeRecord } from '../../../shared/counting/event-decode.js';
+import { type ActionEvent, encodeActionEvent } from '../../../shared/counting/event-encode.js';
 import {
   type CandidateVerdict,
   type CapCandidate,
@@ -17,15 +19,7 @@ import {
   type CapStatus,
   evaluateCaps,
 } from '../../../shared/counting/query.js';
-import {
-  ACTIONS,
-  type ActionEvent,
-  actionEventSchema,
-  decodeRecord,
-  type EventSchema,
-  encodeActionEvent,
-  VIEW_TYPES,
-} from '../../../shared/counting/schema.js';
+import { ACTIONS, actionEventSchema, type EventSchema, VIEW_TYPES } from '../../../shared/counting/schema.js';
 import { prng } from '../../../shared/random/prng.js';
 import { DAY_MS, HOUR_MS, MINUTE_MS } from '../../../shared/time/clock.js';
 

@@ -4,12 +4,9 @@
  * members may hold any byte; what cannot be framed is refused with an error naming it.
  */
 import { describe, expect, it } from 'vitest';
-import {
-  actionEventSchema,
-  decodeRecord,
-  encodeActionEvent,
-  type Layout,
-} from '../../../shared/counting/schema.js';
+import { decodeRecord } from '../../../shared/counting/event-decode.js';
+import { encodeActionEvent } from '../../../shared/counting/event-encode.js';
+import { actionEventSchema, type Layout } from '../../../shared/counting/schema.js';
 import { MAX_USER_ID_BYTES, packArrivals, type UserArrivals } from '../../../shared/counting/store.js';
 
 const member = (insertion: number, timestamp = Date.UTC(2026, 10, 21)) =>

@@ -1,4 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { decodeRecord } from '../../../shared/counting/event-decode.js';
+import { type ActionEvent, encodeActionEvent } from '../../../shared/counting/event-encode.js';
 import {
   type CapCandidate,
   type CapStatus,
@@ -8,14 +10,7 @@ import {
   type RangeCount,
   UnreadableEventLogError,
 } from '../../../shared/counting/query.js';
-import {
-  type ActionEvent,
-  actionEventSchema,
-  decodeRecord,
-  EventSchema,
-  encodeActionEvent,
-  type Layout,
-} from '../../../shared/counting/schema.js';
+import { actionEventSchema, EventSchema, type Layout } from '../../../shared/counting/schema.js';
 import { DAY_MS, HOUR_MS, MINUTE_MS } from '../../../shared/time/clock.js';
 
 const now = Date.UTC(2026, 10, 21);

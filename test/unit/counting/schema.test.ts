@@ -1,13 +1,11 @@
 import { describe, expect, it } from 'vitest';
+import { checkEventTime, decodeMember, decodeRecord } from '../../../shared/counting/event-decode.js';
+import { encodeActionEvent } from '../../../shared/counting/event-encode.js';
 import { IDENTITY_KINDS } from '../../../shared/counting/identities.js';
 import { countMembers, evaluateCaps } from '../../../shared/counting/query.js';
 import {
   type ActionEventError,
   actionEventSchema,
-  checkEventTime,
-  decodeMember,
-  decodeRecord,
-  encodeActionEvent,
   type Layout,
   MAX_TIMESTAMP_MS,
   timestampUnitHint,

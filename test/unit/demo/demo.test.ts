@@ -23,7 +23,8 @@ import {
 import { DemoTargetError, demoTargetFromEnv, describeDemoTarget } from '../../../local/demo/target.js';
 import { newStats } from '../../../local/demo/traffic.js';
 import { validateAccount, validateCampaign, validatePlan } from '../../../shared/budget/model.js';
-import { ActionEventError, decodeRecord } from '../../../shared/counting/schema.js';
+import { decodeRecord } from '../../../shared/counting/event-decode.js';
+import { ActionEventError } from '../../../shared/counting/schema.js';
 import { prng } from '../../../shared/random/prng.js';
 import { decodeSpendEvent, SpendRecordError } from '../../../shared/spend/events.js';
 
