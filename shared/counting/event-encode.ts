@@ -8,14 +8,12 @@ import { inputErrorKind } from '../errors.js';
 import { validateRecord } from './event-decode.js';
 import { IDENTITY_KINDS, identityFieldsOf, identityTag } from './identities.js';
 import {
-  ACTIONS,
   type ActionName,
   actionEventSchema,
   type EventSchema,
   type FieldSpec,
   type Layout,
   USER_ID_FIELD,
-  VIEW_TYPES,
   type ViewTypeName,
 } from './schema.js';
 
