@@ -13,6 +13,8 @@
  *   layout (day / hour / minute bucket sets per user) under the same workload;
  * - the combined check (bench/counting-combined.ts): the same candidates with a recency, a
  *   90-day lifetime and a household cap added, over two logs in one round trip;
+ * - the day summary (bench/counting-days.ts): households with many events a day checked over
+ *   90-day windows through the summary and over the whole log;
  * - freshness (bench/counting-freshness.ts): enqueue → countable through the local stream path;
  * - the raw pipelined Redis ceiling (bench/ceiling.ts), with ratios.
  */
@@ -23,6 +25,7 @@ import { ManualClock, MINUTE_MS } from '../shared/time/clock.js';
 import { measureCeiling } from './ceiling.js';
 import { bucketAlternative } from './counting-buckets.js';
 import { combinedChecks } from './counting-combined.js';
+import { daySummaryChecks } from './counting-days.js';
 import { freshnessPhase } from './counting-freshness.js';
 import {
   bytesPerEventOfKeys,
@@ -100,6 +103,7 @@ async function storeFigures(args: string[]): Promise<Record<string, unknown>> {
       ? { skipped: true }
       : await bucketAlternative(client, workload, c.candidates, checks);
     const combined = await combinedChecks(client, workload, checks);
+    const days = await daySummaryChecks(client, now, checks);
 
     return {
       store:
@@ -132,6 +136,7 @@ async function storeFigures(args: string[]): Promise<Record<string, unknown>> {
       capCheckScanOnlyMs: round(scanMs),
       capCheckRejectedPerCheck: round(rejected / checks, 1),
       ...combined,
+      ...days,
       ...ceiling,
       ingestToCeilingRatio: round(ingestEventsPerSec / ceiling.redisCeilingOpsPerSec),
       capChecksToCeilingRatio: round(capChecksPerSec / ceiling.redisCeilingOpsPerSec, 4),

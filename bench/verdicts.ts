@@ -57,6 +57,12 @@ export const benchTargets: Readonly<Record<string, readonly BenchTarget[]>> = {
       description: 'combined cap checks ≥ 5,000/s per process',
     },
     {
+      metric: 'daySummaryCpuRatio',
+      op: '<=',
+      value: 1,
+      description: 'a 90-day check through the day summary costs no more client CPU than over the whole log',
+    },
+    {
       metric: 'freshnessP99Ms',
       op: '<=',
       value: 2_000,

@@ -2,7 +2,35 @@
  * The ingest script's one data argument: users' arrivals packed with length prefixes
  * (docs/counting.md, "Writes"). The script walks it the way {@link packArrivals} writes it.
  */
+import type { Result } from 'ioredis';
 import { actionEventSchema, type EventSchema } from './schema.js';
+
+/** Arguments of the ingest script: the first user's keys (routing), then the call's data. */
+type CountingIngestArgs = [
+  setKey: string,
+  logKey: string,
+  trimBeforeMs: string,
+  settings: string,
+  keyPrefix: string,
+  arrivals: Buffer,
+];
+
+/** The script's totals over the call's users: counted, re-stamped, repaired, migrated from v1. */
+export type IngestReply = [added: number, restamped: number, repaired: number, migrated: number];
+
+declare module 'ioredis' {
+  interface RedisCommander<Context> {
+    /**
+     * Adds the arrivals of one or more users (dedup by identity within the window), repairs a
+     * partially lost key group, and maintains (trim, compaction or day summary, TTL, v1 import) the users
+     * flagged for it. KEYS: the first user's set and log (they route the call). ARGV:
+     * trimBeforeMs, settings (`<ttlMs> <windowMs> <importV1 0|1> <daySummary 0|1> <version:memberLength,…>`), the
+     * key prefix, and the packed arrivals ({@link packArrivals}). Every user's keys must live on
+     * the node that receives the call: the script checks them all before writing anything.
+     */
+    countingIngest(...args: CountingIngestArgs): Result<IngestReply, Context>;
+  }
+}
 
 /**
  * Most arrivals one ingest script call carries (a user with more goes alone): a script blocks
@@ -17,7 +45,7 @@ export const MAX_USER_ID_BYTES = 255;
 /** One user's arrivals in one ingest call, in arrival order. */
 export interface UserArrivals {
   readonly userId: string;
-  /** Maintain the user's key group in this call (trim, compaction, TTL, v1 import). */
+  /** Maintain the user's key group in this call (trim, compaction or day summary, TTL, v1 import). */
   readonly maintain: boolean;
   /** Stored members (wire records without the user id). */
   readonly members: readonly Buffer[];

@@ -200,11 +200,14 @@ export class CapLayout {
   readonly offsets: Int32Array;
   readonly action: number;
   readonly viewType: number;
+  /** Where an aggregate of the day summary holds its count (u32). */
+  readonly insertion: number;
 
   constructor(layout: Layout, levels: readonly FieldSpec[]) {
     this.length = layout.memberLength;
     this.offsets = Int32Array.from(levels, (l) => layout.byName.get(l.name)?.offset ?? -1);
     this.action = layout.byName.get('action')?.offset ?? 0;
     this.viewType = layout.byName.get('viewType')?.offset ?? 0;
+    this.insertion = layout.byName.get('insertionId')?.offset ?? 0;
   }
 }

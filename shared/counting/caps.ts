@@ -39,6 +39,7 @@ function capStatus(c: CapCandidate, k: number, count: number): CapStatus {
  * Evaluates frequency caps for all candidates of one request over one scan of the user's events.
  * A cap counts events with now − windowMs < timestamp (and within retention; stamps ahead of
  * `now` count as now); a candidate is allowed when it has no block and every cap has count < max.
+ * `aggregates`: whole days of the day summary (store.ts), none of them holding a window start.
  */
 export function evaluateCaps(
   log: Buffer | readonly Buffer[],
@@ -46,15 +47,16 @@ export function evaluateCaps(
   now: number,
   notBefore: number,
   schema: EventSchema = actionEventSchema,
+  aggregates?: Buffer | readonly Buffer[],
 ): CapCheckResult {
   let capTotal = 0;
   for (let ci = 0; ci < candidates.length; ci++) capTotal += (candidates[ci] as CapCandidate).caps.length;
   if (sharedScratchBusy || capTotal > SHARED_SCRATCH_CAPS || candidates.length > SHARED_SCRATCH_CAPS / 4) {
-    return evaluateCapsWith(new CapScratch(), capTotal, log, candidates, now, notBefore, schema);
+    return evaluateCapsWith(new CapScratch(), capTotal, log, candidates, now, notBefore, schema, aggregates);
   }
   sharedScratchBusy = true;
   try {
-    return evaluateCapsWith(sharedScratch, capTotal, log, candidates, now, notBefore, schema);
+    return evaluateCapsWith(sharedScratch, capTotal, log, candidates, now, notBefore, schema, aggregates);
   } finally {
     sharedScratchBusy = false;
   }
@@ -69,11 +71,14 @@ function evaluateCapsWith(
   now: number,
   notBefore: number,
   schema: EventSchema,
+  aggregates: Buffer | readonly Buffer[] | undefined,
 ): CapCheckResult {
   resolveCaps(s, capTotal, candidates, now, notBefore, schema);
   orderCounters(s);
   const startCount = fastWindows(s);
   scanLog(s, log, notBefore, schema, startCount);
+  if (aggregates !== undefined && aggregates.length > 0)
+    scanLog(s, aggregates, notBefore, schema, startCount, true);
   if (startCount > 0) foldBuckets(s, startCount);
   return verdicts(s, candidates);
 }

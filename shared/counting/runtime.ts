@@ -21,7 +21,8 @@ export interface CountingRuntime {
 
 /**
  * Builds the counting objects from the function's environment: `REDIS_*`,
- * `COUNTING_RETENTION_DAYS` (default 30), `COUNTING_DEDUP_WINDOW_MS` (default a day) and
+ * `COUNTING_RETENTION_DAYS` (default 30), `COUNTING_DEDUP_WINDOW_MS` (default a day),
+ * `COUNTING_RAW_DAYS` (default 31: day summaries only with a longer retention) and
  * `COUNTING_IMPORT_V1_KEYS` (default true). Throws naming a variable that is malformed.
  */
 export function countingRuntimeFromEnv(options: {
@@ -38,6 +39,8 @@ export function countingRuntimeFromEnv(options: {
     clock: options.clock,
     retentionDays: intEnv('COUNTING_RETENTION_DAYS', 30, env),
     dedupWindowMs: intEnv('COUNTING_DEDUP_WINDOW_MS', DAY_MS, env),
+    // Days past which maintenance keeps day summaries (when the retention is longer).
+    rawDays: intEnv('COUNTING_RAW_DAYS', 31, env),
     // Key schema v1 → v2 upgrade (docs/counting.md): off once no v1 key can remain.
     legacyV1Keys: boolEnv('COUNTING_IMPORT_V1_KEYS', true, env),
   });

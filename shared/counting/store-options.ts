@@ -1,10 +1,11 @@
 /** The options, requests and results of {@link ActionStore} (shared/counting/store.ts). */
+import { errorKind } from '../errors.js';
 import type { RedisClient } from '../redis/connect.js';
-import type { Clock } from '../time/clock.js';
+import { type Clock, DAY_MS, MINUTE_MS } from '../time/clock.js';
 import type { RequestIdentities } from './cap-keys.js';
 import type { CapCandidate } from './cap-rules.js';
-import type { NoIdentityPolicy } from './identities.js';
-import type { EventSchema } from './schema.js';
+import { NO_IDENTITY_POLICIES, type NoIdentityPolicy } from './identities.js';
+import { actionEventSchema, type EventSchema } from './schema.js';
 
 /** Options of {@link ActionStore}. */
 export interface ActionStoreOptions {
@@ -12,6 +13,19 @@ export interface ActionStoreOptions {
   readonly clock: Clock;
   /** Days of events kept and counted (1–90). @default 30 */
   readonly retentionDays?: number;
+  /**
+   * Days a cap check reads event by event (1–90). With a longer retention, maintenance keeps a
+   * day summary of each user's log, and a check whose windows reach further back reads the
+   * other old days as per-day counts: exact, since a day holding a window start is read event by
+   * event (docs/counting.md, "Long windows: the day summary"). @default 31
+   */
+  readonly rawDays?: number;
+  /**
+   * Day tables of the day summary kept between checks (≈ 20 bytes per day of a user's
+   * retention each), least recently used out: a check of a user seen since needs one round trip,
+   * not two. A kept table is only a plan, proved by the read itself. @default 4096
+   */
+  readonly cachedDayTables?: number;
   /**
    * Dedup window, ms: an event whose identity (everything but the timestamp) was counted less
    * than this far from its timestamp, either side, is a duplicate. 0 keeps only exact-bytes
@@ -82,4 +96,64 @@ export interface NoIdentityCounts {
   refused: number;
   uncapped: number;
   coarser: number;
+}
+
+/** {@link ActionStore} options out of range (the message names the option and its range). */
+export class InvalidActionStoreOptionsError extends errorKind(
+  'InvalidActionStoreOptionsError',
+  'counting.invalid-store-options',
+) {}
+
+/** The options with their defaults, checked. */
+export interface StoreSettings {
+  readonly retentionMs: number;
+  /** Days read event by event when the retention is longer (day summaries kept); else undefined. */
+  readonly rawDays: number | undefined;
+  readonly cachedDayTables: number;
+  readonly dedupWindowMs: number;
+  readonly maxFutureSkewMs: number;
+  readonly prefix: string;
+  readonly schema: EventSchema;
+  readonly legacyV1Keys: boolean;
+  readonly noIdentity: NoIdentityPolicy;
+}
+
+function integerIn(name: string, value: number, min: number, max: number, fallback: string): number {
+  if (!Number.isSafeInteger(value) || value < min || value > max) {
+    throw new InvalidActionStoreOptionsError(
+      `${name} is ${value}: give an integer from ${min} to ${max} (default ${fallback}).`,
+    );
+  }
+  return value;
+}
+
+/** {@link ActionStoreOptions} with defaults; throws {@link InvalidActionStoreOptionsError}. */
+export function storeSettings(options: ActionStoreOptions): StoreSettings {
+  const retentionDays = integerIn('retentionDays', options.retentionDays ?? 30, 1, 90, '30');
+  const rawDays = integerIn('rawDays', options.rawDays ?? 31, 1, 90, '31');
+  const retentionMs = retentionDays * DAY_MS;
+  const window = options.dedupWindowMs ?? DAY_MS;
+  if (!Number.isSafeInteger(window) || window < 0 || window > retentionMs) {
+    throw new InvalidActionStoreOptionsError(
+      `dedupWindowMs is ${window}: give an integer number of ms from 0 (exact-bytes dedup only) ` +
+        `to the retention (${retentionMs}); default ${DAY_MS} (one day).`,
+    );
+  }
+  const noIdentity = options.noIdentity ?? 'refuse';
+  if (!NO_IDENTITY_POLICIES.includes(noIdentity)) {
+    throw new InvalidActionStoreOptionsError(
+      `noIdentity is ${JSON.stringify(noIdentity)}: give ${NO_IDENTITY_POLICIES.join(', ')} (default refuse).`,
+    );
+  }
+  return {
+    retentionMs,
+    rawDays: retentionDays > rawDays ? rawDays : undefined,
+    cachedDayTables: integerIn('cachedDayTables', options.cachedDayTables ?? 4096, 0, 1_000_000, '4096'),
+    dedupWindowMs: window,
+    maxFutureSkewMs: options.maxFutureSkewMs ?? 15 * MINUTE_MS,
+    prefix: options.keyPrefix ?? 'act',
+    schema: options.schema ?? actionEventSchema,
+    legacyV1Keys: options.legacyV1Keys ?? true,
+    noIdentity,
+  };
 }

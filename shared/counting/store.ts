@@ -18,19 +18,21 @@
  * writes keep dedup state for retention + window, trim and compact; TTLs only reclaim idle users'
  * memory.
  */
-import { Cluster, type Result } from 'ioredis';
-import { errorKind } from '../errors.js';
+import { Cluster } from 'ioredis';
 import { type RedisClient, slotOf, slotsReady } from '../redis/connect.js';
 import { slotOwner } from '../redis/resp/ioredis-adapter.js';
 import { clientValueReader, RawValueReader, type ValueReader } from '../redis/resp/value-reader.js';
 import { defineScripts } from '../redis/scripts/registry.js';
-import { type Clock, DAY_MS, MINUTE_MS } from '../time/clock.js';
-import { MAX_ARRIVALS_PER_CALL, packArrivals, type UserArrivals } from './arrivals.js';
+import { type Clock, DAY_MS } from '../time/clock.js';
+import { type IngestReply, MAX_ARRIVALS_PER_CALL, packArrivals, type UserArrivals } from './arrivals.js';
 import { checkPolicy, mergeVerdicts, namesOtherKeys, planKeys, validateRequest } from './cap-keys.js';
+import { DaySummaryReader, daysRead } from './day-summary.js';
 import { checkEventTime, type DecodedRecord } from './event-decode.js';
 import { InvalidCountQueryError } from './event-log.js';
-import { DEFAULT_IDENTITY, NO_IDENTITY_POLICIES, type NoIdentityPolicy } from './identities.js';
+import { DEFAULT_IDENTITY, type NoIdentityPolicy } from './identities.js';
+import { userAggregatesKey, userDaysKey, userKey, userLogKey } from './keys.js';
 import {
+  type CapCandidate,
   type CapCheckResult,
   type CountQuery,
   checkRange,
@@ -39,53 +41,32 @@ import {
   type RangeCount,
   spanOf,
 } from './query.js';
-import { actionEventSchema, type EventSchema } from './schema.js';
+import type { EventSchema } from './schema.js';
 import { parseCountQuery } from './sql.js';
 
-import type { ActionStoreOptions, AddResult, CapCheckRequest, NoIdentityCounts } from './store-options.js';
+import {
+  type ActionStoreOptions,
+  type AddResult,
+  type CapCheckRequest,
+  type NoIdentityCounts,
+  storeSettings,
+} from './store-options.js';
 
 export { MAX_ARRIVALS_PER_CALL, MAX_USER_ID_BYTES, packArrivals, type UserArrivals } from './arrivals.js';
-export type { ActionStoreOptions, AddResult, CapCheckRequest, NoIdentityCounts } from './store-options.js';
-
-/** Arguments of the ingest script: the first user's keys (routing), then the call's data. */
-type CountingIngestArgs = [
-  setKey: string,
-  logKey: string,
-  trimBeforeMs: string,
-  settings: string,
-  keyPrefix: string,
-  arrivals: Buffer,
-];
-
-/** The script's totals over the call's users: counted, re-stamped, repaired, migrated from v1. */
-type IngestReply = [added: number, restamped: number, repaired: number, migrated: number];
-
-declare module 'ioredis' {
-  interface RedisCommander<Context> {
-    /**
-     * Adds the arrivals of one or more users (dedup by identity within the window), repairs a
-     * partially lost key group, and maintains (trim, compaction, TTL, v1 import) the users
-     * flagged for it. KEYS: the first user's set and log (they route the call). ARGV:
-     * trimBeforeMs, settings (`<ttlMs> <windowMs> <importV1 0|1> <version:memberLength,…>`), the
-     * key prefix, and the packed arrivals ({@link packArrivals}). Every user's keys must live on
-     * the node that receives the call: the script checks them all before writing anything.
-     */
-    countingIngest(...args: CountingIngestArgs): Result<IngestReply, Context>;
-  }
-}
-
-/** Version of the key schema; part of every key. v1 deduplicated on the full bytes only. */
-export const KEY_SCHEMA_VERSION = 2;
-
-/** The Redis key of a user's occurrence set (dedup, retention order). */
-export function userKey(userId: string, prefix = 'act', version = KEY_SCHEMA_VERSION): string {
-  return `${prefix}:v${version}:{${userId}}`;
-}
-
-/** The Redis key of a user's packed event log (what readers GET). Same slot as {@link userKey}. */
-export function userLogKey(userId: string, prefix = 'act', version = KEY_SCHEMA_VERSION): string {
-  return `${prefix}:v${version}:{${userId}}:log`;
-}
+export {
+  KEY_SCHEMA_VERSION,
+  userAggregatesKey,
+  userDaysKey,
+  userKey,
+  userLogKey,
+} from './keys.js';
+export {
+  type ActionStoreOptions,
+  type AddResult,
+  type CapCheckRequest,
+  InvalidActionStoreOptionsError,
+  type NoIdentityCounts,
+} from './store-options.js';
 
 const EMPTY = Buffer.alloc(0);
 
@@ -94,12 +75,6 @@ const NO_LOG: unique symbol = Symbol('no v2 log');
 
 /** Users remembered as maintained today, per store; beyond it the memory is cleared (re-maintains). */
 const MAINTAINED_USERS_MAX = 200_000;
-
-/** {@link ActionStore} options out of range (the message names the option and its range). */
-export class InvalidActionStoreOptionsError extends errorKind(
-  'InvalidActionStoreOptionsError',
-  'counting.invalid-store-options',
-) {}
 
 /** Redis-backed store and query API of user-action events. */
 export class ActionStore {
@@ -111,55 +86,53 @@ export class ActionStore {
   private readonly prefix: string;
   private readonly schema: EventSchema;
   private readonly legacyV1Keys: boolean;
+  /** Days read event by event when the retention is longer (day summaries kept); else undefined. */
+  private readonly rawDays: number | undefined;
   /** How logs are read (raw by default; ioredis with `rawReads: false`). */
   private readonly reader: ValueReader;
+  private readonly rawReader: RawValueReader | undefined;
   /** The script's settings argument (never changes: built once, not per call). */
   private readonly settingsArg: string;
   /**
-   * Users this store maintained (trim, compaction, TTL refresh, v1 import) on `maintainedDay`
+   * Users this store maintained (trim, compaction or day summary, TTL refresh, v1 import) on `maintainedDay`
    * of the injected clock: each user written is maintained at least once a (clock) day per
    * process, which is what the TTL's day of slack relies on.
    */
   private readonly maintained = new Set<string>();
   private maintainedDay = Number.NaN;
   private readonly noIdentity: NoIdentityPolicy;
+  /** Reads through the day summary (day-summary.ts). */
+  private readonly days: DaySummaryReader;
   /** Caps handled by the no-identity policy, cumulative (read by metrics). */
   readonly noIdentityCounts: NoIdentityCounts = { refused: 0, uncapped: 0, coarser: 0 };
 
   constructor(options: ActionStoreOptions) {
-    const days = options.retentionDays ?? 30;
-    if (!Number.isInteger(days) || days < 1 || days > 90) {
-      throw new InvalidActionStoreOptionsError(
-        `retentionDays is ${days}: give an integer from 1 to 90 (default 30).`,
-      );
-    }
-    this.retentionMs = days * DAY_MS;
-    const window = options.dedupWindowMs ?? DAY_MS;
-    if (!Number.isSafeInteger(window) || window < 0 || window > this.retentionMs) {
-      throw new InvalidActionStoreOptionsError(
-        `dedupWindowMs is ${window}: give an integer number of ms from 0 (exact-bytes dedup only) ` +
-          `to the retention (${this.retentionMs}); default ${DAY_MS} (one day).`,
-      );
-    }
-    this.dedupWindowMs = window;
-    this.maxFutureSkewMs = options.maxFutureSkewMs ?? 15 * MINUTE_MS;
+    const settings = storeSettings(options);
+    this.retentionMs = settings.retentionMs;
+    this.rawDays = settings.rawDays;
+    this.dedupWindowMs = settings.dedupWindowMs;
+    this.maxFutureSkewMs = settings.maxFutureSkewMs;
+    this.prefix = settings.prefix;
+    this.schema = settings.schema;
+    this.legacyV1Keys = settings.legacyV1Keys;
+    this.noIdentity = settings.noIdentity;
     this.redis = options.redis;
     this.clock = options.clock;
-    this.prefix = options.keyPrefix ?? 'act';
-    this.schema = options.schema ?? actionEventSchema;
-    this.legacyV1Keys = options.legacyV1Keys ?? true;
-    this.noIdentity = options.noIdentity ?? 'refuse';
-    if (!NO_IDENTITY_POLICIES.includes(this.noIdentity)) {
-      throw new InvalidActionStoreOptionsError(
-        `noIdentity is ${JSON.stringify(this.noIdentity)}: give ${NO_IDENTITY_POLICIES.join(', ')} (default refuse).`,
-      );
-    }
-    this.reader = (options.rawReads ?? true) ? RawValueReader.of(this.redis) : clientValueReader(this.redis);
+    const window = this.dedupWindowMs;
+    this.rawReader = (options.rawReads ?? true) ? RawValueReader.of(this.redis) : undefined;
+    this.reader = this.rawReader ?? clientValueReader(this.redis);
+    this.days = new DaySummaryReader({
+      redis: this.redis,
+      reader: this.reader,
+      raw: this.rawReader,
+      cachedTables: settings.cachedDayTables,
+    });
     // The TTL outlives every stored event's dedup state by a day: the slack between two daily
     // maintenances of a user. It never decides a count.
     const ttl = this.retentionMs + window + this.maxFutureSkewMs + DAY_MS;
     const layouts = [...this.schema.layouts.values()].map((l) => `${l.version}:${l.memberLength}`).join(',');
-    this.settingsArg = `${ttl} ${window} ${this.legacyV1Keys ? 1 : 0} ${layouts}`;
+    const withDays = this.rawDays === undefined ? 0 : 1;
+    this.settingsArg = `${ttl} ${window} ${this.legacyV1Keys ? 1 : 0} ${withDays} ${layouts}`;
     // One script call per batch of users (shared/redis/scripts/counting-ingest.lua states why, and
     // the key-group invariants I1–I3). Redefining is harmless (same script): several stores may
     // share one client.
@@ -400,12 +373,49 @@ export class ActionStore {
       if (candidates.length === 0) {
         return Promise.resolve(evaluateCaps(EMPTY, candidates, now, this.horizon(now), this.schema));
       }
-      return this.readLog(userId, (log) =>
-        evaluateCaps(log, candidates, now, this.horizon(now), this.schema),
-      );
+      return this.evaluateFrom(userId, candidates, now, this.legacyV1Keys);
     } catch (error) {
       return Promise.reject(error);
     }
+  }
+
+  /**
+   * Evaluates `candidates` over the key group `tag`: through the day summary when a window
+   * reaches further back than `rawDays` (day-summary.ts), else over the whole log (one GET).
+   */
+  private evaluateFrom(
+    tag: string,
+    candidates: readonly CapCandidate[],
+    now: number,
+    legacy: boolean,
+  ): Promise<CapCheckResult> {
+    const horizon = this.horizon(now);
+    const schema = this.schema;
+    const read =
+      this.rawDays === undefined
+        ? undefined
+        : daysRead(candidates, now, horizon, Math.floor(now / DAY_MS) - this.rawDays + 1);
+    const wholeLog = () =>
+      this.readLog(tag, (log) => evaluateCaps(log, candidates, now, horizon, schema), legacy);
+    if (read === undefined) return wholeLog();
+    const keys = {
+      log: this.logKey(tag),
+      days: userDaysKey(tag, this.prefix),
+      aggregates: userAggregatesKey(tag, this.prefix),
+    };
+    return this.days
+      .read(keys, read, (members, aggregates) =>
+        evaluateCaps(members, candidates, now, horizon, schema, aggregates),
+      )
+      .then((result) => result ?? wholeLog());
+  }
+
+  /**
+   * Checks with a window past `rawDays`, cumulative (read by metrics): read through the day
+   * summary, or over the whole log (no summary yet, or one lost during the read).
+   */
+  get daySummaryReads(): { readonly summarised: number; readonly whole: number } {
+    return this.days.counts;
   }
 
   /**
@@ -433,9 +443,10 @@ export class ActionStore {
           ? // Blocks read nothing; in a promise, so a bad one is named by the handler below too.
             Promise.resolve().then(() => evaluateCaps(EMPTY, g.candidates, now, horizon, schema))
           : // Only users can have v1 keys (v1 had no other identity).
-            this.readLog(
+            this.evaluateFrom(
               g.tag,
-              (log) => evaluateCaps(log, g.candidates, now, horizon, schema),
+              g.candidates,
+              now,
               this.legacyV1Keys && g.kind?.name === DEFAULT_IDENTITY,
             ),
       ),

@@ -162,9 +162,14 @@ export const functions = {
     writesStreams: [],
     buckets: { deadLetterPayloads: 'write' },
     usesRedis: true,
-    // Retention of user-action events (30 by default, up to 90) and the dedup window (one day by
-    // default: the same event identity within it counts once): docs/counting.md.
-    settings: { COUNTING_RETENTION_DAYS: '30', COUNTING_DEDUP_WINDOW_MS: String(24 * 60 * 60_000) },
+    // Retention of user-action events (30 by default, up to 90), the dedup window (one day by
+    // default: the same event identity within it counts once) and the raw days (a longer
+    // retention keeps day summaries past them): docs/counting.md.
+    settings: {
+      COUNTING_RETENTION_DAYS: '30',
+      COUNTING_DEDUP_WINDOW_MS: String(24 * 60 * 60_000),
+      COUNTING_RAW_DAYS: '31',
+    },
     readsParameters: false,
     purpose: 'Decode, validate, deduplicate and store user-action events for counting.',
   },

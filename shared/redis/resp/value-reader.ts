@@ -15,11 +15,12 @@
  *   connection fails the reads waiting on it; the next read opens a new connection.
  */
 import type { RedisClient } from '../connect.js';
-import type { RespRequest } from './connection.js';
+import { bulk, type RespRequest } from './connection.js';
 import { type RawRedisError, RawReplyError } from './errors.js';
 import { bulkOf, errorLineOf } from './folds.js';
 import { nodeOfKey } from './ioredis-adapter.js';
 import { RespNodes } from './nodes.js';
+import { BULK_ARRAY } from './parser.js';
 import { timeoutMsOption } from './timeout.js';
 
 /** Options of {@link RawValueReader}. */
@@ -89,6 +90,90 @@ class GetRequest implements RespRequest {
   }
 }
 
+/** Runs `commands` in one MULTI/EXEC through ioredis (redirects, a client not ready). */
+export function atomicViaClient<T>(
+  client: RedisClient,
+  commands: readonly (readonly string[])[],
+  consume: (parts: readonly (Buffer | null)[]) => T,
+): Promise<T> {
+  const multi = client.multi();
+  for (const [name, ...args] of commands) multi.callBuffer(name as string, ...args);
+  return multi.exec().then((replies) => {
+    const parts = (replies ?? []).map(([error, value]) => {
+      if (error) throw error;
+      return value as Buffer | null;
+    });
+    return consume(parts);
+  });
+}
+
+/** Commands in one MULTI/EXEC whose replies are bulk strings (see {@link RawValueReader.atomic}). */
+class AtomicRequest<T> implements RespRequest {
+  /** Replies still due before EXEC's (MULTI's OK and one QUEUED per command). */
+  private pending: number;
+  private refused: string | undefined;
+
+  constructor(
+    private readonly commands: readonly (readonly string[])[],
+    private readonly consume: (parts: readonly (Buffer | null)[]) => T,
+    private readonly resolve: (value: T) => void,
+    private readonly reject: (error: Error) => void,
+    private readonly client: RedisClient,
+  ) {
+    this.pending = commands.length + 1;
+  }
+
+  reply(buf: Buffer, t: Int32Array): boolean {
+    if (this.pending > 0) {
+      this.pending--;
+      this.refused ??= errorLineOf(buf, t) ?? undefined;
+      return false;
+    }
+    const line = this.refused ?? errorLineOf(buf, t);
+    if (line !== null) {
+      // A command refused (MOVED or ASK while resharding: the transaction was discarded).
+      if (line.startsWith('MOVED ') || line.startsWith('ASK ') || line.startsWith('EXECABORT'))
+        atomicViaClient(this.client, this.commands, this.consume).then(this.resolve, this.reject);
+      else this.reject(new RawReplyError(`Redis refused ${this.what()}: ${line}`));
+      return true;
+    }
+    if (t[0] !== BULK_ARRAY || t[1] !== this.commands.length) {
+      this.reject(
+        new RawReplyError(
+          `Redis answered ${this.what()} with a reply that is not ${this.commands.length} strings`,
+        ),
+      );
+      return true;
+    }
+    const parts: (Buffer | null)[] = new Array(this.commands.length);
+    for (let i = 0; i < parts.length; i++) {
+      const start = t[3 * i + 4] as number;
+      parts[i] = start < 0 ? null : buf.subarray(start, t[3 * i + 5] as number);
+    }
+    let result: T;
+    try {
+      result = this.consume(parts);
+    } catch (error) {
+      this.reject(error as Error);
+      return true;
+    }
+    this.resolve(result);
+    return true;
+  }
+
+  fail(error: RawRedisError): void {
+    this.reject(error);
+  }
+
+  waiting(): string {
+    return `while ${this.what()} waited`;
+  }
+
+  private what(): string {
+    return `MULTI ${this.commands.map((c) => c.join(' ')).join('; ')} EXEC`;
+  }
+}
+
 /** One reader per client for {@link RawValueReader.of}. */
 const sharedReaders = new WeakMap<RedisClient, RawValueReader>();
 
@@ -134,6 +219,39 @@ export class RawValueReader implements ValueReader {
         connection.push(
           new GetRequest(key, consume, resolve as (v: unknown) => void, reject, this.viaClient),
           `*2\r\n$3\r\nGET\r\n$${Buffer.byteLength(key)}\r\n${key}\r\n`,
+        );
+      });
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /**
+   * Runs `commands` (each a bulk-string reply, keys in one hash slot) in one MULTI/EXEC — a
+   * consistent snapshot — and returns `consume(replies)`, called synchronously with views valid
+   * only during the call (`null`: a nil), as {@link get}'s.
+   */
+  atomic<T>(
+    commands: readonly (readonly string[])[],
+    consume: (parts: readonly (Buffer | null)[]) => T,
+  ): Promise<T> {
+    try {
+      const key = (commands[0] as readonly string[])[1] as string;
+      const node = this.nodes.isClosed ? undefined : nodeOfKey(this.client, key);
+      if (node === undefined) return atomicViaClient(this.client, commands, consume);
+      const connection = this.nodes.connection(node);
+      const resp = ['*1\r\n$5\r\nMULTI\r\n'];
+      for (const c of commands) {
+        let text = `*${c.length}\r\n`;
+        for (const part of c) text += bulk(part);
+        resp.push(text);
+      }
+      resp.push('*1\r\n$4\r\nEXEC\r\n');
+      return new Promise<T>((resolve, reject) => {
+        connection.push(
+          new AtomicRequest(commands, consume, resolve, reject, this.client),
+          resp[0] as string,
+          resp.slice(1),
         );
       });
     } catch (error) {

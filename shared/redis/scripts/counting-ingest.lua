@@ -108,13 +108,18 @@ local function helpers(set, log, window, lengths)
   return h
 end
 
--- ARGV: trim point (now − retention − window), settings, key prefix, packed arrivals: per user
+--@include counting-days.lua
+
+-- ARGV: trim point (now − retention − window), settings (`<ttl ms> <window ms> <import v1 0|1>
+-- <day summary 0|1> <version:member length,…>`), key prefix, packed arrivals: per user
 -- [flags u8: 1 = maintain][user id length u8][user id][arrival count u32 BE][members back to
 -- back, each delimited by its version's length]. A user flagged for maintenance (the first call
--- of the day for it; the client keeps count) is also trimmed, compacted, given its TTLs, and on
+-- of the day for it; the client keeps count) is also trimmed, compacted, its day summary extended
+-- (with day summaries: counting-days.lua), given its TTLs, and on
 -- its first v2 write its v1 keys are imported.
 local trim, settings, prefix, packed = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4]
-local ttl, window, importV1 = string.match(settings, '^(%d+) (%d+) ([01]) ')
+local ttl, window, importV1, withDays = string.match(settings, '^(%d+) (%d+) ([01]) ([01]) ')
+if not ttl then return redis.error_reply('ERR countingIngest: malformed settings argument') end
 window = tonumber(window)
 local lengths = {}
 for version, n in string.gmatch(string.match(settings, ' ([%d:,]*)$'), '(%d+):(%d+)') do
@@ -163,6 +168,8 @@ for ui = 1, #users do
         parts[#parts + 1] = H.isFull(x) and x or H.fullOf(x, tonumber(all[i + 1]))
       end
       redis.call('SET', log, table.concat(parts))
+      -- The rebuilt log is in set order: the day summary no longer describes it.
+      redis.call('DEL', set .. ':days', set .. ':agg')
     else
       H.walk(redis.call('GET', log), function(m, ts) if ts >= trim then H.record(m, ts) end end)
     end
@@ -223,10 +230,11 @@ for ui = 1, #users do
   -- (arrivals and imported v1 members are past the trim point). Outside maintenance a pure
   -- redelivery changes nothing.
   local gone = false
+  local days, agg = set .. ':days', set .. ':agg'
   if maintain and present ~= 0 and redis.call('ZREMRANGEBYSCORE', set, '-inf', '(' .. string.format('%d', trim)) > 0 then
     local card = redis.call('ZCARD', set)
     if card == 0 then
-      redis.call('DEL', set, log)
+      redis.call('DEL', set, log, days, agg)
       gone = true
     else
       H = H or helpers(set, log, window, lengths)
@@ -235,17 +243,26 @@ for ui = 1, #users do
         local kept = {}
         if H.walk(redis.call('GET', log), function(m, ts) if ts >= trim then kept[#kept + 1] = m end end) then
           redis.call('SET', log, table.concat(kept))
+          redis.call('DEL', days, agg)
           touched = true
         end
       end
     end
   end
-  -- Both keys get the TTL together (I3): at maintenance, and whenever a key is new, rebuilt or
+  -- With day summaries, maintenance extends the user's summary over what arrived since
+  -- (counting-days.lua): a cap check over a long window then reads whole old days as counts.
+  if maintain and withDays == '1' and not gone and redis.call('EXISTS', log) == 1 then
+    summarize(log, days, agg, lengths, trim)
+  end
+  -- The keys get the TTL together (I3): at maintenance, and whenever a key is new, rebuilt or
   -- rewritten (SET drops a TTL). The TTL has a day of slack over what it must cover, and the
-  -- client maintains each user it writes at least once a day.
+  -- client maintains each user it writes at least once a day. (The summary is derived data:
+  -- losing it alone costs speed, not counts.)
   if not gone and (maintain or touched or (present ~= 2 and #counted > 0)) then
     redis.call('PEXPIRE', set, ttl)
     redis.call('PEXPIRE', log, ttl)
+    redis.call('PEXPIRE', days, ttl)
+    redis.call('PEXPIRE', agg, ttl)
   end
 end
 return {added, restamped, repaired, migrated}

@@ -66,7 +66,7 @@ export const SCRIPTS = {
 } as const satisfies Readonly<Record<string, ScriptSpec>>;
 
 /** Files of this folder that scripts include (`--@include`); not scripts of their own. */
-export const FRAGMENTS: readonly string[] = ['sum-live.lua', 'live-held.lua'];
+export const FRAGMENTS: readonly string[] = ['sum-live.lua', 'live-held.lua', 'counting-days.lua'];
 
 /** A script's name (its ioredis command). */
 export type ScriptName = keyof typeof SCRIPTS;

@@ -97,7 +97,7 @@ describe.each(['standalone', 'cluster'] as const)('batched ingest on %s Redis', 
         { userId: a, maintain: true, members: [event(a, 1).member] },
         { userId: String(b), maintain: true, members: [event(String(b), 2).member] },
       ]);
-      const settings = `${40 * DAY_MS} ${DAY_MS} 0 1:59`;
+      const settings = `${40 * DAY_MS} ${DAY_MS} 0 0 1:59`;
       const call = node.eval(
         luaScript('countingIngest').lua,
         2,

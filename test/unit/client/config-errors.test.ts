@@ -62,6 +62,14 @@ describe('createPacelineClient configuration errors', () => {
     expect(error.message).toBe('retentionDays is 0: give an integer from 1 to 90 (default 30).');
   });
 
+  it('day-summary options out of range: InvalidActionStoreOptionsError naming the option', async () => {
+    const rawDays = await refusal({ ...base, actions: { retentionDays: 90, rawDays: 0 } });
+    expect(rawDays).toBeInstanceOf(InvalidActionStoreOptionsError);
+    expect(rawDays.message).toBe('rawDays is 0: give an integer from 1 to 90 (default 31).');
+    const tables = await refusal({ ...base, actions: { cachedDayTables: -1 } });
+    expect(tables.message).toBe('cachedDayTables is -1: give an integer from 0 to 1000000 (default 4096).');
+  });
+
   it('a configuration the guard accepts is not refused', async () => {
     const client = await createPacelineClient({
       ...base,
