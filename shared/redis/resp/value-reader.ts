@@ -47,6 +47,23 @@ export function clientValueReader(client: RedisClient): ValueReader {
   return { get: async (key, consume) => consume(await client.getBuffer(key)) };
 }
 
+/** Resolves with `consume(value)`; the consumer's error fails this read only. */
+function settle<V, T>(
+  consume: (value: V) => T,
+  value: V,
+  resolve: (result: T) => void,
+  reject: (error: Error) => void,
+): void {
+  let result: T;
+  try {
+    result = consume(value);
+  } catch (error) {
+    reject(error as Error);
+    return;
+  }
+  resolve(result);
+}
+
 /** One `GET` waiting for its reply. */
 class GetRequest implements RespRequest {
   constructor(
@@ -69,15 +86,7 @@ class GetRequest implements RespRequest {
         );
       return true;
     }
-    let result: unknown;
-    try {
-      result = this.consume(value);
-    } catch (error) {
-      // The consumer's error fails this read only.
-      this.reject(error as Error);
-      return true;
-    }
-    this.resolve(result);
+    settle(this.consume, value, this.resolve, this.reject);
     return true;
   }
 
@@ -150,14 +159,7 @@ class AtomicRequest<T> implements RespRequest {
       const start = t[3 * i + 4] as number;
       parts[i] = start < 0 ? null : buf.subarray(start, t[3 * i + 5] as number);
     }
-    let result: T;
-    try {
-      result = this.consume(parts);
-    } catch (error) {
-      this.reject(error as Error);
-      return true;
-    }
-    this.resolve(result);
+    settle(this.consume, parts, this.resolve, this.reject);
     return true;
   }
 
