@@ -17,6 +17,24 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/**
+ * A free loopback port for a Redis cluster node: the node also binds its cluster bus on
+ * port + 10000, so that port must be free (and exist) too, or the node exits at start.
+ */
+export async function freeClusterPort(attempts = 50): Promise<number> {
+  for (let i = 0; i < attempts; i++) {
+    const port = await freePort();
+    if (port + 10_000 > 65_535) continue;
+    try {
+      await assertPortsFree([port, port + 10_000]);
+      return port;
+    } catch (error) {
+      if (!(error instanceof PortInUseError)) throw error;
+    }
+  }
+  throw new Error(`no free port pair (port, port + 10000) found in ${attempts} attempts`);
+}
+
 /** Throws {@link PortInUseError} for the first of `ports` that cannot be bound on loopback. */
 export async function assertPortsFree(ports: readonly number[]): Promise<void> {
   for (const port of ports) {

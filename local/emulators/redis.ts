@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { PacelineError } from '../../shared/errors.js';
-import { freePort } from './net.js';
+import { freeClusterPort, freePort } from './net.js';
 import { restartDelayMs, type SupervisionListener } from './supervision.js';
 import { watchProcess } from './watchdog.js';
 
@@ -99,7 +99,7 @@ function serverArgs(port: number, dir: string, persistent: boolean, extra: strin
 
 async function spawnServer(port: number, args: string[]): Promise<NodeProc> {
   const node: NodeProc = { port, args, proc: launch(args), expectedExit: false };
-  await waitForPing(port);
+  await waitForPing(port, node.proc);
   return node;
 }
 
@@ -135,9 +135,16 @@ export function killServersOnSignal(): void {
   }
 }
 
-async function waitForPing(port: number, timeoutMs = 10_000): Promise<void> {
+/**
+ * Waits until the server on `port` answers PING. With `proc`, fails at once when that process
+ * has exited (a taken port, a bad argument) instead of waiting out the timeout.
+ */
+async function waitForPing(port: number, proc?: ChildProcess, timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
+    if (proc && (proc.exitCode !== null || proc.signalCode !== null)) {
+      throw new Error(`redis-server on port ${port} exited at start (${exitReason(proc)})`);
+    }
     const client = new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 0 });
     client.on('error', () => {});
     try {
@@ -325,7 +332,7 @@ async function launchNodes(
   const { mode, dir } = layout;
   const ports: number[] = [];
   for (let i = 0; i < layout.count; i++) {
-    const port = options.ports?.[i] ?? (await freePort());
+    const port = options.ports?.[i] ?? (await (mode === 'cluster' ? freeClusterPort() : freePort()));
     const extra = [
       ...(mode === 'cluster'
         ? ['--cluster-enabled', 'yes', '--cluster-config-file', join(dir, `nodes-${port}.conf`)]
