@@ -127,7 +127,8 @@ async function storeFigures(args: string[]): Promise<Record<string, unknown>> {
       capCheckLoadedP99Ms: round(percentile(loaded, 99)),
       capCheckConcurrency: concurrency,
       capCheckAtTargetRate,
-      // Share of one core this process used while checks arrived at 5,000/s (target ≤ 0.4).
+      // Share of one core the checks used while they arrived at 5,000/s, the load generator's
+      // own share taken off (target ≤ 0.4; both in capCheckAtTargetRate).
       capCheckCpuShareAtTargetRate: capCheckAtTargetRate.cpuShare,
       capCheckClientCpuShare: round((capCpu.user + capCpu.system) / 1e6 / capWall, 2),
       capCheckClientCpuUs: round((capCpu.user + capCpu.system) / done, 1),
