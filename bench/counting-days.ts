@@ -132,8 +132,9 @@ export async function daySummaryChecks(
     for (const key of [userDaysKey(u, 'days'), userAggregatesKey(u, 'days')])
       summaryBytes += Number(await client.call('MEMORY', 'USAGE', key, 'SAMPLES', '0'));
   }
-  const fellBack = summarised.daySummaryReads.whole;
-  if (fellBack > 0) throw new Error(`${fellBack} day-summary checks fell back to the whole log`);
+  const { whole: fellBack, noGain } = summarised.daySummaryReads;
+  if (fellBack + noGain > 0)
+    throw new Error(`${fellBack + noGain} day-summary checks read the whole log (${noGain} for no gain)`);
   return {
     daySummaryShape:
       `${EVENTS_PER_DAY} events a day for ${DAYS} days on 8 ads per user; 50 candidates x (1-day, 60-day, 89-day and lifetime ` +

@@ -163,6 +163,10 @@ export function planKeys(
     return g;
   };
   const refused: (CapStatus[] | undefined)[] = new Array(candidates.length);
+  // The group of the last key whose own id the request carries: a request's caps name a key or
+  // two, over and over, and this skips the lookups (and the tag) for each repeat.
+  let lastName: string | undefined;
+  let lastGroup: KeyGroup | undefined;
   let refusedCount = 0;
   let uncapped = 0;
   let coarser = 0;
@@ -177,6 +181,10 @@ export function planKeys(
         continue;
       }
       const name = cap.key ?? DEFAULT_IDENTITY;
+      if (name === lastName) {
+        capsOf(lastGroup as KeyGroup, ci).push(cap);
+        continue;
+      }
       const kind = identityKind(name);
       if (!kind) {
         throw new InvalidCountQueryError(
@@ -218,13 +226,21 @@ export function planKeys(
           continue;
         }
       }
-      capsOf(group(counted, identityTag(counted, id as string)), ci).push(cap);
+      const g = group(counted, identityTag(counted, id as string));
+      if (counted === kind) {
+        lastName = name;
+        lastGroup = g;
+      }
+      capsOf(g, ci).push(cap);
     }
   }
   const report =
     refusedCount + uncapped + coarser > 0 ? { policy, refused: refusedCount, uncapped, coarser } : undefined;
   return { groups: [...groups.values()], refused, report };
 }
+
+/** The `hits` of a candidate that hits no cap (frozen: verdicts are read-only). */
+const NO_HITS: readonly CapStatus[] = Object.freeze([]);
 
 /** The (growing) cap list of candidate `ci` in group `g`. */
 function capsOf(g: KeyGroup, ci: number): CapRule[] {
@@ -281,27 +297,34 @@ export function mergeVerdicts(
   for (let ci = 0; ci < candidates.length; ci++) {
     const c = candidates[ci] as CapCandidate;
     const refused = plan.refused[ci];
-    let hits: CapStatus[] = refused ? [...refused] : [];
+    // Allocated only for a candidate with hits: most have none, and share one frozen empty list.
+    let hits: CapStatus[] | undefined = refused ? [...refused] : undefined;
     let sources = refused ? 1 : 0;
     let strictest: CapStatus | undefined;
     for (const s of refused ?? []) if (!strictest || stricter(s, strictest, c.caps)) strictest = s;
+    // The strictest's identity is added once it is known, not to every status compared.
+    let strictestKey: string | undefined;
     for (let g = 0; g < verdictsOf.length; g++) {
       const v = (verdictsOf[g] as CandidateVerdict[])[ci] as CandidateVerdict;
       const key = keys[g];
       if (v.hits.length > 0) {
         sources++;
+        hits ??= [];
         for (const h of v.hits) hits.push(withKey(h, key));
       }
       if (v.strictest && (!strictest || stricter(v.strictest, strictest, c.caps))) {
-        strictest = withKey(v.strictest, key);
+        strictest = v.strictest;
+        strictestKey = key;
       }
     }
-    if (sources > 1) hits = inCapOrder(hits, c.caps);
+    if (strictest !== undefined) strictest = withKey(strictest, strictestKey);
+    if (hits !== undefined && sources > 1) hits = inCapOrder(hits, c.caps);
     const id = c.id ?? String(c.entities.ad ?? ci);
-    const isAllowed = hits.length === 0;
+    const isAllowed = hits === undefined || hits.length === 0;
+    const list: readonly CapStatus[] = hits ?? NO_HITS;
     const verdict: CandidateVerdict = strictest
-      ? { id, allowed: isAllowed, strictest, hits }
-      : { id, allowed: isAllowed, hits };
+      ? { id, allowed: isAllowed, strictest, hits: list }
+      : { id, allowed: isAllowed, hits: list };
     (isAllowed ? allowed : rejected).push(verdict);
   }
   return plan.report ? { allowed, rejected, noIdentity: plan.report } : { allowed, rejected };

@@ -33,6 +33,9 @@ export const SLOT = 4;
 /** Most action and view-type values a scratch remembers the codes of (requests use a handful). */
 export const MAX_REMEMBERED_CODES = 64;
 
+/** (Schema, levels) pairs whose scan accessors are kept: one per identity a request's caps name. */
+const LAYOUT_SETS = 4;
+
 /** Most distinct window starts of a request the bucketed scan handles; more take the general scan. */
 export const MAX_FAST_WINDOWS = 8;
 
@@ -90,13 +93,12 @@ export class CapScratch {
   /** Actions some counter watches: other events are skipped before any id lookup. */
   readonly watchedActions = new Uint8Array(256);
   /**
-   * Scan accessors by layout version, kept from check to check while the schema and the levels
-   * (in order) stay the same — the usual request — instead of rebuilt per check (a typed array
-   * and a few objects each: garbage, and garbage sets how often the young generation is collected).
+   * Scan accessors by layout version, for the last few (schema, levels in order) pairs seen —
+   * instead of rebuilt per check (a typed array and a few objects each: garbage, and garbage sets
+   * how often the young generation is collected). Several, because a request whose caps count on
+   * several identities evaluates each identity's caps, with their own levels, in turn.
    */
-  layouts: (CapLayout | undefined)[] = [];
-  layoutSchema: EventSchema | undefined;
-  layoutLevels: FieldSpec[] = [];
+  private layoutSets: { schema: EventSchema; levels: FieldSpec[]; layouts: (CapLayout | undefined)[] }[] = [];
   /**
    * Per-check tables of the setup (see resolveCaps), overwritten by index from the start —
    * not emptied with `length = 0`, which frees an array's backing store: every check allocated
@@ -127,17 +129,20 @@ export class CapScratch {
     this.codesSchema = schema;
   }
 
-  /** The accessor cache for `levels` of `schema` (emptied when either changed). */
+  /** The accessor cache for `levels` of `schema` (one of the last {@link LAYOUT_SETS} kept). */
   layoutCache(schema: EventSchema, levels: readonly FieldSpec[]): (CapLayout | undefined)[] {
-    const known = this.layoutLevels;
-    let same = this.layoutSchema === schema && known.length === levels.length;
-    for (let i = 0; same && i < levels.length; i++) same = known[i] === levels[i];
-    if (!same) {
-      this.layouts = [];
-      this.layoutSchema = schema;
-      this.layoutLevels = levels.slice();
+    const sets = this.layoutSets;
+    for (let k = 0; k < sets.length; k++) {
+      const set = sets[k] as (typeof sets)[number];
+      const known = set.levels;
+      let same = set.schema === schema && known.length === levels.length;
+      for (let i = 0; same && i < levels.length; i++) same = known[i] === levels[i];
+      if (same) return set.layouts;
     }
-    return this.layouts;
+    const layouts: (CapLayout | undefined)[] = [];
+    if (sets.length >= LAYOUT_SETS) sets.shift();
+    sets.push({ schema, levels: levels.slice(), layouts });
+    return layouts;
   }
 
   /** Makes room for `caps` caps (counters and entities are at most as many). */

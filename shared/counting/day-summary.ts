@@ -19,8 +19,8 @@ export interface DaysRead {
   readonly rawFromDay: number;
   /** Days before this one count in no window. */
   readonly firstDay: number;
-  /** The older days holding a window start, comma-separated: read event by event. */
-  readonly boundary: string;
+  /** The older days holding a window start (each once): read event by event. */
+  readonly boundary: readonly number[];
 }
 
 /**
@@ -37,7 +37,7 @@ export function daysRead(
 ): DaysRead | undefined {
   const rawFrom = rawFromDay * DAY_MS;
   let firstDay = rawFromDay;
-  let boundary = '';
+  const boundary: number[] = [];
   let last = Number.NaN;
   for (let ci = 0; ci < candidates.length; ci++) {
     const c = candidates[ci] as CapCandidate;
@@ -55,9 +55,9 @@ export function daysRead(
       if (start >= rawFrom) continue;
       const day = Math.floor(start / DAY_MS);
       if (day < firstDay) firstDay = day;
-      // Starts repeat from cap to cap: a day already named is skipped when it was the last one.
+      // Starts repeat from cap to cap: the day of the last one is the usual repeat.
       if (day !== last) {
-        boundary = boundary === '' ? String(day) : `${boundary},${day}`;
+        if (!boundary.includes(day)) boundary.push(day);
         last = day;
       }
     }
@@ -66,7 +66,7 @@ export function daysRead(
 }
 
 /** A day table (shared/redis/scripts/counting-days.lua): the log bytes it indexes, by day. */
-interface DayTable {
+export interface DayTable {
   /** Bytes of the log the table indexes; later bytes are the suffix, read whole. */
   readonly prefix: number;
   /** The aggregates key's length when the table was written. */
@@ -81,8 +81,11 @@ interface DayTable {
 const HEADER_BYTES = 17;
 const ENTRY_BYTES = 12;
 
+/** A plan that reads no day as its aggregates: the whole log is the cheaper read. */
+export const NO_GAIN: unique symbol = Symbol('no day read as aggregates');
+
 /** The day table, or undefined for one of another format or truncated. */
-function parseTable(table: Buffer): DayTable | undefined {
+export function parseTable(table: Buffer): DayTable | undefined {
   if (table.length < HEADER_BYTES || table[0] !== 3) return undefined;
   const ranges = table.readUInt16BE(13);
   const aggregated = table.readUInt16BE(15);
@@ -119,10 +122,15 @@ export interface SummaryKeys {
  * The commands of the snapshot read for `read` over the summary `index`, with each reply's
  * expected length (−1: any), or undefined when the index is unusable.
  */
-export function snapshotCommands(keys: SummaryKeys, index: Buffer, read: DaysRead): SnapshotPlan | undefined {
-  const table = parseTable(index);
+export function snapshotCommands(
+  keys: SummaryKeys,
+  index: Buffer,
+  read: DaysRead,
+  parsed: DayTable | undefined = parseTable(index),
+): SnapshotPlan | typeof NO_GAIN | undefined {
+  const table = parsed;
   if (table === undefined) return undefined;
-  const boundary = new Set(read.boundary === '' ? [] : read.boundary.split(',').map(Number));
+  const boundary = read.boundary;
   const raw: number[] = [];
   const agg: number[] = [];
   const r = table.ranges;
@@ -141,7 +149,7 @@ export function snapshotCommands(keys: SummaryKeys, index: Buffer, read: DaysRea
       // its members: a user with few repeats a day reads members, as without a summary.
       const members =
         day >= read.rawFromDay ||
-        boundary.has(day) ||
+        boundary.includes(day) ||
         counts === undefined ||
         counts[1] - counts[0] >= rawBytes;
       if (members) for (let k = i; k < j; k += 3) addRange(raw, r[k + 1] as number, r[k + 2] as number);
@@ -152,6 +160,9 @@ export function snapshotCommands(keys: SummaryKeys, index: Buffer, read: DaysRea
   // More ranges than a snapshot should carry (a log fragmented by a backfill, until maintenance
   // regroups it): the whole log is one GET.
   if (raw.length / 2 > MAX_SNAPSHOT_RANGES) return undefined;
+  // No day is read as its aggregates (a user with few repeats a day): the snapshot would read the
+  // same members as the whole log, in more commands. One GET of the log is the cheaper read.
+  if (agg.length === 0) return NO_GAIN;
   // The summary read again inside the snapshot: equal bytes prove the ranges still hold.
   const commands: string[][] = [['GET', keys.days]];
   const lengths = [index.length];
@@ -216,6 +227,20 @@ export function snapshotParts(
 /** A snapshot that did not match the day table it was planned from. */
 const STALE: unique symbol = Symbol('stale day table');
 
+/**
+ * How many checks a cached table that reads no day as aggregates answers ("no gain": the whole
+ * log is read) before it is read again: maintenance may since have aggregated days worth reading.
+ */
+const NO_GAIN_REUSES = 32;
+
+/** A day table kept from check to check: its bytes (what a snapshot proves), parsed once. */
+interface CachedTable {
+  readonly bytes: Buffer;
+  readonly table: DayTable | undefined;
+  /** Checks left that this table may send to the whole log without being read again. */
+  noGainLeft: number;
+}
+
 /** Options of {@link DaySummaryReader}. */
 export interface DaySummaryReaderOptions {
   readonly redis: RedisClient;
@@ -227,6 +252,16 @@ export interface DaySummaryReaderOptions {
   readonly cachedTables: number;
 }
 
+/** What {@link DaySummaryReader} did with the checks that reached past `rawDays` (cumulative). */
+export interface DaySummaryCounts {
+  /** Read through the summary: one snapshot. */
+  summarised: number;
+  /** Fell back to the whole log: no summary, or one that changed or lost a key during the read. */
+  whole: number;
+  /** Read the whole log because the summary would save nothing: no day it needs is smaller aggregated. */
+  noGain: number;
+}
+
 /**
  * Reads key groups through their day summary: the day table (from the cache, else one GET),
  * then one MULTI/EXEC snapshot of the ranges it names, which reads the table again so a table
@@ -234,16 +269,15 @@ export interface DaySummaryReaderOptions {
  * snapshot saw). A cached table is only a plan: the snapshot proves it before anything counts.
  */
 export class DaySummaryReader {
-  /** Reads through the summary, and reads that fell back to the whole log (cumulative). */
-  readonly counts = { summarised: 0, whole: 0 };
-  private readonly tables = new Map<string, Buffer>();
+  readonly counts: DaySummaryCounts = { summarised: 0, whole: 0, noGain: 0 };
+  private readonly tables = new Map<string, CachedTable>();
 
   constructor(private readonly options: DaySummaryReaderOptions) {}
 
   /**
    * `evaluate(members, aggregates)` over `read` of the group `keys` (called synchronously with
-   * views of the reply), or undefined when the caller must read the whole log (no summary, or
-   * one that changed or lost a key during the read).
+   * views of the reply), or undefined when the caller must read the whole log (no summary, one
+   * that changed or lost a key during the read, or one that would save nothing).
    */
   read<T>(
     keys: SummaryKeys,
@@ -254,21 +288,30 @@ export class DaySummaryReader {
     if (cached !== undefined) return this.snapshot(keys, cached, read, evaluate, true);
     return this.options.reader
       .get(keys.days, (table) => (table === null ? null : Buffer.from(table)))
-      .then((table) => (table === null ? this.whole() : this.snapshot(keys, table, read, evaluate, false)));
+      .then((table) =>
+        table === null ? this.whole() : this.snapshot(keys, cachedTable(table), read, evaluate, false),
+      );
   }
 
   private snapshot<T>(
     keys: SummaryKeys,
-    table: Buffer,
+    entry: CachedTable,
     read: DaysRead,
     evaluate: (members: readonly Buffer[], aggregates: readonly Buffer[]) => T,
     fromCache: boolean,
   ): Promise<T | undefined> {
-    const plan = snapshotCommands(keys, table, read);
+    const plan = snapshotCommands(keys, entry.bytes, read, entry.table);
     if (plan === undefined) {
       this.tables.delete(keys.days);
       return this.whole();
     }
+    if (plan === NO_GAIN) {
+      this.counts.noGain++;
+      if (fromCache && --entry.noGainLeft <= 0) this.tables.delete(keys.days);
+      else this.remember(keys.days, entry);
+      return Promise.resolve(undefined);
+    }
+    const table = entry.bytes;
     let seen: Buffer | null = null;
     const consume = (parts: readonly (Buffer | null)[]): T | typeof STALE => {
       const got = snapshotParts(table, plan, parts);
@@ -281,14 +324,14 @@ export class DaySummaryReader {
     return run.then((result) => {
       if (result !== STALE) {
         this.counts.summarised++;
-        this.remember(keys.days, table);
+        this.remember(keys.days, entry);
         return result;
       }
       this.tables.delete(keys.days);
       // A cached table maintenance has replaced since: planned again from the one Redis holds.
       const fresh = seen as Buffer | null;
       if (fromCache && fresh !== null && !fresh.equals(table))
-        return this.snapshot(keys, fresh, read, evaluate, false);
+        return this.snapshot(keys, cachedTable(fresh), read, evaluate, false);
       return this.whole();
     });
   }
@@ -298,7 +341,7 @@ export class DaySummaryReader {
     return Promise.resolve(undefined);
   }
 
-  private remember(key: string, table: Buffer): void {
+  private remember(key: string, entry: CachedTable): void {
     const tables = this.tables;
     // Most recently used last; the least recently used goes first.
     tables.delete(key);
@@ -306,6 +349,11 @@ export class DaySummaryReader {
       const oldest = tables.keys().next();
       if (!oldest.done) tables.delete(oldest.value);
     }
-    if (this.options.cachedTables > 0) tables.set(key, table);
+    if (this.options.cachedTables > 0) tables.set(key, entry);
   }
+}
+
+/** A day table read from Redis, parsed once for the checks that reuse it. */
+function cachedTable(bytes: Buffer): CachedTable {
+  return { bytes, table: parseTable(bytes), noGainLeft: NO_GAIN_REUSES };
 }

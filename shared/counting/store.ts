@@ -26,7 +26,7 @@ import { defineScripts } from '../redis/scripts/registry.js';
 import { type Clock, DAY_MS } from '../time/clock.js';
 import { type IngestReply, MAX_ARRIVALS_PER_CALL, packArrivals, type UserArrivals } from './arrivals.js';
 import { checkPolicy, mergeVerdicts, namesOtherKeys, planKeys, validateRequest } from './cap-keys.js';
-import { DaySummaryReader, daysRead } from './day-summary.js';
+import { type DaySummaryCounts, DaySummaryReader, daysRead } from './day-summary.js';
 import { checkEventTime, type DecodedRecord } from './event-decode.js';
 import { InvalidCountQueryError } from './event-log.js';
 import { DEFAULT_IDENTITY, type NoIdentityPolicy } from './identities.js';
@@ -412,9 +412,10 @@ export class ActionStore {
 
   /**
    * Checks with a window past `rawDays`, cumulative (read by metrics): read through the day
-   * summary, or over the whole log (no summary yet, or one lost during the read).
+   * summary, over the whole log as a fallback (no summary yet, or one lost during the read), or
+   * over the whole log because the summary would save nothing (`noGain`).
    */
-  get daySummaryReads(): { readonly summarised: number; readonly whole: number } {
+  get daySummaryReads(): Readonly<DaySummaryCounts> {
     return this.days.counts;
   }
 

@@ -73,6 +73,68 @@ describe.each(['standalone', 'cluster'] as const)('day summary on %s redis-serve
     await redis?.stop();
   });
 
+  it('reads the whole log when the summary saves nothing, and its table again later', async () => {
+    const clock = new ManualClock(START);
+    const user = mode === 'standalone' ? '81' : '82';
+    const summarised = new ActionStore({ redis: redis.client, clock, retentionDays: 45, rawDays: 7 });
+    const whole = new ActionStore({ redis: redis.client, clock, retentionDays: 45, rawDays: 90 });
+    const event = (at: number, insertion: number, ad: number) => {
+      const insertionId = Buffer.alloc(16);
+      insertionId.writeUInt32BE(insertion, 12);
+      return encodeActionEvent({
+        userId: user,
+        timestamp: at,
+        insertionId,
+        action: 'impression',
+        viewType: 0,
+        ...entitiesOf(ad),
+      });
+    };
+    // 20 days of two events on two ads: a day's aggregates are as many bytes as its members.
+    let insertion = 0;
+    for (let day = 0; day < 20; day++) {
+      clock.set(START + day * DAY_MS + 12 * HOUR_MS);
+      await ingestRecords(summarised, [
+        event(clock.now() - HOUR_MS, ++insertion, 0),
+        event(clock.now() - 2 * HOUR_MS, ++insertion, 1),
+      ]);
+    }
+    clock.set(START + 20 * DAY_MS + 12 * HOUR_MS);
+    const request = {
+      userId: user,
+      candidates: [
+        { id: 'a', entities: entitiesOf(0), caps: [{ level: 'ad', windowMs: 30 * DAY_MS, max: 100 }] },
+        { id: 'b', entities: entitiesOf(1), caps: [{ level: 'campaign', windowMs: 15 * DAY_MS, max: 12 }] },
+      ] as CapCandidate[],
+    };
+    const check = async () => {
+      const expected = await whole.checkFrequencyCaps(request);
+      expect(await summarised.checkFrequencyCaps(request)).toEqual(expected);
+    };
+    for (let i = 0; i < 10; i++) await check();
+    expect(summarised.daySummaryReads).toEqual({ summarised: 0, whole: 0, noGain: 10 });
+    // Days 2 to 11 become heavy (late arrivals: 30 views of one ad each), so their aggregates
+    // are a fraction of their members; the table kept from the sparse days must not hide them.
+    for (let day = 2; day < 12; day++) {
+      const at = START + day * DAY_MS;
+      await ingestRecords(
+        summarised,
+        Array.from({ length: 30 }, (_, k) => event(at + k * MINUTE_MS, ++insertion, 0)),
+      );
+    }
+    let checks = 0;
+    while (summarised.daySummaryReads.summarised === 0 && checks < 40) {
+      await check();
+      checks++;
+    }
+    // The cached table answers at most 32 checks with "no gain" before it is read again.
+    expect(summarised.daySummaryReads.summarised).toBe(1);
+    expect(checks).toBeLessThanOrEqual(33);
+    for (let i = 0; i < 5; i++) await check();
+    expect(summarised.daySummaryReads.summarised).toBe(6);
+    expect(summarised.daySummaryReads.whole).toBe(0);
+  });
+
   it('answers every check as the whole log does, through 100 days of arrivals and faults', async () => {
     const rand = prng(mode === 'standalone' ? 31 : 32);
     const clock = new ManualClock(START);
@@ -162,8 +224,8 @@ describe.each(['standalone', 'cluster'] as const)('day summary on %s redis-serve
     // Both summarised stores read through the summary in most long checks (not a fallback that
     // always reads the whole log), and fell back when it was lost.
     for (const store of [summarised, viaClient]) {
-      const { summarised: through, whole: fellBack } = store.daySummaryReads;
-      expect(through + fellBack).toBe(longChecks);
+      const { summarised: through, whole: fellBack, noGain } = store.daySummaryReads;
+      expect(through + fellBack + noGain).toBe(longChecks);
       expect(through).toBeGreaterThan(0.8 * longChecks);
       expect(fellBack).toBeGreaterThan(0);
     }
