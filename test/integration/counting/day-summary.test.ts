@@ -28,16 +28,30 @@ const entitiesOf = (ad: number) => ({
   advertiser: 9,
 });
 
-function eventAt(rand: Random, user: string, at: number, insertion: number): Buffer {
+/** An event of `user` at `at` (its insertion id from `insertion`). */
+function eventOf(
+  user: string,
+  at: number,
+  insertion: number,
+  fields: { action: 'impression' | 'click'; viewType: number; ad: number },
+): Buffer {
   const insertionId = Buffer.alloc(16);
   insertionId.writeUInt32BE(insertion, 12);
   return encodeActionEvent({
     userId: user,
     timestamp: at,
     insertionId,
+    action: fields.action,
+    viewType: fields.viewType,
+    ...entitiesOf(fields.ad),
+  });
+}
+
+function eventAt(rand: Random, user: string, at: number, insertion: number): Buffer {
+  return eventOf(user, at, insertion, {
     action: rand() < 0.85 ? 'impression' : 'click',
     viewType: int(rand, 0, 2),
-    ...entitiesOf(int(rand, 0, 7)),
+    ad: int(rand, 0, 7),
   });
 }
 
@@ -78,18 +92,8 @@ describe.each(['standalone', 'cluster'] as const)('day summary on %s redis-serve
     const user = mode === 'standalone' ? '81' : '82';
     const summarised = new ActionStore({ redis: redis.client, clock, retentionDays: 45, rawDays: 7 });
     const whole = new ActionStore({ redis: redis.client, clock, retentionDays: 45, rawDays: 90 });
-    const event = (at: number, insertion: number, ad: number) => {
-      const insertionId = Buffer.alloc(16);
-      insertionId.writeUInt32BE(insertion, 12);
-      return encodeActionEvent({
-        userId: user,
-        timestamp: at,
-        insertionId,
-        action: 'impression',
-        viewType: 0,
-        ...entitiesOf(ad),
-      });
-    };
+    const event = (at: number, insertion: number, ad: number) =>
+      eventOf(user, at, insertion, { action: 'impression', viewType: 0, ad });
     // 20 days of two events on two ads: a day's aggregates are as many bytes as its members.
     let insertion = 0;
     for (let day = 0; day < 20; day++) {
