@@ -38,7 +38,6 @@ export function daysRead(
   const rawFrom = rawFromDay * DAY_MS;
   let firstDay = rawFromDay;
   const boundary: number[] = [];
-  let last = Number.NaN;
   for (let ci = 0; ci < candidates.length; ci++) {
     const c = candidates[ci] as CapCandidate;
     for (let k = 0; k < c.caps.length; k++) {
@@ -55,11 +54,8 @@ export function daysRead(
       if (start >= rawFrom) continue;
       const day = Math.floor(start / DAY_MS);
       if (day < firstDay) firstDay = day;
-      // Starts repeat from cap to cap: the day of the last one is the usual repeat.
-      if (day !== last) {
-        if (!boundary.includes(day)) boundary.push(day);
-        last = day;
-      }
+      // Starts repeat from cap to cap; each day is named once (a few days at most).
+      if (!boundary.includes(day)) boundary.push(day);
     }
   }
   return firstDay < rawFromDay ? { rawFromDay, firstDay, boundary } : undefined;
@@ -85,7 +81,7 @@ const ENTRY_BYTES = 12;
 export const NO_GAIN: unique symbol = Symbol('no day read as aggregates');
 
 /** The day table, or undefined for one of another format or truncated. */
-export function parseTable(table: Buffer): DayTable | undefined {
+function parseTable(table: Buffer): DayTable | undefined {
   if (table.length < HEADER_BYTES || table[0] !== 3) return undefined;
   const ranges = table.readUInt16BE(13);
   const aggregated = table.readUInt16BE(15);
@@ -119,16 +115,16 @@ export interface SummaryKeys {
 }
 
 /**
- * The commands of the snapshot read for `read` over the summary `index`, with each reply's
- * expected length (−1: any), or undefined when the index is unusable.
+ * The commands of the snapshot read for `read` over the summary `index` (parsed: `table`), with
+ * each reply's expected length (−1: any); {@link NO_GAIN} when it would read no day as its
+ * aggregates; undefined when the index is unusable.
  */
 export function snapshotCommands(
   keys: SummaryKeys,
   index: Buffer,
+  table: DayTable | undefined,
   read: DaysRead,
-  parsed: DayTable | undefined = parseTable(index),
 ): SnapshotPlan | typeof NO_GAIN | undefined {
-  const table = parsed;
   if (table === undefined) return undefined;
   const boundary = read.boundary;
   const raw: number[] = [];
@@ -300,7 +296,7 @@ export class DaySummaryReader {
     evaluate: (members: readonly Buffer[], aggregates: readonly Buffer[]) => T,
     fromCache: boolean,
   ): Promise<T | undefined> {
-    const plan = snapshotCommands(keys, entry.bytes, read, entry.table);
+    const plan = snapshotCommands(keys, entry.bytes, entry.table, read);
     if (plan === undefined) {
       this.tables.delete(keys.days);
       return this.whole();
