@@ -12,11 +12,15 @@ import { parseArgs } from 'node:util';
 import { loadScenario, simulate } from './main.js';
 import type { StrategyRun } from './runner.js';
 
-/** The digest of one strategy's run: SHA-256 (hex) of its plan-day results, series left out. */
+/**
+ * The digest of one strategy's run: SHA-256 (hex) of its plan-day results, the diagnostics left
+ * out (series; the lost bids' split between our own bids and the market, which counts the same
+ * auctions the outcome came from).
+ */
 export function runDigest(run: Pick<StrategyRun, 'plans' | 'errors'>): string {
   const h = createHash('sha256');
   const rows = [...run.plans]
-    .map(({ series: _series, ...p }) => p)
+    .map(({ series: _series, lostToOwn: _own, lostToMarket: _market, ...p }) => p)
     .sort((a, b) => a.plan.localeCompare(b.plan) || a.day.localeCompare(b.day));
   for (const p of rows) h.update(`${JSON.stringify(p, Object.keys(p).sort())}\n`);
   h.update(`errors ${run.errors.length}\n`);

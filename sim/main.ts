@@ -190,7 +190,7 @@ function printTable(json: SimJson, runs: readonly StrategyRun[]): void {
   if (pace) {
     console.log(`\nper campaign-day (${pace.strategy}):`);
     console.log(
-      'campaign                day         fill  util     over     maxDev  rmsDev  alive  imps     cpm-µ$  cpc-µ$',
+      'campaign                day         fill  util     over     maxDev  rmsDev  alive  imps     lostOwn  cpm-µ$  cpc-µ$',
     );
     for (const r of campaignRows(pace, fillable)) {
       console.log(
@@ -204,13 +204,16 @@ function printTable(json: SimJson, runs: readonly StrategyRun[]): void {
           pct(r.rmsDeviation).padEnd(7),
           String(r.minutesAlive).padEnd(6),
           String(r.impressions).padEnd(8),
+          pct(r.lostToOwnShare).padEnd(8),
           String(r.costPerImpression).padEnd(7),
           String(r.costPerClick ?? '—'),
         ].join(' '),
       );
     }
   }
-  console.log('\nstrategy   minUtil(fill) <95%(fill) meanUtil overMax  >0.5%  maxDev(fill) cost/imp µ$');
+  console.log(
+    '\nstrategy   minUtil(fill) <95%(fill) meanUtil overMax  >0.5%  maxDev(fill) lostOwn(fill) cost/imp µ$',
+  );
   for (const [name, s] of Object.entries(json.strategies)) {
     console.log(
       [
@@ -221,6 +224,7 @@ function printTable(json: SimJson, runs: readonly StrategyRun[]): void {
         pct(s.overspendMax).padEnd(8),
         String(s.campaignsOverBudget).padEnd(6),
         pct(s.deviationMax).padEnd(12),
+        pct(s.lostToOwnShareFillable).padEnd(13),
         String(s.costPerImpression),
       ].join(' '),
     );

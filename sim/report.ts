@@ -38,6 +38,8 @@ export interface CampaignRow {
   readonly maxAhead: number;
   readonly minutesAlive: number;
   readonly impressions: number;
+  /** Share of the day's bids that lost to another of our own bids (null: no bid, or not counted). */
+  readonly lostToOwnShare: number | null;
   readonly costPerImpression: number;
   readonly costPerClick: number | null;
 }
@@ -74,6 +76,14 @@ export interface StrategySummary {
    */
   readonly costPerImpressionFillable: number | null;
   readonly costPerClick: number | null;
+  /**
+   * Over the fillable campaign-days: the share of their bids that lost to another of our own bids
+   * (every eligible campaign bids in the exchange's auction, so a campaign's competitor is the rest
+   * of the portfolio as well as the market), and the share that lost to the market (null: none
+   * fillable, or no bid).
+   */
+  readonly lostToOwnShareFillable: number | null;
+  readonly lostToMarketShareFillable: number | null;
   /** Live counters equal booked spend for every plan-day (exactly-once through faults). */
   readonly countersMatch: boolean;
   readonly errors: number;
@@ -92,6 +102,22 @@ function median(xs: readonly number[]): number {
   return s.length % 2 ? (s[m] as number) : ((s[m - 1] as number) + (s[m] as number)) / 2;
 }
 
+/** Σ bids lost to our own ÷ Σ bids over `plans` (null: no bid, or a plan without the figures). */
+function lostToOwnShare(plans: readonly PlanDayResult[]): number | null {
+  return lossShare(plans, (p) => p.lostToOwn as number);
+}
+
+function lossShare(plans: readonly PlanDayResult[], pick: (p: PlanDayResult) => number): number | null {
+  let lost = 0;
+  let bids = 0;
+  for (const p of plans) {
+    if (p.lostToOwn === undefined || p.lostToMarket === undefined) return null;
+    lost += pick(p);
+    bids += p.impressions + p.lostToOwn + p.lostToMarket;
+  }
+  return bids > 0 ? r4(lost / bids) : null;
+}
+
 function rowOf(p: PlanDayResult, fillable: boolean): CampaignRow {
   return {
     campaignId: p.campaignId as string,
@@ -105,6 +131,7 @@ function rowOf(p: PlanDayResult, fillable: boolean): CampaignRow {
     maxAhead: r4(p.maxAhead ?? 0),
     minutesAlive: p.minutesAlive,
     impressions: p.impressions,
+    lostToOwnShare: lostToOwnShare([p]),
     costPerImpression: Math.round(p.chargedMicros / Math.max(1, p.impressions)),
     costPerClick: p.clicks > 0 ? Math.round(p.chargedMicros / p.clicks) : null,
   };
@@ -176,6 +203,8 @@ export function summarise(
     costPerImpression: Math.round(charged / Math.max(1, impressions)),
     costPerImpressionFillable: fillImpressions > 0 ? Math.round(fillCharged / fillImpressions) : null,
     costPerClick: clicks > 0 ? Math.round(charged / clicks) : null,
+    lostToOwnShareFillable: lostToOwnShare(fillPlans),
+    lostToMarketShareFillable: lossShare(fillPlans, (p) => p.lostToMarket as number),
     countersMatch: run.plans.every((p) => p.countersMicros === p.spentMicros),
     errors: run.errors.length,
     ...outsideWindows(run),

@@ -188,6 +188,7 @@ class SingleRegionRun {
     this.auctioneer = new Auctioneer<PlanTrack>(scenario, campaigns, prng(this.seed ^ 0x62696473), cap, {
       win: (c, armId, at, price, clicked) => this.scorer.win(c, armId, at, price, clicked),
       notice: (_c, at, event) => this.notices.add(at, event),
+      lost: (c, armId, at, outcome) => this.scorer.lost(c, armId, at, outcome),
     });
   }
 

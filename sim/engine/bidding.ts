@@ -2,14 +2,15 @@
  * The ad-server and auction phase of one request, as both engines run it: each eligible campaign
  * with budgets reads its pacing (throttle, bid multiplier) from the server's reader, draws its
  * valuation, asks the server's guard, and the bids that pass meet the market's best competing bid
- * in one auction; the winner's click and every bid's notices are drawn after it.
+ * in one auction; the winner's click and every bid's notices are drawn after it. Every losing bid
+ * is reported as lost to another of ours or to the market (the report's self-competition figures).
  */
 import type { PacingReader } from '../../shared/pacing/reader.js';
 import type { Random } from '../../shared/random/prng.js';
 import type { BudgetGuard } from '../../shared/spend/guard.js';
 import type { SpendTracker } from '../../shared/spend/tracker.js';
 import { armOf } from '../engine-parts.js';
-import { type AuctionBid, gaussian, plannedNotices, runAuction } from '../market/index.js';
+import { type AuctionBid, gaussian, outcomeOf, plannedNotices, runAuction } from '../market/index.js';
 import type { Scenario } from '../scenario.js';
 import { mix } from './market.js';
 import type { CampaignRun, ReusableBid } from './world.js';
@@ -36,6 +37,8 @@ export interface AuctionSink<T> {
   win(c: CampaignRun<T>, armId: string | undefined, at: number, priceMicros: number, clicked: boolean): void;
   /** A notice of a bid, due at `at`. */
   notice(c: CampaignRun<T>, at: number, event: NoticeEvent): void;
+  /** A bid made at `at` that lost: to another of our bids (`own`) or to the market. */
+  lost(c: CampaignRun<T>, armId: string | undefined, at: number, outcome: 'own' | 'market'): void;
 }
 
 /** Runs requests' bids and auctions (module comment); counts auctions and bids. */
@@ -111,8 +114,10 @@ export class Auctioneer<T> {
     );
     for (const b of this.bidders) {
       const c = this.campaigns[b.key] as CampaignRun<T>;
-      const won = result.winner === b.key;
+      const outcome = outcomeOf(result, b.key);
+      const won = outcome === 'won';
       if (won) sink.win(c, b.armId, at, result.priceMicros, random() < c.spec.ctr);
+      else sink.lost(c, b.armId, at, outcome);
       const bidId = `b${++this.bidNo}`;
       for (const pn of plannedNotices(won, at, scenario.notices, random))
         sink.notice(

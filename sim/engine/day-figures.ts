@@ -17,6 +17,9 @@ export interface DayFigures {
   /** What the exchange charged for impressions bid outside a dayparted plan's windows (undefined: not dayparted). */
   outsideWindow: number | undefined;
   impressions: number;
+  /** Bids that lost to another of our bids (the portfolio won the auction) and to the market. */
+  lostToOwn: number;
+  lostToMarket: number;
   clicks: number;
   maxDev: number;
   sumSq: number;
@@ -41,6 +44,8 @@ export function newDayFigures(budget: number, keepSeries: boolean): DayFigures {
     charged: 0,
     outsideWindow: undefined,
     impressions: 0,
+    lostToOwn: 0,
+    lostToMarket: 0,
     clicks: 0,
     maxDev: 0,
     sumSq: 0,
@@ -99,4 +104,15 @@ export function resultHead(
   budgetMicros: number,
 ): Pick<PlanDayResult, 'plan' | 'level' | 'campaignId' | 'day' | 'scored' | 'budgetMicros'> {
   return { plan: key, level: plan.level, campaignId: plan.campaignId, day, scored, budgetMicros };
+}
+
+/** A bid of the plan-day that lost: to another of our bids (`own`) or to the market. */
+export function recordLoss(d: DayFigures, outcome: 'own' | 'market'): void {
+  if (outcome === 'own') d.lostToOwn++;
+  else d.lostToMarket++;
+}
+
+/** The plan-day's lost bids, as its result carries them ({@link PlanDayResult.lostToOwn}). */
+export function lossFigures(d: DayFigures): Pick<PlanDayResult, 'lostToOwn' | 'lostToMarket'> {
+  return { lostToOwn: d.lostToOwn, lostToMarket: d.lostToMarket };
 }

@@ -17,7 +17,15 @@ import { readPlanDay } from '../../shared/spend/live-counters.js';
 import type { Reconciler } from '../../shared/spend/reconcile.js';
 import { curveTraffic, IDEAL_PACE, idealTraffic, openTraffic } from '../ideal.js';
 import type { Scenario } from '../scenario.js';
-import { type DayFigures, newDayFigures, resultHead, sampleCurve, sampleIdeal } from './day-figures.js';
+import {
+  type DayFigures,
+  lossFigures,
+  newDayFigures,
+  recordLoss,
+  resultHead,
+  sampleCurve,
+  sampleIdeal,
+} from './day-figures.js';
 import type { PlanDayResult } from './types.js';
 import { type CampaignRun, tracksOf } from './world.js';
 
@@ -119,6 +127,12 @@ export class Scorer {
     }
   }
 
+  /** A bid of `c` made at `at` that lost (to another of our bids, or to the market). */
+  lost(c: CampaignRun<PlanTrack>, armId: string | undefined, at: number, outcome: 'own' | 'market'): void {
+    const day = this.windowOf(c.timeZone, at).day;
+    for (const t of tracksOf(c, armId)) recordLoss(this.day(t, day), outcome);
+  }
+
   /** Spend the tracker booked for a bid of `c` made on advertiser day `day`. */
   book(c: CampaignRun<PlanTrack>, armId: string | undefined, day: string, micros: number): void {
     if (!c.budgets) return;
@@ -185,6 +199,7 @@ export class Scorer {
           chargedMicros: d.charged,
           ...(d.outsideWindow === undefined ? {} : { outsideWindowMicros: d.outsideWindow }),
           impressions: d.impressions,
+          ...lossFigures(d),
           clicks: d.clicks,
           maxDeviation: d.maxDev,
           rmsDeviation: d.samples > 0 ? Math.sqrt(d.sumSq / d.samples) : 0,

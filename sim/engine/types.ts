@@ -36,6 +36,14 @@ export interface PlanDayResult {
    */
   readonly outsideWindowMicros?: number;
   readonly impressions: number;
+  /**
+   * Bids of the plan-day that lost to another of our own bids (the portfolio won that auction: every
+   * eligible campaign bids in it) and to the market (its competing bid or the floor); with
+   * `impressions`, every bid placed. Diagnostics: left out of the run digest (sim/digest.ts). A
+   * region's row of a multi-region run leaves them out (its combined row carries them).
+   */
+  readonly lostToOwn?: number;
+  readonly lostToMarket?: number;
   readonly clicks: number;
   /** Max / RMS over the day's minutes of |spent − E(t)| / budget, E = the published curve. */
   readonly maxDeviation: number;

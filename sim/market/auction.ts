@@ -23,6 +23,18 @@ export interface AuctionResult<K> {
 }
 
 /**
+ * How a bid of an auction fared: `won`; `own` — another of our bids won (the portfolio bid against
+ * itself); `market` — the competing bid or the floor won.
+ */
+export type BidOutcome = 'won' | 'own' | 'market';
+
+/** The outcome of the bid keyed `key` in an auction that gave `result`. */
+export function outcomeOf<K>(result: AuctionResult<K>, key: K): BidOutcome {
+  if (result.winner === undefined) return 'market';
+  return result.winner === key ? 'won' : 'own';
+}
+
+/**
  * Runs one auction. A tie with the competing bid or the floor is lost (the exchange keeps the
  * incumbent); among our own bids the first of equal bids wins.
  */

@@ -26,6 +26,7 @@ import type { RegionRun, RegionsRunOptions, StrategyRun } from '../engine/types.
 
 export type { RegionProbe, RegionsRunOptions } from '../engine/types.js';
 
+import { recordLoss } from '../engine/day-figures.js';
 import { type CampaignRun, tracksOf, World } from '../engine/world.js';
 import { dayWindows, NoticeQueue } from '../engine-parts.js';
 import { idealTraffic } from '../ideal.js';
@@ -134,6 +135,10 @@ class RegionsRun {
       minFloat(scenario),
       {
         win: (c, armId, at, price, clicked) => this.win(c, armId, at, price, clicked),
+        lost: (c, armId, at, outcome) => {
+          const day = this.windowOf(c.timeZone, at).day;
+          for (const t of tracksOf(c, armId)) recordLoss(this.tracks.day(t, day), outcome);
+        },
         notice: (_c, at, event) =>
           (this.noticeQueues[this.region] as NoticeQueue<NoticeEvent>).add(at, event),
       },

@@ -14,6 +14,7 @@ import type { PacingReader } from '../../shared/pacing/reader.js';
 import { evaluateCurve } from '../../shared/pacing/types.js';
 import {
   type DayFigures,
+  lossFigures,
   newDayFigures,
   resultHead,
   sampleCurve,
@@ -148,6 +149,7 @@ export class Tracks {
           countersMicros: counters(t, day),
           chargedMicros: r === undefined ? d.charged : (d.regionCharged[r] as number),
           impressions: r === undefined ? d.impressions : (d.regionImpressions[r] as number),
+          ...(r === undefined ? lossFigures(d) : {}),
           clicks: r === undefined ? d.clicks : (d.regionClicks[r] as number),
           maxDeviation: r === undefined ? d.maxDev : (d.regionMaxDev[r] as number),
           rmsDeviation: samples > 0 ? Math.sqrt(sumSq / samples) : 0,

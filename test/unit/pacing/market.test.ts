@@ -10,6 +10,7 @@ import {
   loadIpinyouHistogram,
   localHourOf,
   Market,
+  outcomeOf,
   PriceDataError,
   plannedNotices,
   poisson,
@@ -104,6 +105,19 @@ describe('auctions', () => {
       winner: undefined,
       priceMicros: 0,
     });
+  });
+
+  it('tells a losing bid lost to another of ours from one lost to the market', () => {
+    const bids = [
+      { key: 'a', bidMicros: 1000 },
+      { key: 'b', bidMicros: 900 },
+    ];
+    const ours = runAuction('first-price', bids, 600);
+    expect([outcomeOf(ours, 'a'), outcomeOf(ours, 'b')]).toEqual(['won', 'own']);
+    const market = runAuction('first-price', bids, 1000);
+    expect([outcomeOf(market, 'a'), outcomeOf(market, 'b')]).toEqual(['market', 'market']);
+    const floor = runAuction('second-price', bids, 0, 1200);
+    expect(outcomeOf(floor, 'a')).toBe('market');
   });
 
   it('first price: the winner pays its bid', () => {

@@ -1,6 +1,6 @@
 /**
  * The run digest (sim/digest.ts): one figure of one plan-day changes it; the order the plan-days
- * come in and the series kept beside them do not.
+ * come in and the diagnostics kept beside them (series, the lost bids' split) do not.
  */
 import { describe, expect, it } from 'vitest';
 import { runDigest } from '../../../sim/digest.js';
@@ -26,7 +26,7 @@ const day = (plan: string, spentMicros: number): PlanDayResult => ({
 });
 
 describe('run digest', () => {
-  it('changes with one figure, not with the plan-days’ order or their series', () => {
+  it('changes with one figure, not with the plan-days’ order, their series or lost-bid split', () => {
     const a = [day('c:a/campaign', 990_000), day('c:b/campaign', 500_000)];
     const d = runDigest({ plans: a, errors: [] });
     expect(d).toMatch(/^[0-9a-f]{64}$/);
@@ -34,6 +34,12 @@ describe('run digest', () => {
     expect(
       runDigest({
         plans: [{ ...a[0], series: [[0, 1, 2, 3, 4]] } as PlanDayResult, a[1] as PlanDayResult],
+        errors: [],
+      }),
+    ).toBe(d);
+    expect(
+      runDigest({
+        plans: [{ ...a[0], lostToOwn: 7, lostToMarket: 3 } as PlanDayResult, a[1] as PlanDayResult],
         errors: [],
       }),
     ).toBe(d);

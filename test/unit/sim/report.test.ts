@@ -1,10 +1,11 @@
 /**
  * The report's aggregates (sim/report.ts): a campaign whose scenario mode only caps (`asap`,
  * `asap-hourly`) is left out of the deviation and max-ahead aggregates — its curve is a ceiling —
- * while its utilisation still counts; the same campaign paced `even` counts in all of them.
+ * while its utilisation still counts; the same campaign paced `even` counts in all of them. Lost
+ * bids are split between our own bids and the market over the fillable campaign-days.
  */
 import { describe, expect, it } from 'vitest';
-import { ceilingOnlyOf, summarise } from '../../../sim/report.js';
+import { campaignRows, ceilingOnlyOf, summarise } from '../../../sim/report.js';
 import type { PlanDayResult, StrategyRun } from '../../../sim/runner.js';
 import { parseScenario } from '../../../sim/scenario.js';
 
@@ -71,5 +72,31 @@ describe('report aggregates', () => {
       expect(s.deviationMax).toBe(0.4);
       expect(s.aheadMaxFillable).toBe(0.3);
     }
+  });
+
+  it('splits the lost bids of the fillable campaign-days between our own bids and the market', () => {
+    const losing = (id: string, spent: number, own: number, market: number): PlanDayResult => ({
+      ...plan(id, spent, 0.01, 0),
+      lostToOwn: own,
+      lostToMarket: market,
+    });
+    // 100 impressions each: paced bid 100 + 60 + 40 times, small 100 + 100 + 0, unfillable 100 + 0 + 900.
+    const counted = {
+      strategy: 'paceline',
+      plans: [
+        losing('paced', 990_000, 60, 40),
+        losing('small', 995_000, 100, 0),
+        losing('deep', 400_000, 0, 900),
+      ],
+      errors: [],
+    } as unknown as StrategyRun;
+    const fill = new Set(['c:paced/campaign|2026-03-04', 'c:small/campaign|2026-03-04']);
+    const s = summarise(counted, fill);
+    expect(s.lostToOwnShareFillable).toBe(0.4); // (60 + 100) ÷ (200 + 200)
+    expect(s.lostToMarketShareFillable).toBe(0.1); // 40 ÷ 400: the unfillable one's 900 not counted
+    const rows = campaignRows(counted, fill);
+    expect(rows.map((r) => r.lostToOwnShare)).toEqual([0.3, 0.5, 0]);
+    // Results without the figures (an older run's JSON) give no share rather than a wrong one.
+    expect(summarise(run, fillable).lostToOwnShareFillable).toBeNull();
   });
 });

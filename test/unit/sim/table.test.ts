@@ -26,6 +26,8 @@ function summary(over: Partial<StrategySummary>): StrategySummary {
     costPerImpression: 500,
     costPerImpressionFillable: 450,
     costPerClick: null,
+    lostToOwnShareFillable: 0.2,
+    lostToMarketShareFillable: 0.3,
     countersMatch: true,
     errors: 0,
     ...over,
