@@ -1,5 +1,5 @@
 /**
- * `npm run sim -- --scenario FILE [--strategy S …] [--seed N] [--json] [--html OUT] [--help]`
+ * `npm run sim -- --scenario FILE [--strategy S …] [--seed N] [--json] [--html OUT] [--full-speed] [--help]`
  *
  * Replays a scenario's days of auctions against the real pacing path on a local redis-server this
  * command starts (never anything remote), once per strategy on the same seed, and prints the
@@ -14,6 +14,7 @@ import { PacelineError } from '../shared/errors.js';
 import { connectRedis, type RedisClient } from '../shared/redis/connect.js';
 import { ManualClock } from '../shared/time/clock.js';
 import { flightsOf } from './flights.js';
+import { fullSpeedAgainstAsap } from './full-speed.js';
 import { renderHtml } from './html.js';
 import { type RegionProbe, runRegions } from './regions/engine.js';
 import { campaignRows, ceilingOnlyOf, fillableOf, type SimJson, simJson } from './report.js';
@@ -22,6 +23,7 @@ import { parseScenario, type Scenario, ScenarioError } from './scenario.js';
 import { isStrategy, STRATEGIES, type StrategyName } from './strategies.js';
 
 const HELP = `Usage: npm run sim -- --scenario FILE [--strategy S …] [--seed N] [--json] [--html OUT]
+                      [--full-speed]
 
 Replays the scenario's days of auctions against the real pacer (controller, fenced publish),
 PacingReader, BudgetGuard and SpendTracker on a local redis-server started for the run, on a
@@ -33,6 +35,8 @@ simulated clock; deterministic for a seed.
   --seed N          overrides the scenario's seed (the market's, and a generated portfolio's)
   --json            the last stdout line is one JSON object (the summary per strategy)
   --html OUT        writes a self-contained report page with charts to OUT
+  --full-speed      per strategy, what the fillable campaigns it left under 98 % spent at full
+                    speed against ASAP's run over the same intervals (sim/full-speed.ts)
   --help            this text
 
 Exit codes: 0 done, 2 bad usage or invalid scenario, 1 the simulation failed.`;
@@ -48,10 +52,18 @@ interface Args {
   seed: number | undefined;
   json: boolean;
   html: string | undefined;
+  fullSpeed: boolean;
 }
 
 function parseArgs(argv: readonly string[]): Args | 'help' {
-  const out: Args = { scenario: '', strategies: [], seed: undefined, json: false, html: undefined };
+  const out: Args = {
+    scenario: '',
+    strategies: [],
+    seed: undefined,
+    json: false,
+    html: undefined,
+    fullSpeed: false,
+  };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i] as string;
     const value = () => {
@@ -72,6 +84,7 @@ function parseArgs(argv: readonly string[]): Args | 'help' {
       out.seed = n;
     } else if (a === '--json') out.json = true;
     else if (a === '--html') out.html = value();
+    else if (a === '--full-speed') out.fullSpeed = true;
     else throw new UsageError(`unknown argument ${a} (see --help).`);
   }
   if (!out.scenario) throw new UsageError('--scenario FILE is required (see --help).');
@@ -257,6 +270,25 @@ function printTable(json: SimJson, runs: readonly StrategyRun[]): void {
   );
 }
 
+/** `--full-speed`: each paced strategy's full-speed spend against ASAP's (sim/full-speed.ts). */
+function printFullSpeed(runs: readonly StrategyRun[]): void {
+  const asap = runs.find((r) => r.strategy === 'asap') as StrategyRun;
+  const fillable = fillableOf(asap);
+  for (const run of runs) {
+    if (run === asap) continue;
+    const { rows, ratio } = fullSpeedAgainstAsap(run, asap, fillable);
+    console.log(
+      `\nfull speed (${run.strategy}; fillable campaign-days under 98 %, intervals at throttle 1 and multiplier 1, ASAP not yet at its cap): ` +
+        `spend against ASAP's over the same intervals ${ratio ?? '—'}`,
+    );
+    for (const r of rows)
+      console.log(
+        `  ${r.campaignId.padEnd(22)} ${r.day}  $${(r.budgetMicros / 1e6).toFixed(2).padEnd(9)} ${String(r.intervals).padEnd(4)} intervals  ` +
+          `${pct(r.pacedMicros / r.budgetMicros)} against ${pct(r.asapMicros / r.budgetMicros)} of the budget`,
+      );
+  }
+}
+
 /** The CLI; returns the exit code (0 done, 2 usage or scenario error). */
 export async function main(argv: readonly string[]): Promise<number> {
   let args: Args | 'help';
@@ -284,10 +316,11 @@ export async function main(argv: readonly string[]): Promise<number> {
   const { runs, json } = await simulate(scenario, {
     strategies: args.strategies,
     seed,
-    series: args.html !== undefined,
+    series: args.html !== undefined || args.fullSpeed,
     onProgress: (line) => process.stderr.write(`[sim] ${line}\n`),
   });
   printTable(json, runs);
+  if (args.fullSpeed) printFullSpeed(runs);
   if (args.html) {
     writeFileSync(args.html, renderHtml(json, runs));
     console.log(`html report: ${args.html}`);
