@@ -5,29 +5,14 @@
 import { describe, expect, it } from 'vitest';
 import { runDigest } from '../../../sim/digest.js';
 import type { PlanDayResult } from '../../../sim/engine/types.js';
+import { campaignDay } from './plan-day.js';
 
-const day = (plan: string, spentMicros: number): PlanDayResult => ({
-  plan,
-  level: 'campaign',
-  campaignId: plan,
-  day: '2026-03-04',
-  scored: true,
-  budgetMicros: 1_000_000,
-  spentMicros,
-  countersMicros: spentMicros,
-  chargedMicros: spentMicros,
-  impressions: 10,
-  clicks: 0,
-  maxDeviation: 0.01,
-  rmsDeviation: 0.005,
-  maxOverCapMicros: -1,
-  maxAhead: 0,
-  minutesAlive: 1439,
-});
+const day = (id: string, spentMicros: number): PlanDayResult =>
+  campaignDay(id, spentMicros, { maxDeviation: 0.01, rmsDeviation: 0.005, maxOverCapMicros: -1 });
 
 describe('run digest', () => {
   it('changes with one figure, not with the plan-days’ order, their series or lost-bid split', () => {
-    const a = [day('c:a/campaign', 990_000), day('c:b/campaign', 500_000)];
+    const a = [day('a', 990_000), day('b', 500_000)];
     const d = runDigest({ plans: a, errors: [] });
     expect(d).toMatch(/^[0-9a-f]{64}$/);
     expect(runDigest({ plans: [...a].reverse(), errors: [] })).toBe(d);
@@ -43,9 +28,7 @@ describe('run digest', () => {
         errors: [],
       }),
     ).toBe(d);
-    expect(runDigest({ plans: [day('c:a/campaign', 990_001), a[1] as PlanDayResult], errors: [] })).not.toBe(
-      d,
-    );
+    expect(runDigest({ plans: [day('a', 990_001), a[1] as PlanDayResult], errors: [] })).not.toBe(d);
     expect(runDigest({ plans: a, errors: ['x'] })).not.toBe(d);
   });
 });

@@ -6,31 +6,12 @@
 import { describe, expect, it } from 'vitest';
 import type { PlanDayResult } from '../../../sim/engine/types.js';
 import { fullSpeedAgainstAsap } from '../../../sim/full-speed.js';
+import { campaignDay } from './plan-day.js';
 
 type Sample = [number, number, number, number, number];
 const M = 600_000;
 
-function day(id: string, spent: number, series: Sample[]): PlanDayResult {
-  return {
-    plan: `c:${id}/campaign`,
-    level: 'campaign',
-    campaignId: id,
-    day: '2026-03-04',
-    scored: true,
-    budgetMicros: 1_000_000,
-    spentMicros: spent,
-    countersMicros: spent,
-    chargedMicros: spent,
-    impressions: 10,
-    clicks: 0,
-    maxDeviation: 0,
-    rmsDeviation: 0,
-    maxOverCapMicros: 0,
-    maxAhead: 0,
-    minutesAlive: 1439,
-    series,
-  };
-}
+const day = (id: string, spent: number, series: Sample[]) => campaignDay(id, spent, { series });
 
 // [t, spent, E, throttle, multiplier]
 const paced = [

@@ -8,26 +8,17 @@ import { describe, expect, it } from 'vitest';
 import { campaignRows, ceilingOnlyOf, summarise } from '../../../sim/report.js';
 import type { PlanDayResult, StrategyRun } from '../../../sim/runner.js';
 import { parseScenario } from '../../../sim/scenario.js';
+import { campaignDay } from './plan-day.js';
 
 function plan(id: string, spent: number, maxDeviation: number, maxAhead: number): PlanDayResult {
-  return {
-    plan: `c:${id}/campaign`,
-    level: 'campaign',
-    campaignId: id,
-    day: '2026-03-04',
-    scored: true,
-    budgetMicros: 1_000_000,
-    spentMicros: spent,
-    countersMicros: spent,
-    chargedMicros: spent,
+  return campaignDay(id, spent, {
     impressions: 100,
     clicks: 1,
     maxDeviation,
     rmsDeviation: maxDeviation / 2,
-    maxOverCapMicros: 0,
     maxAhead,
     minutesAlive: 1000,
-  };
+  });
 }
 
 const run = {
