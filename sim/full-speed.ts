@@ -7,6 +7,8 @@
  * paced, took from a campaign that could not bid more: no controller of that campaign can win it
  * back. Needs both runs' series (`npm run sim -- … --full-speed`).
  */
+
+import { planDayKey } from './engine/day-figures.js';
 import type { PlanDayResult, StrategyRun } from './engine/types.js';
 
 /** Throttle and multiplier at least this count as full speed (both are exactly 1 there). */
@@ -37,11 +39,11 @@ export interface FullSpeedReport {
 
 type Sample = readonly [number, number, number, number, number];
 
-const atFullSpeed = (s: Sample | undefined) => s !== undefined && s[3] >= FULL && s[4] >= FULL;
+const atFullSpeed = (s: Sample | undefined): s is Sample => s !== undefined && s[3] >= FULL && s[4] >= FULL;
 
 /**
  * The full-speed comparison of `paced` against `asap` over the fillable campaign-days (`fillable`:
- * `plan|day` keys, report.ts `fillableOf`) that `paced` left under `under` of their budget.
+ * report.ts `fillableOf`) that `paced` left under `under` of their budget.
  */
 export function fullSpeedAgainstAsap(
   paced: Pick<StrategyRun, 'plans'>,
@@ -50,12 +52,12 @@ export function fullSpeedAgainstAsap(
   under = 0.98,
 ): FullSpeedReport {
   const asapOf = new Map<string, PlanDayResult>();
-  for (const p of asap.plans) asapOf.set(`${p.plan}|${p.day}`, p);
+  for (const p of asap.plans) asapOf.set(planDayKey(p), p);
   const rows: FullSpeedRow[] = [];
   let paced$ = 0;
   let asap$ = 0;
   for (const p of paced.plans) {
-    const key = `${p.plan}|${p.day}`;
+    const key = planDayKey(p);
     const a = asapOf.get(key);
     if (p.level !== 'campaign' || !p.scored || !fillable.has(key) || !a?.series || !p.series) continue;
     if (!(p.spentMicros < under * p.budgetMicros)) continue;
@@ -65,12 +67,12 @@ export function fullSpeedAgainstAsap(
     const n = Math.min(p.series.length, a.series.length);
     for (let i = 1; i < n; i++) {
       const s0 = p.series[i - 1];
-      const s1 = p.series[i] as Sample;
+      const s1 = p.series[i];
       const a0 = a.series[i - 1] as Sample;
       const a1 = a.series[i] as Sample;
       if (!atFullSpeed(s0) || !atFullSpeed(s1) || !(a1[1] < ASAP_OPEN * a.budgetMicros)) continue;
       intervals++;
-      mine += s1[1] - (s0 as Sample)[1];
+      mine += s1[1] - s0[1];
       theirs += a1[1] - a0[1];
     }
     if (intervals === 0) continue;

@@ -15,6 +15,7 @@
  */
 import type { Flight } from '../shared/budget/flight.js';
 import { pacingModeOf } from '../shared/pacing/modes.js';
+import { planDayKey } from './engine/day-figures.js';
 import { type FlightRow, flightRows } from './flights.js';
 import { type RegionSummary, regionRows } from './regions/report.js';
 import type { PlanDayResult, StrategyRun } from './runner.js';
@@ -137,12 +138,12 @@ function rowOf(p: PlanDayResult, fillable: boolean): CampaignRow {
   };
 }
 
-/** The fillable (plan, day) keys: campaign-days ASAP filled. */
+/** The fillable (plan, day) keys ({@link planDayKey}): campaign-days ASAP filled. */
 export function fillableOf(asap: StrategyRun): Set<string> {
   const out = new Set<string>();
   for (const p of asap.plans)
     if (p.level === 'campaign' && p.scored && p.spentMicros >= FILLED * p.budgetMicros)
-      out.add(`${p.plan}|${p.day}`);
+      out.add(planDayKey(p));
   return out;
 }
 
@@ -150,7 +151,7 @@ export function fillableOf(asap: StrategyRun): Set<string> {
 export function campaignRows(run: StrategyRun, fillable: ReadonlySet<string>): CampaignRow[] {
   return run.plans
     .filter((p) => p.level === 'campaign' && p.scored)
-    .map((p) => rowOf(p, fillable.has(`${p.plan}|${p.day}`)));
+    .map((p) => rowOf(p, fillable.has(planDayKey(p))));
 }
 
 /**
@@ -178,7 +179,7 @@ export function summarise(
   const campaignPlans = scoredPlans.filter((p) => p.level === 'campaign');
   const charged = campaignPlans.reduce((a, p) => a + p.chargedMicros, 0);
   const impressions = campaignPlans.reduce((a, p) => a + p.impressions, 0);
-  const fillPlans = campaignPlans.filter((p) => fillable.has(`${p.plan}|${p.day}`));
+  const fillPlans = campaignPlans.filter((p) => fillable.has(planDayKey(p)));
   const fillImpressions = fillPlans.reduce((a, p) => a + p.impressions, 0);
   const fillCharged = fillPlans.reduce((a, p) => a + p.chargedMicros, 0);
   const clicks = campaignPlans.reduce((a, p) => a + p.clicks, 0);

@@ -10,7 +10,14 @@ import type { Random } from '../../shared/random/prng.js';
 import type { BudgetGuard } from '../../shared/spend/guard.js';
 import type { SpendTracker } from '../../shared/spend/tracker.js';
 import { armOf } from '../engine-parts.js';
-import { type AuctionBid, gaussian, outcomeOf, plannedNotices, runAuction } from '../market/index.js';
+import {
+  type AuctionBid,
+  type BidLoss,
+  gaussian,
+  outcomeOf,
+  plannedNotices,
+  runAuction,
+} from '../market/index.js';
 import type { Scenario } from '../scenario.js';
 import { mix } from './market.js';
 import type { CampaignRun, ReusableBid } from './world.js';
@@ -38,7 +45,7 @@ export interface AuctionSink<T> {
   /** A notice of a bid, due at `at`. */
   notice(c: CampaignRun<T>, at: number, event: NoticeEvent): void;
   /** A bid made at `at` that lost: to another of our bids (`own`) or to the market. */
-  lost(c: CampaignRun<T>, armId: string | undefined, at: number, outcome: 'own' | 'market'): void;
+  lost(c: CampaignRun<T>, armId: string | undefined, at: number, outcome: BidLoss): void;
 }
 
 /** Runs requests' bids and auctions (module comment); counts auctions and bids. */

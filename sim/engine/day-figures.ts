@@ -7,6 +7,7 @@ import type { ResolvedPlan } from '../../shared/budget/model.js';
 import type { DayWindow } from '../../shared/budget/time-zone.js';
 import { TICK_MS } from '../../shared/pacing/types.js';
 import { IdealCurve, type TrafficDay } from '../ideal.js';
+import type { BidLoss } from '../market/index.js';
 import type { PlanDayResult } from './types.js';
 
 /** One plan-day's running figures (combined over regions in a multi-region run). */
@@ -95,6 +96,11 @@ export function sampleCurve(d: DayFigures, e: number, budget: number, now: numbe
   if (e - d.spent > 0) d.alive++;
 }
 
+/** A plan-day result's key in sets and maps of plan-days (the report's fillable set, `fillableOf`). */
+export function planDayKey(p: Pick<PlanDayResult, 'plan' | 'day'>): string {
+  return `${p.plan}|${p.day}`;
+}
+
 /** The identifying head of a plan-day's result, the same in every scorer. */
 export function resultHead(
   key: string,
@@ -107,7 +113,7 @@ export function resultHead(
 }
 
 /** A bid of the plan-day that lost: to another of our bids (`own`) or to the market. */
-export function recordLoss(d: DayFigures, outcome: 'own' | 'market'): void {
+export function recordLoss(d: DayFigures, outcome: BidLoss): void {
   if (outcome === 'own') d.lostToOwn++;
   else d.lostToMarket++;
 }

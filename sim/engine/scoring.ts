@@ -16,6 +16,7 @@ import { planDayKeys } from '../../shared/spend/keys.js';
 import { readPlanDay } from '../../shared/spend/live-counters.js';
 import type { Reconciler } from '../../shared/spend/reconcile.js';
 import { curveTraffic, IDEAL_PACE, idealTraffic, openTraffic } from '../ideal.js';
+import type { BidLoss } from '../market/index.js';
 import type { Scenario } from '../scenario.js';
 import {
   type DayFigures,
@@ -128,7 +129,7 @@ export class Scorer {
   }
 
   /** A bid of `c` made at `at` that lost (to another of our bids, or to the market). */
-  lost(c: CampaignRun<PlanTrack>, armId: string | undefined, at: number, outcome: 'own' | 'market'): void {
+  lost(c: CampaignRun<PlanTrack>, armId: string | undefined, at: number, outcome: BidLoss): void {
     const day = this.windowOf(c.timeZone, at).day;
     for (const t of tracksOf(c, armId)) recordLoss(this.day(t, day), outcome);
   }

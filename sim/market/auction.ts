@@ -28,6 +28,9 @@ export interface AuctionResult<K> {
  */
 export type BidOutcome = 'won' | 'own' | 'market';
 
+/** A lost bid's {@link BidOutcome}. */
+export type BidLoss = Exclude<BidOutcome, 'won'>;
+
 /** The outcome of the bid keyed `key` in an auction that gave `result`. */
 export function outcomeOf<K>(result: AuctionResult<K>, key: K): BidOutcome {
   if (result.winner === undefined) return 'market';

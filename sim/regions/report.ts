@@ -5,6 +5,8 @@
  * it (lease calls cut short, no-budget answers that caused), the age of the allocation authority
  * it followed, and — for the home — what it granted and reclaimed.
  */
+
+import { planDayKey } from '../engine/day-figures.js';
 import type { StrategyRun } from '../runner.js';
 
 /** One region's row. */
@@ -43,9 +45,7 @@ export function regionRows(
     const plans = r.plans.filter((p) => p.level === 'campaign' && p.scored);
     const spent = plans.reduce((a, p) => a + p.spentMicros, 0);
     // Deviation of the steered fillable campaigns (ceilingOnly: as summarise, sim/report.ts).
-    const fill = plans.filter(
-      (p) => fillable.has(`${p.plan}|${p.day}`) && !ceilingOnly.has(p.campaignId as string),
-    );
+    const fill = plans.filter((p) => fillable.has(planDayKey(p)) && !ceilingOnly.has(p.campaignId as string));
     out[r.region] = {
       requests: r.requests,
       bids: r.bids,
