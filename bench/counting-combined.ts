@@ -9,7 +9,7 @@ import type { Redis } from 'ioredis';
 import { encodeActionEvent } from '../shared/counting/event-encode.js';
 import { ingestRecords } from '../shared/counting/ingest.js';
 import type { CapCandidate, CapRule } from '../shared/counting/query.js';
-import { ActionStore } from '../shared/counting/store.js';
+import { ActionStore, type CapCheckRequest } from '../shared/counting/store.js';
 import { prng } from '../shared/random/prng.js';
 import { DAY_MS, ManualClock, MINUTE_MS } from '../shared/time/clock.js';
 import { type CountingWorkload, capCandidates, entities, percentile, round } from './counting-workload.js';
@@ -62,18 +62,33 @@ function combinedCandidates(w: CountingWorkload): CapCandidate[] {
   }));
 }
 
+/** `checks` checks of `store` with 4 in flight: checks/s and client CPU per check (µs). */
+async function closedLoop(
+  store: ActionStore,
+  request: (i: number) => CapCheckRequest,
+  checks: number,
+): Promise<{ perSec: number; cpuUs: number }> {
+  const concurrency = 4;
+  const cpu0 = process.cpuUsage();
+  const start = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async (_, k) => {
+      for (let i = k; i < checks; i += concurrency) await store.checkFrequencyCaps(request(i));
+    }),
+  );
+  const wall = (performance.now() - start) / 1000;
+  const cpu = process.cpuUsage(cpu0);
+  return { perSec: Math.round(checks / wall), cpuUs: round((cpu.user + cpu.system) / checks, 1) };
+}
+
 /** The combined check's figures: P50 / P99 one at a time, checks/s and client CPU with 4 in flight. */
 export async function combinedChecks(
   client: Redis,
   w: CountingWorkload,
   checks: number,
 ): Promise<Record<string, unknown>> {
-  const store = new ActionStore({
-    redis: client,
-    clock: new ManualClock(w.now),
-    retentionDays: 90,
-    keyPrefix: 'cmb',
-  });
+  const options = { redis: client, clock: new ManualClock(w.now), retentionDays: 90, keyPrefix: 'cmb' };
+  const store = new ActionStore(options);
   const users = Array.from({ length: USERS }, (_, i) => 8_000_000 + i);
   const records = events(w, users);
   for (let i = 0; i < records.length; i += 2000) await ingestRecords(store, records.slice(i, i + 2000));
@@ -92,24 +107,22 @@ export async function combinedChecks(
     rejected += r.rejected.length;
   }
   latencies.sort((a, b) => a - b);
-  const concurrency = 4;
-  const cpu0 = process.cpuUsage();
-  const start = performance.now();
-  await Promise.all(
-    Array.from({ length: concurrency }, async (_, k) => {
-      for (let i = k; i < checks; i += concurrency) await store.checkFrequencyCaps(request(i));
-    }),
-  );
-  const wall = (performance.now() - start) / 1000;
-  const cpu = process.cpuUsage(cpu0);
+  const loaded = await closedLoop(store, request, checks);
+  // The same over the logs (day summary, whole log), for comparison.
+  const overLogs = new ActionStore({ ...options, capLogReads: false });
+  await closedLoop(overLogs, request, Math.min(checks, 1000));
+  const logs = await closedLoop(overLogs, request, checks);
+  if (store.capLogMisses > 0) throw new Error(`${store.capLogMisses} combined checks found no cap log`);
   return {
     combinedCheckShape:
       '50 candidates x (12 frequency caps + recency 30 min + lifetime over an 89-day flight + household 7 d); ' +
       `user with ${EVENTS_PER_USER} events over ${SPAN_DAYS} days, household of 2 users (two logs, one round trip)`,
     combinedCheckP50Ms: round(percentile(latencies, 50)),
     combinedCheckP99Ms: round(percentile(latencies, 99)),
-    combinedChecksPerSec: Math.round(checks / wall),
-    combinedCheckClientCpuUs: round((cpu.user + cpu.system) / checks, 1),
+    combinedChecksPerSec: loaded.perSec,
+    combinedCheckClientCpuUs: loaded.cpuUs,
+    combinedChecksPerSecLogReads: logs.perSec,
+    combinedCheckClientCpuUsLogReads: logs.cpuUs,
     combinedCheckRejectedPerCheck: round(rejected / checks, 1),
   };
 }

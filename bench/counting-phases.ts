@@ -5,7 +5,9 @@
  */
 import { constants, PerformanceObserver } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
+import { evaluateCapLog } from '../shared/counting/caps.js';
 import { ingestRecords } from '../shared/counting/ingest.js';
+import { userCapLogKey, userCapTuplesKey } from '../shared/counting/keys.js';
 import { type CapCandidate, evaluateCaps } from '../shared/counting/query.js';
 import type { ActionStore } from '../shared/counting/store.js';
 import { prng } from '../shared/random/prng.js';
@@ -253,24 +255,48 @@ export async function harnessCpuShare(ratePerSec: number): Promise<number> {
   return (cpu.user + cpu.system) / 1000 / (performance.now() - wall0);
 }
 
-/** Where the time goes: the in-process scan of one user's log alone (no Redis), ms per check. */
-export async function scanOnlyMs(c: CapChecks, now: number): Promise<number> {
-  const sampleMembers = await c.store.eventLog(c.capUserIds[0] as string);
-  const scanStart = performance.now();
-  for (let i = 0; i < 500; i++) evaluateCaps(sampleMembers, c.candidates, now, now - 30 * DAY_MS);
-  return (performance.now() - scanStart) / 500;
+/**
+ * Where the time goes: the in-process evaluation of one user's cap log alone (no Redis), ms per
+ * check, and of its log (what a check without the cap log scans).
+ */
+export async function scanOnlyMs(
+  client: Redis,
+  c: CapChecks,
+  now: number,
+): Promise<{ capLog: number; log: number }> {
+  const user = c.capUserIds[0] as string;
+  const log = await c.store.eventLog(user);
+  const capLog = (await client.getBuffer(userCapLogKey(user))) as Buffer;
+  const time = (run: () => void) => {
+    for (let i = 0; i < 200; i++) run();
+    const start = performance.now();
+    for (let i = 0; i < 500; i++) run();
+    return (performance.now() - start) / 500;
+  };
+  return {
+    capLog: time(() => evaluateCapLog(capLog, c.candidates, now, now - 30 * DAY_MS)),
+    log: time(() => evaluateCaps(log, c.candidates, now, now - 30 * DAY_MS)),
+  };
 }
 
 /** Bytes per event of the occurrence set and of the packed log, over 20 users with 1,000 events. */
 export async function bytesPerEventOfKeys(client: Redis, c: CapChecks) {
   let setBytes = 0;
   let logBytes = 0;
+  let capLogBytes = 0;
+  let capLogLength = 0;
+  const usage = async (key: string) => Number(await client.call('MEMORY', 'USAGE', key, 'SAMPLES', '0'));
   for (const u of c.capUserIds.slice(0, 20)) {
-    setBytes += Number(await client.call('MEMORY', 'USAGE', c.store.key(u), 'SAMPLES', '0'));
-    logBytes += Number(await client.call('MEMORY', 'USAGE', c.store.logKey(u), 'SAMPLES', '0'));
+    setBytes += await usage(c.store.key(u));
+    logBytes += await usage(c.store.logKey(u));
+    capLogBytes += (await usage(userCapLogKey(u))) + (await usage(userCapTuplesKey(u)));
+    capLogLength += await client.strlen(userCapLogKey(u));
   }
   return {
     userBytesPerEventSet: Math.round(setBytes / 20 / 1000),
     userBytesPerEventLog: Math.round(logBytes / 20 / 1000),
+    // Memory of the cap log and its tuple index; what a check reads (the cap log's length).
+    userBytesPerEventCapLog: Math.round(capLogBytes / 20 / 1000),
+    capLogReadBytesPerEvent: round(capLogLength / 20 / 1000, 1),
   };
 }

@@ -143,7 +143,13 @@ export interface PacelineClientConfig {
   /** Action store settings (must match ingest-actions'). */
   readonly actions?: Pick<
     ActionStoreOptions,
-    'retentionDays' | 'rawDays' | 'cachedDayTables' | 'maxFutureSkewMs' | 'keyPrefix' | 'noIdentity'
+    | 'retentionDays'
+    | 'rawDays'
+    | 'cachedDayTables'
+    | 'maxFutureSkewMs'
+    | 'keyPrefix'
+    | 'noIdentity'
+    | 'capLogReads'
   >;
   /** Producer tuning for both streams (batching, back-pressure, retries). */
   readonly producer?: Omit<KinesisProducerOptions, 'client' | 'streamName'>;

@@ -10,6 +10,18 @@ import { CapLayout, type CapScratch, SLOT, slotOf, TWO_32 } from './cap-scratch.
 import { layoutAt } from './event-log.js';
 import type { EventSchema, Layout } from './schema.js';
 
+/** Drops the levels a previous check had beyond this one's (a shape change, so rare). */
+export function dropStaleLevels(s: CapScratch): void {
+  const levelCount = s.levelCount;
+  if (s.levels.length > levelCount) {
+    s.levels.length = levelCount;
+    s.levelNames.length = levelCount;
+    s.valueKeys.length = levelCount;
+    s.candidateEntity.length = levelCount;
+    s.candidateStamp.length = levelCount;
+  }
+}
+
 /**
  * Counts the log's events into the scratch's counters (`counts`, scan order) or, on the fast path
  * (`startCount` > 0 window classes), into the entities' buckets. `weighted`: the log holds the
@@ -27,14 +39,7 @@ export function scanLog(
   const { action: cAction, view: cView, since: cSince, levels } = s;
   const fast = startCount > 0;
   const floor = Math.max(notBefore, s.minSince);
-  // The previous check may have had more levels: drop them (a shape change, so rare).
-  if (levels.length > levelCount) {
-    levels.length = levelCount;
-    s.levelNames.length = levelCount;
-    s.valueKeys.length = levelCount;
-    s.candidateEntity.length = levelCount;
-    s.candidateStamp.length = levelCount;
-  }
+  dropStaleLevels(s);
   const cache = s.layoutCache(schema, levels);
   const build = (layout: Layout) => new CapLayout(layout, levels);
   // Parts of whole members (a day-summary read's ranges) are scanned one after the other with

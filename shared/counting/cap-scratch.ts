@@ -88,6 +88,12 @@ export class CapScratch {
   /** Fast path: the distinct window starts, ascending, and per entity a count per window class. */
   readonly starts = new Float64Array(MAX_FAST_WINDOWS);
   buckets = new Int32Array(0);
+  /**
+   * Cap-log scan (cap-scan-caplog.ts): per tuple and level, the table position of the tuple's
+   * entity (−1: none of the request's), and on the fast path per tuple a count per window class.
+   */
+  tupleSlots = new Int32Array(0);
+  tupleTallies = new Int32Array(0);
   /** One open-addressing region of `SLOT` int32s × slots per level. */
   table = new Int32Array(0);
   /** Actions some counter watches: other events are skipped before any id lookup. */
@@ -181,6 +187,21 @@ export class CapScratch {
     if (n > this.buckets.length) this.buckets = new Int32Array(Math.max(n, this.buckets.length * 2));
     else this.buckets.fill(0, 0, n);
     return this.buckets;
+  }
+
+  /** Makes room for `ints` tuple slots and `tallies` tuple tallies, keeping what is there. */
+  ensureTuples(ints: number, tallies: number): void {
+    if (ints > this.tupleSlots.length) {
+      const grown = new Int32Array(Math.max(ints, this.tupleSlots.length * 2, 1024));
+      grown.set(this.tupleSlots);
+      this.tupleSlots = grown;
+    }
+    if (tallies > this.tupleTallies.length) {
+      // Tallies are zero between checks (the scan clears what it used), so growth keeps them so.
+      const grown = new Int32Array(Math.max(tallies, this.tupleTallies.length * 2, 1024));
+      grown.set(this.tupleTallies);
+      this.tupleTallies = grown;
+    }
   }
 
   /** Makes room for `ints` table entries, keeping the regions of the levels seen so far. */

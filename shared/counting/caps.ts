@@ -13,6 +13,7 @@ import type {
 } from './cap-rules.js';
 import { capMax, capWindowMs } from './cap-rules.js';
 import { foldBuckets, scanLog } from './cap-scan.js';
+import { scanCapLog } from './cap-scan-caplog.js';
 import { CapScratch } from './cap-scratch.js';
 import { fastWindows, orderCounters, resolveCaps } from './cap-setup.js';
 import { actionEventSchema, type EventSchema } from './schema.js';
@@ -49,34 +50,69 @@ export function evaluateCaps(
   schema: EventSchema = actionEventSchema,
   aggregates?: Buffer | readonly Buffer[],
 ): CapCheckResult {
-  let capTotal = 0;
-  for (let ci = 0; ci < candidates.length; ci++) capTotal += (candidates[ci] as CapCandidate).caps.length;
-  if (sharedScratchBusy || capTotal > SHARED_SCRATCH_CAPS || candidates.length > SHARED_SCRATCH_CAPS / 4) {
-    return evaluateCapsWith(new CapScratch(), capTotal, log, candidates, now, notBefore, schema, aggregates);
-  }
-  sharedScratchBusy = true;
-  try {
-    return evaluateCapsWith(sharedScratch, capTotal, log, candidates, now, notBefore, schema, aggregates);
-  } finally {
-    sharedScratchBusy = false;
-  }
+  return evaluate(log, false, candidates, now, notBefore, schema, aggregates);
 }
 
-/** One cap check in `s`: setup, scan, verdicts. */
-function evaluateCapsWith(
-  s: CapScratch,
-  capTotal: number,
+/**
+ * {@link evaluateCaps} over the user's cap log (counting-caplog.lua; it starts with
+ * `CAP_LOG_KEPT`) instead of its log: the same verdicts from a fraction of the bytes.
+ */
+export function evaluateCapLog(
+  capLog: Buffer,
+  candidates: readonly CapCandidate[],
+  now: number,
+  notBefore: number,
+  schema: EventSchema = actionEventSchema,
+): CapCheckResult {
+  return evaluate(capLog, true, candidates, now, notBefore, schema, undefined);
+}
+
+function evaluate(
   log: Buffer | readonly Buffer[],
+  isCapLog: boolean,
   candidates: readonly CapCandidate[],
   now: number,
   notBefore: number,
   schema: EventSchema,
   aggregates: Buffer | readonly Buffer[] | undefined,
 ): CapCheckResult {
+  let capTotal = 0;
+  for (let ci = 0; ci < candidates.length; ci++) capTotal += (candidates[ci] as CapCandidate).caps.length;
+  const input: CheckInput = { log, isCapLog, aggregates };
+  if (sharedScratchBusy || capTotal > SHARED_SCRATCH_CAPS || candidates.length > SHARED_SCRATCH_CAPS / 4) {
+    return evaluateCapsWith(new CapScratch(), capTotal, input, candidates, now, notBefore, schema);
+  }
+  sharedScratchBusy = true;
+  try {
+    return evaluateCapsWith(sharedScratch, capTotal, input, candidates, now, notBefore, schema);
+  } finally {
+    sharedScratchBusy = false;
+  }
+}
+
+/** What a check scans: a log (with the day summary's aggregates) or a cap log. */
+interface CheckInput {
+  readonly log: Buffer | readonly Buffer[];
+  readonly isCapLog: boolean;
+  readonly aggregates: Buffer | readonly Buffer[] | undefined;
+}
+
+/** One cap check in `s`: setup, scan, verdicts. */
+function evaluateCapsWith(
+  s: CapScratch,
+  capTotal: number,
+  input: CheckInput,
+  candidates: readonly CapCandidate[],
+  now: number,
+  notBefore: number,
+  schema: EventSchema,
+): CapCheckResult {
   resolveCaps(s, capTotal, candidates, now, notBefore, schema);
   orderCounters(s);
   const startCount = fastWindows(s);
-  scanLog(s, log, notBefore, schema, startCount);
+  const { log, aggregates } = input;
+  if (input.isCapLog) scanCapLog(s, log as Buffer, notBefore, schema, startCount);
+  else scanLog(s, log, notBefore, schema, startCount);
   if (aggregates !== undefined && aggregates.length > 0)
     scanLog(s, aggregates, notBefore, schema, startCount, true);
   if (startCount > 0) foldBuckets(s, startCount);

@@ -25,3 +25,16 @@ export function userAggregatesKey(userId: string, prefix = 'act'): string {
 export function userLogKey(userId: string, prefix = 'act', version = KEY_SCHEMA_VERSION): string {
   return `${prefix}:v${version}:{${userId}}:log`;
 }
+
+/**
+ * The Redis key of a user's cap log, the compact copy of its events that cap checks read
+ * (counting-caplog.lua). Same slot as {@link userKey}.
+ */
+export function userCapLogKey(userId: string, prefix = 'act'): string {
+  return `${userKey(userId, prefix)}:cap`;
+}
+
+/** The Redis key of the tuple index of a user's cap log (written by the ingest script only). */
+export function userCapTuplesKey(userId: string, prefix = 'act'): string {
+  return `${userKey(userId, prefix)}:tix`;
+}

@@ -53,6 +53,15 @@ export interface ActionStoreOptions {
    */
   readonly rawReads?: boolean;
   /**
+   * Cap checks read the user's cap log (the compact copy of its events the ingest script keeps,
+   * docs/counting.md "The cap log") instead of its log: a fraction of the bytes to read and
+   * scan, same counts. A user without one (no events, or the key lost) is read from the log, a
+   * second round trip. Turn off before rolling the ingest function back to a version that does
+   * not write cap logs (their events would be missing from the cap logs it leaves).
+   * @default true
+   */
+  readonly capLogReads?: boolean;
+  /**
    * What a cap check does with a cap whose identity the request does not carry (a user without
    * an id): `refuse` the candidate, leave the cap `uncapped`, or count on the `coarser` identity
    * (the household) when there is one, else refuse. Every such cap is counted in
@@ -115,6 +124,7 @@ export interface StoreSettings {
   readonly prefix: string;
   readonly schema: EventSchema;
   readonly legacyV1Keys: boolean;
+  readonly capLogReads: boolean;
   readonly noIdentity: NoIdentityPolicy;
 }
 
@@ -154,6 +164,7 @@ export function storeSettings(options: ActionStoreOptions): StoreSettings {
     prefix: options.keyPrefix ?? 'act',
     schema: options.schema ?? actionEventSchema,
     legacyV1Keys: options.legacyV1Keys ?? true,
+    capLogReads: options.capLogReads ?? true,
     noIdentity,
   };
 }

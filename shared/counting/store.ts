@@ -8,7 +8,10 @@
  *                           (member without timestamp), earlier ones as their full member — the
  *                           writer's structure (dedup by identity within the window, retention);
  *   `act:v2:{<userId>}:log` string; the counted members back to back — what readers GET: a
- *                           whole ad request's counts or cap check is one GET of one value.
+ *                           whole ad request's counts is one GET of one value;
+ *   `act:v2:{<userId>}:cap` string; the cap log, the same events as 10-byte records over a
+ *                           table of the user's entity tuples (counting-caplog.lua): what a cap
+ *                           check GETs (`:tix` indexes its tuples for the writer).
  *
  * Dedup (Aperture's rule, DESIGN.md requirement 7): an event's identity is its member without the
  * timestamp; an arrival whose identity has a counted occurrence less than the dedup window away
@@ -26,11 +29,13 @@ import { defineScripts } from '../redis/scripts/registry.js';
 import { type Clock, DAY_MS } from '../time/clock.js';
 import { type IngestReply, MAX_ARRIVALS_PER_CALL, packArrivals, type UserArrivals } from './arrivals.js';
 import { checkPolicy, mergeVerdicts, namesOtherKeys, planKeys, validateRequest } from './cap-keys.js';
+import { CAP_LOG_KEPT, CAP_LOG_MIN_LOG_BYTES } from './cap-log.js';
+import { evaluateCapLog } from './caps.js';
 import { type DaySummaryCounts, DaySummaryReader, daysRead } from './day-summary.js';
 import { checkEventTime, type DecodedRecord } from './event-decode.js';
 import { InvalidCountQueryError } from './event-log.js';
 import { DEFAULT_IDENTITY, type NoIdentityPolicy } from './identities.js';
-import { userAggregatesKey, userDaysKey, userKey, userLogKey } from './keys.js';
+import { userAggregatesKey, userCapLogKey, userDaysKey, userKey, userLogKey } from './keys.js';
 import {
   type CapCandidate,
   type CapCheckResult,
@@ -101,6 +106,13 @@ export class ActionStore {
   private readonly maintained = new Set<string>();
   private maintainedDay = Number.NaN;
   private readonly noIdentity: NoIdentityPolicy;
+  private readonly capLogReads: boolean;
+  /**
+   * Cap checks of a user whose log is too long to be read with its cap log and that found no
+   * cap log (lost alone, past 65,535 tuples, a writer that keeps none), so they read the log in a
+   * second round trip; cumulative (read by metrics).
+   */
+  capLogMisses = 0;
   /** Reads through the day summary (day-summary.ts). */
   private readonly days: DaySummaryReader;
   /** Caps handled by the no-identity policy, cumulative (read by metrics). */
@@ -115,6 +127,7 @@ export class ActionStore {
     this.prefix = settings.prefix;
     this.schema = settings.schema;
     this.legacyV1Keys = settings.legacyV1Keys;
+    this.capLogReads = settings.capLogReads;
     this.noIdentity = settings.noIdentity;
     this.redis = options.redis;
     this.clock = options.clock;
@@ -380,8 +393,11 @@ export class ActionStore {
   }
 
   /**
-   * Evaluates `candidates` over the key group `tag`: through the day summary when a window
-   * reaches further back than `rawDays` (day-summary.ts), else over the whole log (one GET).
+   * Evaluates `candidates` over the key group `tag`, in one round trip for nearly every user: a
+   * GET of its cap log pipelined with a GETRANGE of its log's first CAP_LOG_MIN_LOG_BYTES —
+   * the cap log when it has one, else the log when that prefix is all of it (a log that short
+   * has no cap log). Otherwise (a long log without a cap log: lost alone, too many tuples, or a
+   * writer that keeps none) as without cap logs: {@link evaluateOverLog}.
    */
   private evaluateFrom(
     tag: string,
@@ -390,6 +406,45 @@ export class ActionStore {
     legacy: boolean,
   ): Promise<CapCheckResult> {
     const horizon = this.horizon(now);
+    if (!this.capLogReads) return this.evaluateOverLog(tag, candidates, now, horizon, legacy);
+    const schema = this.schema;
+    // The replies come in order on one connection, so the log's prefix is skipped when the cap
+    // log answered (should they not, both are evaluated and the cap log's result taken).
+    let answered = false;
+    let headLength = -1;
+    const viaCapLog = this.reader.get(userCapLogKey(tag, this.prefix), (capLog) => {
+      if (capLog === null || capLog[0] !== CAP_LOG_KEPT) return undefined;
+      answered = true;
+      return evaluateCapLog(capLog, candidates, now, horizon, schema);
+    });
+    const viaShortLog = this.reader.getRange(this.logKey(tag), 0, CAP_LOG_MIN_LOG_BYTES - 1, (head) => {
+      headLength = head.length;
+      return answered || head.length >= CAP_LOG_MIN_LOG_BYTES || (head.length === 0 && legacy)
+        ? undefined
+        : evaluateCaps(head, candidates, now, horizon, schema);
+    });
+    return Promise.all([viaCapLog, viaShortLog]).then(([fromCapLog, fromLog]) => {
+      const result = fromCapLog ?? fromLog;
+      if (result !== undefined) return result;
+      if (headLength === 0) {
+        // No v2 log while upgrading from v1 (a user not written since): its v1 log, if any.
+        return this.reader.get(userLogKey(tag, this.prefix, 1), (log) =>
+          evaluateCaps(log ?? EMPTY, candidates, now, horizon, schema),
+        );
+      }
+      this.capLogMisses++;
+      return this.evaluateOverLog(tag, candidates, now, horizon, legacy);
+    });
+  }
+
+  /** {@link evaluateFrom} over the log: through the day summary when it saves reading, else whole. */
+  private evaluateOverLog(
+    tag: string,
+    candidates: readonly CapCandidate[],
+    now: number,
+    horizon: number,
+    legacy: boolean,
+  ): Promise<CapCheckResult> {
     const schema = this.schema;
     const read =
       this.rawDays === undefined

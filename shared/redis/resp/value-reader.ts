@@ -40,11 +40,19 @@ export interface RawValueReaderOptions {
 /** `GET` with a synchronous consumer of the value (`null`: no such key). */
 export interface ValueReader {
   get<T>(key: string, consume: (value: Buffer | null) => T): Promise<T>;
+  /**
+   * `GETRANGE key start end` (inclusive byte offsets) with a synchronous consumer: the bytes
+   * there are, empty for no such key.
+   */
+  getRange<T>(key: string, start: number, end: number, consume: (value: Buffer) => T): Promise<T>;
 }
 
 /** The same contract through ioredis (`getBuffer`): the reference the raw reader is tested against. */
 export function clientValueReader(client: RedisClient): ValueReader {
-  return { get: async (key, consume) => consume(await client.getBuffer(key)) };
+  return {
+    get: async (key, consume) => consume(await client.getBuffer(key)),
+    getRange: async (key, start, end, consume) => consume(await client.getrangeBuffer(key, start, end)),
+  };
 }
 
 /** Resolves with `consume(value)`; the consumer's error fails this read only. */
@@ -64,10 +72,11 @@ function settle<V, T>(
   resolve(result);
 }
 
-/** One `GET` waiting for its reply. */
+/** One `GET` (or `GETRANGE`: `range` set) waiting for its reply. */
 class GetRequest implements RespRequest {
   constructor(
     private readonly key: string,
+    private readonly range: readonly [number, number] | undefined,
     private readonly consume: (value: Buffer | null) => unknown,
     private readonly resolve: (value: unknown) => void,
     private readonly reject: (error: Error) => void,
@@ -78,11 +87,15 @@ class GetRequest implements RespRequest {
     const value = bulkOf(buf, tokens);
     if (value === undefined) {
       const line = errorLineOf(buf, tokens);
-      if (line !== null && (line.startsWith('MOVED ') || line.startsWith('ASK ')))
-        this.viaClient.get(this.key, this.consume).then(this.resolve, this.reject);
-      else
+      if (line !== null && (line.startsWith('MOVED ') || line.startsWith('ASK '))) {
+        const again =
+          this.range === undefined
+            ? this.viaClient.get(this.key, this.consume)
+            : this.viaClient.getRange(this.key, this.range[0], this.range[1], this.consume);
+        again.then(this.resolve, this.reject);
+      } else
         this.reject(
-          new RawReplyError(`Redis refused GET ${this.key}: ${line ?? 'a reply that is not a string'}`),
+          new RawReplyError(`Redis refused ${this.what()}: ${line ?? 'a reply that is not a string'}`),
         );
       return true;
     }
@@ -95,7 +108,11 @@ class GetRequest implements RespRequest {
   }
 
   waiting(): string {
-    return `while GET ${this.key} waited`;
+    return `while ${this.what()} waited`;
+  }
+
+  private what(): string {
+    return this.range === undefined ? `GET ${this.key}` : `GETRANGE ${this.key} ${this.range.join(' ')}`;
   }
 }
 
@@ -219,8 +236,29 @@ export class RawValueReader implements ValueReader {
       const connection = this.nodes.connection(node);
       return new Promise<T>((resolve, reject) => {
         connection.push(
-          new GetRequest(key, consume, resolve as (v: unknown) => void, reject, this.viaClient),
+          new GetRequest(key, undefined, consume, resolve as (v: unknown) => void, reject, this.viaClient),
           `*2\r\n$3\r\nGET\r\n$${Buffer.byteLength(key)}\r\n${key}\r\n`,
+        );
+      });
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /**
+   * `GETRANGE key start end` as {@link get} reads a value: `consume` gets a view valid only
+   * during the call (empty for no such key).
+   */
+  getRange<T>(key: string, start: number, end: number, consume: (value: Buffer) => T): Promise<T> {
+    try {
+      const node = this.nodes.isClosed ? undefined : nodeOfKey(this.client, key);
+      if (node === undefined) return this.viaClient.getRange(key, start, end, consume);
+      const connection = this.nodes.connection(node);
+      const read = consume as (value: Buffer | null) => T;
+      return new Promise<T>((resolve, reject) => {
+        connection.push(
+          new GetRequest(key, [start, end], read, resolve as (v: unknown) => void, reject, this.viaClient),
+          `*4\r\n$8\r\nGETRANGE\r\n${bulk(key)}${bulk(String(start))}${bulk(String(end))}`,
         );
       });
     } catch (error) {

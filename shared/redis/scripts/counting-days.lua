@@ -118,9 +118,11 @@ end
 
 -- Extends the summary of `log` (keys `days`, `aggKey`) to the whole log, dropping days older than
 -- `trim`'s. Its cost is the suffix's and the touched days' (and, rarely, a rewrite's: of the
--- aggregates when garbage outweighs them, of the log after a backfill). Returns false, deleting
--- the summary, when the log holds a layout `lengths` does not know.
+-- aggregates when garbage outweighs them, of the log after a backfill). Returns whether it
+-- rewrote the log (the regrouping after a backfill); deletes the summary when the log holds a
+-- layout `lengths` does not know.
 local function summarize(log, days, aggKey, lengths, trim)
+  local rewrote = false
   local logLen = redis.call('STRLEN', log)
   local aggLen = redis.call('STRLEN', aggKey)
   local prefix, live, runs, aggs = parseDays(redis.call('GET', days), logLen, aggLen)
@@ -229,6 +231,7 @@ local function summarize(log, days, aggKey, lengths, trim)
     end
     redis.call('SET', log, table.concat(parts))
     runs, logLen, nr = encode(grouped2), pos, #grouped2
+    rewrote = true
   end
   -- Garbage (aggregates replaced or past the retention) over half the key: rewritten.
   if at > 2 * live + 4096 then
@@ -244,8 +247,8 @@ local function summarize(log, days, aggKey, lengths, trim)
   if nr == 0 or nr > 65535 or na > 65535 then
     -- Nothing inside the retention, or more runs than the table counts: no summary.
     redis.call('DEL', days, aggKey)
-    return true
+    return rewrote
   end
   redis.call('SET', days, struct.pack('>BI4I4I4I2I2', 3, logLen, at, live, nr, na) .. runs .. aggs)
-  return true
+  return rewrote
 end

@@ -1,4 +1,5 @@
 #!lua flags=allow-cross-slot-keys
+--@const CAP_LOG_MIN_LOG_BYTES
 -- countingIngest (shared/counting/store.ts): records a batch of users' action events, exactly
 -- once per identity and dedup window, keeping each user's key group (set + log) whole.
 -- KEYS: the first user's set and log. ARGV: trim point, settings, key prefix, packed arrivals
@@ -109,6 +110,7 @@ local function helpers(set, log, window, lengths)
 end
 
 --@include counting-days.lua
+--@include counting-caplog.lua
 
 -- ARGV: trim point (now − retention − window), settings (`<ttl ms> <window ms> <import v1 0|1>
 -- <day summary 0|1> <version:member length,…>`), key prefix, packed arrivals: per user
@@ -156,7 +158,10 @@ for ui = 1, #users do
   local u = users[ui]
   local set, log, maintain, present, p = u[1], u[2], u[3] % 2 == 1, u[7], u[5]
   local H
-  local touched, counted = false, {}
+  -- rebuild: the log was rewritten (or rebuilt) in this call, so its cap log is rebuilt from it.
+  -- A group this call creates gets a new cap log too: one left over from keys lost before
+  -- (the set and the log evicted, the cap log not) holds events this group no longer records.
+  local touched, counted, rebuild = false, {}, present == 0
   if present == 1 then
     -- I3 broken: rebuild the missing key from the other before judging any arrival.
     H = helpers(set, log, window, lengths)
@@ -170,6 +175,7 @@ for ui = 1, #users do
       redis.call('SET', log, table.concat(parts))
       -- The rebuilt log is in set order: the day summary no longer describes it.
       redis.call('DEL', set .. ':days', set .. ':agg')
+      rebuild = true
     else
       H.walk(redis.call('GET', log), function(m, ts) if ts >= trim then H.record(m, ts) end end)
     end
@@ -223,7 +229,10 @@ for ui = 1, #users do
   end
   added = added + #counted - imported
   -- One APPEND per user: the log order is the arrival order all the same.
-  if #counted > 0 then redis.call('APPEND', log, table.concat(counted)) end
+  if #counted > 0 then
+    local logLength = redis.call('APPEND', log, table.concat(counted))
+    if not rebuild then capAppend(set, counted, lengths, logLength, CAP_LOG_MIN_LOG_BYTES) end
+  end
 
   -- Trimming only reclaims memory (readers and the dedup rule ignore what is past the trim
   -- point), so once a day per user is enough; a group this call created holds nothing to trim
@@ -234,7 +243,7 @@ for ui = 1, #users do
   if maintain and present ~= 0 and redis.call('ZREMRANGEBYSCORE', set, '-inf', '(' .. string.format('%d', trim)) > 0 then
     local card = redis.call('ZCARD', set)
     if card == 0 then
-      redis.call('DEL', set, log, days, agg)
+      redis.call('DEL', set, log, days, agg, set .. ':cap', set .. ':tix')
       gone = true
     else
       H = H or helpers(set, log, window, lengths)
@@ -244,7 +253,7 @@ for ui = 1, #users do
         if H.walk(redis.call('GET', log), function(m, ts) if ts >= trim then kept[#kept + 1] = m end end) then
           redis.call('SET', log, table.concat(kept))
           redis.call('DEL', days, agg)
-          touched = true
+          touched, rebuild = true, true
         end
       end
     end
@@ -252,7 +261,12 @@ for ui = 1, #users do
   -- With day summaries, maintenance extends the user's summary over what arrived since
   -- (counting-days.lua): a cap check over a long window then reads whole old days as counts.
   if maintain and withDays == '1' and not gone and redis.call('EXISTS', log) == 1 then
-    summarize(log, days, agg, lengths, trim)
+    if summarize(log, days, agg, lengths, trim) then rebuild = true end
+  end
+  -- The cap log follows every rewrite of the log; maintenance also heals one lost alone.
+  if not gone and (rebuild or (maintain and capBroken(set, CAP_LOG_MIN_LOG_BYTES))) then
+    capBuild(set, lengths, CAP_LOG_MIN_LOG_BYTES)
+    touched = true
   end
   -- The keys get the TTL together (I3): at maintenance, and whenever a key is new, rebuilt or
   -- rewritten (SET drops a TTL). The TTL has a day of slack over what it must cover, and the
@@ -263,6 +277,8 @@ for ui = 1, #users do
     redis.call('PEXPIRE', log, ttl)
     redis.call('PEXPIRE', days, ttl)
     redis.call('PEXPIRE', agg, ttl)
+    redis.call('PEXPIRE', set .. ':cap', ttl)
+    redis.call('PEXPIRE', set .. ':tix', ttl)
   end
 end
 return {added, restamped, repaired, migrated}

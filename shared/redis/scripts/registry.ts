@@ -21,12 +21,14 @@
  * (`SCRIPT LOAD`), checks its globals, and compares this table with the files on disk.
  */
 import { luaFile } from '#lua-files';
+import { CAP_LOG_MIN_LOG_BYTES } from '../../counting/cap-log.js';
 import { MAX_SLOT_STEPS, RELEASE_DECAY, RELEASE_MIN_SLOTS } from '../../spend/release.js';
 import type { RedisClient } from '../connect.js';
 import { type RawScript, rawScript } from '../resp/script-caller.js';
 
 /** The TypeScript constants a script may receive with `--@const NAME` (numbers only). */
 export const SCRIPT_CONSTANTS = {
+  CAP_LOG_MIN_LOG_BYTES,
   MAX_SLOT_STEPS,
   RELEASE_DECAY,
   RELEASE_MIN_SLOTS,
@@ -66,7 +68,12 @@ export const SCRIPTS = {
 } as const satisfies Readonly<Record<string, ScriptSpec>>;
 
 /** Files of this folder that scripts include (`--@include`); not scripts of their own. */
-export const FRAGMENTS: readonly string[] = ['sum-live.lua', 'live-held.lua', 'counting-days.lua'];
+export const FRAGMENTS: readonly string[] = [
+  'sum-live.lua',
+  'live-held.lua',
+  'counting-days.lua',
+  'counting-caplog.lua',
+];
 
 /** A script's name (its ioredis command). */
 export type ScriptName = keyof typeof SCRIPTS;

@@ -9,6 +9,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { mergeVerdicts, planKeys } from '../../../shared/counting/cap-keys.js';
+import { capLogOf } from '../../../shared/counting/cap-log.js';
+import { evaluateCapLog } from '../../../shared/counting/caps.js';
 import { decodeRecord } from '../../../shared/counting/event-decode.js';
 import { type ActionEvent, encodeActionEvent } from '../../../shared/counting/event-encode.js';
 import {
@@ -240,9 +242,15 @@ describe('evaluateCaps agrees with a brute-force reference', () => {
       const candidates = randomCandidates(rand, round % 10 === 0 ? 300 : int(rand, 0, 40), timestamps);
       const notBefore = now - pick(rand, [30 * DAY_MS, 10 * DAY_MS, 90 * DAY_MS]);
       const log = rand() < 0.5 ? Buffer.concat(members) : members;
+      const expected = reference(events, candidates, notBefore);
       expect(evaluateCaps(log, candidates, now, notBefore, v2), `seed=${seed} round=${round}`).toEqual(
-        reference(events, candidates, notBefore),
+        expected,
       );
+      const capLog = capLogOf(Buffer.concat(members), v2);
+      expect(
+        evaluateCapLog(capLog, candidates, now, notBefore, v2),
+        `cap log seed=${seed} round=${round}`,
+      ).toEqual(expected);
     }
   });
 
@@ -286,10 +294,15 @@ describe('evaluateCaps agrees with a brute-force reference', () => {
         }),
       }));
       const notBefore = now - pick(rand, [30 * DAY_MS, 10 * DAY_MS, 90 * DAY_MS]);
+      const expected = reference(events, candidates, notBefore);
       expect(
         evaluateCaps(Buffer.concat(members), candidates, now, notBefore, v2),
         `seed=${seed} round=${round}`,
-      ).toEqual(reference(events, candidates, notBefore));
+      ).toEqual(expected);
+      expect(
+        evaluateCapLog(capLogOf(Buffer.concat(members), v2), candidates, now, notBefore, v2),
+        `cap log seed=${seed} round=${round}`,
+      ).toEqual(expected);
     }
   });
 
