@@ -76,6 +76,32 @@ describe.each(['standalone', 'cluster'] as const)('raw GET reader (%s)', (mode) 
     }
   });
 
+  it('GETRANGE returns exactly what ioredis returns: inside, across and past the end, a missing key', async () => {
+    const random = prng(6);
+    const value = Buffer.from(Array.from({ length: 5000 }, () => Math.floor(random() * 256)));
+    await r.redis.set('raw:{range}:log', value);
+    const raw = new RawValueReader({ client: r.redis });
+    const reference = clientValueReader(r.redis);
+    const ranges: [string, number, number][] = [
+      ['raw:{range}:log', 0, 2047],
+      ['raw:{range}:log', 100, 199],
+      ['raw:{range}:log', 4000, 9999],
+      ['raw:{range}:log', 6000, 7000],
+      ['raw:{range}:none', 0, 2047],
+    ];
+    try {
+      const [fast, slow] = await Promise.all([
+        Promise.all(ranges.map(([k, from, to]) => raw.getRange(k, from, to, copy))),
+        Promise.all(ranges.map(([k, from, to]) => reference.getRange(k, from, to, copy))),
+      ]);
+      expect(fast.map((b) => b?.length)).toEqual([2048, 100, 1000, 0, 0]);
+      expect(fast.every((b, i) => b?.equals(slow[i] as Buffer))).toBe(true);
+      expect(fast[0]?.equals(value.subarray(0, 2048))).toBe(true);
+    } finally {
+      raw.close();
+    }
+  });
+
   it('fails only the read whose consumer throws; an error reply names the key and what Redis said', async () => {
     await r.redis.set('raw:{a}', 'alpha');
     await r.redis.hset('raw:{h}', 'f', '1');
