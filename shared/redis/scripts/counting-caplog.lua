@@ -50,6 +50,12 @@ local function capRecords(tix, members, n, out)
   return n
 end
 
+-- Marks the cap log not kept (readers read the log) and drops its index.
+local function capNotKept(cap, tix)
+  redis.call('DEL', tix)
+  redis.call('SET', cap, CAP_NOT_KEPT)
+end
+
 -- Rebuilds the cap log of `tag` from its log (`lengths`: member length by layout version); none
 -- for a log shorter than `minLog` bytes.
 local function capBuild(tag, lengths, minLog)
@@ -61,7 +67,7 @@ local function capBuild(tag, lengths, minLog)
   while p <= size do
     local len = lengths[string.byte(buf, p)]
     if not len then
-      redis.call('SET', cap, CAP_NOT_KEPT)
+      capNotKept(cap, tix)
       return
     end
     members[#members + 1] = string.sub(buf, p, p + len - 1)
@@ -71,8 +77,7 @@ local function capBuild(tag, lengths, minLog)
   if capRecords(tix, members, 0, out) then
     redis.call('SET', cap, table.concat(out))
   else
-    redis.call('DEL', tix)
-    redis.call('SET', cap, CAP_NOT_KEPT)
+    capNotKept(cap, tix)
   end
 end
 
@@ -91,8 +96,7 @@ local function capAppend(tag, members, lengths, logLength, minLog)
     if n then
       redis.call('APPEND', cap, table.concat(out))
     else
-      redis.call('DEL', tix)
-      redis.call('SET', cap, CAP_NOT_KEPT)
+      capNotKept(cap, tix)
     end
     return
   end

@@ -13,7 +13,12 @@ import { daysRead } from '../../../shared/counting/day-summary.js';
 import { encodeActionEvent } from '../../../shared/counting/event-encode.js';
 import { ingestRecords } from '../../../shared/counting/ingest.js';
 import type { CapCandidate, CapRule } from '../../../shared/counting/query.js';
-import { ActionStore, userAggregatesKey, userDaysKey } from '../../../shared/counting/store.js';
+import {
+  ActionStore,
+  type ActionStoreOptions,
+  userAggregatesKey,
+  userDaysKey,
+} from '../../../shared/counting/store.js';
 import { prng, type Random } from '../../../shared/random/prng.js';
 import { DAY_MS, HOUR_MS, ManualClock, MINUTE_MS } from '../../../shared/time/clock.js';
 import { nodeOf, type RedisUnderTest, startRedisWithClient } from '../../support/redis.js';
@@ -87,24 +92,15 @@ describe.each(['standalone', 'cluster'] as const)('day summary on %s redis-serve
   afterAll(async () => {
     await redis?.stop();
   });
+  /** A store at the tests' 45-day retention that reads logs, not cap logs (what is under test). */
+  const overLogs = (clock: ManualClock, rawDays: number, more: Partial<ActionStoreOptions> = {}) =>
+    new ActionStore({ redis: redis.client, clock, retentionDays: 45, rawDays, capLogReads: false, ...more });
 
   it('reads the whole log when the summary saves nothing, and its table again later', async () => {
     const clock = new ManualClock(START);
     const user = mode === 'standalone' ? '81' : '82';
-    const summarised = new ActionStore({
-      redis: redis.client,
-      clock,
-      retentionDays: 45,
-      rawDays: 7,
-      capLogReads: false,
-    });
-    const whole = new ActionStore({
-      redis: redis.client,
-      clock,
-      retentionDays: 45,
-      rawDays: 90,
-      capLogReads: false,
-    });
+    const summarised = overLogs(clock, 7);
+    const whole = overLogs(clock, 90);
     const event = (at: number, insertion: number, ad: number) =>
       eventOf(user, at, insertion, { action: 'impression', viewType: 0, ad });
     // 20 days of two events on two ads: a day's aggregates are as many bytes as its members.
@@ -155,30 +151,11 @@ describe.each(['standalone', 'cluster'] as const)('day summary on %s redis-serve
   it('answers every check as the whole log does, through 100 days of arrivals and faults', async () => {
     const rand = prng(mode === 'standalone' ? 31 : 32);
     const clock = new ManualClock(START);
-    const summarised = new ActionStore({
-      redis: redis.client,
-      clock,
-      retentionDays: 45,
-      rawDays: 7,
-      capLogReads: false,
-    });
+    const summarised = overLogs(clock, 7);
     // The reference: the same keys, every check over the whole log (raw days = the retention).
-    const whole = new ActionStore({
-      redis: redis.client,
-      clock,
-      retentionDays: 45,
-      rawDays: 90,
-      capLogReads: false,
-    });
+    const whole = overLogs(clock, 90);
     // The same reads through ioredis instead of the raw connection.
-    const viaClient = new ActionStore({
-      redis: redis.client,
-      clock,
-      retentionDays: 45,
-      rawDays: 7,
-      rawReads: false,
-      capLogReads: false,
-    });
+    const viaClient = overLogs(clock, 7, { rawReads: false });
     // What a store reads by default: the cap log (counting-caplog.lua), kept through all of it.
     const capLog = new ActionStore({ redis: redis.client, clock, retentionDays: 45, rawDays: 7 });
     let insertion = 0;
