@@ -12,6 +12,7 @@ import type { CapCandidate, CapRule } from '../shared/counting/query.js';
 import { ActionStore, type CapCheckRequest } from '../shared/counting/store.js';
 import { prng } from '../shared/random/prng.js';
 import { DAY_MS, ManualClock, MINUTE_MS } from '../shared/time/clock.js';
+import { fullCollection } from './counting-phases.js';
 import { type CountingWorkload, capCandidates, entities, percentile, round } from './counting-workload.js';
 
 const USERS = 100;
@@ -86,6 +87,7 @@ export async function combinedChecks(
   client: Redis,
   w: CountingWorkload,
   checks: number,
+  collect: boolean,
 ): Promise<Record<string, unknown>> {
   const options = { redis: client, clock: new ManualClock(w.now), retentionDays: 90, keyPrefix: 'cmb' };
   const store = new ActionStore(options);
@@ -98,6 +100,8 @@ export async function combinedChecks(
     return { identities: { user: String(u), household: String(householdOf(u)) }, candidates };
   };
   for (let i = 0; i < Math.min(checks, 1000); i++) await store.checkFrequencyCaps(request(i));
+  // As before the other cap-check phases: this phase's own ingest garbage is not the checks'.
+  if (collect) fullCollection();
   const latencies: number[] = [];
   let rejected = 0;
   for (let i = 0; i < checks; i++) {

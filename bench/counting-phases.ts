@@ -31,7 +31,7 @@ import { type OpenLoopResult, openLoopWindows } from './open-loop.js';
  * phase promoted stays until the next full collection, which the check phase alone never
  * triggers. Needs `--expose-gc` (bench/main.ts runs this benchmark with it).
  */
-function fullCollection(): void {
+export function fullCollection(): void {
   const gc = (globalThis as { gc?: () => void }).gc;
   if (!gc) throw new Error('bench counting needs node --expose-gc (npm run bench -- counting sets it)');
   gc();

@@ -109,8 +109,8 @@ async function storeFigures(args: string[]): Promise<Record<string, unknown>> {
     const buckets = skipBuckets
       ? { skipped: true }
       : await bucketAlternative(client, workload, c.candidates, checks);
-    const combined = await combinedChecks(client, workload, checks);
-    const days = await daySummaryChecks(client, now, checks);
+    const combined = await combinedChecks(client, workload, checks, collect);
+    const days = await daySummaryChecks(client, now, checks, collect);
 
     return {
       store:
