@@ -4,7 +4,7 @@
  * tuple's entities are looked up in the request's id tables once, where it is defined; an event
  * then costs a timestamp read and, on the bucketed path, one increment of its tuple's tally for
  * its window class (the tallies go to the entities' buckets at the end). Same counts as
- * {@link scanLog} over the log (test/unit/counting/cap-log.test.ts).
+ * {@link scanLog} over the log (test/unit/counting/caps-reference.test.ts).
  */
 import { CAP_LOG_ENTITY_OFFSET, CAP_LOG_EVENT_BYTES, CAP_LOG_TUPLE } from './cap-log.js';
 import { dropStaleLevels } from './cap-scan.js';

@@ -83,11 +83,12 @@ end
 
 -- After `members` were appended to the log of `tag`, now `logLength` bytes: appends them to its
 -- cap log, or builds the cap log from the log when the log has none (or has lost its index) and
--- is long enough for one.
+-- is long enough for one. Returns true when it (re)wrote the keys whole (SET drops a TTL: the
+-- caller gives them the group's again).
 local function capAppend(tag, members, lengths, logLength, minLog)
   local cap, tix = tag .. ':cap', tag .. ':tix'
   local head = redis.call('GETRANGE', cap, 0, 0)
-  if head == CAP_NOT_KEPT or (head == '' and logLength < minLog) then return end
+  if head == CAP_NOT_KEPT or (head == '' and logLength < minLog) then return false end
   local n = redis.call('HLEN', tix)
   -- Kept and whole: a cap log with tuples needs its index (an empty hash does not exist).
   if head == CAP_KEPT and (n > 0 or redis.call('STRLEN', cap) == 1) then
@@ -95,12 +96,13 @@ local function capAppend(tag, members, lengths, logLength, minLog)
     n = capRecords(tix, members, n, out)
     if n then
       redis.call('APPEND', cap, table.concat(out))
-    else
-      capNotKept(cap, tix)
+      return false
     end
-    return
+    capNotKept(cap, tix)
+    return true
   end
   capBuild(tag, lengths, minLog)
+  return true
 end
 
 -- Whether the cap log of `tag` is missing (its log long enough for one) or has lost its index (a

@@ -231,7 +231,7 @@ for ui = 1, #users do
   -- One APPEND per user: the log order is the arrival order all the same.
   if #counted > 0 then
     local logLength = redis.call('APPEND', log, table.concat(counted))
-    if not rebuild then capAppend(set, counted, lengths, logLength, CAP_LOG_MIN_LOG_BYTES) end
+    if not rebuild and capAppend(set, counted, lengths, logLength, CAP_LOG_MIN_LOG_BYTES) then touched = true end
   end
 
   -- Trimming only reclaims memory (readers and the dedup rule ignore what is past the trim

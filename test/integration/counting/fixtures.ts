@@ -6,9 +6,29 @@
 import { decodeMember, decodeRecord } from '../../../shared/counting/event-decode.js';
 import { type ActionEvent, encodeActionEvent, type Id } from '../../../shared/counting/event-encode.js';
 import { ACTIONS } from '../../../shared/counting/schema.js';
+import type { RedisClient } from '../../../shared/redis/connect.js';
 import { DAY_MS, HOUR_MS, MINUTE_MS } from '../../../shared/time/clock.js';
 
 export { prng } from '../../../shared/random/prng.js';
+
+/**
+ * Real evictions: redis-server with `maxmemory` just above what it holds and `allkeys-random`,
+ * then `fillers` writes of `fillerBytes` each, then back to `noeviction`. Returns the server's
+ * `evicted_keys` total.
+ */
+export async function evictAtRandom(
+  client: RedisClient,
+  fillers: number,
+  fillerBytes: number,
+): Promise<number> {
+  const used = Number(/used_memory:(\d+)/.exec(await client.info('memory'))?.[1]);
+  await client.config('SET', 'maxmemory-policy', 'allkeys-random');
+  await client.config('SET', 'maxmemory', String(used + 64 * 1024));
+  for (let i = 0; i < fillers; i++) await client.set(`filler:${i}`, Buffer.alloc(fillerBytes, 1));
+  await client.config('SET', 'maxmemory', '0');
+  await client.config('SET', 'maxmemory-policy', 'noeviction');
+  return Number(/evicted_keys:(\d+)/.exec(await client.info('stats'))?.[1]);
+}
 
 export const int = (rand: () => number, lo: number, hi: number) => lo + Math.floor(rand() * (hi - lo + 1));
 export const pick = <T>(rand: () => number, items: readonly T[]): T =>

@@ -12,7 +12,7 @@ import { ActionStore } from '../../../shared/counting/store.js';
 import type { RedisClient } from '../../../shared/redis/connect.js';
 import { DAY_MS, ManualClock, MINUTE_MS } from '../../../shared/time/clock.js';
 import { type RedisUnderTest, startRedisWithClient } from '../../support/redis.js';
-import { generateLog, prng, ReferenceCounter } from './fixtures.js';
+import { evictAtRandom, generateLog, prng, ReferenceCounter } from './fixtures.js';
 
 const seed = Number(process.env.COUNTING_SEED ?? Math.floor(Math.random() * 2 ** 31));
 const now0 = Date.UTC(2026, 10, 20, 9);
@@ -122,13 +122,7 @@ describe('partially lost key group', () => {
     await ingest(spread, reference);
     await expectCounts(users, reference, 'before eviction');
 
-    const used = Number(/used_memory:(\d+)/.exec(await client.info('memory'))?.[1]);
-    await client.config('SET', 'maxmemory-policy', 'allkeys-random');
-    await client.config('SET', 'maxmemory', String(used + 64 * 1024));
-    for (let i = 0; i < 40; i++) await client.set(`filler:${i}`, Buffer.alloc(32 * 1024, 1));
-    await client.config('SET', 'maxmemory', '0');
-    await client.config('SET', 'maxmemory-policy', 'noeviction');
-    const evicted = Number(/evicted_keys:(\d+)/.exec(await client.info('stats'))?.[1]);
+    const evicted = await evictAtRandom(client, 40, 32 * 1024);
     const present = await Promise.all(
       users.map(async (u) => (await client.exists(store.key(u))) + (await client.exists(store.logKey(u)))),
     );
