@@ -7,10 +7,9 @@
  * {@link scanLog} over the log (test/unit/counting/caps-reference.test.ts).
  */
 import { CAP_LOG_ENTITY_OFFSET, CAP_LOG_EVENT_BYTES, CAP_LOG_TUPLE } from './cap-log.js';
-import { dropStaleLevels } from './cap-scan.js';
-import { CapLayout, type CapScratch, SLOT, slotOf, TWO_32 } from './cap-scratch.js';
+import { type CapScratch, SLOT, slotOf, TWO_32 } from './cap-scratch.js';
 import { layoutAt, UnreadableEventLogError } from './event-log.js';
-import type { EventSchema, Layout } from './schema.js';
+import type { EventSchema } from './schema.js';
 
 /** A field at member offset `o` is at tuple offset `o − SHIFT`. */
 const SHIFT = CAP_LOG_ENTITY_OFFSET - 1;
@@ -34,12 +33,10 @@ export function scanCapLog(
   startCount: number,
 ): void {
   const { levelCount, shift, mask, levelInts, table, watchedActions, starts, counts } = s;
-  const { action: cAction, view: cView, since: cSince, levels } = s;
+  const { action: cAction, view: cView, since: cSince } = s;
   const fast = startCount > 0;
   const floor = Math.max(notBefore, s.minSince);
-  dropStaleLevels(s);
-  const cache = s.layoutCache(schema, levels);
-  const build = (layout: Layout) => new CapLayout(layout, levels);
+  const { layouts: cache, build } = s.scanLayouts(schema);
   const view = new DataView(capLog.buffer, capLog.byteOffset, capLog.byteLength);
   const size = capLog.length;
   let slots = s.tupleSlots;

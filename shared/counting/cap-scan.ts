@@ -6,21 +6,9 @@
  * into locals first and calls nothing per event but the DataView getters the optimizing compiler
  * inlines.
  */
-import { CapLayout, type CapScratch, SLOT, slotOf, TWO_32 } from './cap-scratch.js';
+import { type CapScratch, SLOT, slotOf, TWO_32 } from './cap-scratch.js';
 import { layoutAt } from './event-log.js';
-import type { EventSchema, Layout } from './schema.js';
-
-/** Drops the levels a previous check had beyond this one's (a shape change, so rare). */
-export function dropStaleLevels(s: CapScratch): void {
-  const levelCount = s.levelCount;
-  if (s.levels.length > levelCount) {
-    s.levels.length = levelCount;
-    s.levelNames.length = levelCount;
-    s.valueKeys.length = levelCount;
-    s.candidateEntity.length = levelCount;
-    s.candidateStamp.length = levelCount;
-  }
-}
+import type { EventSchema } from './schema.js';
 
 /**
  * Counts the log's events into the scratch's counters (`counts`, scan order) or, on the fast path
@@ -36,12 +24,10 @@ export function scanLog(
   weighted = false,
 ): void {
   const { levelCount, shift, mask, levelInts, table, watchedActions, starts, buckets, counts } = s;
-  const { action: cAction, view: cView, since: cSince, levels } = s;
+  const { action: cAction, view: cView, since: cSince } = s;
   const fast = startCount > 0;
   const floor = Math.max(notBefore, s.minSince);
-  dropStaleLevels(s);
-  const cache = s.layoutCache(schema, levels);
-  const build = (layout: Layout) => new CapLayout(layout, levels);
+  const { layouts: cache, build } = s.scanLayouts(schema);
   // Parts of whole members (a day-summary read's ranges) are scanned one after the other with
   // the setup above done once, not concatenated (a copy of tens of KB per check).
   const parts = Buffer.isBuffer(log) ? undefined : log;

@@ -104,7 +104,7 @@ export class CapScratch {
    * how often the young generation is collected). Several, because a request whose caps count on
    * several identities evaluates each identity's caps, with their own levels, in turn.
    */
-  private layoutSets: { schema: EventSchema; levels: FieldSpec[]; layouts: (CapLayout | undefined)[] }[] = [];
+  private layoutSets: LayoutSet[] = [];
   /**
    * Per-check tables of the setup (see resolveCaps), overwritten by index from the start —
    * not emptied with `length = 0`, which frees an array's backing store: every check allocated
@@ -135,20 +135,39 @@ export class CapScratch {
     this.codesSchema = schema;
   }
 
-  /** The accessor cache for `levels` of `schema` (one of the last {@link LAYOUT_SETS} kept). */
-  layoutCache(schema: EventSchema, levels: readonly FieldSpec[]): (CapLayout | undefined)[] {
+  /**
+   * What a scan (cap-scan.ts, cap-scan-caplog.ts) reads members through: the accessors of this
+   * check's levels of `schema` (one of the last {@link LAYOUT_SETS} sets kept) and their builder.
+   * Drops the levels a previous check had beyond this one's first (a shape change, so rare).
+   */
+  scanLayouts(schema: EventSchema): LayoutSet {
+    const levelCount = this.levelCount;
+    const levels = this.levels;
+    if (levels.length > levelCount) {
+      levels.length = levelCount;
+      this.levelNames.length = levelCount;
+      this.valueKeys.length = levelCount;
+      this.candidateEntity.length = levelCount;
+      this.candidateStamp.length = levelCount;
+    }
     const sets = this.layoutSets;
     for (let k = 0; k < sets.length; k++) {
-      const set = sets[k] as (typeof sets)[number];
+      const set = sets[k] as LayoutSet;
       const known = set.levels;
       let same = set.schema === schema && known.length === levels.length;
       for (let i = 0; same && i < levels.length; i++) same = known[i] === levels[i];
-      if (same) return set.layouts;
+      if (same) return set;
     }
-    const layouts: (CapLayout | undefined)[] = [];
+    const kept = levels.slice();
+    const set: LayoutSet = {
+      schema,
+      levels: kept,
+      layouts: [],
+      build: (layout) => new CapLayout(layout, kept),
+    };
     if (sets.length >= LAYOUT_SETS) sets.shift();
-    sets.push({ schema, levels: levels.slice(), layouts });
-    return layouts;
+    sets.push(set);
+    return set;
   }
 
   /** Makes room for `caps` caps (counters and entities are at most as many). */
@@ -197,7 +216,7 @@ export class CapScratch {
       this.tupleSlots = grown;
     }
     if (tallies > this.tupleTallies.length) {
-      // Tallies are zero between checks (the scan clears what it used), so growth keeps them so.
+      // Kept on growth: a scan grows them mid-log, past the tuples it has tallied so far.
       const grown = new Int32Array(Math.max(tallies, this.tupleTallies.length * 2, 1024));
       grown.set(this.tupleTallies);
       this.tupleTallies = grown;
@@ -211,6 +230,14 @@ export class CapScratch {
     table.set(this.table);
     this.table = table;
   }
+}
+
+/** Scan accessors by layout version for one (schema, levels) pair, and how to build a missing one. */
+export interface LayoutSet {
+  readonly schema: EventSchema;
+  readonly levels: readonly FieldSpec[];
+  readonly layouts: (CapLayout | undefined)[];
+  readonly build: (layout: Layout) => CapLayout;
 }
 
 /**

@@ -50,7 +50,7 @@ export function evaluateCaps(
   schema: EventSchema = actionEventSchema,
   aggregates?: Buffer | readonly Buffer[],
 ): CapCheckResult {
-  return evaluate(log, false, candidates, now, notBefore, schema, aggregates);
+  return evaluate(log, undefined, candidates, now, notBefore, schema, aggregates);
 }
 
 /**
@@ -64,12 +64,13 @@ export function evaluateCapLog(
   notBefore: number,
   schema: EventSchema = actionEventSchema,
 ): CapCheckResult {
-  return evaluate(capLog, true, candidates, now, notBefore, schema, undefined);
+  return evaluate(undefined, capLog, candidates, now, notBefore, schema, undefined);
 }
 
+/** A check over `log` (with the day summary's `aggregates`) or, when given, over `capLog`. */
 function evaluate(
-  log: Buffer | readonly Buffer[],
-  isCapLog: boolean,
+  log: Buffer | readonly Buffer[] | undefined,
+  capLog: Buffer | undefined,
   candidates: readonly CapCandidate[],
   now: number,
   notBefore: number,
@@ -78,30 +79,44 @@ function evaluate(
 ): CapCheckResult {
   let capTotal = 0;
   for (let ci = 0; ci < candidates.length; ci++) capTotal += (candidates[ci] as CapCandidate).caps.length;
-  const input: CheckInput = { log, isCapLog, aggregates };
   if (sharedScratchBusy || capTotal > SHARED_SCRATCH_CAPS || candidates.length > SHARED_SCRATCH_CAPS / 4) {
-    return evaluateCapsWith(new CapScratch(), capTotal, input, candidates, now, notBefore, schema);
+    return evaluateCapsWith(
+      new CapScratch(),
+      capTotal,
+      log,
+      capLog,
+      aggregates,
+      candidates,
+      now,
+      notBefore,
+      schema,
+    );
   }
   sharedScratchBusy = true;
   try {
-    return evaluateCapsWith(sharedScratch, capTotal, input, candidates, now, notBefore, schema);
+    return evaluateCapsWith(
+      sharedScratch,
+      capTotal,
+      log,
+      capLog,
+      aggregates,
+      candidates,
+      now,
+      notBefore,
+      schema,
+    );
   } finally {
     sharedScratchBusy = false;
   }
-}
-
-/** What a check scans: a log (with the day summary's aggregates) or a cap log. */
-interface CheckInput {
-  readonly log: Buffer | readonly Buffer[];
-  readonly isCapLog: boolean;
-  readonly aggregates: Buffer | readonly Buffer[] | undefined;
 }
 
 /** One cap check in `s`: setup, scan, verdicts. */
 function evaluateCapsWith(
   s: CapScratch,
   capTotal: number,
-  input: CheckInput,
+  log: Buffer | readonly Buffer[] | undefined,
+  capLog: Buffer | undefined,
+  aggregates: Buffer | readonly Buffer[] | undefined,
   candidates: readonly CapCandidate[],
   now: number,
   notBefore: number,
@@ -110,9 +125,8 @@ function evaluateCapsWith(
   resolveCaps(s, capTotal, candidates, now, notBefore, schema);
   orderCounters(s);
   const startCount = fastWindows(s);
-  const { log, aggregates } = input;
-  if (input.isCapLog) scanCapLog(s, log as Buffer, notBefore, schema, startCount);
-  else scanLog(s, log, notBefore, schema, startCount);
+  if (capLog !== undefined) scanCapLog(s, capLog, notBefore, schema, startCount);
+  else if (log !== undefined) scanLog(s, log, notBefore, schema, startCount);
   if (aggregates !== undefined && aggregates.length > 0)
     scanLog(s, aggregates, notBefore, schema, startCount, true);
   if (startCount > 0) foldBuckets(s, startCount);

@@ -81,17 +81,26 @@ local function capBuild(tag, lengths, minLog)
   end
 end
 
+-- The state of the cap log of `tag`: 'off' (not kept), 'none' (no cap log), 'lost' (kept, its
+-- index lost alone) or 'kept', and its tuple count. A kept cap log holds a tuple (it is built from
+-- a log of minLog bytes or more), so an empty index (an empty hash does not exist) is a lost one.
+local function capState(tag)
+  local head = redis.call('GETRANGE', tag .. ':cap', 0, 0)
+  if head == CAP_NOT_KEPT then return 'off', 0 end
+  if head ~= CAP_KEPT then return 'none', 0 end
+  local n = redis.call('HLEN', tag .. ':tix')
+  return n > 0 and 'kept' or 'lost', n
+end
+
 -- After `members` were appended to the log of `tag`, now `logLength` bytes: appends them to its
 -- cap log, or builds the cap log from the log when the log has none (or has lost its index) and
 -- is long enough for one. Returns true when it (re)wrote the keys whole (SET drops a TTL: the
 -- caller gives them the group's again).
 local function capAppend(tag, members, lengths, logLength, minLog)
-  local cap, tix = tag .. ':cap', tag .. ':tix'
-  local head = redis.call('GETRANGE', cap, 0, 0)
-  if head == CAP_NOT_KEPT or (head == '' and logLength < minLog) then return false end
-  local n = redis.call('HLEN', tix)
-  -- Kept and whole: a cap log with tuples needs its index (an empty hash does not exist).
-  if head == CAP_KEPT and (n > 0 or redis.call('STRLEN', cap) == 1) then
+  local state, n = capState(tag)
+  if state == 'off' or (state == 'none' and logLength < minLog) then return false end
+  if state == 'kept' then
+    local cap, tix = tag .. ':cap', tag .. ':tix'
     local out = {}
     n = capRecords(tix, members, n, out)
     if n then
@@ -108,8 +117,7 @@ end
 -- Whether the cap log of `tag` is missing (its log long enough for one) or has lost its index (a
 -- key evicted alone).
 local function capBroken(tag, minLog)
-  local head = redis.call('GETRANGE', tag .. ':cap', 0, 0)
-  if head == CAP_NOT_KEPT then return false end
-  if head ~= CAP_KEPT then return redis.call('STRLEN', tag .. ':log') >= minLog end
-  return redis.call('HLEN', tag .. ':tix') == 0 and redis.call('STRLEN', tag .. ':cap') > 1
+  local state = capState(tag)
+  if state == 'none' then return redis.call('STRLEN', tag .. ':log') >= minLog end
+  return state == 'lost'
 end
