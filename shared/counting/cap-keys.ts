@@ -1,20 +1,21 @@
 /**
  * Cap checks over several identities (docs/counting.md, "Identities"): each cap counts on its
  * `key` — the user, the device or the household — so a request whose caps name several keys reads
- * one log per identity (pipelined, one round trip) and evaluates each identity's caps over its own
- * log. This module plans that split and merges the verdicts back, applying the no-identity policy
- * to caps whose identity the request lacks. A request whose caps all count on the user never comes
+ * one log per identity (pipelined, one round trip) and counts each identity's caps over its own
+ * log, then builds the verdicts once. This module plans that split, applying the no-identity
+ * policy to caps whose identity the request lacks. A request whose caps all count on the user never comes
  * here (the store's one-GET path).
  */
-import type {
-  CandidateVerdict,
-  CapCandidate,
-  CapCheckResult,
-  CapRule,
-  CapStatus,
-  CountingCap,
-} from './cap-rules.js';
-import { capSince, capWindowMs, checkCapEntity, checkRule, whereCap } from './cap-rules.js';
+import type { CapCandidate, CapCheckResult, CapRule } from './cap-rules.js';
+import { capSince, checkCapEntity, checkRule, whereCap } from './cap-rules.js';
+import {
+  CAP_BLOCK,
+  CAP_REFUSED,
+  CAP_SKIPPED,
+  capTotalOf,
+  groupVerdicts,
+  type RequestCounts,
+} from './caps.js';
 import { InvalidCountQueryError } from './event-log.js';
 import {
   DEFAULT_IDENTITY,
@@ -31,21 +32,23 @@ import type { EventSchema } from './schema.js';
 /** The ids a request carries, by identity kind name: `{ user: '42', household: '9001' }`. */
 export type RequestIdentities = Readonly<Record<string, string | undefined>>;
 
-/** The caps of every candidate that count on one identity (or none: blocks). */
+/** An identity the request's caps count on: one log read, its caps counted over it. */
 export interface KeyGroup {
-  /** The identity kind, or undefined for the group of blocks (no log). */
-  readonly kind: IdentityKind | undefined;
-  /** The key group's hash tag (what the store reads), undefined for the blocks. */
-  readonly tag: string | undefined;
-  /** The candidates with only this group's caps, in request order. */
-  readonly candidates: CapCandidate[];
+  readonly kind: IdentityKind;
+  /** The key group's hash tag (what the store reads). */
+  readonly tag: string;
+  /** What its caps' statuses report as `key`: the kind's name, none for the user. */
+  readonly key: string | undefined;
 }
 
 /** How a request splits over identities, and what the policy decided for caps without one. */
 export interface KeyPlan {
   readonly groups: readonly KeyGroup[];
-  /** Per candidate: the statuses of caps the policy refused (hits with count 0). */
-  readonly refused: readonly (CapStatus[] | undefined)[];
+  /**
+   * Per cap (flat index: candidate by candidate, cap by cap): the index of its group, or
+   * CAP_BLOCK, CAP_SKIPPED (left uncapped by the policy) or CAP_REFUSED (refused by it).
+   */
+  readonly groupOf: Int32Array;
   readonly report: NoIdentityReport | undefined;
 }
 
@@ -122,9 +125,9 @@ export function checkPolicy(policy: unknown, where: string): NoIdentityPolicy {
 
 /**
  * Splits the request's caps by the identity each counts on. A cap whose identity the request
- * does not carry is handled by `policy`: refused (a hit, reported in `refused`), skipped, or moved
- * to its kind's coarser identity (refused when that is missing too). Throws
- * {@link InvalidCountQueryError} for an unknown key or a malformed id.
+ * does not carry is handled by `policy`: refused (a hit), skipped, or moved to its kind's coarser
+ * identity (refused when that is missing too). Throws {@link InvalidCountQueryError} for an
+ * unknown key or a malformed id.
  */
 export function planKeys(
   schema: EventSchema,
@@ -140,49 +143,36 @@ export function planKeys(
     }
   }
   const ids = idCache(identities);
-  const groups = new Map<string, KeyGroup & { candidates: CapCandidate[] }>();
-  const group = (kind: IdentityKind | undefined, tag: string | undefined) => {
-    const name = kind?.name ?? '';
-    let g = groups.get(name);
-    if (!g) {
-      g = {
-        kind,
-        tag,
-        // The copies carry their request index as id (mergeVerdicts puts them back by it).
-        candidates: candidates.map(
-          (c, ci): CapCandidate => ({
-            id: String(ci),
-            entities: c.entities,
-            caps: [],
-            flightStartMs: c.flightStartMs,
-          }),
-        ),
-      };
-      groups.set(name, g);
-    }
-    return g;
+  const groups: KeyGroup[] = [];
+  const groupIndex = (kind: IdentityKind, id: string): number => {
+    for (let g = 0; g < groups.length; g++) if ((groups[g] as KeyGroup).kind === kind) return g;
+    const key = kind.name === DEFAULT_IDENTITY ? undefined : kind.name;
+    groups.push({ kind, tag: identityTag(kind, id), key });
+    return groups.length - 1;
   };
-  const refused: (CapStatus[] | undefined)[] = new Array(candidates.length);
+  const groupOf = new Int32Array(capTotalOf(candidates));
   // The group of the last key whose own id the request carries: a request's caps name a key or
-  // two, over and over, and this skips the lookups (and the tag) for each repeat.
+  // two, over and over, and this skips the lookups for each repeat.
   let lastName: string | undefined;
-  let lastGroup: KeyGroup | undefined;
-  let refusedCount = 0;
+  let lastGroup = 0;
+  let refused = 0;
   let uncapped = 0;
   let coarser = 0;
+  let i = 0;
   for (let ci = 0; ci < candidates.length; ci++) {
     const c = candidates[ci] as CapCandidate;
-    for (let k = 0; k < c.caps.length; k++) {
+    for (let k = 0; k < c.caps.length; k++, i++) {
       const cap = c.caps[k] as CapRule;
-      // Rules are checked where they are evaluated (a group's evaluation; on its error the store
-      // re-checks the request with the caller's numbering: validateRequest).
+      // Rules are checked where they are counted (a group's evaluation; on its error the store
+      // re-checks the whole request in order: validateRequest).
       if (cap.block !== undefined) {
-        capsOf(group(undefined, undefined), ci).push(cap);
+        checkRule(schema, c, ci, k, cap);
+        groupOf[i] = CAP_BLOCK;
         continue;
       }
       const name = cap.key ?? DEFAULT_IDENTITY;
       if (name === lastName) {
-        capsOf(lastGroup as KeyGroup, ci).push(cap);
+        groupOf[i] = lastGroup;
         continue;
       }
       const kind = identityKind(name);
@@ -191,141 +181,42 @@ export function planKeys(
           `${whereCap(c, ci, k)}: key ${JSON.stringify(name)} is not an identity kind: give ${identityNames()} (default user).`,
         );
       }
-      let counted: IdentityKind | undefined = kind;
-      let id = ids.of(kind);
-      if (id === undefined) {
-        // Not evaluated in any group: checked here (bad input is never skipped by a policy).
-        checkRule(schema, c, ci, k, cap);
-        checkCapEntity(schema, c, ci, k, cap.level);
-        counted = undefined;
-        if (policy === 'coarser' && kind.coarser !== undefined) {
-          const wider = identityKind(kind.coarser) as IdentityKind;
-          id = ids.of(wider);
-          if (id !== undefined) {
-            counted = wider;
-            coarser++;
-          }
-        }
-        if (counted === undefined) {
-          if (policy === 'uncapped') {
-            uncapped++;
-            continue;
-          }
-          refusedCount++;
-          const status: CapStatus = {
-            cap,
-            entity: String(c.entities[cap.level]),
-            count: 0,
-            remaining: 0,
-            key: name,
-            missingIdentity: true,
-          };
-          const list = refused[ci] ?? [];
-          list.push(status);
-          refused[ci] = list;
-          continue;
-        }
-      }
-      const g = group(counted, identityTag(counted, id as string));
-      if (counted === kind) {
+      const id = ids.of(kind);
+      if (id !== undefined) {
         lastName = name;
-        lastGroup = g;
+        lastGroup = groupIndex(kind, id);
+        groupOf[i] = lastGroup;
+        continue;
       }
-      capsOf(g, ci).push(cap);
+      // Counted in no group of its own: checked here (bad input is never skipped by a policy).
+      checkRule(schema, c, ci, k, cap);
+      checkCapEntity(schema, c, ci, k, cap.level);
+      const wider =
+        policy === 'coarser' && kind.coarser !== undefined ? identityKind(kind.coarser) : undefined;
+      const widerId = wider === undefined ? undefined : ids.of(wider);
+      if (wider !== undefined && widerId !== undefined) {
+        coarser++;
+        groupOf[i] = groupIndex(wider, widerId);
+      } else if (policy === 'uncapped') {
+        uncapped++;
+        groupOf[i] = CAP_SKIPPED;
+      } else {
+        refused++;
+        groupOf[i] = CAP_REFUSED;
+      }
     }
   }
-  const report =
-    refusedCount + uncapped + coarser > 0 ? { policy, refused: refusedCount, uncapped, coarser } : undefined;
-  return { groups: [...groups.values()], refused, report };
+  const report = refused + uncapped + coarser > 0 ? { policy, refused, uncapped, coarser } : undefined;
+  return { groups, groupOf, report };
 }
 
-/** The `hits` of a candidate that hits no cap (frozen: verdicts are read-only). */
-const NO_HITS: readonly CapStatus[] = Object.freeze([]);
-
-/** The (growing) cap list of candidate `ci` in group `g`. */
-function capsOf(g: KeyGroup, ci: number): CapRule[] {
-  return (g.candidates[ci] as CapCandidate).caps as CapRule[];
-}
-
-/** Which of two statuses is the stricter: a block, else less remaining, else the longer window, else the earlier cap. */
-function stricter(a: CapStatus, b: CapStatus, caps: readonly CapRule[]): boolean {
-  const aBlock = a.cap.block === true;
-  const bBlock = b.cap.block === true;
-  if (aBlock !== bBlock) return aBlock;
-  if (!aBlock && a.remaining !== b.remaining) return a.remaining < b.remaining;
-  const aWindow = aBlock ? 0 : capWindowMs(a.cap as CountingCap);
-  const bWindow = bBlock ? 0 : capWindowMs(b.cap as CountingCap);
-  if (aWindow !== bWindow) return aWindow > bWindow;
-  return caps.indexOf(a.cap) < caps.indexOf(b.cap);
-}
-
-/** The status as reported: with the identity it counted on when that is not the user. */
-function withKey(status: CapStatus, key: string | undefined): CapStatus {
-  return key === undefined ? status : { ...status, key };
-}
-
-/** `hits` in the candidate's cap order (they came from several identities). */
-function inCapOrder(hits: CapStatus[], caps: readonly CapRule[]): CapStatus[] {
-  const order = new Map<CapRule, number>();
-  for (let k = caps.length - 1; k >= 0; k--) order.set(caps[k] as CapRule, k);
-  return hits.sort((x, y) => (order.get(x.cap) as number) - (order.get(y.cap) as number));
-}
-
-/**
- * One verdict per candidate from the groups' results (each in request order): allowed when no
- * group and no refusal hit; hits in the candidate's cap order; the strictest across groups by the
- * same rule as within one.
- */
-export function mergeVerdicts(
+/** The request's verdicts once every group of `plan` has counted its caps into `counts`. */
+export function planVerdicts(
   candidates: readonly CapCandidate[],
   plan: KeyPlan,
-  results: readonly CapCheckResult[],
+  counts: RequestCounts,
 ): CapCheckResult {
-  // The copies carry their request index as id (planKeys): each group's verdicts back in order.
-  const verdictsOf = results.map((r) => {
-    const ordered: CandidateVerdict[] = new Array(candidates.length);
-    for (const v of r.allowed) ordered[Number(v.id)] = v;
-    for (const v of r.rejected) ordered[Number(v.id)] = v;
-    return ordered;
-  });
-  // The identity each group counted on, as statuses report it (none for the user and blocks).
-  const keys = plan.groups.map((g) =>
-    g.kind === undefined || g.kind.name === DEFAULT_IDENTITY ? undefined : g.kind.name,
-  );
-  const allowed: CandidateVerdict[] = [];
-  const rejected: CandidateVerdict[] = [];
-  for (let ci = 0; ci < candidates.length; ci++) {
-    const c = candidates[ci] as CapCandidate;
-    const refused = plan.refused[ci];
-    // Allocated only for a candidate with hits: most have none, and share one frozen empty list.
-    let hits: CapStatus[] | undefined = refused ? [...refused] : undefined;
-    let sources = refused ? 1 : 0;
-    let strictest: CapStatus | undefined;
-    for (const s of refused ?? []) if (!strictest || stricter(s, strictest, c.caps)) strictest = s;
-    // The strictest's identity is added once it is known, not to every status compared.
-    let strictestKey: string | undefined;
-    for (let g = 0; g < verdictsOf.length; g++) {
-      const v = (verdictsOf[g] as CandidateVerdict[])[ci] as CandidateVerdict;
-      const key = keys[g];
-      if (v.hits.length > 0) {
-        sources++;
-        hits ??= [];
-        for (const h of v.hits) hits.push(withKey(h, key));
-      }
-      if (v.strictest && (!strictest || stricter(v.strictest, strictest, c.caps))) {
-        strictest = v.strictest;
-        strictestKey = key;
-      }
-    }
-    if (strictest !== undefined) strictest = withKey(strictest, strictestKey);
-    if (hits !== undefined && sources > 1) hits = inCapOrder(hits, c.caps);
-    const id = c.id ?? String(c.entities.ad ?? ci);
-    const isAllowed = hits === undefined || hits.length === 0;
-    const list: readonly CapStatus[] = hits ?? NO_HITS;
-    const verdict: CandidateVerdict = strictest
-      ? { id, allowed: isAllowed, strictest, hits: list }
-      : { id, allowed: isAllowed, hits: list };
-    (isAllowed ? allowed : rejected).push(verdict);
-  }
-  return plan.report ? { allowed, rejected, noIdentity: plan.report } : { allowed, rejected };
+  const keys = plan.groups.map((g) => g.key);
+  const result = groupVerdicts(candidates, plan.groupOf, keys, counts);
+  return plan.report ? { ...result, noIdentity: plan.report } : result;
 }

@@ -58,8 +58,16 @@ export class CapScratch {
   entityCount = 0;
   counterCount = 0;
   minSince = 0;
-  /** Per cap (in request order): its counter, by setup-order id. */
+  /** Per cap (in request order): its counter, by setup-order id; −1 for a block. */
   capCounter = new Int32Array(0);
+  /**
+   * Per cap, read from the rule once, in the setup: its max (`limits`), its window for ranking
+   * (`ranks`: capWindowMs)
+   * and, after the scan, its count — so the verdicts never read a rule object again.
+   */
+  limits = new Float64Array(0);
+  ranks = new Float64Array(0);
+  capCount = new Int32Array(0);
   // Per counter, in setup order: what it counts, and the next counter of its entity (−1: last).
   setupAction = new Int32Array(0);
   setupView = new Int32Array(0);
@@ -176,6 +184,9 @@ export class CapScratch {
     const n = Math.max(caps, this.capacity * 2, 64);
     this.capacity = n;
     this.capCounter = new Int32Array(n);
+    this.limits = new Float64Array(n);
+    this.ranks = new Float64Array(n);
+    this.capCount = new Int32Array(n);
     this.setupAction = new Int32Array(n);
     this.setupView = new Int32Array(n);
     this.setupSince = new Float64Array(n);

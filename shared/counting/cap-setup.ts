@@ -10,7 +10,9 @@ import {
   type CapCandidate,
   type CapRule,
   type CountingCap,
+  capMax,
   capSince,
+  capWindowMs,
   checkRule,
   codeOf,
   whereCap,
@@ -20,9 +22,25 @@ import { InvalidCountQueryError, specOf, valueKey } from './event-log.js';
 import { ACTIONS, type EventSchema, type FieldSpec } from './schema.js';
 
 /**
- * Resolves every cap of the request to a counter (`capCounter`, by setup-order id; −1 for a
- * block), filling the levels' id tables, the entities' counter lists and the watched actions.
- * Throws {@link InvalidCountQueryError} naming the first unusable cap.
+ * The caps of a request one evaluation counts, when its caps count on several identities: those
+ * whose entry in `groupOf` (by flat index: candidate by candidate, cap by cap) is `group`.
+ */
+export interface CapSubset {
+  readonly groupOf: Int32Array;
+  readonly group: number;
+}
+
+/** Per cap (flat index), what the verdicts need of its rule: its max and its rank (capWindowMs). */
+export interface CapLimits {
+  readonly limits: Float64Array;
+  readonly ranks: Float64Array;
+}
+
+/**
+ * Resolves every cap of the request (of `subset` only, when given) to a counter (`capCounter`, by
+ * setup-order id; −1 for a block), filling the levels' id tables, the entities' counter lists, the
+ * watched actions and, in `out` (default: the scratch's), each cap's limit and rank. Throws {@link InvalidCountQueryError} naming the
+ * first unusable cap.
  */
 export function resolveCaps(
   s: CapScratch,
@@ -31,6 +49,8 @@ export function resolveCaps(
   now: number,
   notBefore: number,
   schema: EventSchema,
+  subset?: CapSubset,
+  out?: CapLimits,
 ): void {
   // A level holds at most one entity per candidate: ≥ 4 slots per candidate keeps the load ≤ 1/4.
   let bits = 4;
@@ -45,6 +65,9 @@ export function resolveCaps(
   s.watchedActions.fill(0);
   s.codesFor(schema);
   const capCounter = s.capCounter;
+  const { limits: capLimit, ranks: capRank } = out ?? s;
+  const groupOf = subset?.groupOf;
+  const group = subset?.group ?? 0;
   let lastActionValue: unknown;
   let lastAction = 0;
   let lastViewValue: unknown;
@@ -55,6 +78,10 @@ export function resolveCaps(
     const c = candidates[ci] as CapCandidate;
     const caps = c.caps;
     for (let k = 0; k < caps.length; k++) {
+      if (groupOf !== undefined && groupOf[capIndex] !== group) {
+        capCounter[capIndex++] = -1;
+        continue;
+      }
       const rule = caps[k] as CapRule;
       const windowMs = rule.windowMs as number;
       let since: number;
@@ -77,9 +104,13 @@ export function resolveCaps(
           continue;
         }
         since = capSince(rule, c, ci, k, now, notBefore);
+        capLimit[capIndex] = capMax(rule as CountingCap);
+        capRank[capIndex] = capWindowMs(rule as CountingCap);
       } else {
         // (now − w, now]: the first millisecond that counts is one after now − w.
         since = now - windowMs + 1;
+        capLimit[capIndex] = rule.max as number;
+        capRank[capIndex] = windowMs;
       }
       const cap = rule as CountingCap;
       const li = levelIndex(s, schema, c, ci, k, cap.level);

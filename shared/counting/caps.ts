@@ -15,7 +15,8 @@ import { capMax, capWindowMs } from './cap-rules.js';
 import { foldBuckets, scanLog } from './cap-scan.js';
 import { scanCapLog } from './cap-scan-caplog.js';
 import { CapScratch } from './cap-scratch.js';
-import { fastWindows, orderCounters, resolveCaps } from './cap-setup.js';
+import { type CapLimits, type CapSubset, fastWindows, orderCounters, resolveCaps } from './cap-setup.js';
+import { DEFAULT_IDENTITY } from './identities.js';
 import { actionEventSchema, type EventSchema } from './schema.js';
 
 /**
@@ -29,12 +30,6 @@ let sharedScratchBusy = false;
 
 /** The `hits` of every candidate that hits no cap (frozen: verdicts are read-only). */
 const NO_HITS: readonly CapStatus[] = Object.freeze([]);
-
-function capStatus(c: CapCandidate, k: number, count: number): CapStatus {
-  const cap = c.caps[k] as CapRule;
-  const remaining = cap.block === true ? 0 : capMax(cap) - count;
-  return { cap, entity: String(c.entities[cap.level]), count, remaining };
-}
 
 /**
  * Evaluates frequency caps for all candidates of one request over one scan of the user's events.
@@ -67,6 +62,55 @@ export function evaluateCapLog(
   return evaluate(undefined, capLog, candidates, now, notBefore, schema, undefined);
 }
 
+/**
+ * Per-cap states of a request whose caps count on several identities (`groupOf`, planKeys):
+ * an index ≥ 0 names the identity group the cap counts in; these mark the caps no group counts.
+ */
+export const CAP_BLOCK = -1;
+/** A cap the no-identity policy left uncapped: neither a hit nor a candidate for the strictest. */
+export const CAP_SKIPPED = -2;
+/** A cap the no-identity policy refused: a hit with count 0 and the identity reported missing. */
+export const CAP_REFUSED = -3;
+
+/** What each identity's evaluation of a request leaves for its verdicts: per cap (flat index). */
+export interface RequestCounts {
+  readonly counts: Int32Array;
+  readonly limits: Float64Array;
+  readonly ranks: Float64Array;
+}
+
+/** Empty {@link RequestCounts} for `capTotal` caps. */
+export function requestCounts(capTotal: number): RequestCounts {
+  return {
+    counts: new Int32Array(capTotal),
+    limits: new Float64Array(capTotal),
+    ranks: new Float64Array(capTotal),
+  };
+}
+
+/** The caps of all candidates. */
+export function capTotalOf(candidates: readonly CapCandidate[]): number {
+  let capTotal = 0;
+  for (let ci = 0; ci < candidates.length; ci++) capTotal += (candidates[ci] as CapCandidate).caps.length;
+  return capTotal;
+}
+
+/**
+ * The shared working memory when it is free and the request not outsized, else a fresh one;
+ * give it back with {@link releaseScratch}.
+ */
+function takeScratch(capTotal: number, candidateCount: number): CapScratch {
+  if (sharedScratchBusy || capTotal > SHARED_SCRATCH_CAPS || candidateCount > SHARED_SCRATCH_CAPS / 4) {
+    return new CapScratch();
+  }
+  sharedScratchBusy = true;
+  return sharedScratch;
+}
+
+function releaseScratch(s: CapScratch): void {
+  if (s === sharedScratch) sharedScratchBusy = false;
+}
+
 /** A check over `log` (with the day summary's `aggregates`) or, when given, over `capLog`. */
 function evaluate(
   log: Buffer | readonly Buffer[] | undefined,
@@ -77,41 +121,76 @@ function evaluate(
   schema: EventSchema,
   aggregates: Buffer | readonly Buffer[] | undefined,
 ): CapCheckResult {
-  let capTotal = 0;
-  for (let ci = 0; ci < candidates.length; ci++) capTotal += (candidates[ci] as CapCandidate).caps.length;
-  if (sharedScratchBusy || capTotal > SHARED_SCRATCH_CAPS || candidates.length > SHARED_SCRATCH_CAPS / 4) {
-    return evaluateCapsWith(
-      new CapScratch(),
-      capTotal,
-      log,
-      capLog,
-      aggregates,
-      candidates,
-      now,
-      notBefore,
-      schema,
-    );
-  }
-  sharedScratchBusy = true;
+  const capTotal = capTotalOf(candidates);
+  const s = takeScratch(capTotal, candidates.length);
   try {
-    return evaluateCapsWith(
-      sharedScratch,
-      capTotal,
-      log,
-      capLog,
-      aggregates,
-      candidates,
-      now,
-      notBefore,
-      schema,
-    );
+    countIn(s, capTotal, log, capLog, aggregates, candidates, now, notBefore, schema, undefined);
+    const { capCounter, capCount, counts, finalIndex } = s;
+    for (let i = 0; i < capTotal; i++) {
+      const counter = capCounter[i] as number;
+      capCount[i] = counter < 0 ? 0 : (counts[finalIndex[counter] as number] as number);
+    }
+    return verdicts(s, candidates, capCounter, capCount, s.limits, s.ranks, undefined);
   } finally {
-    sharedScratchBusy = false;
+    releaseScratch(s);
   }
 }
 
-/** One cap check in `s`: setup, scan, verdicts. */
-function evaluateCapsWith(
+/**
+ * Counts the caps of `subset` (one identity's: see planKeys) over that identity's `log` (with the
+ * day summary's `aggregates`) or `capLog`, into `into` at each cap's flat index; the verdicts
+ * come once every identity is counted ({@link groupVerdicts}).
+ */
+export function countCaps(
+  log: Buffer | readonly Buffer[] | undefined,
+  capLog: Buffer | undefined,
+  aggregates: Buffer | readonly Buffer[] | undefined,
+  candidates: readonly CapCandidate[],
+  now: number,
+  notBefore: number,
+  schema: EventSchema,
+  subset: CapSubset,
+  into: RequestCounts,
+): void {
+  const capTotal = into.counts.length;
+  const s = takeScratch(capTotal, candidates.length);
+  try {
+    countIn(s, capTotal, log, capLog, aggregates, candidates, now, notBefore, schema, subset, into);
+    const { capCounter, counts, finalIndex } = s;
+    const { groupOf, group } = subset;
+    const out = into.counts;
+    for (let i = 0; i < capTotal; i++) {
+      if (groupOf[i] === group) out[i] = counts[finalIndex[capCounter[i] as number] as number] as number;
+    }
+  } finally {
+    releaseScratch(s);
+  }
+}
+
+/**
+ * The verdicts of a request whose caps count on several identities, from `groupOf` (a group
+ * index or a CAP_* state per cap), each group's status key (`keys`; undefined: the user) and
+ * the counts every group left in `counts`.
+ */
+export function groupVerdicts(
+  candidates: readonly CapCandidate[],
+  groupOf: Int32Array,
+  keys: readonly (string | undefined)[],
+  counts: RequestCounts,
+): CapCheckResult {
+  const s = takeScratch(0, candidates.length);
+  try {
+    return verdicts(s, candidates, groupOf, counts.counts, counts.limits, counts.ranks, keys);
+  } finally {
+    releaseScratch(s);
+  }
+}
+
+/**
+ * Setup and scan in `s`: the counts of the caps (of `subset`, when given) are in `s.counts`, by
+ * counter; each cap's limit and rank in `limits`.
+ */
+function countIn(
   s: CapScratch,
   capTotal: number,
   log: Buffer | readonly Buffer[] | undefined,
@@ -121,8 +200,10 @@ function evaluateCapsWith(
   now: number,
   notBefore: number,
   schema: EventSchema,
-): CapCheckResult {
-  resolveCaps(s, capTotal, candidates, now, notBefore, schema);
+  subset: CapSubset | undefined,
+  limits?: CapLimits,
+): void {
+  resolveCaps(s, capTotal, candidates, now, notBefore, schema, subset, limits);
   orderCounters(s);
   const startCount = fastWindows(s);
   if (capLog !== undefined) scanCapLog(s, capLog, notBefore, schema, startCount);
@@ -130,45 +211,90 @@ function evaluateCapsWith(
   if (aggregates !== undefined && aggregates.length > 0)
     scanLog(s, aggregates, notBefore, schema, startCount, true);
   if (startCount > 0) foldBuckets(s, startCount);
-  return verdicts(s, candidates);
+}
+
+/** A status; `key` only when given (the user's statuses carry none). */
+function status(
+  c: CapCandidate,
+  k: number,
+  count: number,
+  remaining: number,
+  key: string | undefined,
+): CapStatus {
+  const cap = c.caps[k] as CapRule;
+  const entity = String(c.entities[cap.level]);
+  return key === undefined ? { cap, entity, count, remaining } : { cap, entity, count, remaining, key };
+}
+
+/** The status of a cap the policy refused: its identity is missing. */
+function refusedStatus(c: CapCandidate, k: number): CapStatus {
+  const cap = c.caps[k] as CapRule;
+  return {
+    cap,
+    entity: String(c.entities[cap.level]),
+    count: 0,
+    remaining: 0,
+    key: cap.key ?? DEFAULT_IDENTITY,
+    missingIdentity: true,
+  };
+}
+
+/** The status of a block (no count; its remaining as a counting cap's would be, 0 when blocking). */
+function blockStatus(c: CapCandidate, k: number): CapStatus {
+  const cap = c.caps[k] as CapRule;
+  const remaining = cap.block === true ? 0 : capMax(cap as CountingCap);
+  return { cap, entity: String(c.entities[cap.level]), count: 0, remaining };
 }
 
 /**
- * The verdicts from the counts, in two passes: first each candidate's outcome into the scratch,
- * then the result lists at their exact length (grown by push they were a third again of their
- * size in garbage).
+ * The verdicts, in two passes: first each candidate's outcome into the scratch, then the result
+ * lists at their exact length (grown by push they were a third again of their size in garbage).
+ * Per cap (flat index): `state` is CAP_BLOCK, CAP_SKIPPED, CAP_REFUSED or (≥ 0) counted, with
+ * `counts`, `limits` and `ranks`; a counted cap's status carries `keys[state]` when `keys` is given.
  */
-function verdicts(s: CapScratch, candidates: readonly CapCandidate[]): CapCheckResult {
-  const { capCounter, counts, finalIndex } = s;
+function verdicts(
+  s: CapScratch,
+  candidates: readonly CapCandidate[],
+  state: Int32Array,
+  counts: Int32Array,
+  limits: Float64Array,
+  ranks: Float64Array,
+  keys: readonly (string | undefined)[] | undefined,
+): CapCheckResult {
   s.ensureCandidates(candidates.length);
   const { candidateBest, candidateBlock, candidateHits } = s;
   let allowedCount = 0;
   let capIndex = 0;
   for (let ci = 0; ci < candidates.length; ci++) {
-    const caps = (candidates[ci] as CapCandidate).caps;
+    const c = candidates[ci] as CapCandidate;
+    const n = c.caps.length;
     const base = capIndex;
-    capIndex += caps.length;
+    capIndex += n;
     let best = -1;
     let bestRemaining = 0;
-    let bestWindow = 0;
+    let bestRank = 0;
     let block = -1;
     let hitCount = 0;
-    for (let k = 0; k < caps.length; k++) {
-      const counter = capCounter[base + k] as number;
-      if (counter < 0) {
+    for (let k = 0; k < n; k++) {
+      const i = base + k;
+      const st = state[i] as number;
+      let remaining = 0;
+      let rank = 0;
+      if (st >= 0) {
+        remaining = (limits[i] as number) - (counts[i] as number);
+        rank = ranks[i] as number;
+      } else if (st === CAP_BLOCK) {
         // A block: always a hit, and the strictest (the first one if several).
         hitCount++;
         if (block < 0) block = k;
         continue;
-      }
-      const cap = caps[k] as CountingCap;
-      const remaining = capMax(cap) - (counts[finalIndex[counter] as number] as number);
+      } else if (st === CAP_SKIPPED) continue;
+      else rank = capWindowMs(c.caps[k] as CountingCap);
       if (remaining <= 0) hitCount++;
-      const window = capWindowMs(cap);
-      if (best < 0 || remaining < bestRemaining || (remaining === bestRemaining && window > bestWindow)) {
+      if (best < 0 || remaining < bestRemaining || (remaining === bestRemaining && rank > bestRank)) {
         best = k;
         bestRemaining = remaining;
-        bestWindow = window;
+        bestRank = rank;
       }
     }
     candidateBest[ci] = best;
@@ -183,45 +309,53 @@ function verdicts(s: CapScratch, candidates: readonly CapCandidate[]): CapCheckR
   capIndex = 0;
   for (let ci = 0; ci < candidates.length; ci++) {
     const c = candidates[ci] as CapCandidate;
-    const caps = c.caps;
     const base = capIndex;
-    capIndex += caps.length;
+    capIndex += c.caps.length;
     const best = candidateBest[ci] as number;
     const block = candidateBlock[ci] as number;
     const isAllowed = candidateHits[ci] === 0;
     // Most candidates hit nothing: they share one frozen empty list (an array per candidate was
     // a third of the check's garbage, and garbage is what sets the scavenges under load).
-    let hits: readonly CapStatus[] = NO_HITS;
-    if (!isAllowed) {
-      const list: CapStatus[] = [];
-      hits = list;
-      for (let k = 0; k < caps.length; k++) {
-        const counter = capCounter[base + k] as number;
-        if (counter < 0) list.push(capStatus(c, k, 0));
-        else {
-          const count = counts[finalIndex[counter] as number] as number;
-          if (capMax(caps[k] as CountingCap) - count <= 0) list.push(capStatus(c, k, count));
-        }
-      }
-    }
+    const hits = isAllowed ? NO_HITS : hitsOf(c, base, state, counts, limits, keys);
     const id = c.id ?? String(c.entities.ad ?? ci);
-    const verdict: CandidateVerdict =
-      block >= 0
-        ? { id, allowed: false, strictest: capStatus(c, block, 0), hits }
-        : best >= 0
-          ? {
-              id,
-              allowed: isAllowed,
-              strictest: capStatus(
-                c,
-                best,
-                counts[finalIndex[capCounter[base + best] as number] as number] as number,
-              ),
-              hits,
-            }
-          : { id, allowed: isAllowed, hits };
+    let verdict: CandidateVerdict;
+    if (block >= 0) verdict = { id, allowed: false, strictest: blockStatus(c, block), hits };
+    else if (best < 0) verdict = { id, allowed: isAllowed, hits };
+    else {
+      const i = base + best;
+      const st = state[i] as number;
+      const strictest =
+        st === CAP_REFUSED
+          ? refusedStatus(c, best)
+          : status(c, best, counts[i] as number, (limits[i] as number) - (counts[i] as number), keys?.[st]);
+      verdict = { id, allowed: isAllowed, strictest, hits };
+    }
     if (isAllowed) allowed[allowedAt++] = verdict;
     else rejected[rejectedAt++] = verdict;
   }
   return { allowed, rejected };
+}
+
+/** The statuses of the caps candidate `c` hits, in its cap order. */
+function hitsOf(
+  c: CapCandidate,
+  base: number,
+  state: Int32Array,
+  counts: Int32Array,
+  limits: Float64Array,
+  keys: readonly (string | undefined)[] | undefined,
+): CapStatus[] {
+  const list: CapStatus[] = [];
+  for (let k = 0; k < c.caps.length; k++) {
+    const i = base + k;
+    const st = state[i] as number;
+    if (st === CAP_BLOCK) list.push(blockStatus(c, k));
+    else if (st === CAP_REFUSED) list.push(refusedStatus(c, k));
+    else if (st >= 0) {
+      const count = counts[i] as number;
+      const remaining = (limits[i] as number) - count;
+      if (remaining <= 0) list.push(status(c, k, count, remaining, keys?.[st]));
+    }
+  }
+  return list;
 }

@@ -12,6 +12,7 @@ import type { RedisClient } from '../redis/connect.js';
 import { atomicViaClient, type RawValueReader, type ValueReader } from '../redis/resp/value-reader.js';
 import { DAY_MS } from '../time/clock.js';
 import { type CapCandidate, type CapRule, type CountingCap, capSince } from './cap-rules.js';
+import type { CapSubset } from './cap-setup.js';
 
 /** What a check over the day summary asks the read script for. */
 export interface DaysRead {
@@ -27,20 +28,23 @@ export interface DaysRead {
  * The read a check needs when a window of `candidates` starts before day `rawFromDay`
  * (undefined: the plain read covers every window). Window starts are clamped to `horizon`, the
  * retention's start; a cap the check will refuse (an invalid one) leaves the plain read, whose
- * evaluation names it.
+ * evaluation names it. With `subset`, only its caps (one identity's) are read for.
  */
 export function daysRead(
   candidates: readonly CapCandidate[],
   now: number,
   horizon: number,
   rawFromDay: number,
+  subset?: CapSubset,
 ): DaysRead | undefined {
   const rawFrom = rawFromDay * DAY_MS;
   let firstDay = rawFromDay;
   const boundary: number[] = [];
+  let i = 0;
   for (let ci = 0; ci < candidates.length; ci++) {
     const c = candidates[ci] as CapCandidate;
-    for (let k = 0; k < c.caps.length; k++) {
+    for (let k = 0; k < c.caps.length; k++, i++) {
+      if (subset !== undefined && subset.groupOf[i] !== subset.group) continue;
       const rule = c.caps[k] as CapRule;
       if (rule.block !== undefined) continue;
       let since: number;

@@ -28,9 +28,10 @@ import { clientValueReader, RawValueReader, type ValueReader } from '../redis/re
 import { defineScripts } from '../redis/scripts/registry.js';
 import { type Clock, DAY_MS } from '../time/clock.js';
 import { type IngestReply, MAX_ARRIVALS_PER_CALL, packArrivals, type UserArrivals } from './arrivals.js';
-import { checkPolicy, mergeVerdicts, namesOtherKeys, planKeys, validateRequest } from './cap-keys.js';
+import { checkPolicy, namesOtherKeys, planKeys, planVerdicts, validateRequest } from './cap-keys.js';
 import { CAP_LOG_KEPT, CAP_LOG_MIN_LOG_BYTES } from './cap-log.js';
-import { evaluateCapLog } from './caps.js';
+import type { CapSubset } from './cap-setup.js';
+import { countCaps, evaluateCapLog, requestCounts } from './caps.js';
 import { type DaySummaryCounts, DaySummaryReader, daysRead } from './day-summary.js';
 import { checkEventTime, type DecodedRecord } from './event-decode.js';
 import { InvalidCountQueryError } from './event-log.js';
@@ -386,28 +387,43 @@ export class ActionStore {
       if (candidates.length === 0) {
         return Promise.resolve(evaluateCaps(EMPTY, candidates, now, this.horizon(now), this.schema));
       }
-      return this.evaluateFrom(userId, candidates, now, this.legacyV1Keys);
+      const horizon = this.horizon(now);
+      const schema = this.schema;
+      return this.evaluateFrom(
+        userId,
+        candidates,
+        now,
+        this.legacyV1Keys,
+        undefined,
+        (log, capLog, aggregates) =>
+          capLog !== undefined
+            ? evaluateCapLog(capLog, candidates, now, horizon, schema)
+            : evaluateCaps(log ?? EMPTY, candidates, now, horizon, schema, aggregates),
+      );
     } catch (error) {
       return Promise.reject(error);
     }
   }
 
   /**
-   * Evaluates `candidates` over the key group `tag`, in one round trip for nearly every user: a
-   * GET of its cap log pipelined with a GETRANGE of its log's first CAP_LOG_MIN_LOG_BYTES —
-   * the cap log when it has one, else the log when that prefix is all of it (a log that short
-   * has no cap log). Otherwise (a long log without a cap log: lost alone, too many tuples, or a
-   * writer that keeps none) as without cap logs: {@link evaluateOverLog}.
+   * Evaluates `candidates` (the caps of `subset`, when given) over the key group `tag` with
+   * `evaluate`, in one round trip for nearly every user: a GET of its cap log pipelined with a
+   * GETRANGE of its log's first CAP_LOG_MIN_LOG_BYTES — the cap log when it has one, else the log
+   * when that prefix is all of it (a log that short has no cap log). Otherwise (a long log
+   * without a cap log: lost alone, too many tuples, or a writer that keeps none) as without cap
+   * logs: {@link evaluateOverLog}. `evaluate` never returns undefined.
    */
-  private evaluateFrom(
+  private evaluateFrom<T>(
     tag: string,
     candidates: readonly CapCandidate[],
     now: number,
     legacy: boolean,
-  ): Promise<CapCheckResult> {
+    subset: CapSubset | undefined,
+    evaluate: Evaluation<T>,
+  ): Promise<T> {
     const horizon = this.horizon(now);
-    if (!this.capLogReads) return this.evaluateOverLog(tag, candidates, now, horizon, legacy);
-    const schema = this.schema;
+    if (!this.capLogReads)
+      return this.evaluateOverLog(tag, candidates, now, horizon, legacy, subset, evaluate);
     // The replies come in order on one connection, so the log's prefix is skipped when the cap
     // log answered (should they not, both are evaluated and the cap log's result taken).
     let answered = false;
@@ -415,43 +431,41 @@ export class ActionStore {
     const viaCapLog = this.reader.get(userCapLogKey(tag, this.prefix), (capLog) => {
       if (capLog === null || capLog[0] !== CAP_LOG_KEPT) return undefined;
       answered = true;
-      return evaluateCapLog(capLog, candidates, now, horizon, schema);
+      return evaluate(undefined, capLog);
     });
     const viaShortLog = this.reader.getRange(this.logKey(tag), 0, CAP_LOG_MIN_LOG_BYTES - 1, (head) => {
       headLength = head.length;
       return answered || head.length >= CAP_LOG_MIN_LOG_BYTES || (head.length === 0 && legacy)
         ? undefined
-        : evaluateCaps(head, candidates, now, horizon, schema);
+        : evaluate(head, undefined);
     });
     return Promise.all([viaCapLog, viaShortLog]).then(([fromCapLog, fromLog]) => {
       const result = fromCapLog ?? fromLog;
       if (result !== undefined) return result;
       if (headLength === 0) {
         // No v2 log while upgrading from v1 (a user not written since): its v1 log, if any.
-        return this.reader.get(userLogKey(tag, this.prefix, 1), (log) =>
-          evaluateCaps(log ?? EMPTY, candidates, now, horizon, schema),
-        );
+        return this.reader.get(userLogKey(tag, this.prefix, 1), (log) => evaluate(log ?? EMPTY, undefined));
       }
       this.capLogMisses++;
-      return this.evaluateOverLog(tag, candidates, now, horizon, legacy);
+      return this.evaluateOverLog(tag, candidates, now, horizon, legacy, subset, evaluate);
     });
   }
 
   /** {@link evaluateFrom} over the log: through the day summary when it saves reading, else whole. */
-  private evaluateOverLog(
+  private evaluateOverLog<T>(
     tag: string,
     candidates: readonly CapCandidate[],
     now: number,
     horizon: number,
     legacy: boolean,
-  ): Promise<CapCheckResult> {
-    const schema = this.schema;
+    subset: CapSubset | undefined,
+    evaluate: Evaluation<T>,
+  ): Promise<T> {
     const read =
       this.rawDays === undefined
         ? undefined
-        : daysRead(candidates, now, horizon, Math.floor(now / DAY_MS) - this.rawDays + 1);
-    const wholeLog = () =>
-      this.readLog(tag, (log) => evaluateCaps(log, candidates, now, horizon, schema), legacy);
+        : daysRead(candidates, now, horizon, Math.floor(now / DAY_MS) - this.rawDays + 1, subset);
+    const wholeLog = () => this.readLog(tag, (log) => evaluate(log, undefined), legacy);
     if (read === undefined) return wholeLog();
     const keys = {
       log: this.logKey(tag),
@@ -459,9 +473,7 @@ export class ActionStore {
       aggregates: userAggregatesKey(tag, this.prefix),
     };
     return this.days
-      .read(keys, read, (members, aggregates) =>
-        evaluateCaps(members, candidates, now, horizon, schema, aggregates),
-      )
+      .read(keys, read, (members, aggregates) => evaluate(members, undefined, aggregates))
       .then((result) => result ?? wholeLog());
   }
 
@@ -476,8 +488,8 @@ export class ActionStore {
 
   /**
    * A check whose caps count on several identities, or without a user id: one log per identity
-   * read at once (pipelined), each identity's caps evaluated over its own log, verdicts merged;
-   * caps without an id of their identity go by the no-identity policy.
+   * read at once (pipelined), each identity's caps counted over its own log, then the verdicts
+   * built once; caps without an id of their identity go by the no-identity policy.
    */
   private checkByIdentity(request: CapCheckRequest, now: number): Promise<CapCheckResult> {
     const identities: Record<string, string | undefined> = { ...request.identities };
@@ -489,39 +501,52 @@ export class ActionStore {
       }
       identities.user = request.userId;
     }
+    const { candidates } = request;
     const policy = checkPolicy(request.noIdentity ?? this.noIdentity, 'cap check');
-    const plan = planKeys(this.schema, request.candidates, identities, policy);
     const horizon = this.horizon(now);
     const schema = this.schema;
+    // Bad input is named as the caller numbered it, the first in request order (the plan and
+    // each group check only the caps they handle).
+    const named = (error: unknown): never => {
+      if (error instanceof InvalidCountQueryError) validateRequest(schema, candidates, now, horizon);
+      throw error;
+    };
+    let plan: ReturnType<typeof planKeys>;
+    try {
+      plan = planKeys(schema, candidates, identities, policy);
+    } catch (error) {
+      return named(error);
+    }
+    const { groupOf, groups } = plan;
+    const counts = requestCounts(groupOf.length);
     return Promise.all(
-      plan.groups.map((g) =>
-        g.tag === undefined
-          ? // Blocks read nothing; in a promise, so a bad one is named by the handler below too.
-            Promise.resolve().then(() => evaluateCaps(EMPTY, g.candidates, now, horizon, schema))
-          : // Only users can have v1 keys (v1 had no other identity).
-            this.evaluateFrom(
-              g.tag,
-              g.candidates,
-              now,
-              this.legacyV1Keys && g.kind?.name === DEFAULT_IDENTITY,
-            ),
-      ),
-    ).then(
-      (results) => {
-        const report = plan.report;
-        if (report) {
-          this.noIdentityCounts.refused += report.refused;
-          this.noIdentityCounts.uncapped += report.uncapped;
-          this.noIdentityCounts.coarser += report.coarser;
-        }
-        return mergeVerdicts(request.candidates, plan, results);
-      },
-      (error: unknown) => {
-        // A group evaluates renumbered copies: name the cap as the caller wrote it.
-        if (error instanceof InvalidCountQueryError)
-          validateRequest(schema, request.candidates, now, horizon);
-        throw error;
-      },
-    );
+      groups.map((g, group) => {
+        const subset = { groupOf, group };
+        // Only users can have v1 keys (v1 had no other identity).
+        const legacy = this.legacyV1Keys && g.kind.name === DEFAULT_IDENTITY;
+        return this.evaluateFrom(g.tag, candidates, now, legacy, subset, (log, capLog, aggregates) => {
+          countCaps(log, capLog, aggregates, candidates, now, horizon, schema, subset, counts);
+          return counts;
+        });
+      }),
+    ).then(() => {
+      const report = plan.report;
+      if (report) {
+        this.noIdentityCounts.refused += report.refused;
+        this.noIdentityCounts.uncapped += report.uncapped;
+        this.noIdentityCounts.coarser += report.coarser;
+      }
+      return planVerdicts(candidates, plan, counts);
+    }, named);
   }
 }
+
+/**
+ * How a check evaluates what it read: a log (with the day summary's aggregates) or a cap log;
+ * never undefined.
+ */
+type Evaluation<T> = (
+  log: Buffer | readonly Buffer[] | undefined,
+  capLog: Buffer | undefined,
+  aggregates?: Buffer | readonly Buffer[],
+) => T;

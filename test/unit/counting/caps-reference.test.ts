@@ -8,9 +8,9 @@
  * from call to call (large request, then small ones; a call nested inside another).
  */
 import { describe, expect, it } from 'vitest';
-import { mergeVerdicts, planKeys } from '../../../shared/counting/cap-keys.js';
+import { planKeys, planVerdicts } from '../../../shared/counting/cap-keys.js';
 import { capLogOf } from '../../../shared/counting/cap-log.js';
-import { evaluateCapLog } from '../../../shared/counting/caps.js';
+import { countCaps, evaluateCapLog, requestCounts } from '../../../shared/counting/caps.js';
 import { decodeRecord } from '../../../shared/counting/event-decode.js';
 import { type ActionEvent, encodeActionEvent } from '../../../shared/counting/event-encode.js';
 import {
@@ -357,7 +357,7 @@ describe('evaluateCaps agrees with a brute-force reference', () => {
     expect(evaluateCaps(members, good, now, 0, v2)).toEqual(reference(events, good, 0));
   });
 
-  it('caps on several identities (planKeys, one evaluation per identity, mergeVerdicts) agree with the reference', () => {
+  it('caps on several identities (planKeys, one count per identity, planVerdicts) agree with the reference', () => {
     const rand = prng(Number(process.env.COUNTING_SEED ?? 20261128));
     for (let round = 0; round < 40; round++) {
       const user = randomLog(rand, int(rand, 0, 300));
@@ -382,15 +382,24 @@ describe('evaluateCaps agrees with a brute-force reference', () => {
       const identities = { user: '1', household: '2', ...(withDevice ? { device: '3' } : {}) };
       const notBefore = now - pick(rand, [30 * DAY_MS, 90 * DAY_MS]);
       const plan = planKeys(v2, candidates, identities, 'refuse');
-      const results = plan.groups.map((g) =>
-        evaluateCaps(g.tag === undefined ? [] : (logs.get(g.tag) ?? []), g.candidates, now, notBefore, v2),
-      );
+      const counts = requestCounts(plan.groupOf.length);
+      plan.groups.forEach((g, group) => {
+        const subset = { groupOf: plan.groupOf, group };
+        // Every other round through the identity's cap log instead of its log.
+        const log = logs.get(g.tag) ?? [];
+        if (round % 2 === 0)
+          countCaps(log, undefined, undefined, candidates, now, notBefore, v2, subset, counts);
+        else {
+          const capLog = capLogOf(Buffer.concat(log), v2);
+          countCaps(undefined, capLog, undefined, candidates, now, notBefore, v2, subset, counts);
+        }
+      });
       const others = new Map([
         ['household', decodeAll(household.members, v2)],
         ...(withDevice ? [['device', decodeAll(device.members, v2)] as const] : []),
       ]);
       const expected = reference(decodeAll(user.members, v2), candidates, notBefore, others);
-      const got = mergeVerdicts(candidates, plan, results);
+      const got = planVerdicts(candidates, plan, counts);
       const { noIdentity, ...verdicts } = got;
       expect(verdicts, `round=${round}`).toEqual(expected);
       const refused = candidates.flatMap((c) => c.caps).filter((cap) => cap.key === 'device').length;
