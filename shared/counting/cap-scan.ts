@@ -81,23 +81,3 @@ export function scanLog(
     }
   }
 }
-
-/**
- * Fast path, after the scan: buckets → counts. Per entity, suffix sums over the window classes;
- * a counter takes its class's sum.
- */
-export function foldBuckets(s: CapScratch, startCount: number): void {
-  const { buckets, starts, entitySlot, entityFirst, table, since: cSince, counts } = s;
-  for (let e = 0; e < s.entityCount; e++) {
-    const base = e * startCount;
-    for (let c = startCount - 2; c >= 0; c--) {
-      buckets[base + c] = (buckets[base + c] as number) + (buckets[base + c + 1] as number);
-    }
-    const p = entitySlot[e] as number;
-    for (let k = entityFirst[e] as number; k < (table[p + 3] as number); k++) {
-      let c = 0;
-      while (starts[c] !== cSince[k]) c++;
-      counts[k] = buckets[base + c] as number;
-    }
-  }
-}

@@ -68,6 +68,8 @@ export class CapScratch {
   limits = new Float64Array(0);
   ranks = new Float64Array(0);
   capCount = new Int32Array(0);
+  /** Bucketed scan: per cap, its window class (the index of its window start in `starts`). */
+  capClass = new Int32Array(0);
   // Per counter, in setup order: what it counts, and the next counter of its entity (−1: last).
   setupAction = new Int32Array(0);
   setupView = new Int32Array(0);
@@ -86,15 +88,19 @@ export class CapScratch {
   entitySlot = new Int32Array(0);
   entityHead = new Int32Array(0);
   entityTail = new Int32Array(0);
-  /** Per entity: its first counter in scan order. */
-  entityFirst = new Int32Array(0);
   // Per candidate, for building the verdicts: the strictest cap (−1: none), the first block
   // (−1: none), and how many rules hit.
   candidateBest = new Int32Array(0);
   candidateBlock = new Int32Array(0);
   candidateHits = new Int32Array(0);
-  /** Fast path: the distinct window starts, ascending, and per entity a count per window class. */
+  /**
+   * Bucketed scan: the distinct window starts (ascending once laid out) and how many, per entity a
+   * count per window class, and the setup's renumbering of classes when it sorts the starts.
+   */
   readonly starts = new Float64Array(MAX_FAST_WINDOWS);
+  startCount = 0;
+  readonly classOrder = new Int32Array(MAX_FAST_WINDOWS);
+  readonly rankOf = new Int32Array(MAX_FAST_WINDOWS);
   buckets = new Int32Array(0);
   /**
    * Cap-log scan (cap-scan-caplog.ts): per tuple and level, the table position of the tuple's
@@ -187,6 +193,7 @@ export class CapScratch {
     this.limits = new Float64Array(n);
     this.ranks = new Float64Array(n);
     this.capCount = new Int32Array(n);
+    this.capClass = new Int32Array(n);
     this.setupAction = new Int32Array(n);
     this.setupView = new Int32Array(n);
     this.setupSince = new Float64Array(n);
@@ -200,7 +207,6 @@ export class CapScratch {
     this.entitySlot = new Int32Array(n);
     this.entityHead = new Int32Array(n);
     this.entityTail = new Int32Array(n);
-    this.entityFirst = new Int32Array(n);
   }
 
   /** Makes room for `n` candidates' verdict inputs. */

@@ -37,10 +37,15 @@ export interface CapLimits {
 }
 
 /**
- * Resolves every cap of the request (of `subset` only, when given) to a counter (`capCounter`, by
- * setup-order id; −1 for a block), filling the levels' id tables, the entities' counter lists, the
- * watched actions and, in `out` (default: the scratch's), each cap's limit and rank. Throws {@link InvalidCountQueryError} naming the
- * first unusable cap.
+ * Resolves every cap of the request (of `subset` only, when given), filling the levels' id
+ * tables, the watched actions and, in `out` (default: the scratch's), each cap's limit and rank.
+ * Returns whether the request takes the bucketed scan (the usual request: every cap counts one
+ * action in any view type, over at most MAX_FAST_WINDOWS distinct window starts; see
+ * {@link bucketEntities}): then `capCounter` holds each cap's entity and `capClass` the index of
+ * its window start in `starts` (in discovery order), and no counter exists. Else `capCounter`
+ * holds each cap's counter, by setup-order id, in its entity's counter list. −1 in `capCounter`:
+ * a block or a cap of another subset. Throws {@link InvalidCountQueryError} naming the first
+ * unusable cap.
  */
 export function resolveCaps(
   s: CapScratch,
@@ -51,7 +56,7 @@ export function resolveCaps(
   schema: EventSchema,
   subset?: CapSubset,
   out?: CapLimits,
-): void {
+): boolean {
   // A level holds at most one entity per candidate: ≥ 4 slots per candidate keeps the load ≤ 1/4.
   let bits = 4;
   while (1 << bits < candidates.length * 4) bits++;
@@ -64,14 +69,20 @@ export function resolveCaps(
   s.ensure(capTotal);
   s.watchedActions.fill(0);
   s.codesFor(schema);
-  const capCounter = s.capCounter;
+  const { capCounter, capClass, starts } = s;
   const { limits: capLimit, ranks: capRank } = out ?? s;
+  // The bucketed scan until a cap rules it out: its one action (−1: none yet) and window starts.
+  let bucketed = true;
+  let bucketAction = -1;
+  let startCount = 0;
   const groupOf = subset?.groupOf;
   const group = subset?.group ?? 0;
   let lastActionValue: unknown;
   let lastAction = 0;
   let lastViewValue: unknown;
   let lastView = 0;
+  let lastLevel: string | undefined;
+  let lastLevelIndex = 0;
   let minSince = Number.POSITIVE_INFINITY;
   let capIndex = 0;
   for (let ci = 0; ci < candidates.length; ci++) {
@@ -113,7 +124,14 @@ export function resolveCaps(
         capRank[capIndex] = windowMs;
       }
       const cap = rule as CountingCap;
-      const li = levelIndex(s, schema, c, ci, k, cap.level);
+      // Caps of one level come in runs: the last level's index, without the search.
+      const level = cap.level;
+      let li = lastLevelIndex;
+      if (level !== lastLevel) {
+        li = levelIndex(s, schema, c, ci, k, level);
+        lastLevel = level;
+        lastLevelIndex = li;
+      }
       const entity =
         s.candidateStamp[li] === ci ? (s.candidateEntity[li] as number) : entityOf(s, c, ci, k, li);
       const actionValue = cap.stopAfter ?? cap.action ?? ACTIONS.impression;
@@ -134,10 +152,32 @@ export function resolveCaps(
         lastView = viewType;
       }
       if (since < minSince) minSince = since;
+      if (bucketed) {
+        if (viewType < 0 && (action === bucketAction || bucketAction < 0)) {
+          let c = 0;
+          while (c < startCount && starts[c] !== since) c++;
+          if (c < MAX_FAST_WINDOWS) {
+            if (c === startCount) starts[startCount++] = since;
+            bucketAction = action;
+            capClass[capIndex] = c;
+            capCounter[capIndex++] = entity;
+            continue;
+          }
+        }
+        // Not one of the bucketed scan's: the caps so far get counters, and so does the rest.
+        countersForBuckets(s, capIndex, bucketAction);
+        bucketed = false;
+      }
       capCounter[capIndex++] = counterOf(s, entity, action, viewType, since);
     }
   }
   s.minSince = minSince;
+  if (bucketed && startCount > 0) {
+    s.startCount = startCount;
+    s.watchedActions[bucketAction] = 1;
+    return true;
+  }
+  return false;
 }
 
 /** The index of `level` among the request's levels, added (with an empty id table) on first sight. */
@@ -277,11 +317,12 @@ function counterOf(s: CapScratch, entity: number, action: number, viewType: numb
 }
 
 /**
- * Lays the counters out in scan order: each entity's counters contiguous, longest window first
- * (the scan stops at the first window an event is older than); its table slot gets their range.
+ * General scan: lays the counters out in scan order, each entity's counters contiguous, longest
+ * window first (the scan stops at the first window an event is older than); its table slot gets
+ * their range.
  */
 export function orderCounters(s: CapScratch): void {
-  const { entityHead, counterNext, setupAction, setupView, setupSince, entitySlot, entityFirst, table } = s;
+  const { entityHead, counterNext, setupAction, setupView, setupSince, entitySlot, table } = s;
   const { finalIndex, origin, action: cAction, view: cView, since: cSince, counts } = s;
   counts.fill(0, 0, s.counterCount);
   let next = 0;
@@ -307,38 +348,98 @@ export function orderCounters(s: CapScratch): void {
     const p = entitySlot[e] as number;
     table[p + 2] = first;
     table[p + 3] = next;
-    entityFirst[e] = first;
   }
 }
 
 /**
- * Prepares the fast path when the request allows it and returns its number of window classes
- * (0: the general scan). The usual request has every cap count one action in any view type, over
- * a few distinct windows: an event's window class (the last window start it is at or after) is
- * found once per event, and each level adds one to its entity's bucket of that class; a counter's
- * count is then the sum of its entity's buckets from its window's class up. The hot loop then
- * has no loop over an entity's counters, whose window comparisons the CPU mispredicts.
+ * The caps resolved so far for the bucketed scan (`capIndex` of them, all counting `action`)
+ * given counters instead, as the general scan needs.
  */
-export function fastWindows(s: CapScratch): number {
-  const { starts, view: cView, action: cAction, since: cSince } = s;
-  const counterCount = s.counterCount;
-  if (counterCount === 0) return 0;
-  let startCount = 0;
-  const fastAction = cAction[0] as number;
-  for (let k = 0; k < counterCount; k++) {
-    if ((cView[k] as number) >= 0 || cAction[k] !== fastAction) return 0;
-    const since = cSince[k] as number;
-    let j = 0;
-    while (j < startCount && (starts[j] as number) < since) j++;
-    if (j < startCount && starts[j] === since) continue;
-    if (startCount === MAX_FAST_WINDOWS) return 0;
-    for (let m = startCount; m > j; m--) starts[m] = starts[m - 1] as number;
-    starts[j] = since;
-    startCount++;
+function countersForBuckets(s: CapScratch, capIndex: number, action: number): void {
+  const { capCounter, capClass, starts } = s;
+  for (let i = 0; i < capIndex; i++) {
+    const entity = capCounter[i] as number;
+    if (entity >= 0)
+      capCounter[i] = counterOf(s, entity, action, -1, starts[capClass[i] as number] as number);
   }
+}
+
+/**
+ * Lays out the bucketed scan after {@link resolveCaps} chose it, and returns its number of
+ * window classes: the window starts ascending, each cap's class renumbered to match, and per
+ * entity a bucket per class (its table slot holds the first). An event's class (the last window
+ * start it is at or after) is found once per event and each level adds one to its entity's
+ * bucket of that class; a cap's count is then the sum of its entity's buckets from its class up
+ * ({@link bucketCounts}). The hot loop then has no loop over an entity's counters, whose window
+ * comparisons the CPU mispredicts.
+ */
+export function bucketEntities(s: CapScratch, capTotal: number): number {
+  const { starts, rankOf, capClass, capCounter } = s;
+  const startCount = s.startCount;
+  // Insertion sort of a handful of starts, remembering where each went.
+  const order = s.classOrder;
+  for (let c = 0; c < startCount; c++) order[c] = c;
+  for (let c = 1; c < startCount; c++) {
+    const since = starts[c] as number;
+    const from = order[c] as number;
+    let j = c;
+    while (j > 0 && (starts[j - 1] as number) > since) {
+      starts[j] = starts[j - 1] as number;
+      order[j] = order[j - 1] as number;
+      j--;
+    }
+    starts[j] = since;
+    order[j] = from;
+  }
+  for (let c = 0; c < startCount; c++) rankOf[order[c] as number] = c;
+  for (let i = 0; i < capTotal; i++)
+    if ((capCounter[i] as number) >= 0) capClass[i] = rankOf[capClass[i] as number] as number;
   s.bucketsFor(s.entityCount * startCount);
-  // The table slot of an entity now holds its first bucket (the end mark stays non-zero).
+  // The table slot of an entity now holds its first bucket, and a non-zero end mark.
   const { table, entitySlot } = s;
-  for (let e = 0; e < s.entityCount; e++) table[(entitySlot[e] as number) + 2] = e * startCount;
+  for (let e = 0; e < s.entityCount; e++) {
+    const p = entitySlot[e] as number;
+    table[p + 2] = e * startCount;
+    table[p + 3] = 1;
+  }
   return startCount;
+}
+
+/**
+ * After the bucketed scan: each cap's count (of `subset`'s caps, when given) into `out`, the sum
+ * of its entity's buckets from its window class up.
+ */
+export function bucketCounts(
+  s: CapScratch,
+  capTotal: number,
+  startCount: number,
+  out: Int32Array,
+  subset?: CapSubset,
+): void {
+  const { buckets, capCounter, capClass } = s;
+  for (let e = 0; e < s.entityCount; e++) {
+    const base = e * startCount;
+    for (let c = startCount - 2; c >= 0; c--) {
+      buckets[base + c] = (buckets[base + c] as number) + (buckets[base + c + 1] as number);
+    }
+  }
+  const groupOf = subset?.groupOf;
+  const group = subset?.group ?? 0;
+  for (let i = 0; i < capTotal; i++) {
+    const entity = capCounter[i] as number;
+    if (entity < 0 || (groupOf !== undefined && groupOf[i] !== group)) continue;
+    out[i] = buckets[entity * startCount + (capClass[i] as number)] as number;
+  }
+}
+
+/** After the general scan: each cap's count (of `subset`'s caps, when given) into `out`. */
+export function counterCounts(s: CapScratch, capTotal: number, out: Int32Array, subset?: CapSubset): void {
+  const { capCounter, counts, finalIndex } = s;
+  const groupOf = subset?.groupOf;
+  const group = subset?.group ?? 0;
+  for (let i = 0; i < capTotal; i++) {
+    const counter = capCounter[i] as number;
+    if (counter < 0 || (groupOf !== undefined && groupOf[i] !== group)) continue;
+    out[i] = counts[finalIndex[counter] as number] as number;
+  }
 }

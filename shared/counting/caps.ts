@@ -12,10 +12,18 @@ import type {
   CountingCap,
 } from './cap-rules.js';
 import { capMax, capWindowMs } from './cap-rules.js';
-import { foldBuckets, scanLog } from './cap-scan.js';
+import { scanLog } from './cap-scan.js';
 import { scanCapLog } from './cap-scan-caplog.js';
 import { CapScratch } from './cap-scratch.js';
-import { type CapLimits, type CapSubset, fastWindows, orderCounters, resolveCaps } from './cap-setup.js';
+import {
+  bucketCounts,
+  bucketEntities,
+  type CapLimits,
+  type CapSubset,
+  counterCounts,
+  orderCounters,
+  resolveCaps,
+} from './cap-setup.js';
 import { DEFAULT_IDENTITY } from './identities.js';
 import { actionEventSchema, type EventSchema } from './schema.js';
 
@@ -124,13 +132,22 @@ function evaluate(
   const capTotal = capTotalOf(candidates);
   const s = takeScratch(capTotal, candidates.length);
   try {
-    countIn(s, capTotal, log, capLog, aggregates, candidates, now, notBefore, schema, undefined);
-    const { capCounter, capCount, counts, finalIndex } = s;
-    for (let i = 0; i < capTotal; i++) {
-      const counter = capCounter[i] as number;
-      capCount[i] = counter < 0 ? 0 : (counts[finalIndex[counter] as number] as number);
-    }
-    return verdicts(s, candidates, capCounter, capCount, s.limits, s.ranks, undefined);
+    countIn(
+      s,
+      capTotal,
+      log,
+      capLog,
+      aggregates,
+      candidates,
+      now,
+      notBefore,
+      schema,
+      undefined,
+      s,
+      undefined,
+    );
+    // capCounter: −1 for a block, else ≥ 0 (a counter or an entity): the verdicts' states.
+    return verdicts(s, candidates, s.capCounter, s.capCount, s.limits, s.ranks, undefined);
   } finally {
     releaseScratch(s);
   }
@@ -155,13 +172,20 @@ export function countCaps(
   const capTotal = into.counts.length;
   const s = takeScratch(capTotal, candidates.length);
   try {
-    countIn(s, capTotal, log, capLog, aggregates, candidates, now, notBefore, schema, subset, into);
-    const { capCounter, counts, finalIndex } = s;
-    const { groupOf, group } = subset;
-    const out = into.counts;
-    for (let i = 0; i < capTotal; i++) {
-      if (groupOf[i] === group) out[i] = counts[finalIndex[capCounter[i] as number] as number] as number;
-    }
+    countIn(
+      s,
+      capTotal,
+      log,
+      capLog,
+      aggregates,
+      candidates,
+      now,
+      notBefore,
+      schema,
+      subset,
+      into,
+      into.counts,
+    );
   } finally {
     releaseScratch(s);
   }
@@ -187,8 +211,9 @@ export function groupVerdicts(
 }
 
 /**
- * Setup and scan in `s`: the counts of the caps (of `subset`, when given) are in `s.counts`, by
- * counter; each cap's limit and rank in `limits`.
+ * Setup and scan in `s`: each cap's count (of `subset`'s caps, when given) into `out` (default:
+ * the scratch's `capCount`, as grown for this request) at its flat index, its limit and rank into
+ * `limits`.
  */
 function countIn(
   s: CapScratch,
@@ -201,16 +226,20 @@ function countIn(
   notBefore: number,
   schema: EventSchema,
   subset: CapSubset | undefined,
-  limits?: CapLimits,
+  limits: CapLimits,
+  out: Int32Array | undefined,
 ): void {
-  resolveCaps(s, capTotal, candidates, now, notBefore, schema, subset, limits);
-  orderCounters(s);
-  const startCount = fastWindows(s);
+  const bucketed = resolveCaps(s, capTotal, candidates, now, notBefore, schema, subset, limits);
+  let startCount = 0;
+  if (bucketed) startCount = bucketEntities(s, capTotal);
+  else orderCounters(s);
   if (capLog !== undefined) scanCapLog(s, capLog, notBefore, schema, startCount);
   else if (log !== undefined) scanLog(s, log, notBefore, schema, startCount);
   if (aggregates !== undefined && aggregates.length > 0)
     scanLog(s, aggregates, notBefore, schema, startCount, true);
-  if (startCount > 0) foldBuckets(s, startCount);
+  const counts = out ?? s.capCount;
+  if (bucketed) bucketCounts(s, capTotal, startCount, counts, subset);
+  else counterCounts(s, capTotal, counts, subset);
 }
 
 /** A status; `key` only when given (the user's statuses carry none). */
