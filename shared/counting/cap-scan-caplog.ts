@@ -71,7 +71,8 @@ export function scanCapLog(
           slot = (slot + 1) & mask;
           p = region + slot * SLOT;
         }
-        slots[base + li] = table[p + 3] === 0 ? -1 : p;
+        // Bucketed: the entity's first bucket; else its slot, which holds its counter range.
+        slots[base + li] = table[p + 3] === 0 ? -1 : fast ? (table[p + 2] as number) : p;
       }
       // A loop, not TypedArray.fill: a builtin call per tuple cost more than the probes above.
       for (let c = tuples * startCount; c < (tuples + 1) * startCount; c++) tallies[c] = 0;
@@ -112,7 +113,7 @@ export function scanCapLog(
 
 /** Bucketed path, after the scan: each tuple's tallies into its entities' buckets. */
 function addTallies(s: CapScratch, tuples: number, startCount: number): void {
-  const { tupleSlots: slots, tupleTallies: tallies, table, buckets, levelCount } = s;
+  const { tupleSlots: slots, tupleTallies: tallies, buckets, levelCount } = s;
   for (let t = 0; t < tuples; t++) {
     const first = t * startCount;
     let any = 0;
@@ -120,9 +121,8 @@ function addTallies(s: CapScratch, tuples: number, startCount: number): void {
     if (any === 0) continue;
     const base = t * levelCount;
     for (let li = 0; li < levelCount; li++) {
-      const p = slots[base + li] as number;
-      if (p < 0) continue;
-      const b = table[p + 2] as number;
+      const b = slots[base + li] as number;
+      if (b < 0) continue;
       for (let c = 0; c < startCount; c++)
         buckets[b + c] = (buckets[b + c] as number) + (tallies[first + c] as number);
     }
