@@ -11,6 +11,7 @@ import { userCapLogKey, userCapTuplesKey } from '../shared/counting/keys.js';
 import { type CapCandidate, evaluateCaps } from '../shared/counting/query.js';
 import type { ActionStore } from '../shared/counting/store.js';
 import { prng } from '../shared/random/prng.js';
+import { RawValueReader } from '../shared/redis/resp/value-reader.js';
 import { DAY_MS, HOUR_MS } from '../shared/time/clock.js';
 import {
   type CountingWorkload,
@@ -164,7 +165,7 @@ export async function closedLoop(c: CapChecks, s: ActionStore, concurrency: numb
  * behind earlier checks shows up in it (no coordinated omission); the generator's own lateness
  * is reported beside it. Returns the `capCheckAtTargetRate` figures.
  */
-export async function openLoopAtTargetRate(c: CapChecks): Promise<Record<string, unknown>> {
+export async function openLoopAtTargetRate(client: Redis, c: CapChecks): Promise<Record<string, unknown>> {
   const { store, capUserIds, candidates, checks, collect } = c;
   const targetRate = 5000;
   // Warm-up, not measured: 3 s at the target rate. The hand-over path (worker → message →
@@ -199,6 +200,7 @@ export async function openLoopAtTargetRate(c: CapChecks): Promise<Record<string,
   const cpu = process.cpuUsage(cpu0);
   const grossShare = (cpu.user + cpu.system) / 1000 / (performance.now() - wall0);
   const harnessShare = await harnessCpuShare(targetRate);
+  const roundTripShare = await roundTripCpuShare(client, targetRate);
   // Entries are delivered after the fact: one turn of the event loop before disconnecting.
   await new Promise((resolve) => setImmediate(resolve));
   gcObserver.disconnect();
@@ -215,6 +217,9 @@ export async function openLoopAtTargetRate(c: CapChecks): Promise<Record<string,
     cpuShare: round(Math.max(0, grossShare - harnessShare)),
     grossCpuShare: round(grossShare),
     harnessCpuShare: round(harnessShare),
+    // A bare GET of a 1-byte key on the same schedule, less the generator: the least a check
+    // (one round trip) can cost at this rate on this host, before any evaluation.
+    roundTripCpuShare: round(Math.max(0, roundTripShare - harnessShare)),
     p50Ms: round(percentile(paced, 50)),
     p99Ms: round(percentile(paced, 99)),
     p999Ms: round(percentile(paced, 99.9)),
@@ -252,6 +257,29 @@ export async function harnessCpuShare(ratePerSec: number): Promise<number> {
     run: () => Promise.resolve(),
   });
   const cpu = process.cpuUsage(cpu0);
+  return (cpu.user + cpu.system) / 1000 / (performance.now() - wall0);
+}
+
+/**
+ * The process's CPU at `ratePerSec` when each arrival is one GET of a 1-byte key through the raw
+ * reader the checks use, as a share of one core (the generator's own share included): a
+ * request's round trip — its write, the wake-up for its reply, the reply's parse — without the
+ * check's evaluation.
+ */
+export async function roundTripCpuShare(client: Redis, ratePerSec: number): Promise<number> {
+  const key = 'bench:round-trip';
+  await client.set(key, 'x');
+  const reader = RawValueReader.of(client);
+  const cpu0 = process.cpuUsage();
+  const wall0 = performance.now();
+  await openLoopWindows({
+    ratePerSec,
+    warmup: ratePerSec,
+    windows: [ratePerSec * 2, ratePerSec * 2],
+    run: () => reader.get(key, (value) => value?.length),
+  });
+  const cpu = process.cpuUsage(cpu0);
+  await client.del(key);
   return (cpu.user + cpu.system) / 1000 / (performance.now() - wall0);
 }
 

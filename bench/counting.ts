@@ -8,7 +8,8 @@
  *   to 1 h earlier: duplicates by identity);
  * - cap check: 50 candidates × 4 levels × 3 windows (1 h, 7 d, 30 d) for users with 1,000 events
  *   over 30 days: latency one check at a time (P50/P99), throughput with 4 checks in flight, and
- *   latency in an open loop at the target rate (5,000 checks/s, bench/open-loop.ts);
+ *   latency and CPU in an open loop at the target rate (5,000 checks/s, bench/open-loop.ts),
+ *   beside the CPU of a bare round trip on the same schedule (`roundTripCpuShare`);
  * - the alternative, to decide the store by measurement (docs/counting.md): the Aperture seed's
  *   layout (day / hour / minute bucket sets per user) under the same workload;
  * - the combined check (bench/counting-combined.ts): the same candidates with a recency, a
@@ -92,7 +93,7 @@ async function storeFigures(args: string[]): Promise<Record<string, unknown>> {
     const done = loaded.length;
     const capChecksPerSec = Math.round(done / capWall);
     loaded.sort((a, b) => a - b);
-    const capCheckAtTargetRate = await openLoopAtTargetRate(c);
+    const capCheckAtTargetRate = await openLoopAtTargetRate(client, c);
     // The closed loop with the log read through ioredis (rawReads: false), for comparison; after
     // the open loop, so its code paths do not deoptimise the raw path's just before it.
     const io = await closedLoop(c, new ActionStore({ redis: client, clock, rawReads: false }), concurrency);

@@ -1,13 +1,14 @@
 /**
  * The cap check's scan over a user's cap log (shared/redis/scripts/counting-caplog.lua): the
  * compact copy of its events, each a 10-byte record naming one of the user's entity tuples. A
- * tuple's entities are looked up in the request's id tables once, where it is defined; an event
- * then costs a timestamp read and, on the bucketed path, one increment of its tuple's tally for
- * its window class (the tallies go to the entities' buckets at the end). Same counts as
+ * tuple's entities are looked up in the request's id tables once: where it is defined on the
+ * general path; on the bucketed path after the scan, and only when one of its events counted. An
+ * event then costs a timestamp read and, on the bucketed path, one increment of its tuple's tally
+ * for its window class (the tallies go to the entities' buckets at the end). Same counts as
  * {@link scanLog} over the log (test/unit/counting/caps-reference.test.ts).
  */
 import { CAP_LOG_ENTITY_OFFSET, CAP_LOG_EVENT_BYTES, CAP_LOG_TUPLE } from './cap-log.js';
-import { type CapScratch, SLOT, slotOf, TWO_32 } from './cap-scratch.js';
+import { type CapLayout, type CapScratch, SLOT, slotOf, TWO_32 } from './cap-scratch.js';
 import { layoutAt, UnreadableEventLogError } from './event-log.js';
 import type { EventSchema } from './schema.js';
 
@@ -58,21 +59,19 @@ export function scanCapLog(
         slots = s.tupleSlots;
         tallies = s.tupleTallies;
       }
-      const offsets = acc.offsets;
-      const base = tuples * levelCount;
-      for (let li = 0; li < levelCount; li++) {
-        const offset = offsets[li] as number;
-        const hi = offset >= 0 ? view.getInt32(at + offset - SHIFT) : 0;
-        const lo = offset >= 0 ? view.getInt32(at + offset - SHIFT + 4) : 0;
-        const region = li * levelInts;
-        let slot = slotOf(hi, lo, shift);
-        let p = region + slot * SLOT;
-        while (table[p + 3] !== 0 && (table[p + 1] !== lo || table[p] !== hi)) {
-          slot = (slot + 1) & mask;
-          p = region + slot * SLOT;
+      if (fast) {
+        // Resolved after the scan, and only if one of its events counted (in a long log with a
+        // short window most tuples have none).
+        slots[tuples] = at;
+      } else {
+        const offsets = acc.offsets;
+        const base = tuples * levelCount;
+        for (let li = 0; li < levelCount; li++) {
+          const offset = offsets[li] as number;
+          const hi = offset >= 0 ? view.getInt32(at + offset - SHIFT) : 0;
+          const lo = offset >= 0 ? view.getInt32(at + offset - SHIFT + 4) : 0;
+          slots[base + li] = probe(table, li * levelInts, hi, lo, shift, mask);
         }
-        // Bucketed: the entity's first bucket; else its slot, which holds its counter range.
-        slots[base + li] = table[p + 3] === 0 ? -1 : fast ? (table[p + 2] as number) : p;
       }
       // A loop, not TypedArray.fill: a builtin call per tuple cost more than the probes above.
       for (let c = tuples * startCount; c < (tuples + 1) * startCount; c++) tallies[c] = 0;
@@ -108,21 +107,54 @@ export function scanCapLog(
       }
     }
   }
-  if (fast) addTallies(s, tuples, startCount);
+  if (fast) addTallies(s, capLog, view, cache, tuples, startCount);
 }
 
-/** Bucketed path, after the scan: each tuple's tallies into its entities' buckets. */
-function addTallies(s: CapScratch, tuples: number, startCount: number): void {
-  const { tupleSlots: slots, tupleTallies: tallies, buckets, levelCount } = s;
+/** The table position of the entity (hi, lo) in the level region at `region`, or −1. */
+function probe(
+  table: Int32Array,
+  region: number,
+  hi: number,
+  lo: number,
+  shift: number,
+  mask: number,
+): number {
+  let slot = slotOf(hi, lo, shift);
+  let p = region + slot * SLOT;
+  while (table[p + 3] !== 0 && (table[p + 1] !== lo || table[p] !== hi)) {
+    slot = (slot + 1) & mask;
+    p = region + slot * SLOT;
+  }
+  return table[p + 3] === 0 ? -1 : p;
+}
+
+/**
+ * Bucketed path, after the scan: each tuple with a counted event has its entities looked up
+ * (`slots` holds its position) and its tallies added to their buckets.
+ */
+function addTallies(
+  s: CapScratch,
+  capLog: Buffer,
+  view: DataView,
+  cache: readonly (CapLayout | undefined)[],
+  tuples: number,
+  startCount: number,
+): void {
+  const { tupleSlots: slots, tupleTallies: tallies, buckets, levelCount, table, levelInts, shift, mask } = s;
   for (let t = 0; t < tuples; t++) {
     const first = t * startCount;
     let any = 0;
     for (let c = 0; c < startCount; c++) any |= tallies[first + c] as number;
     if (any === 0) continue;
-    const base = t * levelCount;
+    const at = slots[t] as number;
+    const offsets = (cache[capLog[at] as number] as CapLayout).offsets;
     for (let li = 0; li < levelCount; li++) {
-      const b = slots[base + li] as number;
-      if (b < 0) continue;
+      const offset = offsets[li] as number;
+      const hi = offset >= 0 ? view.getInt32(at + offset - SHIFT) : 0;
+      const lo = offset >= 0 ? view.getInt32(at + offset - SHIFT + 4) : 0;
+      const p = probe(table, li * levelInts, hi, lo, shift, mask);
+      if (p < 0) continue;
+      const b = table[p + 2] as number;
       for (let c = 0; c < startCount; c++)
         buckets[b + c] = (buckets[b + c] as number) + (tallies[first + c] as number);
     }

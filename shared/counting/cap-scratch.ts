@@ -103,9 +103,9 @@ export class CapScratch {
   readonly rankOf = new Int32Array(MAX_FAST_WINDOWS);
   buckets = new Int32Array(0);
   /**
-   * Cap-log scan (cap-scan-caplog.ts): per tuple and level, the tuple's entity (−1: none of the
-   * request's) as its first bucket on the bucketed path, else as its table position; and on the
-   * bucketed path per tuple a count per window class.
+   * Cap-log scan (cap-scan-caplog.ts): on the general path per tuple and level the table position
+   * of the tuple's entity (−1: none of the request's); on the bucketed path per tuple its position
+   * in the cap log and a count per window class.
    */
   tupleSlots = new Int32Array(0);
   tupleTallies = new Int32Array(0);
