@@ -247,15 +247,15 @@ export async function openLoopAtTargetRate(client: Redis, c: CapChecks): Promise
  * ad server's code), which is not the cap check's either; so the check's share is the process's
  * less this.
  */
-export async function harnessCpuShare(ratePerSec: number): Promise<number> {
+export function harnessCpuShare(ratePerSec: number): Promise<number> {
+  return scheduleCpuShare(ratePerSec, () => Promise.resolve());
+}
+
+/** The process's CPU, as a share of one core, over a short open-loop schedule of `run`. */
+async function scheduleCpuShare(ratePerSec: number, run: () => Promise<unknown>): Promise<number> {
   const cpu0 = process.cpuUsage();
   const wall0 = performance.now();
-  await openLoopWindows({
-    ratePerSec,
-    warmup: ratePerSec,
-    windows: [ratePerSec * 2, ratePerSec * 2],
-    run: () => Promise.resolve(),
-  });
+  await openLoopWindows({ ratePerSec, warmup: ratePerSec, windows: [ratePerSec * 2, ratePerSec * 2], run });
   const cpu = process.cpuUsage(cpu0);
   return (cpu.user + cpu.system) / 1000 / (performance.now() - wall0);
 }
@@ -270,17 +270,9 @@ export async function roundTripCpuShare(client: Redis, ratePerSec: number): Prom
   const key = 'bench:round-trip';
   await client.set(key, 'x');
   const reader = RawValueReader.of(client);
-  const cpu0 = process.cpuUsage();
-  const wall0 = performance.now();
-  await openLoopWindows({
-    ratePerSec,
-    warmup: ratePerSec,
-    windows: [ratePerSec * 2, ratePerSec * 2],
-    run: () => reader.get(key, (value) => value?.length),
-  });
-  const cpu = process.cpuUsage(cpu0);
+  const share = await scheduleCpuShare(ratePerSec, () => reader.get(key, (value) => value?.length));
   await client.del(key);
-  return (cpu.user + cpu.system) / 1000 / (performance.now() - wall0);
+  return share;
 }
 
 /**
