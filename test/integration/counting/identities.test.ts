@@ -12,7 +12,9 @@ import {
   encodeActionEvent,
   InvalidActionFieldError,
 } from '../../../shared/counting/event-encode.js';
+import { type IdentityKind, identityKind, identityTag } from '../../../shared/counting/identities.js';
 import { ingestRecords } from '../../../shared/counting/ingest.js';
+import { userCapLogKey } from '../../../shared/counting/keys.js';
 import { type CapCandidate, InvalidCountQueryError } from '../../../shared/counting/query.js';
 import { ActionStore } from '../../../shared/counting/store.js';
 import { DAY_MS, HOUR_MS, ManualClock, MINUTE_MS } from '../../../shared/time/clock.js';
@@ -139,6 +141,52 @@ describe.each(['standalone', 'cluster'] as const)('identities on %s redis-server
     ]);
     // Strictest: both have remaining 0; the household cap's 7 days is the longer window.
     expect(v?.strictest).toMatchObject({ count: 2, key: 'household' });
+  });
+
+  it('an identity whose read fails fails its own check only: checks beside it and after it are exact', async () => {
+    const id = ids();
+    const broken = ids().household;
+    await ingestRecords(store, [
+      event(-20 * MINUTE_MS, { userId: id.user, householdId: id.household }),
+      event(-2 * DAY_MS, { userId: id.user2, householdId: id.household }),
+      event(-3 * DAY_MS, { userId: id.user, householdId: broken }),
+    ]);
+    // A household key of the wrong type: its GET is answered with an error, after the user's
+    // reply of the same check has been counted.
+    const household = identityKind('household') as IdentityKind;
+    await redis.client.hset(userCapLogKey(identityTag(household, broken)), 'x', '1');
+    const caps: CapCandidate['caps'] = [
+      { level: 'campaign', windowMs: DAY_MS, max: 1 },
+      { level: 'advertiser', windowMs: 7 * DAY_MS, max: 2, key: 'household' },
+      { level: 'campaign', recencyMs: HOUR_MS },
+    ];
+    const check = (householdId: string) =>
+      store.checkFrequencyCaps({
+        identities: { user: id.user, household: householdId },
+        candidates: [candidate(caps), candidate(caps.slice(0, 2), { id: 'd' })],
+      });
+    const expected = await check(id.household);
+    expect(expected.rejected.map((v) => v.hits.map((h) => [h.cap.level, h.count, h.key ?? 'user']))).toEqual([
+      [
+        ['campaign', 1, 'user'],
+        ['advertiser', 2, 'household'],
+        ['campaign', 1, 'user'],
+      ],
+      [
+        ['campaign', 1, 'user'],
+        ['advertiser', 2, 'household'],
+      ],
+    ]);
+    const [before, failed, after] = await Promise.allSettled([
+      check(id.household),
+      check(broken),
+      check(id.household),
+    ]);
+    expect(failed.status).toBe('rejected');
+    expect(String((failed as PromiseRejectedResult).reason)).toMatch(/WRONGTYPE/);
+    expect(before).toEqual({ status: 'fulfilled', value: expected });
+    expect(after).toEqual({ status: 'fulfilled', value: expected });
+    expect(await check(id.household)).toEqual(expected);
   });
 
   it('no identity: refuse hits the cap, uncapped skips it, coarser counts on the household; each reported', async () => {
