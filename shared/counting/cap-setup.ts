@@ -154,12 +154,12 @@ export function resolveCaps(
       if (since < minSince) minSince = since;
       if (bucketed) {
         if (viewType < 0 && (action === bucketAction || bucketAction < 0)) {
-          let c = 0;
-          while (c < startCount && starts[c] !== since) c++;
-          if (c < MAX_FAST_WINDOWS) {
-            if (c === startCount) starts[startCount++] = since;
+          let cls = 0;
+          while (cls < startCount && starts[cls] !== since) cls++;
+          if (cls < MAX_FAST_WINDOWS) {
+            if (cls === startCount) starts[startCount++] = since;
             bucketAction = action;
-            capClass[capIndex] = c;
+            capClass[capIndex] = cls;
             capCounter[capIndex++] = entity;
             continue;
           }
