@@ -18,7 +18,6 @@ import { CapScratch } from './cap-scratch.js';
 import {
   bucketCounts,
   bucketEntities,
-  type CapLimits,
   type CapSubset,
   counterCounts,
   orderCounters,
@@ -132,20 +131,7 @@ function evaluate(
   const capTotal = capTotalOf(candidates);
   const s = takeScratch(capTotal, candidates.length);
   try {
-    countIn(
-      s,
-      capTotal,
-      log,
-      capLog,
-      aggregates,
-      candidates,
-      now,
-      notBefore,
-      schema,
-      undefined,
-      s,
-      undefined,
-    );
+    countIn(s, capTotal, log, capLog, aggregates, candidates, now, notBefore, schema, undefined, undefined);
     // capCounter: −1 for a block, else ≥ 0 (a counter or an entity): the verdicts' states.
     return verdicts(s, candidates, s.capCounter, s.capCount, s.limits, s.ranks, undefined);
   } finally {
@@ -172,20 +158,7 @@ export function countCaps(
   const capTotal = into.counts.length;
   const s = takeScratch(capTotal, candidates.length);
   try {
-    countIn(
-      s,
-      capTotal,
-      log,
-      capLog,
-      aggregates,
-      candidates,
-      now,
-      notBefore,
-      schema,
-      subset,
-      into,
-      into.counts,
-    );
+    countIn(s, capTotal, log, capLog, aggregates, candidates, now, notBefore, schema, subset, into);
   } finally {
     releaseScratch(s);
   }
@@ -211,9 +184,9 @@ export function groupVerdicts(
 }
 
 /**
- * Setup and scan in `s`: each cap's count (of `subset`'s caps, when given) into `out` (default:
- * the scratch's `capCount`, as grown for this request) at its flat index, its limit and rank into
- * `limits`.
+ * Setup and scan in `s`: each cap's count (of `subset`'s caps, when given), limit and rank at its
+ * flat index into `into`, or without it into the scratch's own (`capCount`, `limits`, `ranks`, as
+ * grown for this request).
  */
 function countIn(
   s: CapScratch,
@@ -226,10 +199,9 @@ function countIn(
   notBefore: number,
   schema: EventSchema,
   subset: CapSubset | undefined,
-  limits: CapLimits,
-  out: Int32Array | undefined,
+  into: RequestCounts | undefined,
 ): void {
-  const bucketed = resolveCaps(s, capTotal, candidates, now, notBefore, schema, subset, limits);
+  const bucketed = resolveCaps(s, capTotal, candidates, now, notBefore, schema, subset, into);
   let startCount = 0;
   if (bucketed) startCount = bucketEntities(s, capTotal);
   else orderCounters(s);
@@ -237,7 +209,7 @@ function countIn(
   else if (log !== undefined) scanLog(s, log, notBefore, schema, startCount);
   if (aggregates !== undefined && aggregates.length > 0)
     scanLog(s, aggregates, notBefore, schema, startCount, true);
-  const counts = out ?? s.capCount;
+  const counts = into === undefined ? s.capCount : into.counts;
   if (bucketed) bucketCounts(s, capTotal, startCount, counts, subset);
   else counterCounts(s, capTotal, counts, subset);
 }
